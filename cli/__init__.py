@@ -1,0 +1,56 @@
+"""The command line: one argparse sub-command per entry of COMMANDS.
+
+Adding a command is one function: write `add_NAME(subparsers)` that adds its parser and
+calls `set_defaults(run=...)`, where `run(args) -> int` returns the exit status, then list
+it in COMMANDS. A `run` that meets a bad argument raises UsageError; main() turns that
+into one line on stderr and exit status 2, the same as argparse's own errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Callable, Sequence
+
+from cli import preview
+from cli.common import CommandLineParser, UsageError
+
+__all__ = ["COMMANDS", "UsageError", "build_parser", "main"]
+
+AddCommand = Callable[["argparse._SubParsersAction[CommandLineParser]"], None]
+
+COMMANDS: list[AddCommand] = [
+    preview.add_next,
+    preview.add_render,
+]
+
+
+def build_parser() -> CommandLineParser:
+    parser = CommandLineParser(
+        prog="main.py",
+        description="Sundial, a durable job scheduler.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add_command in COMMANDS:
+        add_command(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the process exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return args.run(args)
+    except UsageError as error:
+        print(f"{parser.prog} {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # The reader went away (`main.py next ... | head -1`): not an error. Point stdout
+        # at devnull so that the interpreter's final flush does not complain again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
