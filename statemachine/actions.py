@@ -1,0 +1,106 @@
+"""Actions: what the shell must do, in the imperative. The shell applies every
+action of a transition in the same transaction as the new record, except
+`Deliver`, which it performs after the commit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+
+@dataclass(frozen=True)
+class ScheduleTick:
+    """Enqueue a tick task for `at` (hopping if it is beyond the queue's reach)."""
+
+    at: datetime
+    nonce: str
+
+
+@dataclass(frozen=True)
+class StartInvocation:
+    """Create the invocation record, status STARTING."""
+
+    invocation_id: str
+    scheduled_time: datetime
+    trigger: str
+    event_count: int = 1
+
+
+@dataclass(frozen=True)
+class EnqueueAttempt:
+    """Enqueue a start task for one attempt of one event, due at `at`."""
+
+    invocation_id: str
+    event_index: int
+    attempt: int
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Deliver:
+    """Mark the attempt RUNNING in this transaction; after commit, call the target."""
+
+    invocation_id: str
+    scheduled_time: datetime
+    trigger: str
+    event_index: int
+    event_count: int
+    attempt: int
+
+
+@dataclass(frozen=True)
+class RecordSkipped:
+    """Record an occurrence that gets no delivery: an invocation with status SKIPPED."""
+
+    invocation_id: str
+    scheduled_time: datetime
+    trigger: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class FinishInvocation:
+    """Give an invocation its terminal status (SUCCEEDED, FAILED or ABORTED)."""
+
+    invocation_id: str
+    status: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RecordAttemptFailed:
+    """Log a failed attempt on the invocation; `retry_at` is None when it was the last."""
+
+    invocation_id: str
+    event_index: int
+    attempt: int
+    reason: str
+    retry_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TriggerJobs:
+    """Send a ManualTrigger(request_id=source invocation, trigger=job:SOURCE) to each job."""
+
+    job_ids: tuple[str, ...]
+    source_invocation_id: str
+
+
+@dataclass(frozen=True)
+class RetryLater:
+    """Hand the task being processed back to its queue, to come again after `delay`."""
+
+    delay: timedelta
+
+
+Action = (
+    ScheduleTick
+    | StartInvocation
+    | EnqueueAttempt
+    | Deliver
+    | RecordSkipped
+    | FinishInvocation
+    | RecordAttemptFailed
+    | TriggerJobs
+    | RetryLater
+)

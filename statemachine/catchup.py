@@ -1,0 +1,63 @@
+"""Which fire times a tick delivers, and which it records as missed.
+
+A tick handles every fire time in (scheduled_until, horizon]. Those within
+`late_tolerance` of now are on time and always delivered; older ones were
+missed (Sundial was down, or the chain was broken) and the catch-up policy
+decides: `none` delivers none of them, `latest` the most recent one within the
+window (only when no on-time occurrence supersedes it), `all` each one within
+the window, in order. Anything older than the window is missed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from statemachine.policy import Catchup, JobPolicy, Tuning
+from statemachine.schedule import Schedule, fire_times
+
+SCHEDULE = "schedule"
+CATCHUP = "catchup"
+
+
+@dataclass(frozen=True)
+class DuePlan:
+    deliver: tuple[tuple[datetime, str], ...]  # (scheduled time, trigger), in order
+    missed: tuple[datetime, ...]
+    handled_until: datetime  # every fire time up to here is in deliver or missed
+    more: bool  # the scan stopped at the limit: a follow-up tick must continue
+
+
+def plan_due(
+    schedule: Schedule,
+    since: datetime,
+    horizon: datetime,
+    now: datetime,
+    policy: JobPolicy,
+    tuning: Tuning,
+) -> DuePlan:
+    times = list(fire_times(schedule, since, horizon, limit=tuning.scan_limit + 1))
+    more = len(times) > tuning.scan_limit
+    if more:
+        times = times[: tuning.scan_limit]
+    on_time_from = now - tuning.late_tolerance
+    on_time = [t for t in times if t >= on_time_from]
+    late = [t for t in times if t < on_time_from]
+    caught = _caught_up(late, bool(on_time) or more, now, policy)
+    caught_set = set(caught)
+    return DuePlan(
+        deliver=tuple((t, CATCHUP) for t in caught) + tuple((t, SCHEDULE) for t in on_time),
+        missed=tuple(t for t in late if t not in caught_set),
+        handled_until=times[-1] if more else horizon,
+        more=more,
+    )
+
+
+def _caught_up(late: list[datetime], superseded: bool, now: datetime, policy: JobPolicy) -> list[datetime]:
+    """The late fire times that the catch-up policy still delivers."""
+    in_window = [t for t in late if t >= now - policy.catchup_window]
+    if policy.catchup is Catchup.ALL:
+        return in_window
+    if policy.catchup is Catchup.LATEST and not superseded:
+        return in_window[-1:]
+    return []

@@ -1,0 +1,240 @@
+"""The invocation half of the machine: admitting occurrences under the overlap
+policy, starting invocations, following their attempts, and finishing them.
+
+Every function takes a record and returns (record, actions); none of them
+looks at anything but its arguments.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from statemachine import actions as act
+from statemachine import events as ev
+from statemachine.policy import Catchup, Overlap, Tuning, compute_backoff, fanout_offsets
+from statemachine.record import ActiveInvocation, JobRecord, Occurrence, evolve
+
+SUCCEEDED = "SUCCEEDED"
+FAILED = "FAILED"
+ABORTED = "ABORTED"
+
+Result = tuple[JobRecord, list]
+
+
+def admit(record: JobRecord, occurrence: Occurrence, now: datetime, tuning: Tuning) -> Result:
+    """Start an occurrence, buffer it, or skip it, as the overlap policy says."""
+    policy = record.policy
+    if len(record.active) < policy.concurrency_limit():
+        return start(record, occurrence, now, tuning)
+    # A caught-up occurrence under `catchup: all` is never dropped for overlap:
+    # the policy promises each one is delivered, so they wait their turn.
+    if policy.overlap is Overlap.BUFFER_ALL or (
+        occurrence.trigger == "catchup" and policy.catchup is Catchup.ALL
+    ):
+        return evolve(record, buffered=record.buffered + (occurrence,)), []
+    if policy.overlap is Overlap.BUFFER_ONE:
+        dropped = [skipped(o, "overlap") for o in record.buffered]
+        return evolve(record, buffered=(occurrence,)), dropped
+    return record, [skipped(occurrence, "overlap")]
+
+
+def skipped(occurrence: Occurrence, reason: str) -> act.RecordSkipped:
+    return act.RecordSkipped(
+        occurrence.invocation_id, occurrence.scheduled_time, occurrence.trigger, reason
+    )
+
+
+def start(record: JobRecord, occurrence: Occurrence, now: datetime, tuning: Tuning) -> Result:
+    """Create the invocation and enqueue the first attempt of each of its events."""
+    policy = record.policy
+    fanout = policy.fanout
+    due = [max(occurrence.scheduled_time + offset, now) for offset in fanout_offsets(fanout)]
+    entry = ActiveInvocation(
+        invocation_id=occurrence.invocation_id,
+        scheduled_time=occurrence.scheduled_time,
+        trigger=occurrence.trigger,
+        deadline=now + fanout.spread + policy.timeout,
+        event_count=fanout.count,
+        attempts=(1,) * fanout.count,
+        expect_by=max(due) + tuning.start_grace,
+    )
+    actions = [
+        act.StartInvocation(entry.invocation_id, entry.scheduled_time, entry.trigger, fanout.count)
+    ]
+    actions += [
+        act.EnqueueAttempt(entry.invocation_id, index, 1, at) for index, at in enumerate(due)
+    ]
+    return evolve(record, active=record.active + (entry,)), actions
+
+
+def on_starting(record: JobRecord, event: ev.InvocationStarting, now: datetime, tuning: Tuning) -> Result:
+    """A start task arrived: commit that the attempt is starting, then deliver."""
+    entry = _current_attempt(record, event.invocation_id, event.event_index, event.attempt)
+    if entry is None:
+        return record, []
+    if now >= entry.deadline:
+        return finish(record, entry, FAILED, "timeout", now, tuning)
+    bit = 1 << event.event_index
+    lease = record.policy.attempt_timeout + tuning.start_grace
+    if entry.started_mask & bit and entry.started_at and now - entry.started_at < lease:
+        return record, []  # a duplicate of a start whose attempt is still in flight
+    entry = evolve(
+        entry,
+        started_mask=entry.started_mask | bit,
+        started_at=now,
+        expect_by=max(entry.expect_by or now, now + lease),
+    )
+    deliver = act.Deliver(
+        entry.invocation_id,
+        entry.scheduled_time,
+        entry.trigger,
+        event.event_index,
+        entry.event_count,
+        event.attempt,
+    )
+    return record.with_active(entry), [deliver]
+
+
+def on_started(record: JobRecord, event: ev.InvocationStarted, now: datetime, tuning: Tuning) -> Result:
+    """The target accepted the attempt (202): wait for its completion, or the deadline."""
+    entry = _current_attempt(record, event.invocation_id, event.event_index, event.attempt)
+    if entry is None:
+        return record, []
+    bit = 1 << event.event_index
+    entry = evolve(
+        entry, started_mask=entry.started_mask | bit, accepted_mask=entry.accepted_mask | bit
+    )
+    waiting = entry.all_events_mask & ~entry.done_mask & ~entry.accepted_mask
+    if not waiting:
+        entry = evolve(entry, expect_by=None)  # only the deadline is left to watch
+    return record.with_active(entry), []
+
+
+def on_finished(record: JobRecord, event: ev.InvocationFinished, now: datetime, tuning: Tuning) -> Result:
+    if event.attempt is None:
+        return _on_completion(record, event, now, tuning)
+    entry = _current_attempt(record, event.invocation_id, event.event_index, event.attempt)
+    if entry is None:
+        return record, []
+    bit = 1 << event.event_index
+    if event.succeeded:
+        return _settle_events(record, evolve(entry, done_mask=entry.done_mask | bit), now, tuning)
+    return _attempt_failed(record, entry, event, now, tuning)
+
+
+def _attempt_failed(record, entry, event, now, tuning) -> Result:
+    retry = record.policy.retry
+    reason = event.reason or "failed"
+    index, attempt = event.event_index, event.attempt
+    if attempt < retry.max_attempts:
+        retry_at = now + compute_backoff(retry, attempt, f"{entry.invocation_id}/{index}")
+        if retry_at < entry.deadline:
+            attempts = entry.attempts[:index] + (attempt + 1,) + entry.attempts[index + 1 :]
+            entry = evolve(
+                entry,
+                attempts=attempts,
+                started_mask=entry.started_mask & ~(1 << index),
+                expect_by=max(entry.expect_by or retry_at, retry_at + tuning.start_grace),
+            )
+            return record.with_active(entry), [
+                act.RecordAttemptFailed(entry.invocation_id, index, attempt, reason, retry_at),
+                act.EnqueueAttempt(entry.invocation_id, index, attempt + 1, retry_at),
+            ]
+    bit = 1 << index
+    entry = evolve(
+        entry,
+        done_mask=entry.done_mask | bit,
+        failed_mask=entry.failed_mask | bit,
+        failure_reason=entry.failure_reason or reason,
+    )
+    logged = act.RecordAttemptFailed(entry.invocation_id, index, attempt, reason, None)
+    record, actions = _settle_events(record, entry, now, tuning)
+    return record, [logged] + actions
+
+
+def _on_completion(record, event, now, tuning) -> Result:
+    """Async completion: it settles every event still in flight or waiting."""
+    entry = record.find_active(event.invocation_id)
+    if entry is None:
+        return record, []
+    pending = (entry.started_mask | entry.accepted_mask) & ~entry.done_mask
+    if not pending:
+        return record, []
+    entry = evolve(entry, done_mask=entry.done_mask | pending)
+    if not event.succeeded:
+        entry = evolve(
+            entry,
+            failed_mask=entry.failed_mask | pending,
+            failure_reason=entry.failure_reason or event.reason or "failed",
+        )
+    return _settle_events(record, entry, now, tuning)
+
+
+def _settle_events(record, entry, now, tuning) -> Result:
+    """Store the entry; finish the invocation once every event is done."""
+    if not entry.finished:
+        return record.with_active(entry), []
+    if not entry.failed_mask:
+        return finish(record, entry, SUCCEEDED, "", now, tuning)
+    reason = entry.failure_reason
+    if entry.event_count > 1:
+        failed = bin(entry.failed_mask).count("1")
+        reason = f"{failed} of {entry.event_count} events failed; first: {reason}"
+    return finish(record, entry, FAILED, reason, now, tuning)
+
+
+def _current_attempt(record, invocation_id, index, attempt) -> ActiveInvocation | None:
+    """The active entry if (event, attempt) is its current, unfinished attempt."""
+    entry = record.find_active(invocation_id)
+    if entry is None or not 0 <= index < entry.event_count:
+        return None
+    if entry.event_done(index) or entry.attempts[index] != attempt:
+        return None
+    return entry
+
+
+def finish(record: JobRecord, entry: ActiveInvocation, status: str, reason: str, now, tuning) -> Result:
+    """Give the invocation its terminal status and let what waited on it go."""
+    failures = record.consecutive_failures
+    if status == SUCCEEDED:
+        failures = 0
+    elif status == FAILED:
+        failures += 1
+    record = evolve(
+        record,
+        active=tuple(e for e in record.active if e.invocation_id != entry.invocation_id),
+        consecutive_failures=failures,
+        last_finished_at=now,
+    )
+    actions: list = [act.FinishInvocation(entry.invocation_id, status, reason)]
+    if status == SUCCEEDED and record.policy.triggers:
+        actions.append(act.TriggerJobs(record.policy.triggers, entry.invocation_id))
+    record, started = drain_buffer(record, now, tuning)
+    return record, actions + started
+
+
+def drain_buffer(record: JobRecord, now: datetime, tuning: Tuning) -> Result:
+    """Start buffered occurrences, in order, while the overlap policy allows."""
+    actions: list = []
+    while record.buffered and len(record.active) < record.policy.concurrency_limit():
+        head, rest = record.buffered[0], record.buffered[1:]
+        record, started = start(evolve(record, buffered=rest), head, now, tuning)
+        actions += started
+    return record, actions
+
+
+def repair(record: JobRecord, entry: ActiveInvocation, now: datetime, tuning: Tuning) -> Result:
+    """The watchdog's repair of one invocation whose chain stopped moving."""
+    if now >= entry.deadline:
+        return finish(record, entry, FAILED, "timeout", now, tuning)
+    if entry.expect_by is None or now < entry.expect_by:
+        return record, []
+    lost = entry.all_events_mask & ~entry.done_mask & ~entry.accepted_mask
+    actions = [
+        act.EnqueueAttempt(entry.invocation_id, index, entry.attempts[index], now)
+        for index in range(entry.event_count)
+        if lost >> index & 1
+    ]
+    lease = record.policy.attempt_timeout + tuning.start_grace
+    entry = evolve(entry, expect_by=now + tuning.start_grace + lease)
+    return record.with_active(entry), actions

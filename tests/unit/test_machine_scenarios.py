@@ -1,0 +1,362 @@
+"""Scenario tests in LUCI's style: one behaviour each, the exact actions after every step."""
+
+from datetime import timedelta
+
+import pytest
+
+from statemachine import actions as act
+from statemachine import events as ev
+from statemachine.machine import InvalidTransition
+from statemachine.policy import Catchup, Overlap
+
+from tests.unit.machine_helpers import (
+    Scenario,
+    clock,
+    manual_id,
+    occurrence_id,
+    policy,
+    skipped,
+    started,
+)
+
+
+def test_first_enable_schedules_exactly_one_tick():
+    job = Scenario()
+    assert job.enable("10:07") == [act.ScheduleTick(clock("10:15"), "1.1")]
+    assert job.state == "SCHEDULED"
+    assert job.record.watchdog_at == clock("10:15:30")
+
+
+def test_reapplying_the_same_config_emits_nothing():
+    job = Scenario()
+    job.enable("10:07")
+    before = job.record
+    assert job.step(ev.JobEnabled(policy()), "10:08") == []
+    assert job.step(ev.ScheduleChanged(policy()), "10:09") == []
+    assert job.record == before
+
+
+def test_schedule_change_bumps_generation_and_old_tick_is_stale():
+    job = Scenario()
+    job.enable("10:07")
+    old_nonce = job.record.tick_nonce
+    actions = job.step(ev.ScheduleChanged(policy(schedule_text="every 1h", revision="r2")), "10:08")
+    assert actions == [act.ScheduleTick(clock("11:00"), "2.2")]
+    assert job.record.generation == 2
+    assert job.tick("10:15", nonce=old_nonce) == []
+    assert job.record.active == ()
+
+
+def test_change_that_keeps_the_timing_does_not_replan():
+    job = Scenario()
+    job.enable("10:07")
+    nonce = job.record.tick_nonce
+    assert job.step(ev.ScheduleChanged(policy(revision="r2", timeout=timedelta(minutes=1))), "10:08") == []
+    assert job.record.tick_nonce == nonce
+    assert job.record.policy.timeout == timedelta(minutes=1)
+
+
+def test_stale_and_duplicate_ticks_are_ignored():
+    job = Scenario()
+    job.enable("10:07")
+    nonce = job.record.tick_nonce
+    assert job.tick("10:15", nonce="0.99") == []
+    first = job.tick("10:15", nonce=nonce)
+    assert first[:1] == [act.ScheduleTick(clock("10:30"), "1.2")]
+    assert job.tick("10:15:01", nonce=nonce) == []  # the same task delivered twice
+
+
+def test_tick_a_minute_early_rearms_for_the_same_time():
+    job = Scenario()
+    job.enable("10:07")
+    assert job.tick("10:14") == [act.ScheduleTick(clock("10:15"), "1.1")]
+    assert job.record.active == ()
+
+
+def test_tick_200ms_early_is_handed_back_to_the_queue():
+    job = Scenario()
+    job.enable("10:07")
+    assert job.tick("10:14:59.800") == [act.RetryLater(timedelta(milliseconds=200))]
+    assert job.record.tick_nonce == "1.1"
+
+
+def test_tick_20ms_early_is_accepted_for_its_own_time():
+    job = Scenario()
+    job.enable("10:07")
+    now = clock("10:14:59.980")
+    assert job.tick(now) == [
+        act.ScheduleTick(clock("10:30"), "1.2"),
+        *started(clock("10:15"), now),
+    ]
+
+
+def test_absolute_schedule_rearms_on_every_tick():
+    job = Scenario()
+    job.enable("10:07")
+    actions = job.tick("10:15")
+    assert actions == [act.ScheduleTick(clock("10:30"), "1.2"), *started(clock("10:15"), clock("10:15"))]
+    assert job.state == "QUEUED"
+    inv = occurrence_id(clock("10:15"))
+    assert job.step(ev.InvocationStarting(inv), "10:15:01") == [
+        act.Deliver(inv, clock("10:15"), "schedule", 0, 1, 1)
+    ]
+    assert job.state == "RUNNING"
+    assert job.step(ev.InvocationFinished(inv, True), "10:15:02") == [
+        act.FinishInvocation(inv, "SUCCEEDED", "")
+    ]
+    assert job.state == "SCHEDULED"
+
+
+def test_relative_schedule_rearms_only_after_the_invocation_ends():
+    job = Scenario()
+    assert job.enable("10:00", schedule_text="with 10m interval") == [
+        act.ScheduleTick(clock("10:10"), "1.1")
+    ]
+    assert job.tick("10:10") == started(clock("10:10"), clock("10:10"))
+    assert job.record.tick_at is None
+    inv = occurrence_id(clock("10:10"))
+    actions = job.run_through(inv, "10:13")
+    assert actions == [
+        act.FinishInvocation(inv, "SUCCEEDED", ""),
+        act.ScheduleTick(clock("10:23"), "1.2"),
+    ]
+
+
+def test_continuously_starts_again_as_soon_as_it_ends():
+    job = Scenario()
+    assert job.enable("10:00", schedule_text="continuously") == [act.ScheduleTick(clock("10:00"), "1.1")]
+    job.tick("10:00")
+    actions = job.run_through(occurrence_id(clock("10:00")), "10:04")
+    assert actions[-1] == act.ScheduleTick(clock("10:04"), "1.2")
+
+
+# --- overlap --------------------------------------------------------------------------
+
+
+def _busy_job(overlap: Overlap, **fields) -> Scenario:
+    """An every-minute job whose 10:01 invocation is still running."""
+    job = Scenario()
+    job.enable("10:00:30", schedule_text="every 1m", overlap=overlap, **fields)
+    job.tick("10:01")
+    job.step(ev.InvocationStarting(occurrence_id(clock("10:01"))), "10:01")
+    return job
+
+
+def test_overlap_skip_records_the_occurrence_as_skipped():
+    job = _busy_job(Overlap.SKIP)
+    assert job.tick("10:02") == [act.ScheduleTick(clock("10:03"), "1.3"), skipped(clock("10:02"), "overlap")]
+    assert job.state == "RUNNING"
+
+
+def test_overlap_buffer_one_keeps_only_the_newest_waiting():
+    job = _busy_job(Overlap.BUFFER_ONE)
+    assert job.tick("10:02") == [act.ScheduleTick(clock("10:03"), "1.3")]
+    assert job.tick("10:03") == [act.ScheduleTick(clock("10:04"), "1.4"), skipped(clock("10:02"), "overlap")]
+    first = occurrence_id(clock("10:01"))
+    assert job.run_through(first, "10:03:30") == [
+        act.FinishInvocation(first, "SUCCEEDED", ""),
+        *started(clock("10:03"), clock("10:03:30")),
+    ]
+    assert job.record.buffered == ()
+
+
+def test_overlap_buffer_all_starts_them_in_order():
+    job = _busy_job(Overlap.BUFFER_ALL)
+    job.tick("10:02")
+    job.tick("10:03")
+    assert [o.scheduled_time for o in job.record.buffered] == [clock("10:02"), clock("10:03")]
+    first = occurrence_id(clock("10:01"))
+    assert job.run_through(first, "10:03:30")[1:] == started(clock("10:02"), clock("10:03:30"))
+    second = occurrence_id(clock("10:02"))
+    assert job.run_through(second, "10:03:40")[1:] == started(clock("10:03"), clock("10:03:40"))
+
+
+def test_overlap_allow_starts_up_to_max_concurrent_then_skips():
+    job = _busy_job(Overlap.ALLOW, max_concurrent=2)
+    assert job.tick("10:02")[1:] == started(clock("10:02"), clock("10:02"))
+    assert job.tick("10:03")[1:] == [skipped(clock("10:03"), "overlap")]
+    assert len(job.record.active) == 2
+
+
+# --- catch-up after a 3-hour gap on an every-15-minutes job -----------------------------
+
+
+def _after_gap(catchup: Catchup, window: timedelta = timedelta(hours=1)) -> tuple[Scenario, list]:
+    job = Scenario()
+    job.enable("09:50", catchup=catchup, catchup_window=window, overlap=Overlap.SKIP)
+    # The 10:00 tick arrives at 13:05: thirteen occurrences 10:00 .. 13:00 are late.
+    return job, job.tick("13:05")
+
+
+GAP = [clock("10:00") + timedelta(minutes=15 * i) for i in range(13)]
+
+
+def test_catchup_none_records_every_missed_occurrence():
+    job, actions = _after_gap(Catchup.NONE)
+    assert actions == [
+        act.ScheduleTick(clock("13:15"), "1.2"),
+        *[skipped(t, "missed", "catchup") for t in GAP],
+    ]
+    assert job.state == "SCHEDULED"
+
+
+def test_catchup_latest_delivers_only_the_most_recent_in_window():
+    job, actions = _after_gap(Catchup.LATEST)
+    assert actions == [
+        act.ScheduleTick(clock("13:15"), "1.2"),
+        *[skipped(t, "missed", "catchup") for t in GAP[:-1]],
+        *started(clock("13:00"), clock("13:05"), trigger="catchup"),
+    ]
+
+
+def test_catchup_all_delivers_each_in_window_in_order():
+    job, actions = _after_gap(Catchup.ALL)
+    in_window = [t for t in GAP if t >= clock("12:05")]  # 12:15, 12:30, 12:45, 13:00
+    assert actions == [
+        act.ScheduleTick(clock("13:15"), "1.2"),
+        *[skipped(t, "missed", "catchup") for t in GAP if t not in in_window],
+        *started(in_window[0], clock("13:05"), trigger="catchup"),
+    ]
+    assert [o.scheduled_time for o in job.record.buffered] == in_window[1:]
+    for current, following in zip(in_window, in_window[1:]):
+        finished = job.run_through(occurrence_id(current), "13:06")
+        assert finished[1:] == started(following, clock("13:06"), trigger="catchup")
+
+
+def test_latest_is_superseded_by_an_on_time_occurrence():
+    job = Scenario()
+    job.enable("09:50", catchup=Catchup.LATEST)
+    actions = job.tick("10:30:20")  # 10:00 and 10:15 late, 10:30 on time
+    assert actions == [
+        act.ScheduleTick(clock("10:45"), "1.2"),
+        skipped(clock("10:00"), "missed", "catchup"),
+        skipped(clock("10:15"), "missed", "catchup"),
+        *started(clock("10:30"), clock("10:30:20")),
+    ]
+
+
+def test_a_long_backlog_is_handled_in_bounded_batches():
+    job = Scenario()
+    job.tuning = type(job.tuning)(scan_limit=5)
+    job.enable("09:50", catchup=Catchup.NONE)
+    first = job.tick("13:05")
+    assert first[0] == act.ScheduleTick(clock("13:05"), "1.2")  # continue at once
+    assert len(first) == 1 + 5
+    second = job.tick("13:05:01")
+    third = job.tick("13:05:02")
+    recorded = [a.scheduled_time for a in first + second + third if isinstance(a, act.RecordSkipped)]
+    assert recorded == GAP
+    assert third[0] == act.ScheduleTick(clock("13:15"), "1.4")
+
+
+# --- pause, disable, manual triggers -----------------------------------------------------
+
+
+def test_pause_then_resume_records_paused_occurrences_and_does_not_catch_up():
+    job = Scenario()
+    job.enable("10:07")
+    assert job.step(ev.Paused("maintenance"), "10:10") == []
+    assert job.state == "PAUSED"
+    assert job.record.pause_reason == "maintenance"
+    assert job.tick("10:15", nonce="1.1") == []  # the pending tick is stale now
+    with pytest.raises(InvalidTransition, match="paused"):
+        job.step(ev.ManualTrigger("req-1"), "10:20")
+    actions = job.step(ev.Resumed(), "10:50")
+    assert actions == [
+        skipped(clock("10:15"), "paused"),
+        skipped(clock("10:30"), "paused"),
+        skipped(clock("10:45"), "paused"),
+        act.ScheduleTick(clock("11:00"), "1.2"),
+    ]
+    assert job.state == "SCHEDULED"
+
+
+def test_pause_drops_buffered_occurrences_with_reason_paused():
+    job = _busy_job(Overlap.BUFFER_ONE)
+    job.tick("10:02")
+    assert job.step(ev.Paused(), "10:02:30") == [skipped(clock("10:02"), "paused")]
+    first = occurrence_id(clock("10:01"))
+    assert job.run_through(first, "10:03") == [act.FinishInvocation(first, "SUCCEEDED", "")]
+    assert job.state == "PAUSED"
+
+
+def test_disable_while_running_lets_the_invocation_finish():
+    job = _busy_job(Overlap.SKIP)
+    assert job.step(ev.JobDisabled(), "10:01:10") == []
+    assert job.state == "DISABLED"
+    assert job.record.tick_nonce is None
+    first = occurrence_id(clock("10:01"))
+    assert job.step(ev.InvocationFinished(first, True), "10:01:20") == [
+        act.FinishInvocation(first, "SUCCEEDED", "")
+    ]
+    assert job.state == "DISABLED"
+    assert job.step(ev.JobEnabled(policy(schedule_text="every 1m")), "10:05:30") == [
+        act.ScheduleTick(clock("10:06"), "2.3")
+    ]
+
+
+def test_manual_trigger_starts_now_and_is_idempotent():
+    job = Scenario()
+    job.enable("10:07")
+    now = clock("10:08")
+    inv = manual_id(now, "req-1")
+    assert job.step(ev.ManualTrigger("req-1"), now) == started(now, now, "manual", inv)
+    assert job.step(ev.ManualTrigger("req-1"), now) == []
+
+
+def test_manual_trigger_obeys_the_overlap_policy():
+    job = _busy_job(Overlap.SKIP)
+    now = clock("10:01:30")
+    inv = manual_id(now, "req-2")
+    assert job.step(ev.ManualTrigger("req-2"), now) == [act.RecordSkipped(inv, now, "manual", "overlap")]
+
+
+def test_success_triggers_the_named_jobs_and_failure_does_not():
+    job = Scenario()
+    job.enable("10:07", triggers=("b", "c"))
+    job.tick("10:15")
+    inv = occurrence_id(clock("10:15"))
+    assert job.run_through(inv, "10:16")[1:] == [act.TriggerJobs(("b", "c"), inv)]
+    job.tick("10:30")
+    failing = occurrence_id(clock("10:30"))
+    assert job.run_through(failing, "10:31", succeeded=False, reason="http 500") == [
+        act.RecordAttemptFailed(failing, 0, 1, "http 500", None),
+        act.FinishInvocation(failing, "FAILED", "http 500"),
+    ]
+    assert job.record.consecutive_failures == 1
+
+
+def test_a_job_trigger_names_its_source():
+    job = Scenario()
+    job.enable("10:00", schedule_text="triggered")
+    now = clock("10:08")
+    inv = manual_id(now, "src-inv", kind="j")
+    assert job.step(ev.ManualTrigger("src-inv", trigger="job:a"), now) == started(now, now, "job:a", inv)
+
+
+def test_abort_finishes_active_invocations_and_starts_what_waited():
+    job = _busy_job(Overlap.BUFFER_ONE)
+    job.tick("10:02")
+    first = occurrence_id(clock("10:01"))
+    actions = job.step(ev.Aborted("stuck"), "10:02:10")
+    assert actions == [
+        act.FinishInvocation(first, "ABORTED", "stuck"),
+        *started(clock("10:02"), clock("10:02:10")),
+    ]
+    # The aborted delivery reports back later: stale, nothing happens.
+    assert job.step(ev.InvocationFinished(first, True), "10:02:20") == []
+
+
+def test_one_off_job_is_done_after_its_last_time():
+    from statemachine.schedule import parse_at
+
+    times = parse_at(["2026-01-05T10:10:00Z", "2026-01-05T10:20:00Z"]).times
+    job = Scenario()
+    assert job.enable("10:00", schedule_text="", at=times) == [act.ScheduleTick(clock("10:10"), "1.1")]
+    job.tick("10:10")
+    job.run_through(occurrence_id(clock("10:10")), "10:11")
+    assert job.tick("10:20")[:2] == started(clock("10:20"), clock("10:20"))
+    assert job.state == "QUEUED"
+    job.run_through(occurrence_id(clock("10:20")), "10:21")
+    assert job.state == "DONE"
+    assert job.record.watchdog_at is None

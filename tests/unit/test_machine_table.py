@@ -1,0 +1,197 @@
+"""Every (state, event) pair has a defined outcome, and each outcome is checked."""
+
+from dataclasses import replace
+
+import pytest
+
+from statemachine import events as ev
+from statemachine.machine import IGNORE, TRANSITIONS, InvalidTransition, Refusal, derive_state, step
+from statemachine.record import JobState
+from statemachine.schedule import parse_at
+
+from tests.unit.machine_helpers import Scenario, clock, occurrence_id, policy
+
+INV = occurrence_id(clock("10:15"))
+NOW = clock("10:15")
+LATER = clock("11:00")  # everything the watchdog watches is overdue by then
+
+
+def _scheduled():
+    job = Scenario()
+    job.enable("10:07")
+    return job
+
+
+def _queued():
+    job = _scheduled()
+    job.tick("10:15")
+    return job
+
+
+def _running():
+    job = _queued()
+    job.step(ev.InvocationStarting(INV), "10:15")
+    return job
+
+
+def _paused():
+    job = _running()
+    job.step(ev.Paused("why"), "10:15")
+    return job
+
+
+def _disabled():
+    job = _running()
+    job.step(ev.JobDisabled(), "10:15")
+    return job
+
+
+def _done():
+    job = Scenario()
+    job.enable("10:00", schedule_text="", at=parse_at(["2026-01-05T10:05:00Z"]).times)
+    job.tick("10:05")
+    job.run_through(occurrence_id(clock("10:05")), "10:06")
+    return job
+
+
+BUILDERS = {
+    JobState.SCHEDULED: _scheduled,
+    JobState.QUEUED: _queued,
+    JobState.RUNNING: _running,
+    JobState.PAUSED: _paused,
+    JobState.DISABLED: _disabled,
+    JobState.DONE: _done,
+}
+
+NEW_POLICY = policy(schedule_text="every 5m", revision="r2")
+
+
+def _event(kind, job: Scenario):
+    samples = {
+        ev.JobEnabled: ev.JobEnabled(NEW_POLICY),
+        ev.JobDisabled: ev.JobDisabled(),
+        ev.ScheduleChanged: ev.ScheduleChanged(NEW_POLICY),
+        ev.TickArrived: ev.TickArrived(job.record.tick_nonce or "1.1"),
+        ev.InvocationStarting: ev.InvocationStarting(INV),
+        ev.InvocationStarted: ev.InvocationStarted(INV),
+        ev.InvocationFinished: ev.InvocationFinished(INV, True),
+        ev.ManualTrigger: ev.ManualTrigger("req"),
+        ev.Paused: ev.Paused("again"),
+        ev.Resumed: ev.Resumed(),
+        ev.Aborted: ev.Aborted(),
+        ev.WatchdogFired: ev.WatchdogFired(),
+    }
+    return samples[kind]
+
+
+E = ev
+# The resulting state of each pair; IGNORE for an explicit no-op, "refused" for an error.
+EXPECTED = {
+    JobState.SCHEDULED: {
+        E.JobEnabled: "SCHEDULED", E.JobDisabled: "DISABLED", E.ScheduleChanged: "SCHEDULED",
+        E.TickArrived: "QUEUED", E.InvocationStarting: IGNORE, E.InvocationStarted: IGNORE,
+        E.InvocationFinished: IGNORE, E.ManualTrigger: "QUEUED", E.Paused: "PAUSED",
+        E.Resumed: IGNORE, E.Aborted: IGNORE, E.WatchdogFired: "SCHEDULED",
+    },
+    JobState.QUEUED: {
+        E.JobEnabled: "QUEUED", E.JobDisabled: "DISABLED", E.ScheduleChanged: "QUEUED",
+        E.TickArrived: "QUEUED", E.InvocationStarting: "RUNNING", E.InvocationStarted: "RUNNING",
+        E.InvocationFinished: "SCHEDULED", E.ManualTrigger: "QUEUED", E.Paused: "PAUSED",
+        E.Resumed: IGNORE, E.Aborted: "SCHEDULED", E.WatchdogFired: "SCHEDULED",
+    },
+    JobState.RUNNING: {
+        E.JobEnabled: "RUNNING", E.JobDisabled: "DISABLED", E.ScheduleChanged: "RUNNING",
+        E.TickArrived: "RUNNING", E.InvocationStarting: "RUNNING", E.InvocationStarted: "RUNNING",
+        E.InvocationFinished: "SCHEDULED", E.ManualTrigger: "RUNNING", E.Paused: "PAUSED",
+        E.Resumed: IGNORE, E.Aborted: "SCHEDULED", E.WatchdogFired: "SCHEDULED",
+    },
+    JobState.PAUSED: {
+        E.JobEnabled: "PAUSED", E.JobDisabled: "DISABLED", E.ScheduleChanged: "PAUSED",
+        E.TickArrived: IGNORE, E.InvocationStarting: "PAUSED", E.InvocationStarted: "PAUSED",
+        E.InvocationFinished: "PAUSED", E.ManualTrigger: "refused", E.Paused: "PAUSED",
+        E.Resumed: "RUNNING", E.Aborted: "PAUSED", E.WatchdogFired: "PAUSED",
+    },
+    JobState.DISABLED: {
+        E.JobEnabled: "RUNNING", E.JobDisabled: IGNORE, E.ScheduleChanged: "DISABLED",
+        E.TickArrived: IGNORE, E.InvocationStarting: "DISABLED", E.InvocationStarted: "DISABLED",
+        E.InvocationFinished: "DISABLED", E.ManualTrigger: "refused", E.Paused: "refused",
+        E.Resumed: "refused", E.Aborted: "DISABLED", E.WatchdogFired: "DISABLED",
+    },
+    JobState.DONE: {
+        E.JobEnabled: "SCHEDULED", E.JobDisabled: "DISABLED", E.ScheduleChanged: "SCHEDULED",
+        E.TickArrived: IGNORE, E.InvocationStarting: IGNORE, E.InvocationStarted: IGNORE,
+        E.InvocationFinished: IGNORE, E.ManualTrigger: "QUEUED", E.Paused: "PAUSED",
+        E.Resumed: IGNORE, E.Aborted: IGNORE, E.WatchdogFired: "DONE",
+    },
+}
+
+PAIRS = [(state, kind) for state in JobState for kind in ev.ALL_EVENT_TYPES]
+
+
+def test_the_table_defines_every_pair():
+    for state in JobState:
+        assert set(TRANSITIONS[state]) == set(ev.ALL_EVENT_TYPES), state
+    assert set(EXPECTED) == set(JobState)
+    assert all(set(row) == set(ev.ALL_EVENT_TYPES) for row in EXPECTED.values())
+
+
+@pytest.mark.parametrize("state, kind", PAIRS, ids=lambda x: getattr(x, "__name__", str(x)))
+def test_each_pair_has_its_defined_outcome(state, kind):
+    job = BUILDERS[state]()
+    assert job.record.state is state
+    before = job.record
+    event = _event(kind, job)
+    now = LATER if kind is ev.WatchdogFired else NOW
+    expected = EXPECTED[state][kind]
+    entry = TRANSITIONS[state][kind]
+    if expected == "refused":
+        assert isinstance(entry, Refusal)
+        with pytest.raises(InvalidTransition) as error:
+            step(before, event, now)
+        assert error.value.code == "FAILED_PRECONDITION"
+        assert "proj/job" in str(error.value)
+        return
+    transition = step(before, event, now)
+    if expected == IGNORE:
+        assert entry == IGNORE
+        assert transition.record is before and transition.actions == ()
+        return
+    assert callable(entry)
+    assert transition.record.state.value == expected
+    assert transition.record.state is derive_state(transition.record)
+
+
+@pytest.mark.parametrize("state", list(JobState))
+def test_stale_invocation_events_change_nothing_in_any_state(state):
+    job = BUILDERS[state]()
+    before = job.record
+    for event in (
+        ev.InvocationStarting("no-such-invocation"),
+        ev.InvocationStarted("no-such-invocation"),
+        ev.InvocationFinished("no-such-invocation", False, "x"),
+        ev.InvocationFinished("no-such-invocation", True, attempt=None),
+        ev.TickArrived("0.0"),
+    ):
+        transition = step(before, event, NOW)
+        assert transition.actions == ()
+        assert transition.record == before
+
+
+def test_a_refusal_leaves_the_record_unchanged():
+    job = _paused()
+    before = replace(job.record)
+    with pytest.raises(InvalidTransition):
+        job.step(ev.ManualTrigger("r"), "10:20")
+    assert job.record == before
+
+
+def test_the_same_step_twice_gives_the_same_transition():
+    for state, build in BUILDERS.items():
+        record = build().record
+        for kind in ev.ALL_EVENT_TYPES:
+            event = _event(kind, Scenario())
+            try:
+                first = step(record, event, NOW)
+            except InvalidTransition:
+                continue
+            assert step(record, event, NOW) == first, (state, kind)
