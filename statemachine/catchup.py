@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from statemachine.policy import Catchup, JobPolicy, Tuning
-from statemachine.schedule import Schedule, fire_times
+from statemachine.schedule import Schedule, fire_times, next_fire
 
 SCHEDULE = "schedule"
 CATCHUP = "catchup"
@@ -26,6 +26,8 @@ class DuePlan:
     missed: tuple[datetime, ...]
     handled_until: datetime  # every fire time up to here is in deliver or missed
     more: bool  # the scan stopped at the limit: a follow-up tick must continue
+    following: datetime | None = None  # the next fire time after handled_until, if known
+
 
 
 def plan_due(
@@ -36,6 +38,9 @@ def plan_due(
     policy: JobPolicy,
     tuning: Tuning,
 ) -> DuePlan:
+    single = _single_on_time(schedule, since, horizon, now, tuning)
+    if single is not None:
+        return single
     times = list(fire_times(schedule, since, horizon, limit=tuning.scan_limit + 1))
     more = len(times) > tuning.scan_limit
     if more:
@@ -51,6 +56,17 @@ def plan_due(
         handled_until=times[-1] if more else horizon,
         more=more,
     )
+
+
+def _single_on_time(schedule, since, horizon, now, tuning) -> DuePlan | None:
+    """The common case, cheaply: exactly one fire time is due, and it is on time."""
+    first = next_fire(schedule, since)
+    if first is None or first > horizon or first < now - tuning.late_tolerance:
+        return None
+    following = next_fire(schedule, first)
+    if following is not None and following <= horizon:
+        return None
+    return DuePlan(((first, SCHEDULE),), (), horizon, False, following)
 
 
 def _caught_up(late: list[datetime], superseded: bool, now: datetime, policy: JobPolicy) -> list[datetime]:

@@ -125,7 +125,12 @@ def _on_tick(record: JobRecord, event: ev.TickArrived, now, tuning) -> tuple[Job
         record, actions = _arm(record, None, scheduled_until=horizon)
     else:
         plan = plan_due(schedule, record.scheduled_until, horizon, now, record.policy, tuning)
-        next_at = now if plan.more else next_fire(schedule, plan.handled_until)
+        if plan.more:
+            next_at = now
+        elif plan.following is not None:
+            next_at = plan.following
+        else:
+            next_at = next_fire(schedule, plan.handled_until)
         record, actions = _arm(record, next_at, scheduled_until=plan.handled_until)
         due, missed = plan.deliver, plan.missed
     actions += [inv.skipped(_occurrence(record, t, "catchup"), "missed") for t in missed]
