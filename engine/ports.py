@@ -1,0 +1,160 @@
+"""The shell's ports: what the engine needs from storage, queues, targets and time.
+
+Adapters implement these for one technology each (SQLite, Cloud Datastore,
+Cloud Tasks, HTTP, ...). The engine core sees only these names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import ContextManager, Protocol
+
+from statemachine.record import JobRecord
+
+
+class StoreError(Exception):
+    """Storage failed; the transaction did not commit and may be retried."""
+
+
+class ConflictError(StoreError):
+    """Another writer changed the data this transaction read; retry it."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task-queue task. `name` makes enqueueing idempotent while it is pending."""
+
+    name: str
+    kind: str  # tick | start | trigger
+    payload: dict
+    eta: datetime
+
+
+@dataclass
+class StoredJob:
+    """A job row: the machine's record plus what the shell needs to deliver."""
+
+    record: JobRecord
+    definition: dict  # the normalized job entry (target, templates, policies), JSON-ready
+    source: str = "config"  # config | api
+    config_error: str = ""  # the error of a broken job entry that kept this older definition
+
+
+@dataclass
+class InvocationRow:
+    project: str
+    job_id: str
+    id: str
+    status: str
+    scheduled_time: datetime
+    trigger: str
+    reason: str = ""
+    created_time: datetime | None = None
+    started_time: datetime | None = None
+    finished_time: datetime | None = None
+    attempt: int = 0
+    event_count: int = 1
+    log: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class ProjectRow:
+    id: str
+    config_hash: str = ""
+    config_error: str = ""
+    job_errors: list[str] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)  # acl, allowed_hosts, throttles, defaults
+
+
+class Transaction(Protocol):
+    """One unit of work. Reads see the transaction's own writes."""
+
+    def get_job(self, project: str, job_id: str) -> StoredJob | None: ...
+
+    def put_job(self, job: StoredJob) -> None: ...
+
+    def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None: ...
+
+    def put_invocation(self, row: InvocationRow) -> None: ...
+
+    def enqueue(self, task: Task) -> None:
+        """Enqueue with the commit (SQLite), or right after it (Cloud Tasks)."""
+
+    def get_project(self, project: str) -> ProjectRow | None: ...
+
+    def put_project(self, row: ProjectRow) -> None: ...
+
+    def delete_project(self, project: str) -> None: ...
+
+
+class JobStore(Protocol):
+    def transaction(self) -> ContextManager[Transaction]:
+        """A transaction that commits when the block ends without an exception.
+
+        :raises ConflictError: the commit lost a race; the caller may run it again.
+        :raises StoreError: storage is failing.
+        """
+
+    def jobs_due_for_watchdog(self, now: datetime, limit: int) -> list[tuple[str, str]]:
+        """(project, job_id) of records whose watchdog_at is before `now` (indexed)."""
+
+    def list_projects(self) -> list[ProjectRow]: ...
+
+    def list_jobs(self, project: str) -> list[StoredJob]: ...
+
+    def get_job(self, project: str, job_id: str) -> StoredJob | None: ...
+
+    def list_invocations(
+        self, project: str, job_id: str, page_size: int, page_token: str | None
+    ) -> tuple[list[InvocationRow], str | None]:
+        """Newest first; the token is the id to continue after."""
+
+    def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None: ...
+
+    def delete_invocations_before(self, cutoff: datetime, limit: int) -> int:
+        """Remove up to `limit` invocations created before `cutoff`; returns how many."""
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """An aware UTC datetime."""
+
+
+@dataclass(frozen=True)
+class DeliveryRequest:
+    """Everything a target needs for one attempt of one event; templates already rendered."""
+
+    project: str
+    job_id: str
+    invocation_id: str
+    scheduled_time: datetime
+    attempt: int
+    event_index: int
+    event_count: int
+    target: dict  # {"http": {...}} with template values substituted
+    allowed_hosts: tuple[str, ...] = ()
+    completion_url: str = ""
+    completion_token: str = ""
+
+
+@dataclass(frozen=True)
+class DeliveryResult:
+    outcome: str  # succeeded | failed | accepted (async: completion comes later)
+    reason: str = ""  # for failed: e.g. "http 500", "timeout", "connection error: ..."
+    detail: str = ""  # what to log on the invocation: status line, a bounded snippet
+    duration: timedelta = timedelta(0)
+
+
+class Target(Protocol):
+    def deliver(self, request: DeliveryRequest) -> DeliveryResult:
+        """Never raises for the target's own failures: they are a failed result."""
+
+
+
+class RetryTask(Exception):
+    """Raised by a task handler: hand the task back to its queue, due again after `delay`."""
+
+    def __init__(self, delay: timedelta, why: str = ""):
+        super().__init__(why or f"retry in {delay.total_seconds():.3f}s")
+        self.delay = delay
