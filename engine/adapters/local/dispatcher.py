@@ -1,0 +1,147 @@
+"""The embedded dispatcher: runs due tasks from the SQLite queue on a thread pool.
+
+It sleeps until the earliest task is due (or a transaction of this process
+enqueues an earlier one), leases what is due, and runs each task through the
+same handler the HTTP task endpoints call. Tasks enqueued by another process
+are noticed within `max_sleep` at worst.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Callable
+
+from engine.adapters.local.sqlite_queue import LeasedTask, SqliteTaskQueue
+from engine.logs import log_event
+from engine.ports import Clock, RetryTask, Task
+
+log = logging.getLogger("sundial.dispatcher")
+
+
+def task_backoff(attempts: int) -> timedelta:
+    """Wait before a task that raised runs again: 0.5 s doubling to 60 s."""
+    return min(timedelta(milliseconds=500) * 2 ** min(attempts - 1, 10), timedelta(seconds=60))
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        queue: SqliteTaskQueue,
+        handle: Callable[[Task], object],
+        clock: Clock,
+        workers: int = 32,
+        lease: timedelta = timedelta(seconds=30),
+        max_sleep: timedelta = timedelta(seconds=1),
+    ):
+        self.queue, self.handle, self.clock = queue, handle, clock
+        self.workers, self.lease, self.max_sleep = workers, lease, max_sleep
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._inflight: dict[int, LeasedTask] = {}
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._threads: list[threading.Thread] = []
+        queue.store.enqueue_listeners.append(lambda eta: self._wake.set())
+
+    def start(self) -> None:
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sundial-task")
+        for target, name in ((self._loop, "sundial-dispatch"), (self._renew_loop, "sundial-lease")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stopped.set()
+        self._wake.set()
+        for thread in self._threads:
+            thread.join(timeout)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _loop(self) -> None:
+        while not self._stopped.is_set():
+            self._wake.clear()
+            try:
+                self._dispatch_due()
+                timeout = self._sleep_seconds()
+            except Exception as error:  # storage trouble: log, back off, keep going
+                log_event(log, "dispatcher error", error=repr(error))
+                timeout = self.max_sleep.total_seconds()
+            self._wake.wait(timeout)
+
+    def _dispatch_due(self) -> None:
+        """Lease what is due, as much as there are free workers, and submit it.
+
+        Whatever is left waits for a worker to finish: finishing wakes the loop.
+        """
+        with self._lock:
+            free = self.workers - len(self._inflight)
+        if free <= 0:
+            return
+        leased = self.queue.lease_due(self.clock.now(), free, self.lease)
+        for item in leased:
+            with self._lock:
+                self._inflight[item.id] = item
+            self._pool.submit(self._run, item)
+
+    def _sleep_seconds(self) -> float:
+        with self._lock:
+            busy = len(self._inflight) >= self.workers
+        wake_at = None if busy else self.queue.next_wake()
+        longest = self.max_sleep.total_seconds()
+        if wake_at is None:
+            return longest
+        return min(max((wake_at - self.clock.now()).total_seconds(), 0.0), longest)
+
+    def _run(self, item: LeasedTask) -> None:
+        try:
+            self.run_task(item)
+        finally:
+            with self._lock:
+                self._inflight.pop(item.id, None)
+            self._wake.set()
+
+    def run_task(self, item: LeasedTask) -> None:
+        """Run one leased task and settle it in the queue."""
+        try:
+            self.handle(item.task)
+        except RetryTask as retry:
+            self.queue.retry(item.id, self.clock.now() + retry.delay)
+        except Exception as error:
+            wait = task_backoff(item.attempts)
+            log_event(log, "task failed", task=item.task.name, attempts=item.attempts,
+                      retry_in_ms=int(wait.total_seconds() * 1000), error=repr(error))
+            self._settle_quietly(lambda: self.queue.retry(item.id, self.clock.now() + wait))
+        else:
+            self._settle_quietly(lambda: self.queue.complete([item.id]))
+
+    def _settle_quietly(self, settle: Callable[[], None]) -> None:
+        # If even settling fails, the lease runs out and the task comes again.
+        try:
+            settle()
+        except Exception as error:
+            log_event(log, "task settle failed", error=repr(error))
+
+    def _renew_loop(self) -> None:
+        period = self.lease.total_seconds() / 3
+        while not self._stopped.wait(period):
+            with self._lock:
+                ids = list(self._inflight)
+            try:
+                self.queue.renew(ids, self.clock.now() + self.lease)
+            except Exception as error:
+                log_event(log, "lease renewal failed", error=repr(error))
+
+    def run_due_now(self) -> int:
+        """Run every due task inline, in ETA order (for tests and tools); returns how many."""
+        count = 0
+        while True:
+            leased = self.queue.lease_due(self.clock.now(), 100, self.lease)
+            if not leased:
+                return count
+            for item in leased:
+                self.run_task(item)
+                count += 1

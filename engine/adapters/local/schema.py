@@ -1,0 +1,87 @@
+"""The SQLite schema, versioned: each migration runs once, in order, on start.
+
+Times are stored as Unix seconds (REAL, UTC) so that indexes order them and
+comparisons are plain numbers.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+MIGRATIONS: list[str] = [
+    # 1: jobs, their invocations, projects, and the task queue in the same file
+    # so that enqueueing is part of the transaction that decided it.
+    """
+    CREATE TABLE projects (
+        id TEXT PRIMARY KEY,
+        config_hash TEXT NOT NULL DEFAULT '',
+        config_error TEXT NOT NULL DEFAULT '',
+        job_errors TEXT NOT NULL DEFAULT '[]',
+        settings TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE TABLE jobs (
+        project TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        record TEXT NOT NULL,
+        definition TEXT NOT NULL,
+        source TEXT NOT NULL,
+        config_error TEXT NOT NULL DEFAULT '',
+        state TEXT NOT NULL,
+        watchdog_at REAL,
+        PRIMARY KEY (project, job_id)
+    );
+    CREATE INDEX jobs_by_watchdog ON jobs (watchdog_at) WHERE watchdog_at IS NOT NULL;
+    CREATE TABLE invocations (
+        project TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        scheduled_time REAL NOT NULL,
+        trigger TEXT NOT NULL,
+        created_time REAL,
+        started_time REAL,
+        finished_time REAL,
+        attempt INTEGER NOT NULL DEFAULT 0,
+        event_count INTEGER NOT NULL DEFAULT 1,
+        log TEXT NOT NULL DEFAULT '[]',
+        PRIMARY KEY (project, job_id, id)
+    );
+    CREATE INDEX invocations_by_created ON invocations (created_time);
+    CREATE TABLE tasks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        eta REAL NOT NULL,
+        lease_until REAL NOT NULL DEFAULT 0,
+        attempts INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX tasks_by_eta ON tasks (eta);
+    """,
+]
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the database to the newest schema; returns the version it ends at."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = int(row[0]) if row else 0
+        if version > len(MIGRATIONS):
+            raise RuntimeError(
+                f"database schema version {version} is newer than this Sundial ({len(MIGRATIONS)})"
+            )
+        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            for statement in script.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(number),)
+            )
+        conn.execute("COMMIT")
+        return len(MIGRATIONS)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

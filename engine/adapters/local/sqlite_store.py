@@ -1,0 +1,238 @@
+"""SqliteJobStore: jobs, invocations and projects in one SQLite file (WAL).
+
+Each thread has its own connection. A transaction is `BEGIN IMMEDIATE`, so
+writers are serialized across threads and processes and a transaction never
+loses a race at commit; the queue's enqueue is a row in the same file, which
+makes it part of the same commit.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Callable, Iterator
+
+from engine.adapters.local.schema import migrate
+from engine.ports import InvocationRow, ProjectRow, StoredJob, StoreError, Task
+from statemachine.durations import UTC
+from statemachine.record import record_from_dict, record_to_dict
+
+TERMINAL = ("SUCCEEDED", "FAILED", "SKIPPED", "ABORTED")
+
+
+def to_seconds(value: datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+def from_seconds(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+class SqliteJobStore:
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        # Called with the earliest ETA of the tasks a transaction enqueued, after
+        # it commits: the dispatcher sleeps until the earliest ETA and must hear of earlier ones.
+        self.enqueue_listeners: list[Callable[[datetime], None]] = []
+        migrate(self.connection())
+
+    def connection(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            conn.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode: a commit survives a killed process; only a power
+            # loss may drop the newest commits, and never corrupts the file.
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator["SqliteTransaction"]:
+        conn = self.connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as error:
+            raise StoreError(f"sqlite: cannot begin: {error}") from error
+        tx = SqliteTransaction(conn)
+        try:
+            yield tx
+            conn.execute("COMMIT")
+        except sqlite3.Error as error:
+            _rollback(conn)
+            raise StoreError(f"sqlite: {error}") from error
+        except BaseException:
+            _rollback(conn)
+            raise
+        if tx.earliest_eta is not None:
+            for listener in self.enqueue_listeners:
+                listener(tx.earliest_eta)
+
+    def shared_secret(self, generate: Callable[[], str]) -> str:
+        """The secret every process on this database puts on the tasks it creates."""
+        with self.transaction() as tx:
+            row = tx.conn.execute("SELECT value FROM meta WHERE key = 'task_secret'").fetchone()
+            if row:
+                return row[0]
+            secret = generate()
+            tx.conn.execute("INSERT INTO meta (key, value) VALUES ('task_secret', ?)", (secret,))
+            return secret
+
+    # --- queries outside transactions -------------------------------------------------
+
+    def jobs_due_for_watchdog(self, now: datetime, limit: int) -> list[tuple[str, str]]:
+        rows = self.connection().execute(
+            "SELECT project, job_id FROM jobs WHERE watchdog_at IS NOT NULL AND watchdog_at < ?"
+            " ORDER BY watchdog_at LIMIT ?",
+            (now.timestamp(), limit),
+        )
+        return [(project, job_id) for project, job_id in rows]
+
+    def list_projects(self) -> list[ProjectRow]:
+        rows = self.connection().execute("SELECT * FROM projects ORDER BY id")
+        return [_project(row) for row in rows]
+
+    def list_jobs(self, project: str) -> list[StoredJob]:
+        rows = self.connection().execute(
+            "SELECT record, definition, source, config_error FROM jobs WHERE project = ? ORDER BY job_id",
+            (project,),
+        )
+        return [_job(row) for row in rows]
+
+    def get_job(self, project: str, job_id: str) -> StoredJob | None:
+        return SqliteTransaction(self.connection()).get_job(project, job_id)
+
+    def get_project(self, project: str) -> ProjectRow | None:
+        return SqliteTransaction(self.connection()).get_project(project)
+
+    def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
+        return SqliteTransaction(self.connection()).get_invocation(project, job_id, invocation_id)
+
+    def list_invocations(
+        self, project: str, job_id: str, page_size: int, page_token: str | None
+    ) -> tuple[list[InvocationRow], str | None]:
+        # Ids sort newest first, so the token is simply the last id returned.
+        rows = self.connection().execute(
+            "SELECT * FROM invocations WHERE project = ? AND job_id = ? AND id > ? ORDER BY id LIMIT ?",
+            (project, job_id, page_token or "", page_size + 1),
+        ).fetchall()
+        page = [_invocation(row) for row in rows[:page_size]]
+        return page, (page[-1].id if len(rows) > page_size else None)
+
+    def delete_invocations_before(self, cutoff: datetime, limit: int) -> int:
+        with self.transaction() as tx:
+            cursor = tx.conn.execute(
+                "DELETE FROM invocations WHERE rowid IN (SELECT rowid FROM invocations"
+                f" WHERE created_time < ? AND status IN {TERMINAL} LIMIT ?)",
+                (cutoff.timestamp(), limit),
+            )
+            return cursor.rowcount
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    try:
+        conn.execute("ROLLBACK")
+    except sqlite3.Error:
+        pass  # the transaction is gone already (e.g. the database went away)
+
+
+class SqliteTransaction:
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+        self.earliest_eta: datetime | None = None
+
+    def get_job(self, project: str, job_id: str) -> StoredJob | None:
+        row = self.conn.execute(
+            "SELECT record, definition, source, config_error FROM jobs WHERE project = ? AND job_id = ?",
+            (project, job_id),
+        ).fetchone()
+        return None if row is None else _job(row)
+
+    def put_job(self, job: StoredJob) -> None:
+        record = job.record
+        self.conn.execute(
+            "INSERT OR REPLACE INTO jobs (project, job_id, record, definition, source, config_error,"
+            " state, watchdog_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                record.project,
+                record.job_id,
+                json.dumps(record_to_dict(record), separators=(",", ":")),
+                json.dumps(job.definition, separators=(",", ":")),
+                job.source,
+                job.config_error,
+                record.state.value,
+                to_seconds(record.watchdog_at),
+            ),
+        )
+
+    def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
+        row = self.conn.execute(
+            "SELECT * FROM invocations WHERE project = ? AND job_id = ? AND id = ?",
+            (project, job_id, invocation_id),
+        ).fetchone()
+        return None if row is None else _invocation(row)
+
+    def put_invocation(self, row: InvocationRow) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO invocations (project, job_id, id, status, reason, scheduled_time,"
+            " trigger, created_time, started_time, finished_time, attempt, event_count, log)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row.project, row.job_id, row.id, row.status, row.reason,
+                row.scheduled_time.timestamp(), row.trigger, to_seconds(row.created_time),
+                to_seconds(row.started_time), to_seconds(row.finished_time), row.attempt,
+                row.event_count, json.dumps(row.log, separators=(",", ":")),
+            ),
+        )
+
+    def enqueue(self, task: Task) -> None:
+        # A pending task of the same name makes this a no-op: enqueueing is idempotent.
+        self.conn.execute(
+            "INSERT OR IGNORE INTO tasks (name, kind, payload, eta) VALUES (?, ?, ?, ?)",
+            (task.name, task.kind, json.dumps(task.payload, separators=(",", ":")), task.eta.timestamp()),
+        )
+        if self.earliest_eta is None or task.eta < self.earliest_eta:
+            self.earliest_eta = task.eta
+
+    def get_project(self, project: str) -> ProjectRow | None:
+        row = self.conn.execute("SELECT * FROM projects WHERE id = ?", (project,)).fetchone()
+        return None if row is None else _project(row)
+
+    def put_project(self, row: ProjectRow) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO projects (id, config_hash, config_error, job_errors, settings)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (row.id, row.config_hash, row.config_error, json.dumps(row.job_errors), json.dumps(row.settings)),
+        )
+
+    def delete_project(self, project: str) -> None:
+        self.conn.execute("DELETE FROM projects WHERE id = ?", (project,))
+
+
+def _job(row) -> StoredJob:
+    record, definition, source, config_error = row
+    return StoredJob(record_from_dict(json.loads(record)), json.loads(definition), source, config_error)
+
+
+def _project(row) -> ProjectRow:
+    project, config_hash, config_error, job_errors, settings = row
+    return ProjectRow(project, config_hash, config_error, json.loads(job_errors), json.loads(settings))
+
+
+def _invocation(row) -> InvocationRow:
+    (project, job_id, invocation_id, status, reason, scheduled, trigger, created, started,
+     finished, attempt, event_count, log) = row
+    return InvocationRow(
+        project=project, job_id=job_id, id=invocation_id, status=status, reason=reason,
+        scheduled_time=from_seconds(scheduled), trigger=trigger, created_time=from_seconds(created),
+        started_time=from_seconds(started), finished_time=from_seconds(finished),
+        attempt=attempt, event_count=event_count, log=json.loads(log),
+    )

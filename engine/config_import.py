@@ -1,0 +1,103 @@
+"""Import project configs into the store, writing only what changed.
+
+A project whose file bytes are unchanged is skipped before anything is
+parsed or written. A file that does not parse changes nothing but the error
+shown for the project. A job whose entry is invalid keeps its last good
+definition, with the error attached. A job removed from its file is disabled:
+its running invocations finish and its history stays.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from engine.logs import log_event
+from engine.ports import ProjectRow
+from statemachine import events as ev
+from statemachine.policy import JobPolicy
+
+log = logging.getLogger("sundial.config")
+
+
+@dataclass(frozen=True)
+class JobSnapshot:
+    id: str
+    policy: JobPolicy
+    definition: dict
+    disabled: bool
+
+
+@dataclass(frozen=True)
+class ProjectSnapshot:
+    """One project file as read: its jobs, or the error that kept it from parsing."""
+
+    project: str
+    content_hash: str
+    error: str = ""
+    jobs: tuple[JobSnapshot, ...] = ()
+    job_errors: tuple[str, ...] = ()
+    broken_job_ids: frozenset[str] = frozenset()  # entries with errors: keep what they had
+    settings: dict = field(default_factory=dict)
+
+
+def is_unchanged(store, project: str, content_hash: str) -> bool:
+    current = store.get_project(project)
+    return current is not None and current.config_hash == content_hash
+
+
+def import_project(engine, snapshot: ProjectSnapshot) -> int:
+    """Apply one project's snapshot; returns how many jobs' schedules changed."""
+    store = engine.store
+    current = store.get_project(snapshot.project)
+    if current is not None and current.config_hash == snapshot.content_hash:
+        return 0
+    if snapshot.error:
+        _save_project(engine, _broken(current, snapshot))
+        log_event(log, "config error", project=snapshot.project, error=snapshot.error)
+        return 0
+    changed = 0
+    for job in snapshot.jobs:
+        event = ev.JobDisabled() if job.disabled else ev.JobEnabled(job.policy)
+        applied = engine.apply(snapshot.project, job.id, event, definition=job.definition, source="config")
+        changed += bool(applied.transition.actions)
+    changed += _disable_removed(engine, snapshot)
+    _save_project(engine, ProjectRow(
+        snapshot.project, snapshot.content_hash, "", list(snapshot.job_errors), snapshot.settings
+    ))
+    for error in snapshot.job_errors:
+        log_event(log, "config job error", project=snapshot.project, error=error)
+    return changed
+
+
+def _disable_removed(engine, snapshot: ProjectSnapshot) -> int:
+    keep = {job.id for job in snapshot.jobs} | snapshot.broken_job_ids
+    removed = 0
+    for stored in engine.store.list_jobs(snapshot.project):
+        job_id = stored.record.job_id
+        if stored.source == "config" and job_id not in keep and not stored.record.disabled:
+            engine.apply(snapshot.project, job_id, ev.JobDisabled())
+            removed += 1
+    return removed
+
+
+def remove_project(engine, project: str) -> None:
+    """The project's file is gone: its jobs stop, its row goes, history stays."""
+    for stored in engine.store.list_jobs(project):
+        if not stored.record.disabled:
+            engine.apply(project, stored.record.job_id, ev.JobDisabled())
+    engine.write(lambda tx: tx.delete_project(project))
+    log_event(log, "project removed", project=project)
+
+
+def _broken(current: ProjectRow | None, snapshot: ProjectSnapshot) -> ProjectRow:
+    """Keep everything of the last good import; remember the broken file's hash and error."""
+    if current is None:
+        return ProjectRow(snapshot.project, snapshot.content_hash, snapshot.error)
+    return ProjectRow(
+        snapshot.project, snapshot.content_hash, snapshot.error, current.job_errors, current.settings
+    )
+
+
+def _save_project(engine, row: ProjectRow) -> None:
+    engine.write(lambda tx: tx.put_project(row))

@@ -1,0 +1,123 @@
+"""How each action of a transition is written into the transaction.
+
+Nothing here calls out of the process: `Deliver` is recorded (attempt N is
+starting) and handed back, to be performed after the commit.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from engine.ports import InvocationRow, Task, Transaction
+from statemachine import actions as act
+from statemachine.durations import rfc3339_millis
+
+LOG_LIMIT = 200  # entries kept per invocation: the head and the tail of a long story
+LOG_HEAD = 50
+
+
+def millis(instant: datetime) -> int:
+    return int(instant.timestamp() * 1000)
+
+
+def tick_task(project: str, job_id: str, action: act.ScheduleTick) -> Task:
+    payload = {"project": project, "job": job_id, "nonce": action.nonce}
+    return Task(f"tick-{project}-{job_id}-{action.nonce}-{millis(action.at)}", "tick", payload, action.at)
+
+
+def start_task(project: str, job_id: str, action: act.EnqueueAttempt) -> Task:
+    payload = {
+        "project": project,
+        "job": job_id,
+        "invocation": action.invocation_id,
+        "event": action.event_index,
+        "attempt": action.attempt,
+    }
+    # The ETA is in the name so that a watchdog re-issue of a lost start is a new task.
+    name = f"start-{project}-{job_id}-{action.invocation_id}-{action.event_index}-{action.attempt}-{millis(action.at)}"
+    return Task(name, "start", payload, action.at)
+
+
+def trigger_task(project: str, source_job: str, target_job: str, source_invocation: str, now: datetime) -> Task:
+    payload = {
+        "project": project,
+        "job": target_job,
+        "request": source_invocation,
+        "trigger": f"job:{source_job}",
+    }
+    return Task(f"trigger-{project}-{target_job}-{source_invocation}", "trigger", payload, now)
+
+
+def append_log(row: InvocationRow, now: datetime, message: str, **fields) -> None:
+    entry = {"time": rfc3339_millis(now), "message": message, **fields}
+    row.log.append(entry)
+    if len(row.log) > LOG_LIMIT:
+        # Keep how it started and how it is going; say what was cut.
+        dropped = len(row.log) - LOG_LIMIT + 1
+        head = row.log[:LOG_HEAD]
+        if head and head[-1].get("message", "").startswith("…"):
+            dropped += head[-1].get("dropped", 0)
+            head = head[:-1]
+        marker = {"time": entry["time"], "message": f"… {dropped} entries omitted", "dropped": dropped}
+        row.log[:] = head + [marker] + row.log[-(LOG_LIMIT - len(head) - 1):]
+
+
+def record_action(tx: Transaction, project: str, job_id: str, action, now: datetime) -> None:
+    """Write one action (other than Deliver and RetryLater, which the caller handles)."""
+    if isinstance(action, act.ScheduleTick):
+        tx.enqueue(tick_task(project, job_id, action))
+    elif isinstance(action, act.EnqueueAttempt):
+        tx.enqueue(start_task(project, job_id, action))
+    elif isinstance(action, act.StartInvocation):
+        row = InvocationRow(
+            project, job_id, action.invocation_id, "STARTING", action.scheduled_time,
+            action.trigger, created_time=now, event_count=action.event_count,
+        )
+        append_log(row, now, "created", trigger=action.trigger)
+        tx.put_invocation(row)
+    elif isinstance(action, act.RecordSkipped):
+        _record_skipped(tx, project, job_id, action, now)
+    elif isinstance(action, act.FinishInvocation):
+        _update(tx, project, job_id, action.invocation_id, lambda row: _finish(row, action, now))
+    elif isinstance(action, act.RecordAttemptFailed):
+        _update(tx, project, job_id, action.invocation_id, lambda row: _attempt_failed(row, action, now))
+    elif isinstance(action, act.TriggerJobs):
+        for target in action.job_ids:
+            tx.enqueue(trigger_task(project, job_id, target, action.source_invocation_id, now))
+    elif isinstance(action, act.Deliver):
+        _update(tx, project, job_id, action.invocation_id, lambda row: _delivering(row, action, now))
+
+
+def _record_skipped(tx: Transaction, project: str, job_id: str, action: act.RecordSkipped, now) -> None:
+    if tx.get_invocation(project, job_id, action.invocation_id) is not None:
+        return  # one occurrence, one record
+    row = InvocationRow(
+        project, job_id, action.invocation_id, "SKIPPED", action.scheduled_time, action.trigger,
+        reason=action.reason, created_time=now, finished_time=now,
+    )
+    append_log(row, now, f"skipped: {action.reason}")
+    tx.put_invocation(row)
+
+
+def _update(tx: Transaction, project: str, job_id: str, invocation_id: str, change) -> None:
+    row = tx.get_invocation(project, job_id, invocation_id)
+    if row is not None:
+        change(row)
+        tx.put_invocation(row)
+
+
+def _finish(row: InvocationRow, action: act.FinishInvocation, now: datetime) -> None:
+    row.status, row.reason, row.finished_time = action.status, action.reason, now
+    append_log(row, now, f"finished: {action.status}" + (f" ({action.reason})" if action.reason else ""))
+
+
+def _attempt_failed(row: InvocationRow, action: act.RecordAttemptFailed, now: datetime) -> None:
+    retry = f"; retry at {rfc3339_millis(action.retry_at)}" if action.retry_at else "; no attempts left"
+    append_log(row, now, f"attempt {action.attempt} failed: {action.reason}{retry}", event=action.event_index)
+
+
+def _delivering(row: InvocationRow, action: act.Deliver, now: datetime) -> None:
+    row.status = "RUNNING"
+    row.attempt = max(row.attempt, action.attempt)
+    row.started_time = row.started_time or now
+    append_log(row, now, f"attempt {action.attempt} starting", event=action.event_index)

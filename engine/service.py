@@ -1,0 +1,223 @@
+"""The engine's use cases: every change to a job is load -> step -> save + enqueue,
+in one transaction; deliveries happen after the commit.
+
+Write before any external call: a start task first commits "attempt N is
+starting" (the machine's `Deliver` action, recorded on the invocation), then
+calls the target, then commits the result. If storage fails, nothing is sent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from engine.delivery import deliver
+from engine.logs import log_event
+from engine.ports import Clock, ConflictError, DeliveryResult, RetryTask, StoredJob, Task
+from engine.recording import append_log, record_action
+from statemachine import actions as act
+from statemachine import events as ev
+from statemachine.machine import InvalidTransition, Transition, step
+from statemachine.policy import DEFAULT_TUNING, Tuning
+from statemachine.record import new_record
+
+log = logging.getLogger("sundial.engine")
+
+CONFLICT_RETRIES = 5
+
+
+class NotFound(Exception):
+    """The job does not exist."""
+
+
+@dataclass
+class Applied:
+    transition: Transition
+    job: StoredJob
+
+
+class Engine:
+    def __init__(
+        self,
+        store,
+        targets: dict,
+        clock: Clock,
+        tuning: Tuning = DEFAULT_TUNING,
+        service_url: str = "http://127.0.0.1:8080",
+        secret: bytes = b"",
+    ):
+        self.store, self.targets, self.clock, self.tuning = store, targets, clock, tuning
+        self.service_url, self.secret = service_url.rstrip("/"), secret
+
+    # --- the one way a job changes -------------------------------------------------
+
+    def apply(
+        self,
+        project: str,
+        job_id: str,
+        event,
+        *,
+        definition: dict | None = None,
+        source: str | None = None,
+        note: tuple[str, str, dict] | None = None,
+    ) -> Applied:
+        """Step the job with one event and save everything it decided, atomically.
+
+        `definition`/`source` replace the stored job's definition (config import,
+        API); a missing job is created only when a definition is given. `note`
+        (invocation id, message, fields) is appended to an invocation's log.
+        """
+        return self.retrying(lambda: self._apply_once(project, job_id, event, definition, source, note))
+
+    def retrying(self, work):
+        """Run `work` (which opens its own transaction) again when its commit loses a race."""
+        for attempt in range(1, CONFLICT_RETRIES + 1):
+            try:
+                return work()
+            except ConflictError:
+                if attempt == CONFLICT_RETRIES:
+                    raise
+        raise AssertionError("unreachable")
+
+    def write(self, change) -> None:
+        """Run `change(tx)` in a transaction of its own, retried on conflicts."""
+
+        def once():
+            with self.store.transaction() as tx:
+                change(tx)
+
+        self.retrying(once)
+
+    def _apply_once(self, project, job_id, event, definition, source, note) -> Applied:
+        now = self.clock.now()
+        with self.store.transaction() as tx:
+            stored = tx.get_job(project, job_id)
+            if stored is None:
+                if definition is None:
+                    raise NotFound(f"job {project}/{job_id} not found")
+                stored = StoredJob(new_record(project, job_id), definition, source or "config")
+            transition = step(stored.record, event, now, self.tuning)
+            changed = transition.record != stored.record or transition.actions
+            if definition is not None and (definition != stored.definition or source != stored.source):
+                stored = StoredJob(stored.record, definition, source or stored.source)
+                changed = True
+            if note is not None:
+                self._note(tx, project, job_id, note, now)
+            if not changed:
+                return Applied(transition, stored)
+            stored = StoredJob(transition.record, stored.definition, stored.source, stored.config_error)
+            tx.put_job(stored)
+            for action in transition.actions:
+                record_action(tx, project, job_id, action, now)
+        return Applied(transition, stored)
+
+    def _note(self, tx, project, job_id, note, now) -> None:
+        invocation_id, message, fields = note
+        row = tx.get_invocation(project, job_id, invocation_id)
+        if row is not None:
+            append_log(row, now, message, **fields)
+            tx.put_invocation(row)
+
+    # --- tasks -----------------------------------------------------------------------
+
+    def handle_task(self, task: Task) -> None:
+        """Run one task. Returns when it is done or no longer relevant.
+
+        :raises RetryTask: hand it back to the queue (a tick that came early).
+        :raises StoreError: storage failed; the queue retries.
+        """
+        payload = task.payload
+        project, job_id = payload["project"], payload["job"]
+        try:
+            if task.kind == "tick":
+                self._on_tick(project, job_id, payload["nonce"])
+            elif task.kind == "start":
+                self._on_start(project, job_id, payload)
+            elif task.kind == "trigger":
+                self.apply(project, job_id, ev.ManualTrigger(payload["request"], payload["trigger"]))
+            else:
+                log_event(log, "unknown task kind", task=task.name, kind=task.kind)
+        except NotFound:
+            log_event(log, "task for a missing job", task=task.name)
+        except InvalidTransition as error:  # e.g. another job's trigger of a paused job
+            log_event(log, "task refused", task=task.name, reason=str(error))
+
+    def _on_tick(self, project: str, job_id: str, nonce: str) -> None:
+        applied = self.apply(project, job_id, ev.TickArrived(nonce))
+        for action in applied.transition.actions:
+            if isinstance(action, act.RetryLater):
+                raise RetryTask(action.delay, "tick arrived early")
+            if isinstance(action, act.StartInvocation):
+                lateness = self.clock.now() - action.scheduled_time
+                log_event(log, "occurrence", job=f"{project}/{job_id}", invocation=action.invocation_id,
+                          scheduled_time=action.scheduled_time, trigger=action.trigger,
+                          lateness_ms=int(lateness.total_seconds() * 1000))
+            elif isinstance(action, act.RecordSkipped):
+                log_event(log, "skipped", job=f"{project}/{job_id}", invocation=action.invocation_id,
+                          scheduled_time=action.scheduled_time, reason=action.reason)
+
+    def _on_start(self, project: str, job_id: str, payload: dict) -> None:
+        starting = ev.InvocationStarting(payload["invocation"], payload["event"], payload["attempt"])
+        applied = self.apply(project, job_id, starting)
+        for action in applied.transition.actions:
+            if isinstance(action, act.Deliver):
+                self._deliver_and_record(applied.job, action)
+
+    def _deliver_and_record(self, job: StoredJob, action: act.Deliver) -> None:
+        project, job_id = job.record.project, job.record.job_id
+        project_row = self.store.get_project(project)
+        allowed = tuple((project_row.settings if project_row else {}).get("allowed_hosts", ()))
+        result = deliver(self.targets, job, action, allowed, self._completion(project, job_id, action))
+        lateness = self.clock.now() - action.scheduled_time - result.duration
+        log_event(log, "delivered", job=f"{project}/{job_id}", invocation=action.invocation_id,
+                  scheduled_time=action.scheduled_time, attempt=action.attempt, event=action.event_index,
+                  outcome=result.outcome, reason=result.reason,
+                  lateness_ms=int(lateness.total_seconds() * 1000),
+                  duration_ms=int(result.duration.total_seconds() * 1000))
+        note = (action.invocation_id, f"attempt {action.attempt}: {result.outcome}",
+                {"event": action.event_index, "detail": result.detail,
+                 "duration_ms": int(result.duration.total_seconds() * 1000)})
+        self.apply(project, job_id, _outcome_event(action, result), note=note)
+
+    def _completion(self, project: str, job_id: str, action: act.Deliver) -> tuple[str, str]:
+        url = f"{self.service_url}/api/v1/projects/{project}/jobs/{job_id}/invocations/{action.invocation_id}:complete"
+        return url, self.completion_token(action.invocation_id)
+
+    def completion_token(self, invocation_id: str) -> str:
+        return hmac.new(self.secret, f"complete/{invocation_id}".encode(), hashlib.sha256).hexdigest()
+
+    # --- periodic work -----------------------------------------------------------------
+
+    def run_watchdog(self, limit: int = 500) -> int:
+        """Repair every job whose watchdog_at has passed; returns how many were looked at."""
+        due = self.store.jobs_due_for_watchdog(self.clock.now(), limit)
+        for project, job_id in due:
+            try:
+                applied = self.apply(project, job_id, ev.WatchdogFired())
+            except Exception as error:  # one broken job must not stop the others' repair
+                log_event(log, "watchdog repair failed", job=f"{project}/{job_id}", error=repr(error))
+                continue
+            if applied.transition.actions:
+                log_event(log, "watchdog repaired", job=f"{project}/{job_id}",
+                          actions=[type(a).__name__ for a in applied.transition.actions])
+        return len(due)
+
+    def cleanup(self, history: timedelta, batch: int = 1000) -> int:
+        """Remove finished invocations older than `history`, in batches."""
+        cutoff, removed = self.clock.now() - history, 0
+        while True:
+            count = self.store.delete_invocations_before(cutoff, batch)
+            removed += count
+            if count < batch:
+                return removed
+
+
+def _outcome_event(action: act.Deliver, result: DeliveryResult):
+    if result.outcome == "accepted":
+        return ev.InvocationStarted(action.invocation_id, action.event_index, action.attempt)
+    return ev.InvocationFinished(
+        action.invocation_id, result.outcome == "succeeded", result.reason, action.event_index, action.attempt
+    )
