@@ -1,0 +1,54 @@
+"""`validate`: check project config files the way the server will import them."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from cli.common import UsageError
+from config.loader import expand_paths, validate_paths
+from config.targets import BACKENDS
+
+_EPILOG = """\
+A directory means the *.yaml files in it, as the server reads them. Each error is
+printed on stdout as FILE:LINE: message; exit status 0 when every file is valid,
+1 otherwise. A job with an error is skipped by the server while the project's other
+jobs load; an error in a top-level field makes the server ignore the whole file.
+"""
+
+
+def add_validate(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "validate",
+        help="check project config files",
+        description="Check project config files (CONTRACT section 2).",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="a <project>.yaml file, or a directory of them")
+    parser.add_argument(
+        "--backend", choices=BACKENDS, default=None,
+        help="apply the target address rules of this backend "
+             "(default $SUNDIAL_BACKEND, else local)",
+    )
+    parser.set_defaults(run=run_validate)
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    backend = args.backend or os.environ.get("SUNDIAL_BACKEND") or "local"
+    if backend not in BACKENDS:
+        raise UsageError(f"SUNDIAL_BACKEND: expected one of {', '.join(BACKENDS)}, "
+                         f"got {backend!r}")
+    errors = validate_paths(args.paths, backend)
+    for error in errors:
+        print(error)
+    files, _ = expand_paths(args.paths)
+    checked = f"{len(files)} file{'s' if len(files) != 1 else ''}"
+    if errors:
+        print(f"validate: {len(errors)} error{'s' if len(errors) != 1 else ''} "
+              f"({checked} checked)", file=sys.stderr)
+        return 1
+    print(f"validate: {checked} valid", file=sys.stderr)
+    return 0

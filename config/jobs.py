@@ -1,0 +1,357 @@
+"""One job entry -> JobConfig: fields checked, defaults applied, policy and definition built.
+
+Defaults, where neither the entry nor the project's `defaults` block sets a field, are
+`config.model.BUILTIN_DEFAULTS`: timezone UTC, disabled false, overlap skip,
+max_concurrent 1, catchup {policy: latest, window: 1h}, timeout 10m,
+retry {max_attempts: 1, min_backoff: 1s, max_backoff: 5m}, fanout {count: 1, spread: 0s},
+no throttle, no triggers.
+
+How defaults combine: a job's field replaces the project default, except in the maps
+catchup, retry and fanout, which combine field by field (a job's `retry: {max_attempts: 5}`
+keeps the project's backoffs). A field set to null counts as not set.
+
+Checks on what a field refers to (throttle names, triggered jobs) are made only against
+the names the caller supplies; `None` means "not known here, do not check".
+`max_concurrent` above 1 is an error unless the job's overlap is `allow`.
+
+The definition spells durations canonically (`90s` -> `1m30s`), schedules with single
+spaces, `at` times as sorted, de-duplicated RFC 3339 UTC strings (`2027-01-04T08:00:00Z`,
+with a fraction only when one was given), and every field, defaults included; its
+canonical JSON hashes to `policy.revision`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any, Collection
+
+from config.checks import Checker, Invalid, Parser
+from config.model import BUILTIN_DEFAULTS, JOB_ID, JobConfig
+from config.targets import TargetRules, parse_target
+from config.yamlsource import Path
+from statemachine.durations import UTC, format_duration, parse_instant
+from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
+from statemachine.schedule import AtSchedule, ScheduleError, load_zone, parse_schedule
+
+__all__ = [
+    "JOB_FIELDS", "JobContext", "PER_JOB_FIELDS", "defaults_json", "entry_id",
+    "parse_defaults", "parse_entry", "revision_of",
+]
+
+JOB_FIELDS = ("id", "schedule", "at", "timezone", "disabled", "overlap", "max_concurrent",
+              "catchup", "timeout", "retry", "fanout", "throttle", "triggers", "target")
+PER_JOB_FIELDS = ("id", "schedule", "at", "target")
+_NESTED = ("catchup", "retry", "fanout")
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What a job entry is checked against besides itself."""
+
+    defaults: dict  # from parse_defaults: the fields the project's defaults block sets
+    rules: TargetRules
+    throttles: Collection[str] | None = None  # None: references are not checked
+    known_jobs: Collection[str] | None = None  # None: triggers are not checked
+
+
+# --- one field at a time -------------------------------------------------------------
+
+def _timezone(check: Checker, path: Path, value: Any) -> str:
+    name = check.string(path, value, empty=False)
+    try:
+        load_zone(name)
+    except ScheduleError as error:
+        check.fail(path, str(error))
+    return name
+
+
+def _name(check: Checker, path: Path, value: Any) -> str:
+    name = check.string(path, value, empty=False)
+    if not JOB_ID.fullmatch(name):
+        check.fail(path, f"{name!r} is not a valid name (letters, digits, '_', '.', '-')")
+    return name
+
+
+def _triggers(check: Checker, path: Path, value: Any) -> tuple[str, ...]:
+    items = check.listing(path, value)
+    names = [check.attempt(lambda: _name(check, path + (index,), item))
+             for index, item in enumerate(items)]
+    return tuple(dict.fromkeys(name for name in names if name is not None))
+
+
+def _submap(fields: dict[str, Parser], example: str) -> Parser:
+    """A parser for a map of sub-fields; returns only those given (for field-wise merges)."""
+    def parse(check: Checker, path: Path, value: Any) -> dict:
+        given = check.mapping(path, value, example)
+        check.known_fields(path, given, fields)
+        parsed = {}
+        for key, sub in given.items():
+            if key in fields and sub is not None:
+                result = check.attempt(lambda: fields[key](check, path + (key,), sub), _MISSING)
+                if result is not _MISSING:
+                    parsed[key] = result
+        return parsed
+    return parse
+
+
+def _duration(check: Checker, path: Path, value: Any) -> timedelta:
+    return check.duration(path, value)
+
+
+def _positive(check: Checker, path: Path, value: Any) -> int:
+    return check.integer(path, value, 1)
+
+
+_MISSING = object()
+
+_SHARED: dict[str, Parser] = {
+    "timezone": _timezone,
+    "disabled": lambda check, path, value: check.boolean(path, value),
+    "overlap": lambda check, path, value: Overlap(
+        check.choice(path, value, [item.value for item in Overlap])),
+    "max_concurrent": _positive,
+    "catchup": _submap({
+        "policy": lambda check, path, value: Catchup(
+            check.choice(path, value, [item.value for item in Catchup])),
+        "window": _duration,
+    }, "{policy: latest, window: 1h}"),
+    "timeout": lambda check, path, value: check.duration(path, value, positive=True),
+    "retry": _submap({
+        "max_attempts": _positive,
+        "min_backoff": _duration,
+        "max_backoff": _duration,
+    }, "{max_attempts: 3, min_backoff: 1s, max_backoff: 5m}"),
+    "fanout": _submap({
+        "count": lambda check, path, value: check.integer(path, value, 1, 10_000),
+        "spread": _duration,
+    }, "{count: 10, spread: 1m}"),
+    "throttle": _name,
+    "triggers": _triggers,
+}
+
+
+def _shared_fields(check: Checker, path: Path, entry: dict) -> dict:
+    """The shared (defaultable) fields `entry` sets validly; errors for the others."""
+    parsed = {}
+    for key, parse in _SHARED.items():
+        if entry.get(key) is not None:
+            result = check.attempt(lambda: parse(check, path + (key,), entry[key]), _MISSING)
+            if result is not _MISSING:
+                parsed[key] = result
+    return parsed
+
+
+def _resolve(own: dict, defaults: dict) -> dict:
+    resolved = {}
+    for key, builtin in BUILTIN_DEFAULTS.items():
+        if key in _NESTED:
+            resolved[key] = {**builtin, **defaults.get(key, {}), **own.get(key, {})}
+        else:
+            resolved[key] = own.get(key, defaults.get(key, builtin))
+    return resolved
+
+
+def _check_backoff(check: Checker, path: Path, retry: dict) -> None:
+    if retry["min_backoff"] > retry["max_backoff"]:
+        check.report(path + ("retry",),
+                     f"min_backoff {format_duration(retry['min_backoff'])} is more than "
+                     f"max_backoff {format_duration(retry['max_backoff'])}")
+
+
+# --- the defaults block --------------------------------------------------------------
+
+def parse_defaults(check: Checker, path: Path, value: Any) -> dict:
+    """The fields a `defaults` block sets, parsed; errors recorded in `check`."""
+    if value is None:
+        return {}
+    block = check.mapping(path, value, "{timezone: America/Los_Angeles}")
+    for key in block:
+        if key in PER_JOB_FIELDS:
+            check.report(path + (key,), "cannot have a default: id, schedule, at and target "
+                                        "are set in each job")
+    check.known_fields(path, {k: v for k, v in block.items() if k not in PER_JOB_FIELDS},
+                       _SHARED)
+    parsed = _shared_fields(check, path, block)
+    _check_backoff(check, path, _resolve(parsed, {})["retry"])
+    return parsed
+
+
+def defaults_json(parsed: dict) -> dict:
+    """parse_defaults' result as JSON-ready data (parse_defaults reads it back)."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: plain(item) for key, item in value.items()}
+        if isinstance(value, timedelta):
+            return format_duration(value)
+        if isinstance(value, (Overlap, Catchup)):
+            return value.value
+        if isinstance(value, tuple):
+            return list(value)
+        return value
+    return plain(parsed)
+
+
+# --- a job entry ---------------------------------------------------------------------
+
+def entry_id(check: Checker, path: Path, entry: dict) -> str | None:
+    """The entry's `id` if it is valid (an error otherwise)."""
+    value = entry.get("id")
+    if value is None:
+        check.report(path, "needs an id", named=False)
+        return None
+    if not isinstance(value, str) or not JOB_ID.fullmatch(value):
+        shown = repr(value) if isinstance(value, str) else str(value)
+        check.report(path + ("id",), f"{shown} is not a valid job id: use 1 to 100 letters, "
+                                     "digits, '_', '.' or '-'")
+        return None
+    return value
+
+
+def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
+                context: JobContext) -> JobConfig | None:
+    """The job, or None with its errors recorded in `check`."""
+    check.known_fields(path, entry, JOB_FIELDS)
+    own = _shared_fields(check, path, entry)
+    resolved = _resolve(own, context.defaults)
+    timing = check.attempt(lambda: _timing(check, path, entry, resolved["timezone"]))
+    target = check.attempt(lambda: parse_target(check, path + ("target",),
+                                                entry.get("target"), context.rules))
+    if "retry" in own:
+        _check_backoff(check, path, resolved["retry"])
+    if own.get("max_concurrent", 1) > 1 and resolved["overlap"] is not Overlap.ALLOW:
+        check.report(path + ("max_concurrent",), "only meaningful with overlap: allow "
+                     f"(this job's overlap is {resolved['overlap'].value})")
+    _check_references(check, path, entry, own, context)
+    if check.errors or timing is None or target is None:
+        return None
+    definition = _definition(job_id, timing, resolved, target[0])
+    policy = _policy(timing, resolved, target[1], revision_of(definition))
+    return JobConfig(job_id, policy, definition, resolved["disabled"], check.lines.line(path))
+
+
+def _timing(check: Checker, path: Path, entry: dict, timezone: str) -> tuple[str, Any]:
+    """("schedule", normalized text) or ("at", sorted UTC instants)."""
+    has_schedule, has_at = entry.get("schedule") is not None, entry.get("at") is not None
+    if has_schedule and has_at:
+        check.fail(path + ("at",), "has both schedule and at; give exactly one", named=False)
+    if not has_schedule and not has_at:
+        check.fail(path, "needs a schedule or at (write schedule: triggered for a job that "
+                         "runs only when triggered)", named=False)
+    if has_at:
+        return "at", _at(check, path + ("at",), entry["at"])
+    where = path + ("schedule",)
+    text = " ".join(check.string(where, entry["schedule"], empty=False).split())
+    try:
+        parse_schedule(text, timezone)
+    except ScheduleError as error:
+        check.fail(where, str(error))
+    return "schedule", text
+
+
+def _at(check: Checker, path: Path, value: Any) -> tuple[datetime, ...]:
+    items = check.listing(path, value)
+    if not items:
+        check.fail(path, "needs at least one timestamp, e.g. [\"2027-01-04T09:00:00Z\"]")
+    times = [check.attempt(lambda: _instant(check, path + (index,), item))
+             for index, item in enumerate(items)]
+    if None in times:
+        raise Invalid("bad timestamps")  # each one is already reported at its own line
+    return AtSchedule(tuple(times)).times
+
+
+def _instant(check: Checker, path: Path, value: Any) -> datetime:
+    # YAML turns unquoted timestamps into datetimes (naive ones when they have no offset)
+    # and dates; strings come from quoted YAML and from JSON.
+    if isinstance(value, datetime):
+        if value.utcoffset() is None:
+            check.fail(path, f"timestamp '{value.isoformat()}' has no offset; add 'Z' or an "
+                             "offset such as '+02:00'")
+        return value.astimezone(UTC)
+    if isinstance(value, date):
+        check.fail(path, f"{value.isoformat()} is a date; write a time with an offset, "
+                         f"e.g. {value.isoformat()}T09:00:00Z")
+    if not isinstance(value, str):
+        check.fail(path, f"expected a timestamp such as 2027-01-04T09:00:00Z, got {value!r}")
+    try:
+        return parse_instant(value)
+    except ValueError as error:
+        check.fail(path, str(error))
+
+
+def _check_references(check: Checker, path: Path, entry: dict, own: dict,
+                      context: JobContext) -> None:
+    throttle = own.get("throttle")
+    if throttle is not None and context.throttles is not None \
+            and throttle not in context.throttles:
+        defined = ", ".join(sorted(context.throttles)) or "none"
+        check.report(path + ("throttle",),
+                     f"unknown throttle '{throttle}' (the project's throttles: {defined})")
+    if context.known_jobs is None:
+        return
+    raw = entry.get("triggers") or []
+    for name in own.get("triggers", ()):
+        if name not in context.known_jobs:
+            check.report(path + ("triggers", raw.index(name)),
+                         f"unknown job '{name}' in this project")
+
+
+# --- results -------------------------------------------------------------------------
+
+def _definition(job_id: str, timing: tuple[str, Any], resolved: dict, target: dict) -> dict:
+    kind, when = timing
+    catchup, retry, fanout = resolved["catchup"], resolved["retry"], resolved["fanout"]
+    allow = resolved["overlap"] is Overlap.ALLOW
+    return {
+        "id": job_id,
+        kind: [_rfc3339(t) for t in when] if kind == "at" else when,
+        "timezone": resolved["timezone"],
+        "disabled": resolved["disabled"],
+        "overlap": resolved["overlap"].value,
+        "max_concurrent": resolved["max_concurrent"] if allow else 1,
+        "catchup": {"policy": catchup["policy"].value,
+                    "window": format_duration(catchup["window"])},
+        "timeout": format_duration(resolved["timeout"]),
+        "retry": {"max_attempts": retry["max_attempts"],
+                  "min_backoff": format_duration(retry["min_backoff"]),
+                  "max_backoff": format_duration(retry["max_backoff"])},
+        "fanout": {"count": fanout["count"], "spread": format_duration(fanout["spread"])},
+        "throttle": resolved["throttle"],
+        "triggers": list(resolved["triggers"]),
+        "target": target,
+    }
+
+
+def _policy(timing: tuple[str, Any], resolved: dict, attempt_timeout: timedelta,
+            revision: str) -> JobPolicy:
+    kind, when = timing
+    allow = resolved["overlap"] is Overlap.ALLOW
+    return JobPolicy(
+        # An `at` job has no schedule text; JobPolicy.schedule reads its times instead.
+        schedule_text=when if kind == "schedule" else "",
+        timezone=resolved["timezone"],
+        at=when if kind == "at" else (),
+        overlap=resolved["overlap"],
+        max_concurrent=resolved["max_concurrent"] if allow else 1,
+        catchup=resolved["catchup"]["policy"],
+        catchup_window=resolved["catchup"]["window"],
+        timeout=resolved["timeout"],
+        attempt_timeout=attempt_timeout,
+        retry=RetryPolicy(**resolved["retry"]),
+        fanout=FanoutPolicy(**resolved["fanout"]),
+        triggers=tuple(resolved["triggers"]),
+        revision=revision,
+    )
+
+
+def _rfc3339(instant: datetime) -> str:
+    return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def revision_of(definition: dict) -> str:
+    """The first 16 hex digits of the sha256 of the definition's canonical JSON."""
+    canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"),
+                           ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]

@@ -1,0 +1,274 @@
+"""Delivery targets of a job entry: exactly one of http, pubsub, cloud_tasks, noop.
+
+Defaults where the contract is silent: http `method: POST`, `headers: {}`, `body: ""`,
+`timeout: 60s`, `async: false`; pubsub `data: ""`, `attributes: {}`; cloud_tasks
+`method: POST`, `headers: {}`, `body: ""`. Templates (CONTRACT section 4) are checked in
+every url, header value, body, data and attribute value.
+
+The literal-address rule of CONTRACT section 6 is applied to http urls here, at
+validation time: a host that is the metadata server or a literal link-local address
+(on the cloud backend also loopback, private or other non-public addresses, and
+`localhost`) is an error unless the project's `allowed_hosts` lists it. Names that only
+resolve to such addresses are caught at delivery, which re-checks every address.
+cloud_tasks urls are exempt: Cloud Tasks calls them from Google's network, not Sundial's.
+
+Headers named `X-Sundial-*` and attributes named `sundial_*` or `goog*` are refused:
+Sundial and Pub/Sub set those themselves.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from config.checks import Checker
+from config.yamlsource import Path
+from statemachine.durations import format_duration, parse_duration
+from statemachine.template import TemplateError, validate_template
+
+__all__ = [
+    "BACKENDS", "DEFAULT_ATTEMPT_TIMEOUT", "HTTP_METHODS", "TARGET_KINDS", "TargetRules",
+    "canonical_host", "parse_target", "refusal",
+]
+
+BACKENDS = ("local", "cloud")
+TARGET_KINDS = ("http", "pubsub", "cloud_tasks", "noop")
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
+DEFAULT_ATTEMPT_TIMEOUT = timedelta(seconds=60)
+METADATA_HOSTS = frozenset({"metadata.google.internal"})
+
+_HTTP_FIELDS = ("url", "method", "headers", "body", "timeout", "async")
+_PUBSUB_FIELDS = ("topic", "data", "attributes")
+_TASKS_FIELDS = ("queue", "url", "method", "headers", "body")
+_TOPIC = re.compile(r"projects/[^/\s]+/topics/[^/\s]+")
+_QUEUE = re.compile(r"projects/[^/\s]+/locations/[^/\s]+/queues/[^/\s]+")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 token
+_NUMERIC_HOST = re.compile(r"[0-9a-fx.]+")  # what inet_aton may read as an IPv4 address
+
+
+@dataclass(frozen=True)
+class TargetRules:
+    """What a target is checked against: the project's allowed hosts and the backend."""
+
+    allowed_hosts: tuple[str, ...] = ()
+    backend: str = "local"
+
+
+def parse_target(check: Checker, path: Path, value: Any,
+                 rules: TargetRules) -> tuple[dict, timedelta]:
+    """The normalized target ({kind: {...}}) and the timeout of one attempt."""
+    if value is None:
+        check.fail(path, f"is required: one of {', '.join(TARGET_KINDS)}, "
+                         "e.g. {http: {url: https://example.com/run}}")
+    target = check.mapping(path, value, "{http: {url: https://example.com/run}}")
+    check.known_fields(path, target, TARGET_KINDS)
+    kinds = [kind for kind in TARGET_KINDS if kind in target]
+    if len(kinds) != 1:
+        given = f"has {' and '.join(kinds)}" if kinds else "has none"
+        check.fail(path, f"needs exactly one of {', '.join(TARGET_KINDS)}; {given}")
+    kind = kinds[0]
+    where = path + (kind,)
+    if kind == "http":
+        http = _http(check, where, target[kind], rules)
+        return {"http": http}, parse_duration(http["timeout"])
+    if kind == "pubsub":
+        return {"pubsub": _pubsub(check, where, target[kind])}, DEFAULT_ATTEMPT_TIMEOUT
+    if kind == "cloud_tasks":
+        return {"cloud_tasks": _cloud_tasks(check, where, target[kind])}, DEFAULT_ATTEMPT_TIMEOUT
+    if target[kind] not in (None, {}):
+        check.fail(where, "takes no fields; write noop: {}")
+    return {"noop": {}}, DEFAULT_ATTEMPT_TIMEOUT
+
+
+def _given(fields: dict, key: str, default: Any) -> Any:
+    """The field's value; `default` when it is absent or null."""
+    value = fields.get(key)
+    return default if value is None else value
+
+
+def _http(check: Checker, path: Path, value: Any, rules: TargetRules) -> dict:
+    fields = check.mapping(path, value, "{url: https://example.com/run}")
+    check.known_fields(path, fields, _HTTP_FIELDS)
+    url = check.attempt(lambda: _url(check, path + ("url",), fields.get("url"), rules), "")
+    timeout = check.attempt(lambda: check.duration(
+        path + ("timeout",), _given(fields, "timeout", "60s"), positive=True),
+        DEFAULT_ATTEMPT_TIMEOUT)
+    return {
+        "url": url,
+        "method": check.attempt(lambda: _method(check, path, fields), "POST"),
+        "headers": check.attempt(lambda: _headers(check, path, fields), {}),
+        "body": check.attempt(lambda: _template(check, path + ("body",),
+                                                _given(fields, "body", "")), ""),
+        "timeout": format_duration(timeout),
+        "async": check.attempt(lambda: check.boolean(
+            path + ("async",), _given(fields, "async", False)), False),
+    }
+
+
+def _pubsub(check: Checker, path: Path, value: Any) -> dict:
+    fields = check.mapping(path, value, "{topic: projects/P/topics/T}")
+    check.known_fields(path, fields, _PUBSUB_FIELDS)
+    return {
+        "topic": check.attempt(lambda: _resource(
+            check, path + ("topic",), fields.get("topic"), _TOPIC, "projects/P/topics/T"), ""),
+        "data": check.attempt(lambda: _template(check, path + ("data",),
+                                                _given(fields, "data", "")), ""),
+        "attributes": check.attempt(lambda: _attributes(check, path, fields), {}),
+    }
+
+
+def _cloud_tasks(check: Checker, path: Path, value: Any) -> dict:
+    fields = check.mapping(path, value, "{queue: projects/P/locations/L/queues/Q, url: ...}")
+    check.known_fields(path, fields, _TASKS_FIELDS)
+    queue_form = "projects/P/locations/L/queues/Q"
+    return {
+        "queue": check.attempt(lambda: _resource(
+            check, path + ("queue",), fields.get("queue"), _QUEUE, queue_form), ""),
+        "url": check.attempt(lambda: _url(check, path + ("url",), fields.get("url"), None), ""),
+        "method": check.attempt(lambda: _method(check, path, fields), "POST"),
+        "headers": check.attempt(lambda: _headers(check, path, fields), {}),
+        "body": check.attempt(lambda: _template(check, path + ("body",),
+                                                _given(fields, "body", "")), ""),
+    }
+
+
+# --- fields --------------------------------------------------------------------------
+
+def _template(check: Checker, path: Path, value: Any) -> str:
+    text = check.string(path, value)
+    try:
+        validate_template(text)
+    except TemplateError as error:
+        check.fail(path, str(error))
+    return text
+
+
+def _url(check: Checker, path: Path, value: Any, rules: TargetRules | None) -> str:
+    """An http(s) URL with a host; `rules` None skips the address rule."""
+    if value is None:
+        check.fail(path, "is required, e.g. https://example.com/run")
+    text = _template(check, path, value)
+    if any(char.isspace() or ord(char) < 32 for char in text):
+        check.fail(path, f"{text!r} contains spaces or control characters")
+    parts = urlsplit(text)
+    if parts.scheme.lower() not in ("http", "https"):
+        check.fail(path, f"{text!r} is not an http:// or https:// URL")
+    try:
+        host, _ = parts.hostname, parts.port
+    except ValueError:
+        check.fail(path, f"{text!r} has a bad host or port")
+    if not host:
+        check.fail(path, f"{text!r} has no host")
+    # A templated host is only known at delivery, which checks the address it resolves to.
+    if rules is not None and "$" not in host:
+        reason = refusal(host, rules.allowed_hosts, rules.backend)
+        if reason:
+            check.fail(path, f"host {host} is {reason}, refused as a target unless the "
+                             f"project's allowed_hosts lists '{host}'")
+    return text
+
+
+def _method(check: Checker, path: Path, fields: dict) -> str:
+    value = _given(fields, "method", "POST")
+    if isinstance(value, str):
+        value = value.upper()  # `post` means POST: methods are case-sensitive, users are not
+    return check.choice(path + ("method",), value, HTTP_METHODS)
+
+
+def _headers(check: Checker, path: Path, fields: dict) -> dict:
+    path = path + ("headers",)
+    headers = check.mapping(path, _given(fields, "headers", {}),
+                            "{Content-Type: application/json}")
+    seen: dict[str, str] = {}
+    for name, value in headers.items():
+        where = path + (name,)
+        if not _HEADER_NAME.fullmatch(name):
+            check.report(where, f"{check.name(path)}: {name!r} is not a valid HTTP header "
+                                "name", named=False)
+        elif name.lower().startswith("x-sundial-"):
+            check.report(where, "is set by Sundial itself (X-Sundial-* headers are reserved)")
+        elif name.lower() in seen:
+            check.report(where, f"given twice (also as '{seen[name.lower()]}'); "
+                                "header names ignore case")
+        seen.setdefault(name.lower(), name)
+        text = check.attempt(lambda: _template(check, where, value))
+        if text is not None and any(char in text for char in "\r\n\0"):
+            check.report(where, "must not contain line breaks or NUL characters")
+    return dict(headers)
+
+
+def _attributes(check: Checker, path: Path, fields: dict) -> dict:
+    path = path + ("attributes",)
+    attributes = check.mapping(path, _given(fields, "attributes", {}), "{origin: sundial}")
+    for name, value in attributes.items():
+        where = path + (name,)
+        if name.startswith(("sundial_", "goog")):
+            check.report(where, "is reserved (Sundial sets sundial_* attributes and "
+                                "Pub/Sub reserves goog*)")
+        check.attempt(lambda: _template(check, where, value))
+    return dict(attributes)
+
+
+def _resource(check: Checker, path: Path, value: Any, form: re.Pattern, shown: str) -> str:
+    if value is None:
+        check.fail(path, f"is required, in the form {shown}")
+    text = check.string(path, value)
+    if not form.fullmatch(text):
+        check.fail(path, f"{text!r} is not of the form {shown}")
+    return text
+
+
+# --- the literal-address rule ---------------------------------------------------------
+
+def canonical_host(host: str) -> str:
+    """Lower case, no brackets or trailing dot, addresses in their standard spelling."""
+    host = host.strip().lower()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    host = host.rstrip(".")
+    address = _literal_address(host)
+    return str(address) if address is not None else host
+
+
+def _literal_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    # Resolvers read `169.254.169.254` also as `2852039166`, `0xa9fea9fe` or `169.254.43518`.
+    if _NUMERIC_HOST.fullmatch(host) and any(char.isdigit() for char in host):
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return None
+    return None
+
+
+def refusal(host: str, allowed_hosts: tuple[str, ...] | list[str], backend: str) -> str | None:
+    """Why `host` may not be named as a target ("a link-local address"), or None."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    host = canonical_host(host)
+    if host in {canonical_host(allowed) for allowed in allowed_hosts}:
+        return None
+    if host in METADATA_HOSTS:
+        return "the metadata server"
+    address = _literal_address(host)
+    if address is not None and getattr(address, "ipv4_mapped", None):
+        address = address.ipv4_mapped
+    if address is not None and address.is_link_local:
+        return "a link-local address"
+    if backend != "cloud":
+        return None  # local services are the embedded backend's normal targets
+    if host == "localhost" or host.endswith(".localhost"):
+        return "a loopback name on the cloud backend"
+    if address is None or address.is_global:
+        return None
+    kind = "loopback" if address.is_loopback else "private" if address.is_private else "non-public"
+    return f"a {kind} address on the cloud backend"
+
