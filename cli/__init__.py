@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Callable, Sequence
 
-from cli import preview
+from cli import preview, serve, validate
 from cli.common import CommandLineParser, UsageError
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "main"]
@@ -23,6 +23,8 @@ AddCommand = Callable[["argparse._SubParsersAction[CommandLineParser]"], None]
 COMMANDS: list[AddCommand] = [
     preview.add_next,
     preview.add_render,
+    validate.add_validate,
+    serve.add_serve,
 ]
 
 

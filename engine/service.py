@@ -95,12 +95,13 @@ class Engine:
         now = self.clock.now()
         with self.store.transaction() as tx:
             stored = tx.get_job(project, job_id)
-            if stored is None:
+            created = stored is None
+            if created:
                 if definition is None:
                     raise NotFound(f"job {project}/{job_id} not found")
                 stored = StoredJob(new_record(project, job_id), definition, source or "config")
             transition = step(stored.record, event, now, self.tuning)
-            changed = transition.record != stored.record or transition.actions
+            changed = created or transition.record != stored.record or transition.actions
             if definition is not None and (definition != stored.definition or source != stored.source):
                 stored = StoredJob(stored.record, definition, source or stored.source)
                 changed = True

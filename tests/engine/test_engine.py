@@ -186,3 +186,15 @@ def test_a_short_tuning_is_honoured_by_the_watchdog(tmp_path):
     assert h.engine.run_watchdog() == 1
     h.run_until(h.clock.current + timedelta(seconds=1))
     assert len(h.invocations()) == 1
+
+
+def test_a_job_defined_disabled_is_stored_and_readable(h):
+    from engine.config_import import JobSnapshot
+    from statemachine.policy import JobPolicy
+
+    job = JobSnapshot("off", JobPolicy(schedule_text="every 1m", revision="r"), {"id": "off"}, True)
+    import_project(h.engine, ProjectSnapshot("proj", "v1", jobs=(job,)))
+    stored = h.store.get_job("proj", "off")
+    assert stored is not None and stored.record.state.value == "DISABLED"
+    h.run_until(START + timedelta(minutes=3))
+    assert h.invocations("off") == []

@@ -1,0 +1,80 @@
+"""`python main.py serve`: the embedded scheduler, API and UI in one process."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import signal
+import sys
+from dataclasses import replace
+
+from cli.common import UsageError
+
+
+def add_serve(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the scheduler, API and UI in one process",
+        description="Run the embedded scheduler (SQLite store and queue), its API and UI.",
+    )
+    parser.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=None, help="port to listen on (default 8080)")
+    parser.add_argument("--configs", default=None, metavar="DIR", help="project config directory (SUNDIAL_CONFIG_DIR)")
+    parser.add_argument("--db", default=None, metavar="PATH", help="SQLite database file (SUNDIAL_DB)")
+    parser.set_defaults(run=run_serve)
+
+
+def _settings(args):
+    from config.settings import from_environment
+
+    settings = from_environment()
+    overrides = {
+        "host": args.host, "port": args.port, "config_dir": args.configs, "db_path": args.db,
+    }
+    settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+    if settings.backend != "local":
+        raise UsageError("SUNDIAL_BACKEND=cloud: the cloud backend is not available in this build yet")
+    return _loopback_unless_tokens(settings)
+
+
+def _loopback_unless_tokens(settings):
+    """CONTRACT section 6: with no API tokens, only this machine may talk to us."""
+    if settings.api_tokens or settings.on_app_engine:
+        return settings
+    try:
+        loopback = ipaddress.ip_address(settings.host).is_loopback
+    except ValueError:
+        loopback = settings.host == "localhost"
+    if not loopback:
+        print(f"sundial: no SUNDIAL_API_TOKENS set: listening on 127.0.0.1 instead of {settings.host}",
+              file=sys.stderr)
+        settings = replace(settings, host="127.0.0.1")
+    return settings
+
+
+def run_serve(args) -> int:
+    from waitress import create_server
+
+    from config.bootstrap import build_local
+    from engine.logs import configure_logging
+
+    settings = _settings(args)
+    configure_logging()
+    runtime = build_local(settings)
+    server = create_server(runtime.app, host=settings.host, port=settings.port, threads=16, ident="sundial")
+    print(f"sundial: serving on http://{settings.host}:{settings.port} "
+          f"(database {settings.db_path}, configs {settings.config_dir}); "
+          "no API tokens set, so every caller on this machine is an owner"
+          if not settings.api_tokens else
+          f"sundial: serving on http://{settings.host}:{settings.port}", file=sys.stderr, flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: server.close())
+    runtime.start()
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print("sundial: stopping", file=sys.stderr, flush=True)
+        server.close()
+        runtime.stop()
+    return 0

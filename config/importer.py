@@ -1,0 +1,73 @@
+"""Read a configs directory and import each project file that changed."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from pathlib import Path
+
+from config.loader import ProjectConfigError, parse_project_text
+from engine.config_import import (
+    JobSnapshot,
+    ProjectSnapshot,
+    import_project,
+    is_unchanged,
+    remove_project,
+)
+from engine.logs import log_event
+
+log = logging.getLogger("sundial.config")
+PROJECT_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def import_directory(engine, directory: str | Path, backend: str = "local") -> int:
+    """Import every `<project>.yaml`; a project whose file is gone is removed.
+
+    Returns how many project files were read and parsed (unchanged files are not).
+    """
+    files = {path.stem: path for path in sorted(Path(directory).glob("*.yaml"))}
+    parsed = 0
+    for project, path in files.items():
+        if not PROJECT_ID.match(project):
+            log_event(log, "config file ignored", file=str(path),
+                      error="a project id must match ^[a-z0-9][a-z0-9-]{0,62}$")
+            continue
+        parsed += _import_file(engine, project, path, backend)
+    for row in engine.store.list_projects():
+        if row.id not in files:
+            remove_project(engine, row.id)
+    return parsed
+
+
+def _import_file(engine, project: str, path: Path, backend: str) -> int:
+    try:
+        data = path.read_bytes()
+    except OSError as error:  # removed or unreadable between listing and reading
+        log_event(log, "config file unreadable", file=str(path), error=str(error))
+        return 0
+    digest = hashlib.sha256(data).hexdigest()
+    if is_unchanged(engine.store, project, digest):
+        return 0
+    import_project(engine, snapshot_of(project, path, data, digest, backend))
+    return 1
+
+
+def snapshot_of(project: str, path: Path, data: bytes, digest: str, backend: str) -> ProjectSnapshot:
+    try:
+        config = parse_project_text(project, data.decode("utf-8", errors="replace"), str(path), backend=backend)
+    except ProjectConfigError as error:
+        return ProjectSnapshot(project, digest, error="\n".join(str(e) for e in error.errors))
+    return ProjectSnapshot(
+        project=project,
+        content_hash=digest,
+        jobs=tuple(JobSnapshot(j.id, j.policy, j.definition, j.disabled) for j in config.jobs),
+        job_errors=tuple(str(e) for e in config.job_errors),
+        broken_job_ids=frozenset(getattr(config, "broken_job_ids", ())),
+        settings={
+            "acl": config.acl,
+            "allowed_hosts": list(config.allowed_hosts),
+            "throttles": config.throttles,
+            "defaults": config.defaults,
+        },
+    )

@@ -1,0 +1,100 @@
+"""Settings from the environment (CONTRACT sections 1 and 8), overridable by flags.
+
+Besides the contract's variables, a few knobs exist for tests and operators;
+each has a default that suits one machine:
+
+| variable | default | meaning |
+|---|---|---|
+| SUNDIAL_CONFIG_DIR | examples/configs | project config files |
+| SUNDIAL_DB | .sundial/sundial.db | the SQLite database |
+| SUNDIAL_BACKEND | local | local or cloud |
+| SUNDIAL_HISTORY_DAYS | 45 | invocation history kept |
+| SUNDIAL_WATCHDOG_PERIOD | 30s | how often serve runs the watchdog |
+| SUNDIAL_IMPORT_PERIOD | 5s | how often serve re-reads the configs |
+| SUNDIAL_CLEANUP_PERIOD | 1h | how often serve removes old history |
+| SUNDIAL_WORKERS | 32 | task threads of the embedded dispatcher |
+| SUNDIAL_TASK_LEASE | 30s | how long a taken task is its taker's |
+| SUNDIAL_TICK_GRACE, SUNDIAL_START_GRACE, SUNDIAL_LATE_TOLERANCE | 30s, 60s, 60s | the chain's timings (statemachine.policy.Tuning) |
+| SUNDIAL_TASK_SECRET | generated, kept in the database | the secret on every task |
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+
+from statemachine.durations import parse_duration
+from statemachine.policy import Tuning
+
+
+@dataclass(frozen=True)
+class Settings:
+    config_dir: str = "examples/configs"
+    db_path: str = ".sundial/sundial.db"
+    backend: str = "local"
+    host: str = "127.0.0.1"
+    port: int = 8080
+    history: timedelta = timedelta(days=45)
+    watchdog_period: timedelta = timedelta(seconds=30)
+    import_period: timedelta = timedelta(seconds=5)
+    cleanup_period: timedelta = timedelta(hours=1)
+    workers: int = 32
+    task_lease: timedelta = timedelta(seconds=30)
+    tuning: Tuning = field(default_factory=Tuning)
+    task_secret: str = ""
+    api_tokens: str = ""
+    on_app_engine: bool = False
+    demo_echo: bool = True
+
+    @property
+    def service_url(self) -> str:
+        return os.environ.get("SUNDIAL_SERVICE_URL") or f"http://{self.host}:{self.port}"
+
+
+def _duration(env, name: str, default: timedelta) -> timedelta:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        return parse_duration(raw)
+    except ValueError as error:
+        raise SystemExit(f"{name}: {error}") from None
+
+
+def _int(env, name: str, default: int) -> int:
+    raw = env.get(name)
+    if not raw:
+        return default
+    if not raw.isdigit():
+        raise SystemExit(f"{name}: expected a whole number, got {raw!r}")
+    return int(raw)
+
+
+def from_environment(env=None) -> Settings:
+    env = os.environ if env is None else env
+    defaults = Settings()
+    tuning = replace(
+        defaults.tuning,
+        tick_grace=_duration(env, "SUNDIAL_TICK_GRACE", defaults.tuning.tick_grace),
+        start_grace=_duration(env, "SUNDIAL_START_GRACE", defaults.tuning.start_grace),
+        late_tolerance=_duration(env, "SUNDIAL_LATE_TOLERANCE", defaults.tuning.late_tolerance),
+    )
+    backend = env.get("SUNDIAL_BACKEND", "local")
+    if backend not in ("local", "cloud"):
+        raise SystemExit(f"SUNDIAL_BACKEND: expected 'local' or 'cloud', got {backend!r}")
+    return Settings(
+        config_dir=env.get("SUNDIAL_CONFIG_DIR", defaults.config_dir),
+        db_path=env.get("SUNDIAL_DB", defaults.db_path),
+        backend=backend,
+        history=timedelta(days=_int(env, "SUNDIAL_HISTORY_DAYS", 45)),
+        watchdog_period=_duration(env, "SUNDIAL_WATCHDOG_PERIOD", defaults.watchdog_period),
+        import_period=_duration(env, "SUNDIAL_IMPORT_PERIOD", defaults.import_period),
+        cleanup_period=_duration(env, "SUNDIAL_CLEANUP_PERIOD", defaults.cleanup_period),
+        workers=_int(env, "SUNDIAL_WORKERS", defaults.workers),
+        task_lease=_duration(env, "SUNDIAL_TASK_LEASE", defaults.task_lease),
+        tuning=tuning,
+        task_secret=env.get("SUNDIAL_TASK_SECRET", ""),
+        api_tokens=env.get("SUNDIAL_API_TOKENS", ""),
+        on_app_engine=bool(env.get("GAE_APPLICATION")),
+    )

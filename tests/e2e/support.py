@@ -1,0 +1,195 @@
+"""End-to-end support: a real `main.py serve` process and a real HTTP receiver.
+
+The receiver records every request with its arrival time and counts how many
+requests of each job it is serving at once, so tests can check overlap
+policies from the outside.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Arrival:
+    path: str
+    headers: dict
+    body: str
+    at: float  # time.time() on arrival
+
+    @property
+    def scheduled(self) -> float:
+        raw = self.headers["X-Sundial-Scheduled-Time"]
+        return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+
+    @property
+    def lateness(self) -> float:
+        return self.at - self.scheduled
+
+
+@dataclass
+class Receiver:
+    """Answers POSTs; `delays[path]` seconds of work and `statuses[path]` answer per path."""
+
+    delays: dict = field(default_factory=dict)
+    statuses: dict = field(default_factory=dict)
+    arrivals: list = field(default_factory=list)
+    active: dict = field(default_factory=lambda: defaultdict(int))
+    max_active: dict = field(default_factory=lambda: defaultdict(int))
+
+    def __post_init__(self):
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                receiver._serve(self)
+
+            do_GET = do_PUT = do_POST
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def _serve(self, handler) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length).decode() if length else ""
+        arrival = Arrival(handler.path, dict(handler.headers), body, time.time())
+        job = handler.headers.get("X-Sundial-Job", "")
+        with self.lock:
+            self.arrivals.append(arrival)
+            self.active[job] += 1
+            self.max_active[job] = max(self.max_active[job], self.active[job])
+        try:
+            time.sleep(self.delays.get(handler.path, 0))
+            handler.send_response(self.statuses.get(handler.path, 200))
+            handler.send_header("Content-Length", "2")
+            handler.end_headers()
+            handler.wfile.write(b"ok")
+        finally:
+            with self.lock:
+                self.active[job] -= 1
+
+    def at_path(self, path: str) -> list[Arrival]:
+        with self.lock:
+            return [a for a in self.arrivals if a.path == path]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# Short chain timings so that repairs happen within a test's patience.
+FAST_ENV = {
+    "SUNDIAL_IMPORT_PERIOD": "1s",
+    "SUNDIAL_WATCHDOG_PERIOD": "2s",
+    "SUNDIAL_TICK_GRACE": "2s",
+    "SUNDIAL_START_GRACE": "3s",
+    "SUNDIAL_TASK_LEASE": "3s",
+    "SUNDIAL_LATE_TOLERANCE": "5s",
+}
+
+
+class Server:
+    """`python main.py serve` in a subprocess on a free port."""
+
+    def __init__(self, configs: Path, db: Path, log: Path, env: dict | None = None, port: int | None = None):
+        self.configs, self.db, self.log_path = configs, db, log
+        self.port = port or free_port()
+        self.env = {**os.environ, **FAST_ENV, **(env or {})}
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> "Server":
+        log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "main.py", "serve", "--port", str(self.port),
+             "--db", str(self.db), "--configs", str(self.configs)],
+            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                self.get("/healthz")
+                return self
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"server did not start: {self.log_path.read_text()[-2000:]}")
+
+    def get(self, path: str):
+        with urllib.request.urlopen(self.url + path, timeout=10) as response:
+            return json.loads(response.read())
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to clean up."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def invocations(self, project: str, job: str) -> list[dict]:
+        """Every invocation of the job, oldest first."""
+        rows, token = [], None
+        while True:
+            query = "?page_size=1000" + (f"&page_token={token}" if token else "")
+            page = self.get(f"/api/v1/projects/{project}/jobs/{job}/invocations{query}")
+            rows += page["invocations"]
+            token = page["next_page_token"]
+            if not token:
+                return list(reversed(rows))
+
+
+def wait_until(condition, timeout: float, interval: float = 0.1):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    return condition()
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]

@@ -1,0 +1,55 @@
+"""JSON shapes of the API (CONTRACT section 5): Job and Invocation."""
+
+from __future__ import annotations
+
+from engine.ports import InvocationRow, StoredJob
+from statemachine.durations import rfc3339_millis
+
+
+def time_or_none(value):
+    return None if value is None else rfc3339_millis(value)
+
+
+def job_view(job: StoredJob, last: InvocationRow | None) -> dict:
+    record, definition = job.record, job.definition
+    view = {
+        "id": record.job_id,
+        "project": record.project,
+        "source": job.source,
+        "timezone": definition.get("timezone", "UTC"),
+        "state": record.state.value,
+        "paused": record.paused,
+        "pause_reason": record.pause_reason,
+        "next_run_time": time_or_none(None if record.paused or record.disabled else record.tick_at),
+        "last_invocation": None if last is None else invocation_view(last),
+        "target": definition.get("target"),
+        "active_invocations": [entry.invocation_id for entry in record.active],
+        "config_error": job.config_error,
+    }
+    for key in ("schedule", "at"):
+        if key in definition:
+            view[key] = definition[key]
+    for key in ("overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout", "throttle", "triggers", "disabled"):
+        if key in definition:
+            view[key] = definition[key]
+    return view
+
+
+def invocation_view(row: InvocationRow, with_log: bool = False) -> dict:
+    view = {
+        "id": row.id,
+        "job": row.job_id,
+        "project": row.project,
+        "status": row.status,
+        "reason": row.reason,
+        "scheduled_time": time_or_none(row.scheduled_time),
+        "created_time": time_or_none(row.created_time),
+        "started_time": time_or_none(row.started_time),
+        "finished_time": time_or_none(row.finished_time),
+        "attempt": row.attempt,
+        "event_count": row.event_count,
+        "trigger": row.trigger,
+    }
+    if with_log:
+        view["log"] = row.log
+    return view
