@@ -52,6 +52,10 @@ def _loopback_unless_tokens(settings):
     return settings
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def run_serve(args) -> int:
     from waitress import create_server
 
@@ -67,7 +71,7 @@ def run_serve(args) -> int:
           "no API tokens set, so every caller on this machine is an owner"
           if not settings.api_tokens else
           f"sundial: serving on http://{settings.host}:{settings.port}", file=sys.stderr, flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: server.close())
+    signal.signal(signal.SIGTERM, _interrupt)  # stop on SIGTERM exactly as on Ctrl-C
     runtime.start()
     try:
         server.run()

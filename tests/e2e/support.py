@@ -162,7 +162,7 @@ class Server:
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
+            self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(15)
             except subprocess.TimeoutExpired:
