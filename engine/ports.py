@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import ContextManager, Protocol
+from typing import Callable, Protocol, TypeVar
 
 from statemachine.record import JobRecord
+
+T = TypeVar("T")
 
 
 class StoreError(Exception):
@@ -89,10 +91,13 @@ class Transaction(Protocol):
 
 
 class JobStore(Protocol):
-    def transaction(self) -> ContextManager[Transaction]:
-        """A transaction that commits when the block ends without an exception.
+    def run_in_transaction(self, body: Callable[[Transaction], T]) -> T:
+        """Run `body(tx)` in one transaction; commit if it returns, roll back if it raises.
 
-        :raises ConflictError: the commit lost a race; the caller may run it again.
+        A store may run the body more than once (Datastore retries contention);
+        only the last run's writes and enqueues take effect.
+
+        :raises ConflictError: the commit kept losing races; the caller may try again.
         :raises StoreError: storage is failing.
         """
 

@@ -70,7 +70,10 @@ class Engine:
         API); a missing job is created only when a definition is given. `note`
         (invocation id, message, fields) is appended to an invocation's log.
         """
-        return self.retrying(lambda: self._apply_once(project, job_id, event, definition, source, note))
+        def body(tx) -> Applied:
+            return self._apply_in(tx, project, job_id, event, definition, source, note)
+
+        return self.retrying(lambda: self.store.run_in_transaction(body))
 
     def retrying(self, work):
         """Run `work` (which opens its own transaction) again when its commit loses a race."""
@@ -84,35 +87,30 @@ class Engine:
 
     def write(self, change) -> None:
         """Run `change(tx)` in a transaction of its own, retried on conflicts."""
+        self.retrying(lambda: self.store.run_in_transaction(change))
 
-        def once():
-            with self.store.transaction() as tx:
-                change(tx)
-
-        self.retrying(once)
-
-    def _apply_once(self, project, job_id, event, definition, source, note) -> Applied:
+    def _apply_in(self, tx, project, job_id, event, definition, source, note) -> Applied:
+        """The body of `apply`: may run more than once; only its last run commits."""
         now = self.clock.now()
-        with self.store.transaction() as tx:
-            stored = tx.get_job(project, job_id)
-            created = stored is None
-            if created:
-                if definition is None:
-                    raise NotFound(f"job {project}/{job_id} not found")
-                stored = StoredJob(new_record(project, job_id), definition, source or "config")
-            transition = step(stored.record, event, now, self.tuning)
-            changed = created or transition.record != stored.record or transition.actions
-            if definition is not None and (definition != stored.definition or source != stored.source):
-                stored = StoredJob(stored.record, definition, source or stored.source)
-                changed = True
-            if note is not None:
-                self._note(tx, project, job_id, note, now)
-            if not changed:
-                return Applied(transition, stored)
-            stored = StoredJob(transition.record, stored.definition, stored.source, stored.config_error)
-            tx.put_job(stored)
-            for action in transition.actions:
-                record_action(tx, project, job_id, action, now)
+        stored = tx.get_job(project, job_id)
+        created = stored is None
+        if created:
+            if definition is None:
+                raise NotFound(f"job {project}/{job_id} not found")
+            stored = StoredJob(new_record(project, job_id), definition, source or "config")
+        transition = step(stored.record, event, now, self.tuning)
+        changed = created or transition.record != stored.record or transition.actions
+        if definition is not None and (definition != stored.definition or source != stored.source):
+            stored = StoredJob(stored.record, definition, source or stored.source)
+            changed = True
+        if note is not None:
+            self._note(tx, project, job_id, note, now)
+        if not changed:
+            return Applied(transition, stored)
+        stored = StoredJob(transition.record, stored.definition, stored.source, stored.config_error)
+        tx.put_job(stored)
+        for action in transition.actions:
+            record_action(tx, project, job_id, action, now)
         return Applied(transition, stored)
 
     def _note(self, tx, project, job_id, note, now) -> None:

@@ -59,6 +59,10 @@ class FlakyStore:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
+    def run_in_transaction(self, body):
+        with self.transaction() as tx:
+            return body(tx)
+
     @contextmanager
     def transaction(self):
         if self.fail_next:

@@ -86,6 +86,14 @@ class SqliteJobStore:
             tx.conn.execute("INSERT INTO meta (key, value) VALUES ('task_secret', ?)", (secret,))
             return secret
 
+    def run_in_transaction(self, body):
+        """Run `body(tx)` in one transaction and return what it returns.
+
+        BEGIN IMMEDIATE serializes writers, so the body never has to run twice here.
+        """
+        with self.transaction() as tx:
+            return body(tx)
+
     # --- queries outside transactions -------------------------------------------------
 
     def jobs_due_for_watchdog(self, now: datetime, limit: int) -> list[tuple[str, str]]:
