@@ -26,6 +26,11 @@ def import_directory(engine, directory: str | Path, backend: str = "local") -> i
 
     Returns how many project files were read and parsed (unchanged files are not).
     """
+    if not Path(directory).is_dir():
+        # A missing directory is a mistake or a moment (a deploy, a remount), not
+        # an order to disable every job.
+        log_event(log, "config directory missing", directory=str(directory))
+        return 0
     files = {path.stem: path for path in sorted(Path(directory).glob("*.yaml"))}
     parsed = 0
     for project, path in files.items():

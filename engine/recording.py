@@ -20,9 +20,14 @@ def millis(instant: datetime) -> int:
     return int(instant.timestamp() * 1000)
 
 
+def task_name(kind: str, *parts) -> str:
+    """A task's name; `/` appears in no project or job id, so names cannot collide."""
+    return "/".join((kind, *map(str, parts)))
+
+
 def tick_task(project: str, job_id: str, action: act.ScheduleTick) -> Task:
     payload = {"project": project, "job": job_id, "nonce": action.nonce}
-    return Task(f"tick-{project}-{job_id}-{action.nonce}-{millis(action.at)}", "tick", payload, action.at)
+    return Task(task_name("tick", project, job_id, action.nonce, millis(action.at)), "tick", payload, action.at)
 
 
 def start_task(project: str, job_id: str, action: act.EnqueueAttempt) -> Task:
@@ -34,18 +39,24 @@ def start_task(project: str, job_id: str, action: act.EnqueueAttempt) -> Task:
         "attempt": action.attempt,
     }
     # The ETA is in the name so that a watchdog re-issue of a lost start is a new task.
-    name = f"start-{project}-{job_id}-{action.invocation_id}-{action.event_index}-{action.attempt}-{millis(action.at)}"
+    name = task_name(
+        "start", project, job_id, action.invocation_id, action.event_index, action.attempt, millis(action.at)
+    )
     return Task(name, "start", payload, action.at)
 
 
-def trigger_task(project: str, source_job: str, target_job: str, source_invocation: str, now: datetime) -> Task:
+def trigger_task(project: str, source_job: str, target_job: str, source_invocation: str,
+                 source_time: datetime, now: datetime) -> Task:
+    """Another job's trigger; `source_time` (the source's scheduled time) fixes the
+    triggered invocation's id, so a redelivered task cannot start a second one."""
     payload = {
         "project": project,
         "job": target_job,
         "request": source_invocation,
         "trigger": f"job:{source_job}",
+        "at": rfc3339_millis(source_time),
     }
-    return Task(f"trigger-{project}-{target_job}-{source_invocation}", "trigger", payload, now)
+    return Task(task_name("trigger", project, target_job, source_invocation), "trigger", payload, now)
 
 
 def append_log(row: InvocationRow, now: datetime, message: str, **fields) -> None:
@@ -53,13 +64,12 @@ def append_log(row: InvocationRow, now: datetime, message: str, **fields) -> Non
     row.log.append(entry)
     if len(row.log) > LOG_LIMIT:
         # Keep how it started and how it is going; say what was cut.
-        dropped = len(row.log) - LOG_LIMIT + 1
-        head = row.log[:LOG_HEAD]
-        if head and head[-1].get("message", "").startswith("…"):
-            dropped += head[-1].get("dropped", 0)
-            head = head[:-1]
+        head, rest = row.log[:LOG_HEAD], row.log[LOG_HEAD:]
+        earlier = rest.pop(0).get("dropped", 0) if rest and "dropped" in rest[0] else 0
+        keep = LOG_LIMIT - LOG_HEAD - 1
+        dropped = earlier + len(rest) - keep
         marker = {"time": entry["time"], "message": f"… {dropped} entries omitted", "dropped": dropped}
-        row.log[:] = head + [marker] + row.log[-(LOG_LIMIT - len(head) - 1):]
+        row.log[:] = head + [marker] + rest[-keep:]
 
 
 def record_action(tx: Transaction, project: str, job_id: str, action, now: datetime) -> None:
@@ -82,8 +92,9 @@ def record_action(tx: Transaction, project: str, job_id: str, action, now: datet
     elif isinstance(action, act.RecordAttemptFailed):
         _update(tx, project, job_id, action.invocation_id, lambda row: _attempt_failed(row, action, now))
     elif isinstance(action, act.TriggerJobs):
+        source_time = action.source_scheduled_time or now
         for target in action.job_ids:
-            tx.enqueue(trigger_task(project, job_id, target, action.source_invocation_id, now))
+            tx.enqueue(trigger_task(project, job_id, target, action.source_invocation_id, source_time, now))
     elif isinstance(action, act.Deliver):
         _update(tx, project, job_id, action.invocation_id, lambda row: _delivering(row, action, now))
 

@@ -20,7 +20,8 @@ from engine.ports import Clock, ConflictError, DeliveryResult, RetryTask, Stored
 from engine.recording import append_log, record_action
 from statemachine import actions as act
 from statemachine import events as ev
-from statemachine.machine import InvalidTransition, Transition, step
+from statemachine.durations import parse_instant
+from statemachine.machine import InvalidTransition, Transition, manual_invocation_id, step
 from statemachine.policy import DEFAULT_TUNING, Tuning
 from statemachine.record import new_record
 
@@ -98,6 +99,10 @@ class Engine:
             if definition is None:
                 raise NotFound(f"job {project}/{job_id} not found")
             stored = StoredJob(new_record(project, job_id), definition, source or "config")
+        if isinstance(event, ev.ManualTrigger) and not created:
+            invocation = manual_invocation_id(stored.record, event, now)
+            if tx.get_invocation(project, job_id, invocation) is not None:
+                return Applied(Transition(stored.record), stored)  # one request, one invocation
         transition = step(stored.record, event, now, self.tuning)
         changed = created or transition.record != stored.record or transition.actions
         if definition is not None and (definition != stored.definition or source != stored.source):
@@ -136,7 +141,8 @@ class Engine:
             elif task.kind == "start":
                 self._on_start(project, job_id, payload)
             elif task.kind == "trigger":
-                self.apply(project, job_id, ev.ManualTrigger(payload["request"], payload["trigger"]))
+                at = parse_instant(payload["at"]) if payload.get("at") else None
+                self.apply(project, job_id, ev.ManualTrigger(payload["request"], payload["trigger"], at))
             else:
                 log_event(log, "unknown task kind", task=task.name, kind=task.kind)
         except NotFound:

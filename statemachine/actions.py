@@ -80,10 +80,12 @@ class RecordAttemptFailed:
 
 @dataclass(frozen=True)
 class TriggerJobs:
-    """Send a ManualTrigger(request_id=source invocation, trigger=job:SOURCE) to each job."""
+    """Send ManualTrigger(request_id=source invocation, trigger=job:SOURCE, at=source's
+    scheduled time) to each job: the same source always names the same invocations."""
 
     job_ids: tuple[str, ...]
     source_invocation_id: str
+    source_scheduled_time: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ CATCHUP = "catchup"
 class DuePlan:
     deliver: tuple[tuple[datetime, str], ...]  # (scheduled time, trigger), in order
     missed: tuple[datetime, ...]
+    paused: tuple[datetime, ...]  # fell due while the job was paused
     handled_until: datetime  # every fire time up to here is in deliver or missed
     more: bool  # the scan stopped at the limit: a follow-up tick must continue
     following: datetime | None = None  # the next fire time after handled_until, if known
@@ -37,14 +38,21 @@ def plan_due(
     now: datetime,
     policy: JobPolicy,
     tuning: Tuning,
+    paused_through: datetime | None = None,
 ) -> DuePlan:
-    single = _single_on_time(schedule, since, horizon, now, tuning)
-    if single is not None:
-        return single
+    if horizon <= since:
+        return DuePlan((), (), (), since, False)
+    if paused_through is None or paused_through <= since:
+        single = _single_on_time(schedule, since, horizon, now, tuning)
+        if single is not None:
+            return single
     times = list(fire_times(schedule, since, horizon, limit=tuning.scan_limit + 1))
     more = len(times) > tuning.scan_limit
     if more:
         times = times[: tuning.scan_limit]
+    handled_until = times[-1] if more else horizon
+    paused = tuple(t for t in times if paused_through is not None and t <= paused_through)
+    times = times[len(paused):]
     on_time_from = now - tuning.late_tolerance
     on_time = [t for t in times if t >= on_time_from]
     late = [t for t in times if t < on_time_from]
@@ -53,7 +61,8 @@ def plan_due(
     return DuePlan(
         deliver=tuple((t, CATCHUP) for t in caught) + tuple((t, SCHEDULE) for t in on_time),
         missed=tuple(t for t in late if t not in caught_set),
-        handled_until=times[-1] if more else horizon,
+        paused=paused,
+        handled_until=handled_until,
         more=more,
     )
 
@@ -66,7 +75,7 @@ def _single_on_time(schedule, since, horizon, now, tuning) -> DuePlan | None:
     following = next_fire(schedule, first)
     if following is not None and following <= horizon:
         return None
-    return DuePlan(((first, SCHEDULE),), (), horizon, False, following)
+    return DuePlan(((first, SCHEDULE),), (), (), horizon, False, following)
 
 
 def _caught_up(late: list[datetime], superseded: bool, now: datetime, policy: JobPolicy) -> list[datetime]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from statemachine.policy import JobPolicy
 
@@ -71,12 +72,16 @@ class InvocationFinished:
 class ManualTrigger:
     """A request to start an invocation now.
 
-    `request_id` makes the trigger idempotent: the same request names the same
-    invocation. `trigger` is `manual` or `job:ID` for another job's success.
+    `request_id` makes the trigger idempotent: the same request at the same
+    `at` names the same invocation (the shell refuses a second one). `trigger`
+    is `manual` or `job:ID` for another job's success; `at` is when the
+    trigger was asked for (default: the step's `now`), so that a redelivered
+    trigger task names the same invocation as the first delivery.
     """
 
     request_id: str
     trigger: str = "manual"
+    at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from statemachine.record import ActiveInvocation, JobRecord, Occurrence, evolve
 SUCCEEDED = "SUCCEEDED"
 FAILED = "FAILED"
 ABORTED = "ABORTED"
+SKIPPED = "SKIPPED"
 
 Result = tuple[JobRecord, list]
 
@@ -75,9 +76,16 @@ def on_starting(record: JobRecord, event: ev.InvocationStarting, now: datetime, 
     if now >= entry.deadline:
         return finish(record, entry, FAILED, "timeout", now, tuning)
     bit = 1 << event.event_index
+    if entry.accepted_mask & bit:
+        return record, []  # the target took it (202) and owes us its completion
     lease = record.policy.attempt_timeout + tuning.start_grace
     if entry.started_mask & bit and entry.started_at and now - entry.started_at < lease:
         return record, []  # a duplicate of a start whose attempt is still in flight
+    if record.paused:
+        # Nothing is delivered while a job is paused: what was waiting to start
+        # ends here; what is in flight finishes on its own.
+        status = ABORTED if entry.has_started else SKIPPED
+        return finish(record, entry, status, "paused", now, tuning)
     entry = evolve(
         entry,
         started_mask=entry.started_mask | bit,
@@ -208,7 +216,7 @@ def finish(record: JobRecord, entry: ActiveInvocation, status: str, reason: str,
     )
     actions: list = [act.FinishInvocation(entry.invocation_id, status, reason)]
     if status == SUCCEEDED and record.policy.triggers:
-        actions.append(act.TriggerJobs(record.policy.triggers, entry.invocation_id))
+        actions.append(act.TriggerJobs(record.policy.triggers, entry.invocation_id, entry.scheduled_time))
     record, started = drain_buffer(record, now, tuning)
     return record, actions + started
 

@@ -13,7 +13,7 @@ raises `InvalidTransition` and leaves the record as it was.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from statemachine import actions as act
 from statemachine import events as ev
@@ -22,7 +22,7 @@ from statemachine import invocations as inv
 from statemachine.catchup import SCHEDULE, plan_due
 from statemachine.policy import DEFAULT_TUNING, Tuning
 from statemachine.record import JobRecord, JobState, Occurrence, evolve
-from statemachine.schedule import IntervalSchedule, fire_times, is_clock_driven, next_fire
+from statemachine.schedule import IntervalSchedule, is_clock_driven, next_fire
 
 
 class InvalidTransition(Exception):
@@ -45,6 +45,7 @@ class Refusal:
 
 
 IGNORE = "ignore"
+_MILLISECOND = timedelta(milliseconds=1)
 
 
 def step(record: JobRecord, event, now: datetime, tuning: Tuning = DEFAULT_TUNING) -> Transition:
@@ -102,8 +103,14 @@ def _arm_next(record: JobRecord, now: datetime) -> tuple[JobRecord, list]:
         return _arm(record, None)
     schedule = record.policy.schedule
     if isinstance(schedule, IntervalSchedule):
-        idle = not record.active and not record.buffered
-        return _arm(record, now + schedule.interval if idle else None)
+        if record.active or record.buffered:
+            return _arm(record, None)
+        at = now + schedule.interval
+        if record.scheduled_until is not None and at <= record.scheduled_until:
+            # Occurrence ids have millisecond resolution: a run shorter than that
+            # must not give the next occurrence the same scheduled time.
+            at = record.scheduled_until + _MILLISECOND
+        return _arm(record, at)
     if not is_clock_driven(schedule):
         return _arm(record, None)
     return _arm(record, next_fire(schedule, record.scheduled_until or now))
@@ -114,30 +121,45 @@ def _on_tick(record: JobRecord, event: ev.TickArrived, now, tuning) -> tuple[Job
         return record, []  # stale: superseded by a newer tick, or a duplicate
     early = record.tick_at - now
     if early > tuning.rearm_early:
-        return record, [act.ScheduleTick(record.tick_at, record.tick_nonce)]
+        # A fresh nonce: the task being processed is acknowledged, and a queue
+        # that deduplicates by name must not take the new one for it.
+        return _arm(record, record.tick_at)
     if early > tuning.accept_early:
         return record, [act.RetryLater(early)]
     horizon = max(now, record.tick_at)
-    schedule = record.policy.schedule
-    if isinstance(schedule, IntervalSchedule):
+    if isinstance(record.policy.schedule, IntervalSchedule):
         # A relative schedule arms its next tick when the invocation ends.
-        due, missed = [(record.tick_at, SCHEDULE)], ()
+        occurrence = _occurrence(record, record.tick_at, SCHEDULE)
         record, actions = _arm(record, None, scheduled_until=horizon)
+        record, started = inv.admit(record, occurrence, now, tuning)
+        return record, actions + started
+    record, handled, plan = _handle_due(record, horizon, now, tuning)
+    if plan.more:
+        next_at = now  # a long backlog continues in the next transaction
+    elif plan.following is not None:
+        next_at = plan.following
     else:
-        plan = plan_due(schedule, record.scheduled_until, horizon, now, record.policy, tuning)
-        if plan.more:
-            next_at = now
-        elif plan.following is not None:
-            next_at = plan.following
-        else:
-            next_at = next_fire(schedule, plan.handled_until)
-        record, actions = _arm(record, next_at, scheduled_until=plan.handled_until)
-        due, missed = plan.deliver, plan.missed
-    actions += [inv.skipped(_occurrence(record, t, "catchup"), "missed") for t in missed]
-    for scheduled_time, trigger in due:
+        next_at = next_fire(record.policy.schedule, plan.handled_until)
+    record, armed = _arm(record, next_at)
+    return record, armed + handled
+
+
+def _handle_due(record: JobRecord, horizon: datetime, now, tuning):
+    """Record or admit every fire time in (scheduled_until, horizon], one batch of them."""
+    plan = plan_due(
+        record.policy.schedule, record.scheduled_until, horizon, now, record.policy, tuning,
+        record.paused_through,
+    )
+    paused_through = record.paused_through
+    if paused_through is not None and plan.handled_until >= paused_through:
+        paused_through = None
+    record = evolve(record, scheduled_until=plan.handled_until, paused_through=paused_through)
+    actions = [inv.skipped(_occurrence(record, t, SCHEDULE), "paused") for t in plan.paused]
+    actions += [inv.skipped(_occurrence(record, t, "catchup"), "missed") for t in plan.missed]
+    for scheduled_time, trigger in plan.deliver:
         record, started = inv.admit(record, _occurrence(record, scheduled_time, trigger), now, tuning)
         actions += started
-    return record, actions
+    return record, actions, plan
 
 
 def _occurrence(record: JobRecord, scheduled_time: datetime, trigger: str) -> Occurrence:
@@ -154,9 +176,14 @@ def _on_enabled(record: JobRecord, event: ev.JobEnabled, now, tuning):
         disabled=False,
         policy=event.policy,
         generation=record.generation + 1,
-        scheduled_until=now,
+        scheduled_until=_not_before(record.scheduled_until, now),
     )
     return _arm_next(record, now)
+
+
+def _not_before(handled: datetime | None, now: datetime) -> datetime:
+    """Fire times already handled stay handled: scheduled_until never moves back."""
+    return now if handled is None else max(handled, now)
 
 
 def _on_policy(record: JobRecord, event, now, tuning):
@@ -164,12 +191,41 @@ def _on_policy(record: JobRecord, event, now, tuning):
     if record.policy is not None and record.policy.revision == event.policy.revision:
         return record, []
     timing_changed = record.policy is None or record.policy.timing_key() != event.policy.timing_key()
-    record = evolve(record, policy=event.policy)
     if not timing_changed:
-        return record, []
+        return evolve(record, policy=event.policy), []
+    # What fell due under the old timing is settled under it first.
+    record, settled = _settle_backlog(record, now, tuning)
     # The new generation makes every tick of the old timing stale.
-    record = evolve(record, generation=record.generation + 1, scheduled_until=now)
-    return _arm_next(record, now)
+    record = evolve(
+        record,
+        policy=event.policy,
+        generation=record.generation + 1,
+        scheduled_until=_not_before(record.scheduled_until, now),
+    )
+    record, armed = _arm_next(record, now)
+    return record, settled + armed
+
+
+_BACKLOG_BATCHES = 50
+
+
+def _settle_backlog(record: JobRecord, now: datetime, tuning: Tuning):
+    """Handle the fire times of the current timing that are due but not yet handled."""
+    if (
+        record.policy is None
+        or record.disabled
+        or record.paused
+        or record.scheduled_until is None
+        or not is_clock_driven(record.policy.schedule)
+    ):
+        return record, []
+    actions: list = []
+    for _ in range(_BACKLOG_BATCHES):
+        record, handled, plan = _handle_due(record, now, now, tuning)
+        actions += handled
+        if not plan.more:
+            break
+    return record, actions
 
 
 def _on_policy_while_disabled(record: JobRecord, event: ev.ScheduleChanged, now, tuning):
@@ -185,13 +241,31 @@ def _on_disabled(record: JobRecord, event: ev.JobDisabled, now, tuning):
 
 # --- operator actions ----------------------------------------------------------------
 
-def _on_manual(record: JobRecord, event: ev.ManualTrigger, now, tuning):
+def manual_invocation_id(record: JobRecord, event: ev.ManualTrigger, now: datetime) -> str:
+    """The invocation a manual or job trigger names; the shell refuses a second one."""
     kind = ids.MANUAL if event.trigger == "manual" else ids.JOB
-    invocation = ids.invocation_id(record.project, record.job_id, now, kind, event.request_id)
+    return ids.invocation_id(record.project, record.job_id, event.at or now, kind, event.request_id)
+
+
+def _on_manual(record: JobRecord, event: ev.ManualTrigger, now, tuning):
+    invocation = manual_invocation_id(record, event, now)
     known = {e.invocation_id for e in record.active} | {o.invocation_id for o in record.buffered}
     if invocation in known:
         return record, []  # the same request again
-    return inv.admit(record, Occurrence(invocation, now, event.trigger), now, tuning)
+    return inv.admit(record, Occurrence(invocation, event.at or now, event.trigger), now, tuning)
+
+
+def _manual_while_stopped(reason: str):
+    """A person's trigger is refused (409); another job's trigger is recorded as skipped."""
+
+    def handle(record: JobRecord, event: ev.ManualTrigger, now, tuning):
+        if event.trigger == "manual":
+            hint = "; resume it first" if reason == "paused" else ""
+            raise InvalidTransition(f"job {record.project}/{record.job_id} is {reason}{hint}")
+        occurrence = Occurrence(manual_invocation_id(record, event, now), event.at or now, event.trigger)
+        return record, [inv.skipped(occurrence, reason)]
+
+    return handle
 
 
 def _on_paused(record: JobRecord, event: ev.Paused, now, tuning):
@@ -204,16 +278,17 @@ def _on_paused(record: JobRecord, event: ev.Paused, now, tuning):
 
 
 def _on_resumed(record: JobRecord, event: ev.Resumed, now, tuning):
-    """Resume from now; what fell due during the pause is recorded, not caught up."""
+    """Resume from now: what fell due meanwhile is recorded SKIPPED/paused, not caught up.
+
+    An immediate tick records it, in batches as long as it needs.
+    """
     if not record.paused:
         return record, []
-    since = max(t for t in (record.paused_at, record.scheduled_until) if t is not None)
+    record = evolve(record, paused=False, pause_reason="", paused_at=None)
     schedule = record.policy.schedule
-    during = list(fire_times(schedule, since, now, limit=tuning.scan_limit))
-    skipped = [inv.skipped(_occurrence(record, t, SCHEDULE), "paused") for t in during]
-    record = evolve(record, paused=False, pause_reason="", paused_at=None, scheduled_until=now)
-    record, armed = _arm_next(record, now)
-    return record, skipped + armed
+    if isinstance(schedule, IntervalSchedule) or not is_clock_driven(schedule):
+        return _arm_next(record, now)
+    return _arm(evolve(record, paused_through=now), now)
 
 
 def _on_aborted(record: JobRecord, event: ev.Aborted, now, tuning):
@@ -231,7 +306,9 @@ def _on_watchdog(record: JobRecord, event: ev.WatchdogFired, now, tuning):
         return record, []
     actions: list = []
     if record.tick_at is not None and now >= record.tick_at + tuning.tick_grace:
-        record, rearmed = _arm(record, record.tick_at)  # a new nonce: the lost tick stays stale
+        # For now, not its old time: the tick handles every fire time since the last
+        # one anyway, and an old time would leave watchdog_at in the past.
+        record, rearmed = _arm(record, now)  # a new nonce: the lost tick stays stale
         actions += rearmed
     for entry in record.active:
         current = record.find_active(entry.invocation_id)
@@ -254,7 +331,8 @@ def _with_invocations(handler):
 def _after_invocations(record: JobRecord, now, actions: list):
     """A relative schedule's next tick counts from the end of its last invocation."""
     if (
-        isinstance(record.policy.schedule, IntervalSchedule)
+        record.policy is not None
+        and isinstance(record.policy.schedule, IntervalSchedule)
         and record.tick_at is None
         and not record.active
         and not record.buffered
@@ -272,7 +350,6 @@ _manual = _with_invocations(_on_manual)
 
 def _table() -> dict:
     S = JobState
-    paused_refusal = Refusal("job {job} is paused; resume it first")
     disabled_refusal = Refusal("job {job} is disabled")
     invocation_events = {
         ev.InvocationStarting: _starting,
@@ -301,7 +378,7 @@ def _table() -> dict:
         S.PAUSED: {
             **common,
             ev.TickArrived: IGNORE,
-            ev.ManualTrigger: paused_refusal,
+            ev.ManualTrigger: _manual_while_stopped("paused"),
             ev.Resumed: _on_resumed,
         },
         S.DISABLED: {
@@ -310,7 +387,7 @@ def _table() -> dict:
             ev.JobDisabled: IGNORE,
             ev.ScheduleChanged: _on_policy_while_disabled,
             ev.TickArrived: IGNORE,
-            ev.ManualTrigger: disabled_refusal,
+            ev.ManualTrigger: _manual_while_stopped("disabled"),
             ev.Paused: disabled_refusal,
             ev.Resumed: disabled_refusal,
         },

@@ -120,6 +120,9 @@ class JobRecord:
     tick_nonce: str | None = None
     # Every fire time at or before this instant has been handled.
     scheduled_until: datetime | None = None
+    # Set on resume: fire times up to here fell due during the pause and are
+    # recorded SKIPPED/paused as the following ticks come to them.
+    paused_through: datetime | None = None
     active: tuple[ActiveInvocation, ...] = ()
     buffered: tuple[Occurrence, ...] = ()
     watchdog_at: datetime | None = None
@@ -260,6 +263,7 @@ def record_to_dict(record: JobRecord) -> dict:
         "tick_at": _time(record.tick_at),
         "tick_nonce": record.tick_nonce,
         "scheduled_until": _time(record.scheduled_until),
+        "paused_through": _time(record.paused_through),
         "active": [_active_to_dict(e) for e in record.active],
         "buffered": [
             [o.invocation_id, _time(o.scheduled_time), o.trigger] for o in record.buffered
@@ -287,6 +291,7 @@ def record_from_dict(data: dict) -> JobRecord:
         tick_at=_parse_time(data["tick_at"]),
         tick_nonce=data["tick_nonce"],
         scheduled_until=_parse_time(data["scheduled_until"]),
+        paused_through=_parse_time(data.get("paused_through")),
         active=tuple(_active_from_dict(e) for e in data["active"]),
         buffered=tuple(
             Occurrence(i, _parse_time(t), trigger) for i, t, trigger in data["buffered"]

@@ -129,7 +129,9 @@ def test_watchdog_rearms_a_lost_tick_with_a_new_nonce():
     job.enable("10:07")
     assert job.record.watchdog_at == clock("10:15:30")
     assert job.step(ev.WatchdogFired(), "10:15:10") == []  # not due yet
-    assert job.step(ev.WatchdogFired(), "10:16") == [act.ScheduleTick(clock("10:15"), "1.2")]
+    # Re-armed for now, so that watchdog_at moves forward with it.
+    assert job.step(ev.WatchdogFired(), "10:16") == [act.ScheduleTick(clock("10:16"), "1.2")]
+    assert job.record.watchdog_at == clock("10:16:30")
     assert job.tick("10:16", nonce="1.1") == []  # the lost tick, if it ever comes, is stale
     actions = job.tick("10:16")
     assert actions == [act.ScheduleTick(clock("10:30"), "1.3"), *started(T, clock("10:16"))]

@@ -66,11 +66,12 @@ def test_stale_and_duplicate_ticks_are_ignored():
     assert job.tick("10:15:01", nonce=nonce) == []  # the same task delivered twice
 
 
-def test_tick_a_minute_early_rearms_for_the_same_time():
+def test_tick_a_minute_early_rearms_for_the_same_time_with_a_fresh_nonce():
     job = Scenario()
     job.enable("10:07")
-    assert job.tick("10:14") == [act.ScheduleTick(clock("10:15"), "1.1")]
+    assert job.tick("10:14") == [act.ScheduleTick(clock("10:15"), "1.2")]
     assert job.record.active == ()
+    assert job.tick("10:15", nonce="1.1") == []  # the early task itself is spent
 
 
 def test_tick_200ms_early_is_handed_back_to_the_queue():
@@ -124,9 +125,11 @@ def test_relative_schedule_rearms_only_after_the_invocation_ends():
 
 def test_continuously_starts_again_as_soon_as_it_ends():
     job = Scenario()
-    assert job.enable("10:00", schedule_text="continuously") == [act.ScheduleTick(clock("10:00"), "1.1")]
-    job.tick("10:00")
-    actions = job.run_through(occurrence_id(clock("10:00")), "10:04")
+    # A millisecond after "now": the moment of enabling counts as handled.
+    first = clock("10:00:00.001")
+    assert job.enable("10:00", schedule_text="continuously") == [act.ScheduleTick(first, "1.1")]
+    job.tick(first)
+    actions = job.run_through(occurrence_id(first), "10:04")
     assert actions[-1] == act.ScheduleTick(clock("10:04"), "1.2")
 
 
@@ -261,14 +264,16 @@ def test_pause_then_resume_records_paused_occurrences_and_does_not_catch_up():
     assert job.tick("10:15", nonce="1.1") == []  # the pending tick is stale now
     with pytest.raises(InvalidTransition, match="paused"):
         job.step(ev.ManualTrigger("req-1"), "10:20")
-    actions = job.step(ev.Resumed(), "10:50")
-    assert actions == [
+    # Resuming arms an immediate tick, which records what fell due meanwhile.
+    assert job.step(ev.Resumed(), "10:50") == [act.ScheduleTick(clock("10:50"), "1.2")]
+    assert job.tick("10:50") == [
+        act.ScheduleTick(clock("11:00"), "1.3"),
         skipped(clock("10:15"), "paused"),
         skipped(clock("10:30"), "paused"),
         skipped(clock("10:45"), "paused"),
-        act.ScheduleTick(clock("11:00"), "1.2"),
     ]
     assert job.state == "SCHEDULED"
+    assert job.record.paused_through is None
 
 
 def test_pause_drops_buffered_occurrences_with_reason_paused():
@@ -276,7 +281,8 @@ def test_pause_drops_buffered_occurrences_with_reason_paused():
     job.tick("10:02")
     assert job.step(ev.Paused(), "10:02:30") == [skipped(clock("10:02"), "paused")]
     first = occurrence_id(clock("10:01"))
-    assert job.run_through(first, "10:03") == [act.FinishInvocation(first, "SUCCEEDED", "")]
+    # In flight when the pause came: it finishes on its own.
+    assert job.run_through(first, "10:02:40") == [act.FinishInvocation(first, "SUCCEEDED", "")]
     assert job.state == "PAUSED"
 
 
@@ -316,7 +322,7 @@ def test_success_triggers_the_named_jobs_and_failure_does_not():
     job.enable("10:07", triggers=("b", "c"))
     job.tick("10:15")
     inv = occurrence_id(clock("10:15"))
-    assert job.run_through(inv, "10:16")[1:] == [act.TriggerJobs(("b", "c"), inv)]
+    assert job.run_through(inv, "10:16")[1:] == [act.TriggerJobs(("b", "c"), inv, clock("10:15"))]
     job.tick("10:30")
     failing = occurrence_id(clock("10:30"))
     assert job.run_through(failing, "10:31", succeeded=False, reason="http 500") == [
@@ -360,3 +366,38 @@ def test_one_off_job_is_done_after_its_last_time():
     job.run_through(occurrence_id(clock("10:20")), "10:21")
     assert job.state == "DONE"
     assert job.record.watchdog_at is None
+
+
+def test_a_paused_job_delivers_nothing_that_had_not_started():
+    job = Scenario()
+    job.enable("10:07")
+    job.tick("10:15")
+    job.step(ev.Paused(), "10:15:00.5")
+    inv = occurrence_id(clock("10:15"))
+    assert job.step(ev.InvocationStarting(inv), "10:15:01") == [
+        act.FinishInvocation(inv, "SKIPPED", "paused")
+    ]
+
+
+def test_a_job_trigger_of_a_paused_job_is_recorded_as_skipped():
+    job = Scenario()
+    job.enable("10:07")
+    job.step(ev.Paused(), "10:08")
+    at = clock("10:09")
+    inv = manual_id(at, "src-inv", kind="j")
+    assert job.step(ev.ManualTrigger("src-inv", "job:a", at), "10:09:30") == [
+        act.RecordSkipped(inv, at, "job:a", "paused")
+    ]
+
+
+def test_a_timing_change_first_settles_what_fell_due_under_the_old_timing():
+    job = Scenario()
+    job.enable("09:50", catchup=Catchup.NONE)
+    # The 10:00 tick is still queued when the new schedule lands at 10:30:20.
+    new = policy(schedule_text="every 1h", catchup=Catchup.NONE, revision="r2")
+    assert job.step(ev.ScheduleChanged(new), "10:30:20") == [
+        skipped(clock("10:00"), "missed", "catchup"),
+        skipped(clock("10:15"), "missed", "catchup"),
+        *started(clock("10:30"), clock("10:30:20")),
+        act.ScheduleTick(clock("11:00"), "2.2"),
+    ]
