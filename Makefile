@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# gcloud-tasks-emulator needs protobuf<5, google-cloud-ndb protobuf>=6: the emulator
+# gets a virtualenv of its own, and the tests run it from there as a subprocess.
+TASKS_VENV := .venv-tasks
+TASKS_STAMP := $(TASKS_VENV)/.installed
 
 .PHONY: run test bench clean
 
@@ -12,14 +16,20 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $(STAMP)
 
+$(TASKS_STAMP): requirements-tasks-emulator.txt
+	$(PYTHON) -m venv $(TASKS_VENV)
+	$(TASKS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(TASKS_VENV)/bin/python -m pip install --quiet -r requirements-tasks-emulator.txt
+	touch $(TASKS_STAMP)
+
 run: $(STAMP)
 	$(PY) main.py serve
 
-test: $(STAMP)
+test: $(STAMP) $(TASKS_STAMP)
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
 	$(PY) bench/core.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(TASKS_VENV) .pytest_cache .hypothesis

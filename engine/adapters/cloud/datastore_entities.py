@@ -1,0 +1,217 @@
+"""The Datastore entities of Sundial and their conversion to the ports' rows.
+
+Layout (kinds and keys):
+
+    Job         ("Job", "PROJECT/JOB")                       a root entity
+    Invocation  ("Job", "PROJECT/JOB", "Invocation", ID)     a child of its job
+    Project     ("Project", "PROJECT")
+    Meta        ("Meta", NAME)                               e.g. the task secret
+
+Why jobs are root entities: an entity group is named by its root key, so a
+("Project", p, "Job", j) key would put every job of a project in one group and
+make all of them contend for it (on legacy Datastore about one commit per
+second per group). A root Job is a group of its own; listing a project's jobs
+is then a query on the indexed `project` property.
+
+Why invocations are children of their job: every invocation write happens in a
+transaction that writes the job record too (see engine/recording.py), so
+sharing the job's group adds no commits to it and keeps each transaction to
+one group; the history listing is an ancestor query, strongly consistent even
+on legacy Datastore (a trigger is listed at once); and ids sort newest first,
+so key order is the listing order and needs no composite index. The cost: the
+daily retention deletes commit to the job's group, and may make a concurrent
+step of that job retry once.
+
+Every property is declared, none is computed by ndb (no auto_now), and only
+the properties a query filters on are indexed. Loading builds fresh rows from
+each entity with explicit defaults, and writing builds fresh entities from the
+rows: a property an older version did not write reads as its default, and a
+property this version no longer declares is dropped at the next write, never
+carried along.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from google.cloud import ndb
+
+from engine.ports import InvocationRow, ProjectRow, StoredJob
+from statemachine.durations import UTC
+from statemachine.ids import scheduled_millis
+from statemachine.record import record_from_dict, record_to_dict
+
+# Datastore sorts null before every timestamp, so `watchdog_at < now` alone would
+# also match records without a watchdog; queries bound times from below by this.
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _json(value) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _loads(text: str | None, default):
+    return default if not text else json.loads(text)
+
+
+class JobEntity(ndb.Model):
+    project = ndb.StringProperty()  # indexed: list_jobs
+    job_id = ndb.TextProperty()
+    record = ndb.TextProperty()  # record_to_dict(record) as JSON
+    definition = ndb.TextProperty()  # the normalized job entry as JSON
+    source = ndb.TextProperty()
+    config_error = ndb.TextProperty()
+    state = ndb.TextProperty()  # a copy from the record, for people reading the console
+    watchdog_at = ndb.DateTimeProperty(tzinfo=UTC)  # indexed: the watchdog query
+
+    @classmethod
+    def _get_kind(cls) -> str:
+        return "Job"
+
+
+class InvocationEntity(ndb.Model):
+    status = ndb.StringProperty()  # indexed: retention (with created_time, see index.yaml)
+    reason = ndb.TextProperty()
+    scheduled_time = ndb.DateTimeProperty(tzinfo=UTC, indexed=False)
+    trigger = ndb.TextProperty()
+    created_time = ndb.DateTimeProperty(tzinfo=UTC)  # indexed: retention
+    started_time = ndb.DateTimeProperty(tzinfo=UTC, indexed=False)
+    finished_time = ndb.DateTimeProperty(tzinfo=UTC, indexed=False)
+    attempt = ndb.IntegerProperty(indexed=False)
+    event_count = ndb.IntegerProperty(indexed=False)
+    log = ndb.TextProperty()  # the log entries as a JSON list
+
+    @classmethod
+    def _get_kind(cls) -> str:
+        return "Invocation"
+
+
+class ProjectEntity(ndb.Model):
+    config_hash = ndb.TextProperty()
+    config_error = ndb.TextProperty()
+    job_errors = ndb.TextProperty()  # JSON list of strings
+    settings = ndb.TextProperty()  # JSON object: acl, allowed_hosts, throttles, defaults
+
+    @classmethod
+    def _get_kind(cls) -> str:
+        return "Project"
+
+
+class MetaEntity(ndb.Model):
+    value = ndb.TextProperty()
+
+    @classmethod
+    def _get_kind(cls) -> str:
+        return "Meta"
+
+
+# --- keys ---------------------------------------------------------------------------
+
+def job_key(project: str, job_id: str) -> ndb.Key:
+    # Project ids cannot contain "/", so the first "/" splits the name again.
+    return ndb.Key(JobEntity, f"{project}/{job_id}")
+
+
+def split_job_name(name: str) -> tuple[str, str]:
+    project, job_id = name.split("/", 1)
+    return project, job_id
+
+
+def invocation_key(project: str, job_id: str, invocation_id: str) -> ndb.Key:
+    return ndb.Key(JobEntity, f"{project}/{job_id}", InvocationEntity, invocation_id)
+
+
+def project_key(project: str) -> ndb.Key:
+    return ndb.Key(ProjectEntity, project)
+
+
+def meta_key(name: str) -> ndb.Key:
+    return ndb.Key(MetaEntity, name)
+
+
+# --- rows <-> entities ------------------------------------------------------------------
+
+def job_entity(job: StoredJob) -> JobEntity:
+    record = job.record
+    return JobEntity(
+        key=job_key(record.project, record.job_id),
+        project=record.project,
+        job_id=record.job_id,
+        record=_json(record_to_dict(record)),
+        definition=_json(job.definition),
+        source=job.source,
+        config_error=job.config_error,
+        state=record.state.value,
+        watchdog_at=record.watchdog_at,
+    )
+
+
+def job_row(entity: JobEntity) -> StoredJob:
+    if not entity.record:
+        raise ValueError(f"job entity {entity.key.id()!r} has no record")
+    return StoredJob(
+        record_from_dict(json.loads(entity.record)),
+        _loads(entity.definition, {}),
+        entity.source or "config",
+        entity.config_error or "",
+    )
+
+
+def invocation_entity(row: InvocationRow) -> InvocationEntity:
+    return InvocationEntity(
+        key=invocation_key(row.project, row.job_id, row.id),
+        status=row.status,
+        reason=row.reason,
+        scheduled_time=row.scheduled_time,
+        trigger=row.trigger,
+        created_time=row.created_time,
+        started_time=row.started_time,
+        finished_time=row.finished_time,
+        attempt=row.attempt,
+        event_count=row.event_count,
+        log=_json(row.log),
+    )
+
+
+def invocation_row(entity: InvocationEntity) -> InvocationRow:
+    project, job_id = split_job_name(entity.key.parent().id())
+    invocation_id = entity.key.id()
+    scheduled = entity.scheduled_time
+    if scheduled is None:  # the id carries it: ids begin with the inverted scheduled time
+        scheduled = datetime.fromtimestamp(scheduled_millis(invocation_id) / 1000, UTC)
+    return InvocationRow(
+        project=project,
+        job_id=job_id,
+        id=invocation_id,
+        status=entity.status or "STARTING",
+        scheduled_time=scheduled,
+        trigger=entity.trigger or "schedule",
+        reason=entity.reason or "",
+        created_time=entity.created_time,
+        started_time=entity.started_time,
+        finished_time=entity.finished_time,
+        attempt=entity.attempt or 0,
+        event_count=entity.event_count or 1,
+        log=_loads(entity.log, []),
+    )
+
+
+def project_entity(row: ProjectRow) -> ProjectEntity:
+    return ProjectEntity(
+        key=project_key(row.id),
+        config_hash=row.config_hash,
+        config_error=row.config_error,
+        job_errors=_json(row.job_errors),
+        settings=_json(row.settings),
+    )
+
+
+def project_row(entity: ProjectEntity) -> ProjectRow:
+    return ProjectRow(
+        id=entity.key.id(),
+        config_hash=entity.config_hash or "",
+        config_error=entity.config_error or "",
+        job_errors=_loads(entity.job_errors, []),
+        settings=_loads(entity.settings, {}),
+    )

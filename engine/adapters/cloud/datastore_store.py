@@ -1,0 +1,312 @@
+"""DatastoreJobStore: the JobStore port on Cloud Datastore through google-cloud-ndb.
+
+Transactions are ndb's: optimistic, and on contention ndb runs the body again
+(up to `retries` more times, with jittered backoff) before it gives up, which
+is reported as ConflictError. Datastore reads in a transaction do not see the
+transaction's own writes, so a transaction keeps its writes in memory (reads
+see them, as the port requires) and hands them to ndb when the body returns.
+
+Cloud Tasks is not transactional, so tasks go out after the commit: each run
+of the body registers its tasks with ndb's `call_on_commit`, which fires only
+for the run that committed; a run that was retried or rolled back never sends
+anything. The tasks are sent once ndb has returned, outside its event loop, so
+that a failing queue can never make ndb retry a body that already committed.
+A task lost there (the queue failing right after the commit) is what the
+watchdog repairs; it is logged and counted, not raised, because the commit
+already happened and the caller's work is done.
+
+Every method opens its own ndb context (ndb contexts are per thread), so the
+store may be called from any thread; inside a context that is already open it
+joins it. ndb's caches are off: a read always goes to Datastore.
+
+`counters` counts what the benchmark reports: entity reads (lookups and
+entities returned by queries; keys-only queries count as queries only),
+entity writes and deletes that committed, tasks enqueued, committed
+transactions, and body re-runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Callable, Iterator, TypeVar
+
+import grpc
+from google.api_core import exceptions as api_errors
+from google.cloud import ndb
+
+from engine.adapters.cloud.datastore_entities import (
+    EPOCH,
+    InvocationEntity,
+    JobEntity,
+    MetaEntity,
+    ProjectEntity,
+    invocation_entity,
+    invocation_key,
+    invocation_row,
+    job_entity,
+    job_key,
+    job_row,
+    meta_key,
+    project_entity,
+    project_key,
+    project_row,
+    split_job_name,
+)
+from engine.logs import log_event
+from engine.ports import ConflictError, InvocationRow, ProjectRow, StoredJob, StoreError, Task
+
+log = logging.getLogger("sundial.datastore")
+
+T = TypeVar("T")
+TERMINAL = ("SUCCEEDED", "FAILED", "SKIPPED", "ABORTED")
+MAX_MUTATIONS = 500  # Datastore's limit of mutations in one commit
+COUNTERS = ("reads", "queries", "writes", "enqueues", "enqueue_failures", "transactions", "retries")
+
+
+@contextmanager
+def storage_errors(what: str) -> Iterator[None]:
+    """Turn Datastore's failures into the port's: ConflictError for lost races, else StoreError."""
+    try:
+        yield
+    except api_errors.RetryError as error:  # ndb's retries ran out; the cause is the last failure
+        if isinstance(error.cause, api_errors.Aborted):
+            raise ConflictError(f"datastore: {what}: contention persisted: {error.cause}") from error
+        raise StoreError(f"datastore: {what}: {error.cause or error}") from error
+    except api_errors.Aborted as error:
+        raise ConflictError(f"datastore: {what}: {error}") from error
+    except (api_errors.GoogleAPICallError, grpc.RpcError) as error:
+        raise StoreError(f"datastore: {what}: {error}") from error
+
+
+class DatastoreJobStore:
+    def __init__(self, client: ndb.Client, queue, retries: int = 3):
+        """`queue` has `enqueue_now(tasks: list[Task])`; `retries` is how many times
+        ndb re-runs a contended transaction before ConflictError."""
+        self.client, self.queue, self.retries = client, queue, retries
+        # Called with the earliest ETA of the tasks a transaction enqueued, after it
+        # commits (the local dispatcher uses this; Cloud Tasks needs nothing).
+        self.enqueue_listeners: list[Callable[[datetime], None]] = []
+        self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        self._lock = threading.Lock()
+
+    def count(self, **amounts: int) -> None:
+        with self._lock:
+            for name, amount in amounts.items():
+                self.counters[name] += amount
+
+    def reset_counters(self) -> dict[str, int]:
+        """Zero the counters (in place: holders of `counters` keep seeing them); returns what they were."""
+        with self._lock:
+            before = dict(self.counters)
+            self.counters.update(dict.fromkeys(COUNTERS, 0))
+        return before
+
+    @contextmanager
+    def context(self) -> Iterator[None]:
+        """An ndb context for this thread, or the one already open in it."""
+        if ndb.get_context(False) is not None:
+            yield
+            return
+        with self.client.context(cache_policy=False, global_cache_policy=False):
+            yield
+
+    # --- transactions -------------------------------------------------------------------
+
+    def run_in_transaction(self, body: Callable[["DatastoreTransaction"], T]) -> T:
+        committed: list[DatastoreTransaction] = []
+        runs = 0
+
+        def run_once():
+            nonlocal runs
+            runs += 1
+            tx = DatastoreTransaction(self)
+            result = body(tx)
+            tx.flush()
+            ndb.get_context().call_on_commit(lambda: committed.append(tx))
+            return result
+
+        try:
+            with self.call("transaction"):
+                result = ndb.transaction(run_once, retries=self.retries)
+        finally:
+            self.count(retries=max(runs - 1, 0))
+        tx = committed[-1]
+        self.count(transactions=1, writes=len(tx.writes))
+        self._send(tx.tasks)
+        return result
+
+    def _send(self, tasks: list[Task]) -> None:
+        if not tasks:
+            return
+        try:
+            self.queue.enqueue_now(list(tasks))
+        except Exception as error:  # committed already; the watchdog repairs a lost task
+            self.count(enqueue_failures=len(tasks))
+            log_event(log, "enqueue after commit failed", tasks=[t.name for t in tasks], error=repr(error))
+            return
+        self.count(enqueues=len(tasks))
+        earliest = min(task.eta for task in tasks)
+        for listener in self.enqueue_listeners:
+            listener(earliest)
+
+    def shared_secret(self, generate: Callable[[], str]) -> str:
+        """The secret every process on this Datastore puts on the tasks it creates."""
+        def body() -> str:
+            entity = meta_key("task_secret").get()
+            self.count(reads=1)
+            if entity is not None and entity.value:
+                return entity.value
+            secret = generate()
+            MetaEntity(key=meta_key("task_secret"), value=secret).put()
+            return secret
+
+        with self.call("shared secret"):
+            return ndb.transaction(body, retries=self.retries)
+
+    # --- reads outside transactions ---------------------------------------------------------
+
+    @contextmanager
+    def call(self, what: str) -> Iterator[None]:
+        """An ndb context (keys need one too) and the port's errors, around one call."""
+        with self.context(), storage_errors(what):
+            yield
+
+    def _lookup(self, key: ndb.Key):
+        entity = key.get()
+        self.count(reads=1)
+        return entity
+
+    def get_job(self, project: str, job_id: str) -> StoredJob | None:
+        with self.call("get job"):
+            entity = self._lookup(job_key(project, job_id))
+        return None if entity is None else job_row(entity)
+
+    def get_project(self, project: str) -> ProjectRow | None:
+        with self.call("get project"):
+            entity = self._lookup(project_key(project))
+        return None if entity is None else project_row(entity)
+
+    def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
+        with self.call("get invocation"):
+            entity = self._lookup(invocation_key(project, job_id, invocation_id))
+        return None if entity is None else invocation_row(entity)
+
+    def _fetch(self, query: ndb.Query, **options) -> list:
+        results = query.fetch(**options)
+        self.count(queries=1, reads=0 if options.get("keys_only") else len(results))
+        return results
+
+    def jobs_due_for_watchdog(self, now: datetime, limit: int) -> list[tuple[str, str]]:
+        with self.call("watchdog query"):
+            # Bounded from below so that records without a watchdog (null) never match.
+            query = JobEntity.query(JobEntity.watchdog_at > EPOCH, JobEntity.watchdog_at < now)
+            keys = self._fetch(query.order(JobEntity.watchdog_at), limit=limit, keys_only=True)
+        return [split_job_name(key.id()) for key in keys]
+
+    def list_projects(self) -> list[ProjectRow]:
+        with self.call("list projects"):
+            entities = self._fetch(ProjectEntity.query())
+        return [project_row(e) for e in entities]
+
+    def list_jobs(self, project: str) -> list[StoredJob]:
+        with self.call("list jobs"):
+            entities = self._fetch(JobEntity.query(JobEntity.project == project).order(JobEntity.key))
+        return [job_row(e) for e in entities]
+
+    def list_invocations(
+        self, project: str, job_id: str, page_size: int, page_token: str | None
+    ) -> tuple[list[InvocationRow], str | None]:
+        # Ids sort newest first, so key order is the listing order and the token
+        # is the last id returned.
+        with self.call("list invocations"):
+            query = InvocationEntity.query(ancestor=job_key(project, job_id))
+            if page_token:
+                query = query.filter(InvocationEntity.key > invocation_key(project, job_id, page_token))
+            entities = self._fetch(query.order(InvocationEntity.key), limit=page_size + 1)
+        page = [invocation_row(e) for e in entities[:page_size]]
+        return page, (page[-1].id if len(entities) > page_size else None)
+
+    def delete_invocations_before(self, cutoff: datetime, limit: int) -> int:
+        """Delete up to `limit` finished invocations created before `cutoff`.
+
+        Outside a transaction: the keys span many jobs' groups, deleting is
+        idempotent, and a finished invocation never changes status again.
+        """
+        with self.call("retention"):
+            keys: list[ndb.Key] = []
+            for status in TERMINAL:
+                if len(keys) >= limit:
+                    break
+                query = InvocationEntity.query(
+                    InvocationEntity.status == status,
+                    InvocationEntity.created_time > EPOCH,
+                    InvocationEntity.created_time < cutoff,
+                )
+                keys += self._fetch(query, limit=limit - len(keys), keys_only=True)
+            for start in range(0, len(keys), MAX_MUTATIONS):
+                ndb.delete_multi(keys[start:start + MAX_MUTATIONS])
+        self.count(writes=len(keys))
+        return len(keys)
+
+
+class DatastoreTransaction:
+    """One run of a transaction body: reads go to Datastore (or to this run's own
+    writes), writes and tasks wait in memory until the body has returned."""
+
+    def __init__(self, store: DatastoreJobStore):
+        self.store = store
+        self.writes: dict[ndb.Key, ndb.Model | None] = {}  # None: delete
+        self.tasks: list[Task] = []
+        self._task_names: set[str] = set()
+
+    def _get(self, key: ndb.Key):
+        if key in self.writes:
+            return self.writes[key]
+        entity = key.get()
+        self.store.count(reads=1)
+        return entity
+
+    def flush(self) -> None:
+        """Hand the writes to ndb, which sends them with the commit."""
+        puts = [entity for entity in self.writes.values() if entity is not None]
+        deletes = [key for key, entity in self.writes.items() if entity is None]
+        if puts:
+            ndb.put_multi(puts)
+        if deletes:
+            ndb.delete_multi(deletes)
+
+    def get_job(self, project: str, job_id: str) -> StoredJob | None:
+        entity = self._get(job_key(project, job_id))
+        return None if entity is None else job_row(entity)
+
+    def put_job(self, job: StoredJob) -> None:
+        entity = job_entity(job)
+        self.writes[entity.key] = entity
+
+    def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
+        entity = self._get(invocation_key(project, job_id, invocation_id))
+        return None if entity is None else invocation_row(entity)
+
+    def put_invocation(self, row: InvocationRow) -> None:
+        entity = invocation_entity(row)
+        self.writes[entity.key] = entity
+
+    def enqueue(self, task: Task) -> None:
+        # Like the SQLite queue, a name enqueued twice in one transaction is one task.
+        if task.name not in self._task_names:
+            self._task_names.add(task.name)
+            self.tasks.append(task)
+
+    def get_project(self, project: str) -> ProjectRow | None:
+        entity = self._get(project_key(project))
+        return None if entity is None else project_row(entity)
+
+    def put_project(self, row: ProjectRow) -> None:
+        entity = project_entity(row)
+        self.writes[entity.key] = entity
+
+    def delete_project(self, project: str) -> None:
+        self.writes[project_key(project)] = None

@@ -1,0 +1,50 @@
+"""Session fixtures for the Google Cloud emulators (see tests/support/emulators.py).
+
+Each starts the first time a test asks for it and stops when the session ends.
+An emulator that cannot run here (no binary, no java, no .venv-tasks) skips the
+tests that need it, with the reason; one that is installed but fails to start
+is an error, not a skip.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.emulators import DatastoreEmulator, PubSubEmulator, TasksEmulator
+
+
+def _started(emulator):
+    reason = emulator.unavailable()
+    if reason:
+        pytest.skip(reason)
+    emulator.start()
+    return emulator
+
+
+@pytest.fixture(scope="session")
+def datastore_emulator():
+    emulator = _started(DatastoreEmulator())
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture(scope="session")
+def pubsub_emulator():
+    emulator = _started(PubSubEmulator())
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture(scope="session")
+def tasks_emulator():
+    """gcloud-tasks-emulator; App Engine tasks go to 127.0.0.1:tasks_emulator.target_port."""
+    emulator = _started(TasksEmulator())
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture
+def datastore(datastore_emulator):
+    """The Datastore emulator, emptied before the test."""
+    datastore_emulator.reset()
+    return datastore_emulator

@@ -1,0 +1,95 @@
+"""The backends the contract suite runs on, behind one small test-side interface.
+
+    store              the JobStore under test
+    queued_names()     names of tasks an outside observer sees in the queue now
+    run_due(now, h)    run the tasks due at `now` through `h`; returns how many
+    next_wake()        when the next task becomes due (None: queue empty)
+    interfere(p, j)    commit a write of job p/j from elsewhere, now; True if a
+                       transaction that read it meanwhile will have to run again
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from datetime import datetime, timedelta
+
+from engine.adapters.cloud.datastore_entities import job_key
+from engine.adapters.cloud.datastore_store import DatastoreJobStore
+from engine.adapters.local.dispatcher import Dispatcher
+from engine.adapters.local.sqlite_queue import SqliteTaskQueue
+from engine.adapters.local.sqlite_store import SqliteJobStore
+from tests.contract.queues import EtaQueue
+
+
+class FixedClock:
+    def __init__(self, now: datetime):
+        self.current = now
+
+    def now(self) -> datetime:
+        return self.current
+
+
+class SqliteBackend:
+    name = "sqlite"
+    # BEGIN IMMEDIATE serializes writers: a body never loses a race, never runs twice.
+    reruns_on_conflict = False
+
+    def __init__(self, tmp_path):
+        self.path = tmp_path / "sundial.db"
+        self.store = SqliteJobStore(self.path)
+        self.queue = SqliteTaskQueue(self.store)
+
+    def queued_names(self) -> list[str]:
+        # A connection of its own: the store's, in this thread, would see uncommitted rows.
+        conn = sqlite3.connect(self.path)
+        try:
+            return sorted(name for (name,) in conn.execute("SELECT name FROM tasks"))
+        finally:
+            conn.close()
+
+    def run_due(self, now: datetime, handle) -> int:
+        return Dispatcher(self.queue, handle, FixedClock(now)).run_due_now()
+
+    def next_wake(self) -> datetime | None:
+        return self.queue.next_wake()
+
+    def interfere(self, project: str, job_id: str) -> bool:
+        return False  # another writer would wait for the running transaction
+
+
+class DatastoreBackend:
+    name = "datastore"
+    reruns_on_conflict = True
+
+    def __init__(self, emulator, retries: int = 3):
+        self.emulator = emulator
+        self.client = emulator.client()
+        self.queue = EtaQueue()
+        self.store = DatastoreJobStore(self.client, self.queue, retries=retries)
+
+    def queued_names(self) -> list[str]:
+        return self.queue.pending_names()
+
+    def run_due(self, now: datetime, handle) -> int:
+        return self.queue.run_due(now, handle)
+
+    def next_wake(self) -> datetime | None:
+        return self.queue.next_wake()
+
+    def interfere(self, project: str, job_id: str) -> bool:
+        """Rewrite the job entity, unchanged, from another thread and context.
+
+        Datastore transactions are optimistic: one that read the entity before
+        this write fails at commit and ndb runs its body again.
+        """
+        def rewrite():
+            with self.client.context(cache_policy=False, global_cache_policy=False):
+                entity = job_key(project, job_id).get()
+                if entity is not None:
+                    entity.put()
+
+        thread = threading.Thread(target=rewrite)
+        thread.start()
+        thread.join(timedelta(seconds=30).total_seconds())
+        return True

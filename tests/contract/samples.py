@@ -1,0 +1,64 @@
+"""Rows with every field set to something other than its default."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from engine.ports import InvocationRow, StoredJob
+from statemachine import ids
+from statemachine.durations import UTC
+from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
+from statemachine.record import ActiveInvocation, JobRecord, JobState, Occurrence
+
+T0 = datetime(2026, 1, 5, 10, 0, 0, 123456, tzinfo=UTC)
+
+
+def policy() -> JobPolicy:
+    return JobPolicy(
+        schedule_text="*/5 * * * *", timezone="Europe/Berlin", at=(T0 + timedelta(days=1),),
+        overlap=Overlap.ALLOW, max_concurrent=7, catchup=Catchup.ALL,
+        catchup_window=timedelta(minutes=90), timeout=timedelta(minutes=3),
+        attempt_timeout=timedelta(seconds=45),
+        retry=RetryPolicy(4, timedelta(seconds=2), timedelta(minutes=1)),
+        fanout=FanoutPolicy(3, timedelta(seconds=30)), triggers=("other",), revision="rev-1",
+    )
+
+
+def record(project: str = "proj", job_id: str = "job", watchdog_at: datetime | None = None) -> JobRecord:
+    invocation = ids.invocation_id(project, job_id, T0, ids.OCCURRENCE)
+    active = ActiveInvocation(
+        invocation, T0, "schedule", T0 + timedelta(minutes=3), event_count=3, attempts=(2, 1, 1),
+        started_mask=0b011, accepted_mask=0b010, done_mask=0b001, failed_mask=0b001,
+        failure_reason="http 500", started_at=T0 + timedelta(seconds=1), expect_by=T0 + timedelta(seconds=40),
+    )
+    buffered = Occurrence(ids.invocation_id(project, job_id, T0 + timedelta(minutes=5), ids.OCCURRENCE),
+                          T0 + timedelta(minutes=5), "catchup")
+    return JobRecord(
+        project=project, job_id=job_id, state=JobState.RUNNING, policy=policy(), disabled=False,
+        paused=False, pause_reason="was paused", paused_at=T0 - timedelta(hours=1), generation=3,
+        nonce_counter=9, tick_at=T0 + timedelta(minutes=5), tick_nonce="3-9", scheduled_until=T0,
+        active=(active,), buffered=(buffered,), watchdog_at=watchdog_at,
+        consecutive_failures=2, last_finished_at=T0 - timedelta(minutes=5),
+    )
+
+
+def job(project: str = "proj", job_id: str = "job", watchdog_at: datetime | None = None) -> StoredJob:
+    definition = {
+        "id": job_id, "schedule": "*/5 * * * *", "target": {"http": {"url": "https://x.example/run",
+        "headers": {"Content-Type": "application/json"}, "body": '{"at":"${startOfHour}"}'}},
+        "retry": {"max_attempts": 4}, "tags": ["a", "b"], "unicode": "é ☃",
+    }
+    return StoredJob(record(project, job_id, watchdog_at), definition, "api", "line 3: bad thing")
+
+
+def invocation(
+    scheduled: datetime, project: str = "proj", job_id: str = "job", status: str = "SUCCEEDED",
+    created: datetime | None = None,
+) -> InvocationRow:
+    return InvocationRow(
+        project=project, job_id=job_id, id=ids.invocation_id(project, job_id, scheduled, ids.OCCURRENCE),
+        status=status, scheduled_time=scheduled, trigger="schedule", reason="http 500" if status == "FAILED" else "",
+        created_time=created or scheduled, started_time=scheduled + timedelta(seconds=1),
+        finished_time=scheduled + timedelta(seconds=2), attempt=2, event_count=3,
+        log=[{"time": "2026-01-05T10:00:00.000Z", "message": "created", "trigger": "schedule"}],
+    )

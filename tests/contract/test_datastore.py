@@ -1,0 +1,173 @@
+"""What only the Datastore store has to show: contention that persists, storage
+and queue failures, entities of other versions, the counters, the secret."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from engine.adapters.cloud.datastore_store import DatastoreJobStore
+from engine.ports import ConflictError, ProjectRow, StoreError, Task
+from tests.contract import samples
+from tests.contract.backends import DatastoreBackend
+from tests.contract.queues import EtaQueue
+from tests.contract.samples import T0
+from tests.support.emulators import datastore_indexes_xml, free_port
+
+
+@pytest.fixture
+def backend(datastore):
+    return DatastoreBackend(datastore, retries=2)
+
+
+@pytest.fixture
+def raw(datastore, monkeypatch):
+    """A plain google-cloud-datastore client: writes entities the way another version might."""
+    from google.cloud import datastore as gds
+
+    monkeypatch.setenv("DATASTORE_EMULATOR_HOST", datastore.host)
+    return gds.Client(project="sundial-test")
+
+
+def tick(name: str, eta=T0) -> Task:
+    return Task(name, "tick", {"project": "proj", "job": "job", "nonce": name}, eta)
+
+
+def test_contention_that_persists_is_a_conflict_error_and_leaves_nothing(backend, monkeypatch):
+    # ndb waits up to 1 s, 2 s, 4 s between runs; the waits are not what this tests.
+    monkeypatch.setattr("google.cloud.ndb._retry._DEFAULT_INITIAL_DELAY", 0.01)
+    backend.store.run_in_transaction(lambda tx: tx.put_job(samples.job()))
+    runs = []
+
+    def body(tx):
+        runs.append(1)
+        tx.get_job("proj", "job")
+        backend.interfere("proj", "job")  # every run loses its race
+        tx.put_project(ProjectRow("proj", "written"))
+        tx.enqueue(tick("never"))
+
+    with pytest.raises(ConflictError):
+        backend.store.run_in_transaction(body)
+    assert len(runs) == 3  # the first run and `retries` more
+    assert backend.store.get_project("proj") is None
+    assert backend.queue.sent == []
+    assert backend.store.counters["retries"] == 2
+
+
+def test_storage_that_does_not_answer_is_a_store_error(datastore):
+    dead = type(datastore)()
+    dead.port = free_port()  # nothing listens there
+    store = DatastoreJobStore(dead.client(), EtaQueue(), retries=0)
+    with pytest.raises(StoreError) as raised:
+        store.run_in_transaction(lambda tx: tx.get_job("proj", "job"))
+    assert not isinstance(raised.value, ConflictError)
+
+
+def test_a_queue_failing_after_the_commit_keeps_the_commit(backend):
+    backend.queue.fail_next = 1
+
+    def body(tx):
+        tx.put_job(samples.job())
+        tx.enqueue(tick("t"))
+        return "committed"
+
+    assert backend.store.run_in_transaction(body) == "committed"  # nothing raised
+    assert backend.store.get_job("proj", "job") == samples.job()
+    assert backend.queue.sent == []
+    assert backend.store.counters["enqueue_failures"] == 1 and backend.store.counters["enqueues"] == 0
+
+
+def test_listeners_hear_the_earliest_eta_after_the_commit(backend):
+    heard = []
+    backend.store.enqueue_listeners.append(heard.append)
+
+    def body(tx):
+        tx.enqueue(tick("late", T0 + timedelta(minutes=1)))
+        tx.enqueue(tick("early", T0))
+        assert heard == []
+
+    backend.store.run_in_transaction(body)
+    assert heard == [T0]
+
+
+def test_entities_of_an_older_version_load_with_defaults_not_stale_values(backend, raw):
+    store = backend.store
+    full = samples.invocation(T0, status="FAILED")
+    project = ProjectRow("proj", "h1", "broken", ["e"], {"acl": {"owners": ["user:a@x"]}})
+    store.run_in_transaction(lambda tx: (tx.put_invocation(full), tx.put_project(project)))
+    assert store.get_invocation("proj", "job", full.id) == full
+
+    # Another version rewrites both with fewer properties (and one we do not know).
+    job_key = raw.key("Job", "proj/job")
+    old = raw.entity(raw.key("Invocation", full.id, parent=job_key))
+    old.update({"status": "SUCCEEDED", "obsolete": "x"})
+    old_project = raw.entity(raw.key("Project", "proj"))
+    old_project.update({"config_hash": "h2"})
+    raw.put_multi([old, old_project])
+
+    loaded = store.get_invocation("proj", "job", full.id)
+    assert (loaded.status, loaded.reason, loaded.attempt, loaded.event_count, loaded.log) == ("SUCCEEDED", "", 0, 1, [])
+    assert loaded.scheduled_time == T0.replace(microsecond=T0.microsecond // 1000 * 1000)  # from the id (ms)
+    assert (loaded.trigger, loaded.created_time, loaded.finished_time) == ("schedule", None, None)
+    assert store.get_project("proj") == ProjectRow("proj", "h2")
+
+
+def test_a_write_keeps_only_the_properties_this_version_declares(backend, raw):
+    invocation_id = samples.invocation(T0).id
+    job_key = raw.key("Job", "proj/job")
+    old = raw.entity(raw.key("Invocation", invocation_id, parent=job_key))
+    old.update({"status": "RUNNING", "obsolete": "x"})
+    raw.put(old)
+
+    def finish(tx):
+        row = tx.get_invocation("proj", "job", invocation_id)
+        row.status = "SUCCEEDED"
+        tx.put_invocation(row)
+
+    backend.store.run_in_transaction(finish)
+    stored = raw.get(old.key)
+    assert "obsolete" not in stored and stored["status"] == "SUCCEEDED"
+    assert {"reason", "log", "attempt", "event_count", "created_time"} <= set(stored)
+
+
+def test_counters_count_committed_writes_reads_and_enqueues(backend):
+    store = backend.store
+    row = samples.invocation(T0)
+    store.run_in_transaction(lambda tx: (tx.put_job(samples.job()), tx.put_invocation(row), tx.enqueue(tick("t"))))
+    assert store.reset_counters() == {
+        "reads": 0, "queries": 0, "writes": 2, "enqueues": 1, "enqueue_failures": 0,
+        "transactions": 1, "retries": 0,
+    }
+
+    def read_then_fail(tx):
+        tx.get_job("proj", "job")
+        tx.get_invocation("proj", "job", row.id)
+        tx.put_job(samples.job())
+        raise KeyError("rolled back")
+
+    with pytest.raises(KeyError):
+        store.run_in_transaction(read_then_fail)
+    store.list_invocations("proj", "job", 10, None)
+    counted = store.reset_counters()
+    assert (counted["reads"], counted["writes"], counted["transactions"], counted["queries"]) == (3, 0, 0, 1)
+
+
+def test_the_shared_secret_is_made_once(backend):
+    made = []
+
+    def generate():
+        made.append(f"secret-{len(made)}")
+        return made[-1]
+
+    assert backend.store.shared_secret(generate) == "secret-0"
+    assert backend.store.shared_secret(generate) == "secret-0"
+    assert made == ["secret-0"]
+
+
+def test_the_emulator_gets_exactly_the_indexes_of_index_yaml(tmp_path):
+    spec = tmp_path / "index.yaml"
+    spec.write_text("indexes:\n- kind: A\n  ancestor: yes\n  properties:\n  - name: x\n  - name: y\n    direction: desc\n")
+    xml = datastore_indexes_xml(spec)
+    assert '<datastore-index kind="A" ancestor="true">' in xml
+    assert '<property name="y" direction="desc"/>' in xml and 'autoGenerate="false"' in xml
