@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Callable, Sequence
 
-from cli import preview, serve, validate
+from cli import preview, queues, serve, validate
 from cli.common import CommandLineParser, UsageError
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "main"]
@@ -25,6 +25,7 @@ COMMANDS: list[AddCommand] = [
     preview.add_render,
     validate.add_validate,
     serve.add_serve,
+    queues.add_queues,
 ]
 
 

@@ -1,36 +1,31 @@
 """Internal handlers: the task queue's and the cron service's way in (CONTRACT section 6).
 
-On App Engine the queue and cron headers are trusted (App Engine strips them
-from outside requests). Anywhere else they prove nothing: a request must carry
-the secret that Sundial puts on every task it creates.
+Who may call them is web/guard.py's decision: on App Engine the queue and cron headers
+are trusted (App Engine strips them from outside requests); anywhere else a request must
+carry the secret that Sundial puts on every task it creates, or an OIDC token of the
+configured service account.
 """
 
 from __future__ import annotations
 
-import hmac
 from datetime import timedelta
 
 from flask import Blueprint, current_app, jsonify, request
 
 from engine.ports import RetryTask, StoreError, Task
 from statemachine.durations import parse_instant
+from web.guard import guard_from_settings
 
-SECRET_HEADER = "X-Sundial-Task-Secret"
 TASK_KINDS = {"tick": "tick", "start-invocation": "start", "trigger": "trigger"}
 
 internal = Blueprint("internal", __name__, url_prefix="/internal")
 
 
 def _allowed(cron: bool) -> bool:
-    settings = current_app.config["SUNDIAL_SETTINGS"]
-    if settings.on_app_engine:
-        if cron:
-            return request.headers.get("X-Appengine-Cron") == "true"
-        return bool(
-            request.headers.get("X-AppEngine-QueueName") or request.headers.get("X-CloudTasks-QueueName")
-        )
-    given = request.headers.get(SECRET_HEADER, "")
-    return bool(given) and hmac.compare_digest(given, settings.task_secret)
+    guard = current_app.config.get("SUNDIAL_GUARD")
+    if guard is None:  # built once per app; a test or the composition root may set its own
+        guard = current_app.config["SUNDIAL_GUARD"] = guard_from_settings(current_app.config["SUNDIAL_SETTINGS"])
+    return guard.admits(request.headers, cron)
 
 
 def _forbidden():

@@ -2,27 +2,63 @@
 
 The composition root builds it once (`build_targets`) and the dispatcher picks the
 target for each delivery with `target_for`.
+
+`pubsub` and `cloud_tasks` talk to Google Cloud. On the cloud backend they are always
+real: credentials come from the environment (App Engine's service account). On the
+embedded backend they are real only where they can work: when the matching emulator is
+configured (PUBSUB_EMULATOR_HOST, SUNDIAL_TASKS_EMULATOR_HOST) or Google credentials
+are (GOOGLE_APPLICATION_CREDENTIALS, or `gcloud auth application-default login`).
+Otherwise their deliveries fail at once with "target ... is not available on this
+backend" rather than waiting on a credentials lookup that cannot succeed. Their modules,
+and the Google libraries, are imported only when such a target is built.
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
 
 from engine.ports import DeliveryRequest, Target
 from engine.targets.http import HttpTarget
 from engine.targets.noop import NoopTarget, UnavailableTarget
 
-# The kinds a job target may have (CONTRACT section 2); pubsub and cloud_tasks have no
-# implementation yet, so their deliveries fail with a clear reason.
+# The kinds a job target may have (CONTRACT section 2).
 KINDS = ("http", "pubsub", "cloud_tasks", "noop")
+_EMULATOR_VARIABLES = {"pubsub": "PUBSUB_EMULATOR_HOST", "cloud_tasks": "SUNDIAL_TASKS_EMULATOR_HOST"}
 
 
-def build_targets(backend: str = "local") -> dict[str, Target]:
+def build_targets(backend: str = "local", env: Mapping[str, str] | None = None) -> dict[str, Target]:
     """One instance per kind; HttpTarget holds the shared connection pool."""
+    env = os.environ if env is None else env
     return {
         "http": HttpTarget(backend=backend),
         "noop": NoopTarget(),
-        "pubsub": UnavailableTarget("pubsub"),
-        "cloud_tasks": UnavailableTarget("cloud_tasks"),
+        "pubsub": _google_target("pubsub", backend, env),
+        "cloud_tasks": _google_target("cloud_tasks", backend, env),
     }
+
+
+def _google_target(kind: str, backend: str, env: Mapping[str, str]) -> Target:
+    if backend != "cloud" and not (env.get(_EMULATOR_VARIABLES[kind]) or _has_credentials(env)):
+        return UnavailableTarget(kind)
+    if kind == "pubsub":
+        from engine.targets.pubsub import PubSubTarget
+
+        return PubSubTarget()
+    from engine.targets.cloud_tasks import CloudTasksTarget
+
+    return CloudTasksTarget()
+
+
+def _has_credentials(env: Mapping[str, str]) -> bool:
+    """Whether Application Default Credentials are configured on this machine. Only the
+    two places a developer puts them are checked: asking the metadata server would stall
+    every start of an embedded server that runs off Google Cloud."""
+    if env.get("GOOGLE_APPLICATION_CREDENTIALS"):
+        return True
+    config = env.get("CLOUDSDK_CONFIG") or str(Path(env.get("HOME", "~")).expanduser() / ".config" / "gcloud")
+    return (Path(config) / "application_default_credentials.json").is_file()
 
 
 def target_kind(target: dict) -> str:

@@ -1,0 +1,71 @@
+"""`python main.py queues`: create the Cloud Tasks queues Sundial uses, or bring existing
+ones to the settings Sundial expects. Safe to run again and again (run it on every
+deploy).
+
+Today that is the chain's queue (SUNDIAL_TASKS_QUEUE); the throttles' queues will join
+it. The composition root picks the Cloud Tasks adapter (config.bootstrap); this module
+only reads the command line and the environment and prints what happened.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from cli.common import UsageError
+
+DEFAULT_LOCATION = "us-central1"
+DEFAULT_QUEUE = "sundial"
+
+
+def add_queues(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "queues",
+        help="create or update the Cloud Tasks queues (idempotent)",
+        description="Create the Cloud Tasks queues Sundial needs, or update them to its "
+                    "settings. Uses Application Default Credentials, or the emulator at "
+                    "SUNDIAL_TASKS_EMULATOR_HOST.",
+    )
+    parser.add_argument("--project", default=None, help="Google Cloud project (GOOGLE_CLOUD_PROJECT)")
+    parser.add_argument("--location", default=None,
+                        help=f"Cloud Tasks location, your App Engine region (SUNDIAL_TASKS_LOCATION, "
+                             f"default {DEFAULT_LOCATION})")
+    parser.add_argument("--queue", default=None,
+                        help=f"the chain's queue id (SUNDIAL_TASKS_QUEUE, default {DEFAULT_QUEUE})")
+    parser.set_defaults(run=run_queues)
+
+
+def queue_settings(args, env=None) -> tuple[str, str, str, str | None]:
+    """(project, location, queue id, emulator host) from the flags, else the environment."""
+    env = os.environ if env is None else env
+    project = args.project or env.get("GOOGLE_CLOUD_PROJECT", "")
+    if not project:
+        raise UsageError("--project: no Google Cloud project; pass --project or set GOOGLE_CLOUD_PROJECT")
+    location = args.location or env.get("SUNDIAL_TASKS_LOCATION") or DEFAULT_LOCATION
+    queue = args.queue or env.get("SUNDIAL_TASKS_QUEUE") or DEFAULT_QUEUE
+    return project, location, queue, env.get("SUNDIAL_TASKS_EMULATOR_HOST") or None
+
+
+def run_queues(args) -> int:
+    project, location, queue, emulator = queue_settings(args)
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as auth_exceptions
+
+    from config.bootstrap import provision_task_queues
+
+    try:
+        results = provision_task_queues(project, location, queue, emulator)
+    except (gexc.GoogleAPICallError, gexc.RetryError, auth_exceptions.GoogleAuthError) as error:
+        print(f"main.py queues: {_describe(error)}", file=sys.stderr)
+        return 1
+    for path, what in results:
+        print(f"{path}: {what}")
+    return 0
+
+
+def _describe(error: Exception) -> str:
+    code = getattr(error, "grpc_status_code", None)
+    text = " ".join(str(getattr(error, "message", "") or error).split())
+    if code is not None and code.name == "PERMISSION_DENIED":
+        text += " (the caller needs roles/cloudtasks.queueAdmin; see docs/DEPLOY.md)"
+    return f"{code.name}: {text}" if code is not None else text

@@ -1,0 +1,248 @@
+"""The chain's task queue on Cloud Tasks: every Task becomes an HTTP task that POSTs to
+Sundial's own internal task handler (web/internal.py).
+
+Cloud Tasks is not transactional, so the Datastore store calls `enqueue_now` after its
+commit. What makes that safe:
+
+- Names are deterministic, so re-sending one enqueue (an RPC retried after a lost
+  answer) cannot make a second task: ALREADY_EXISTS is success. Cloud Tasks wants the
+  start of a name spread out (sequential prefixes make hot spots in its index), so the
+  name opens with a hash: `{sha256(name)[:12]}-{the name, sanitized}`.
+- Cloud Tasks refuses a schedule_time more than 30 days away. A task due later is
+  scheduled 29 days out (a "hop") with its real ETA kept in the body; the tick arrives
+  early, the state machine re-arms it for the same time under a fresh nonce (so a new
+  name, which Cloud Tasks will take), and that enqueue goes one hop further.
+- An enqueue that still fails after its retries is logged and counted, not raised: the
+  transaction has committed, and a chain that lost its task is what the watchdog repairs.
+
+Every task carries the shared secret (`X-Sundial-Task-Secret`), and when a service
+account is configured an OIDC token for it with the service URL as audience, so the
+guard (web/guard.py) can admit it wherever Sundial runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from google.api_core import exceptions as gexc
+from google.api_core import retry as gretry
+from google.cloud import tasks_v2
+from google.protobuf import field_mask_pb2
+
+from engine.logs import log_event
+from engine.ports import Task
+from statemachine.durations import rfc3339_millis
+
+log = logging.getLogger("sundial.cloud_tasks")
+
+SECRET_HEADER = "X-Sundial-Task-Secret"
+HANDLER_PATHS = {"tick": "tick", "start": "start-invocation", "trigger": "trigger"}
+# Cloud Tasks' limit is 30 days ahead; a day less leaves room for clock skew.
+MAX_HOP = timedelta(days=29)
+TASK_ID_LIMIT = 500  # Cloud Tasks: [A-Za-z0-9_-]{1,500}
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_RPC_TIMEOUT = 10.0  # seconds per CreateTask call
+# Transient failures are retried here, under the same name: a retry of a call that
+# did reach Cloud Tasks then gets ALREADY_EXISTS, which is success.
+_RETRY = gretry.Retry(
+    predicate=gretry.if_exception_type(
+        gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError,
+        gexc.TooManyRequests, gexc.Aborted,
+    ),
+    initial=0.1, maximum=2.0, multiplier=2.0, timeout=30.0,
+)
+
+
+class _SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(timezone.utc)
+
+
+def build_tasks_client(emulator_host: str | None = None) -> tasks_v2.CloudTasksClient:
+    """A Cloud Tasks client: the real service with Application Default Credentials, or
+    the emulator at `emulator_host` (host:port) over a plain, unauthenticated channel."""
+    if not emulator_host:
+        return tasks_v2.CloudTasksClient()
+    import grpc
+    from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
+
+    channel = grpc.insecure_channel(emulator_host)
+    return tasks_v2.CloudTasksClient(transport=CloudTasksGrpcTransport(channel=channel))
+
+
+def task_id(name: str) -> str:
+    """A Cloud Tasks task id for a Sundial task name: hashed prefix, sanitized tail."""
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
+    tail = _UNSAFE.sub("_", name)[: TASK_ID_LIMIT - len(digest) - 1]
+    return f"{digest}-{tail}"
+
+
+class CloudTasksQueue:
+    """Enqueues the chain's tasks on one Cloud Tasks queue, right after a commit."""
+
+    def __init__(
+        self,
+        client,
+        project: str,
+        location: str,
+        queue: str,
+        service_url: str,
+        secret: str,
+        service_account_email: str = "",
+        clock=None,
+    ) -> None:
+        if not service_url:
+            raise ValueError("CloudTasksQueue needs the service URL that Cloud Tasks calls back")
+        self.client = client
+        self.queue_path = client.queue_path(project, location, queue)
+        self.service_url = service_url.rstrip("/")
+        self.secret = secret
+        self.service_account_email = service_account_email
+        self.clock = clock or _SystemClock()
+        self.counters: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        # Fault injection: create every task this many times. The real service
+        # refuses the copies (same name); an emulator that does not deduplicate
+        # delivers each one, which is how tests prove duplicates are harmless.
+        self.copies = 1
+
+    def enqueue_now(self, tasks: list[Task]) -> None:
+        """Create one Cloud Tasks task per Task. Never raises for Cloud Tasks' failures:
+        each is logged and counted, and the watchdog repairs the chain it broke."""
+        now = self.clock.now()
+        for task in tasks:
+            for _ in range(self.copies):
+                self._create(self.cloud_task(task, now))
+
+    def cloud_task(self, task: Task, now: datetime) -> tasks_v2.Task:
+        """The Cloud Tasks task for `task`, as it is enqueued at `now`."""
+        return tasks_v2.Task(
+            name=f"{self.queue_path}/tasks/{task_id(task.name)}",
+            schedule_time=min(task.eta, now + MAX_HOP),
+            http_request=self._http_request(task),
+        )
+
+    def _http_request(self, task: Task) -> tasks_v2.HttpRequest:
+        path = HANDLER_PATHS.get(task.kind)
+        if path is None:
+            raise ValueError(f"no task handler for kind {task.kind!r}")
+        body = {"name": task.name, "payload": task.payload, "eta": rfc3339_millis(task.eta)}
+        headers = {"Content-Type": "application/json"}  # Cloud Tasks' default is octet-stream
+        if self.secret:
+            headers[SECRET_HEADER] = self.secret
+        request = tasks_v2.HttpRequest(
+            url=f"{self.service_url}/internal/tasks/{path}",
+            http_method=tasks_v2.HttpMethod.POST,
+            headers=headers,
+            body=json.dumps(body, separators=(",", ":")).encode("utf-8"),
+        )
+        if self.service_account_email:
+            # Without an explicit audience Cloud Tasks would use the full task URL; the
+            # guard checks for the service URL.
+            request.oidc_token = tasks_v2.OidcToken(
+                service_account_email=self.service_account_email, audience=self.service_url
+            )
+        return request
+
+    def _create(self, cloud_task: tasks_v2.Task) -> None:
+        self._count("enqueues")
+        try:
+            self.client.create_task(
+                parent=self.queue_path, task=cloud_task, retry=_RETRY, timeout=_RPC_TIMEOUT
+            )
+        except gexc.AlreadyExists:
+            self._count("already_exists")  # sent before (or a retry that did arrive): done
+        except (gexc.GoogleAPICallError, gexc.RetryError) as error:
+            self._count("enqueue_failures")
+            log_event(log, "enqueue failed", level=logging.ERROR, task=cloud_task.name,
+                      error=_describe(error))
+
+    def _count(self, name: str) -> None:
+        with self._lock:
+            self.counters[name] += 1
+
+
+def _describe(error: Exception) -> str:
+    code = getattr(error, "grpc_status_code", None)
+    name = code.name if code is not None else type(error).__name__
+    return f"{name} {getattr(error, 'message', '') or error}"[:300]
+
+
+# --- queue administration ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """What a queue should look like. The chain's tasks are small and quick; its
+    retries are short because an early tick asks to be retried within a second, and a
+    task that keeps failing is repaired by the watchdog anyway."""
+
+    queue_id: str
+    max_dispatches_per_second: float = 500.0
+    max_concurrent_dispatches: int = 1000
+    max_attempts: int = 100
+    min_backoff: timedelta = timedelta(milliseconds=100)
+    max_backoff: timedelta = timedelta(seconds=60)
+    max_doublings: int = 10
+
+    def queue(self, client, project: str, location: str) -> tasks_v2.Queue:
+        return tasks_v2.Queue(
+            name=client.queue_path(project, location, self.queue_id),
+            rate_limits=tasks_v2.RateLimits(
+                max_dispatches_per_second=self.max_dispatches_per_second,
+                max_concurrent_dispatches=self.max_concurrent_dispatches,
+            ),
+            retry_config=tasks_v2.RetryConfig(
+                max_attempts=self.max_attempts,
+                min_backoff=self.min_backoff,
+                max_backoff=self.max_backoff,
+                max_doublings=self.max_doublings,
+            ),
+        )
+
+
+_SETTINGS_MASK = [
+    "rate_limits.max_dispatches_per_second",
+    "rate_limits.max_concurrent_dispatches",
+    "retry_config.max_attempts",
+    "retry_config.min_backoff",
+    "retry_config.max_backoff",
+    "retry_config.max_doublings",
+]
+
+
+def ensure_queue(client, project: str, location: str, spec: QueueSpec, update: bool = True) -> str:
+    """Create the queue, or (with `update`) bring an existing one to `spec`. Idempotent.
+
+    Returns "created", "updated" or "exists". (gcloud-tasks-emulator never says
+    ALREADY_EXISTS: it answers a second create with the existing queue, so there it is
+    always "created".)
+    :raises google.api_core.exceptions.PermissionDenied: the caller may not manage queues.
+    """
+    queue = spec.queue(client, project, location)
+    parent = client.common_location_path(project, location)
+    try:
+        client.create_queue(parent=parent, queue=queue, timeout=_RPC_TIMEOUT)
+        return "created"
+    except gexc.AlreadyExists:
+        if not update:
+            return "exists"
+    mask = field_mask_pb2.FieldMask(paths=_SETTINGS_MASK)
+    client.update_queue(queue=queue, update_mask=mask, timeout=_RPC_TIMEOUT)
+    return "updated"
+
+
+def provision_queues(client, project: str, location: str, specs: list[QueueSpec]) -> list[tuple[str, str]]:
+    """`main.py queues`: create or update each queue; (queue path, what happened) each.
+    The chain's queue is one spec; the throttles' queues join the list later."""
+    return [
+        (client.queue_path(project, location, spec.queue_id), ensure_queue(client, project, location, spec))
+        for spec in specs
+    ]

@@ -1,0 +1,123 @@
+"""The Cloud Tasks target: one attempt of one event is one HTTP task on the user's queue
+(CONTRACT section 2: `cloud_tasks: {queue, url, method, headers, body}`).
+
+Cloud Tasks then owns the delivery to `url`, with the queue's own retries, so the
+attempt succeeds once the task is created. The task carries the same X-Sundial-*
+headers as an HTTP delivery. Its name is derived from (job, invocation, event, attempt):
+a retry of the same attempt (a lost answer, a redelivered start task) asks for the same
+name, Cloud Tasks answers ALREADY_EXISTS, and that is success, not a second task.
+Cloud Tasks keeps a used name reserved for about an hour after the task is gone, which
+covers every retry Sundial makes of one attempt.
+
+The client is made on first use; SUNDIAL_TASKS_EMULATOR_HOST (host:port, no TLS) points
+it at an emulator, as for the chain's own queue.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+import time
+from datetime import timedelta
+
+from google.api_core import exceptions as gexc
+from google.auth import exceptions as auth_exceptions
+from google.cloud import tasks_v2
+
+from engine.ports import DeliveryRequest, DeliveryResult
+from engine.targets.http import sundial_headers
+
+CREATE_TIMEOUT = 30.0  # seconds for the CreateTask call
+_BODY_METHODS = ("POST", "PUT", "PATCH")  # Cloud Tasks refuses a body with any other
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_RESERVED_PREFIX = "x-sundial-"
+
+
+def _default_client() -> tasks_v2.CloudTasksClient:
+    emulator = os.environ.get("SUNDIAL_TASKS_EMULATOR_HOST")
+    if not emulator:
+        return tasks_v2.CloudTasksClient()
+    import grpc
+    from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
+
+    return tasks_v2.CloudTasksClient(transport=CloudTasksGrpcTransport(channel=grpc.insecure_channel(emulator)))
+
+
+def task_id(request: DeliveryRequest) -> str:
+    """`{hash}-{job}-{invocation}-{event}-{attempt}`: the hash first, because Cloud
+    Tasks slows down on names that share a sequential prefix; at most 500 characters
+    of [A-Za-z0-9_-]."""
+    key = f"{request.project}/{request.job_id}/{request.invocation_id}/{request.event_index}/{request.attempt}"
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    tail = _UNSAFE.sub("_", f"{request.job_id}-{request.invocation_id}-{request.event_index}-{request.attempt}")
+    return f"{digest}-{tail}"[:500]
+
+
+class CloudTasksTarget:
+    """Delivers `{"cloud_tasks": {queue, url, method, headers, body}}` targets."""
+
+    def __init__(self, client=None, make_client=_default_client):
+        self._client, self._make_client = client, make_client
+        self._lock = threading.Lock()
+
+    def deliver(self, request: DeliveryRequest) -> DeliveryResult:
+        started = time.monotonic()
+        outcome, reason, detail = self._attempt(request)
+        return DeliveryResult(outcome, reason, detail, timedelta(seconds=time.monotonic() - started))
+
+    def _attempt(self, request: DeliveryRequest) -> tuple[str, str, str]:
+        spec = request.target.get("cloud_tasks") or {}
+        queue = str(spec.get("queue") or "")
+        try:
+            task = self._task(request, spec, queue)
+        except ValueError as error:
+            return "failed", f"invalid request: {error}", str(error)
+        try:
+            self._get_client().create_task(parent=queue, task=task, timeout=CREATE_TIMEOUT)
+        except gexc.AlreadyExists:
+            return "succeeded", "", f"task {task.name} already created by an earlier try"
+        except gexc.RetryError as error:
+            text = f"cloud_tasks: gave up retrying: {_short(error.cause or error)}"
+            return "failed", text, text
+        except gexc.GoogleAPICallError as error:
+            code = error.grpc_status_code.name if error.grpc_status_code is not None else type(error).__name__
+            text = f"cloud_tasks: {code} {_short(error)}"
+            return "failed", text, text
+        except auth_exceptions.GoogleAuthError as error:
+            text = f"cloud_tasks: no credentials: {_short(error)}"
+            return "failed", text, text
+        return "succeeded", "", f"created task {task.name}"
+
+    def _task(self, request: DeliveryRequest, spec: dict, queue: str) -> tasks_v2.Task:
+        method = str(spec.get("method") or "POST").upper()
+        if method not in tasks_v2.HttpMethod.__members__:
+            raise ValueError(f"Cloud Tasks cannot send method {method}")
+        body = str(spec.get("body") or "")
+        if body and method not in _BODY_METHODS:
+            raise ValueError(f"Cloud Tasks sends a body only with POST, PUT or PATCH, not {method}")
+        headers = {
+            str(name): str(value)
+            for name, value in (spec.get("headers") or {}).items()
+            if not str(name).lower().startswith(_RESERVED_PREFIX)
+        }
+        headers.update(sundial_headers(request))
+        http = tasks_v2.HttpRequest(
+            url=str(spec.get("url") or ""),
+            http_method=tasks_v2.HttpMethod[method],
+            headers=headers,
+            body=body.encode("utf-8"),
+        )
+        return tasks_v2.Task(name=f"{queue}/tasks/{task_id(request)}", http_request=http)
+
+    def _get_client(self):
+        with self._lock:
+            if self._client is None:
+                self._client = self._make_client()
+            return self._client
+
+
+def _short(error: BaseException) -> str:
+    text = getattr(error, "message", "") or str(error) or type(error).__name__
+    return " ".join(str(text).split())[:200]

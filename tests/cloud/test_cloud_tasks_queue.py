@@ -1,0 +1,166 @@
+"""CloudTasksQueue with a fake client: what each task looks like, names, ALREADY_EXISTS,
+failures, and waits beyond Cloud Tasks' 30 days chained in hops through the real engine
+and the real task handler."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+
+from google.api_core import exceptions as gexc
+
+from config.settings import Settings
+from engine.adapters.cloud.cloud_tasks_queue import MAX_HOP, CloudTasksQueue, task_id
+from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.config_import import JobSnapshot, ProjectSnapshot, import_project
+from engine.ports import Task
+from engine.service import Engine
+from statemachine.policy import JobPolicy
+from tests.cloud.fakes import FakeTasksClient, schedule_time
+from tests.engine.harness import START, FakeClock, RecordingTarget
+from web.app import create_app
+
+SERVICE_URL = "https://proj.appspot.com"
+QUEUE = "projects/proj/locations/us-central1/queues/chain"
+
+
+def make_queue(clock=None, account="", client=None):
+    clock = clock or FakeClock()
+    client = client or FakeTasksClient(clock)
+    queue = CloudTasksQueue(client, "proj", "us-central1", "chain", SERVICE_URL + "/", "sek", account, clock)
+    return queue, client, clock
+
+
+def tick(eta, name="tick-proj-job-1.1-0"):
+    return Task(name, "tick", {"project": "proj", "job": "job", "nonce": "1.1"}, eta)
+
+
+def test_each_kind_posts_json_to_its_handler_with_the_secret():
+    queue, client, clock = make_queue()
+    eta = START + timedelta(minutes=5)
+    start = Task("start-proj-job-inv-0-1-0", "start", {"invocation": "inv"}, eta)
+    trigger = Task("trigger-proj-job-inv", "trigger", {"request": "inv"}, START)
+    queue.enqueue_now([tick(eta), start, trigger])
+    urls = [task.http_request.url for task in client.created]
+    assert urls == [f"{SERVICE_URL}/internal/tasks/{path}" for path in ("tick", "start-invocation", "trigger")]
+    first = client.created[0]
+    assert schedule_time(first) == eta
+    assert json.loads(first.http_request.body) == {
+        "name": "tick-proj-job-1.1-0",
+        "payload": {"project": "proj", "job": "job", "nonce": "1.1"},
+        "eta": "2026-01-05T10:05:00.000Z",
+    }
+    assert dict(first.http_request.headers) == {"Content-Type": "application/json", "X-Sundial-Task-Secret": "sek"}
+    assert first.http_request.http_method.name == "POST"
+    assert not first.http_request.oidc_token.service_account_email
+    assert queue.counters["enqueues"] == 3
+
+
+def test_an_oidc_token_for_the_service_account_with_the_service_url_as_audience():
+    queue, client, _ = make_queue(account="tasks@proj.iam.gserviceaccount.com")
+    queue.enqueue_now([tick(START)])
+    token = client.created[0].http_request.oidc_token
+    assert (token.service_account_email, token.audience) == ("tasks@proj.iam.gserviceaccount.com", SERVICE_URL)
+
+
+def test_names_are_deterministic_hashed_and_within_cloud_tasks_rules():
+    queue, client, _ = make_queue()
+    long_name = "tick-" + "proj.with.dots/" * 60 + "-end"
+    queue.enqueue_now([tick(START, "tick-a-b-1.1-0"), tick(START, long_name)])
+    short, long = (task.name.rsplit("/tasks/", 1) for task in client.created)
+    assert short == [QUEUE, task_id("tick-a-b-1.1-0")] and long[0] == QUEUE
+    for name in (short[1], long[1]):
+        assert re.fullmatch(r"[0-9a-f]{12}-[A-Za-z0-9_-]+", name) and len(name) <= 500
+    assert short[1].endswith("-tick-a-b-1_1-0")
+    # Sanitizing alone would make these two equal; the hash keeps them apart.
+    assert task_id("tick-a.b") != task_id("tick-a_b")
+
+
+def test_already_exists_is_success_and_nothing_is_created_twice():
+    queue, client, _ = make_queue()
+    queue.enqueue_now([tick(START)])
+    queue.enqueue_now([tick(START)])  # the same enqueue again: a retry after a lost answer
+    assert len(client.created) == 1
+    assert queue.counters == {"enqueues": 2, "already_exists": 1}
+
+
+def test_a_failed_enqueue_is_counted_and_logged_and_the_rest_still_go(caplog):
+    queue, client, _ = make_queue()
+    client.fail_with = [gexc.PermissionDenied("cloudtasks.tasks.create denied")]
+    queue.enqueue_now([tick(START, "tick-a"), tick(START, "tick-b")])
+    assert [json.loads(t.http_request.body)["name"] for t in client.created] == ["tick-b"]
+    assert queue.counters["enqueue_failures"] == 1
+    [record] = [r for r in caplog.records if r.getMessage() == "enqueue failed"]
+    assert record.fields["error"].startswith("PERMISSION_DENIED cloudtasks.tasks.create denied")
+
+
+def test_a_wait_beyond_the_limit_is_scheduled_29_days_out_with_its_real_eta_in_the_body():
+    queue, client, clock = make_queue()
+    eta = START + timedelta(days=60)
+    queue.enqueue_now([tick(eta)])
+    [task] = client.created
+    assert schedule_time(task) == START + MAX_HOP
+    assert json.loads(task.http_request.body)["eta"] == "2026-03-06T10:00:00.000Z"
+    assert task.name.rsplit("/", 1)[1] == task_id("tick-proj-job-1.1-0")
+
+
+# --- a 60-day tick, end to end through the engine and the task handler ---------------------
+
+
+class AfterCommitStore:
+    """The SQLite store, but enqueues go to Cloud Tasks after the commit, as the Datastore
+    store does it (ndb's call_on_commit)."""
+
+    def __init__(self, inner: SqliteJobStore, queue: CloudTasksQueue):
+        self.inner, self.queue = inner, queue
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def run_in_transaction(self, body):
+        pending = []
+
+        class Tx:
+            def __init__(self, tx):
+                self._tx = tx
+
+            def __getattr__(self, name):
+                return getattr(self._tx, name)
+
+            def enqueue(self, task):
+                pending.append(task)
+
+        def run(tx):
+            pending.clear()  # only the last run of a retried body counts
+            return body(Tx(tx))
+
+        result = self.inner.run_in_transaction(run)
+        self.queue.enqueue_now(list(pending))
+        return result
+
+
+def test_a_60_day_tick_is_chained_in_hops_and_fires_once_on_time(tmp_path):
+    clock = FakeClock()
+    client = FakeTasksClient(clock)  # refuses schedule times beyond 30 days, like the service
+    queue, _, _ = make_queue(clock, client=client)
+    target = RecordingTarget()
+    store = AfterCommitStore(SqliteJobStore(tmp_path / "db.sqlite"), queue)
+    engine = Engine(store, {"noop": target}, clock, service_url=SERVICE_URL, secret=b"sek")
+    app = create_app(engine, Settings(task_secret="sek"))
+    fire_at = START + timedelta(days=60)
+    policy = JobPolicy(at=(fire_at,), revision="v1")
+    job = JobSnapshot("job", policy, {"id": "job", "target": {"noop": {}}, "timezone": "UTC"}, False)
+    import_project(engine, ProjectSnapshot("proj", "v1", jobs=(job,)))
+
+    ticks = []
+    with app.test_client() as http:
+        while client.pending:
+            task, status = client.run_next(http)
+            assert status == 200
+            if task.http_request.url.endswith("/tick"):
+                ticks.append(schedule_time(task))
+    assert ticks == [START + MAX_HOP, START + 2 * MAX_HOP, fire_at]
+    assert len({task.name for task in client.created}) == len(client.created)
+    assert [(r.project, r.job_id, r.scheduled_time) for r in target.requests] == [("proj", "job", fire_at)]
+    assert queue.counters["enqueue_failures"] == 0

@@ -1,0 +1,123 @@
+"""The cloud_tasks target: with a fake client (names, ALREADY_EXISTS, failures) and
+against gcloud-tasks-emulator, which really dispatches the task to a receiver."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+import pytest
+from google.api_core import exceptions as gexc
+
+from engine.ports import DeliveryRequest
+from engine.targets.cloud_tasks import CloudTasksTarget, task_id
+from tests.cloud.fakes import FakeTasksClient
+
+QUEUE = "projects/proj/locations/us-central1/queues/user-queue"
+SCHEDULED = datetime(2018, 3, 22, 0, 9, tzinfo=timezone.utc)
+
+
+def request(url="https://w.example.com/notify", queue=QUEUE, **fields) -> DeliveryRequest:
+    spec = {"queue": queue, "url": url, "method": fields.pop("method", "POST"),
+            "headers": fields.pop("headers", {"Content-Type": "application/json"}),
+            "body": fields.pop("body", '{"id":"t-1"}')}
+    defaults = dict(project="training", job_id="training-invitations", invocation_id="inv-7",
+                    scheduled_time=SCHEDULED, attempt=1, event_index=0, event_count=1)
+    return DeliveryRequest(target={"cloud_tasks": spec}, **{**defaults, **fields})
+
+
+def test_creates_an_http_task_with_the_users_request_and_sundials_headers():
+    client = FakeTasksClient()
+    result = CloudTasksTarget(client).deliver(request(headers={"Content-Type": "application/json",
+                                                               "X-Sundial-Job": "forged"}))
+    assert result.outcome == "succeeded", result.reason
+    [task] = client.created
+    assert task.name == f"{QUEUE}/tasks/{task_id(request())}"
+    http = task.http_request
+    assert (http.url, http.http_method.name, bytes(http.body)) == (
+        "https://w.example.com/notify", "POST", b'{"id":"t-1"}')
+    assert dict(http.headers) == {
+        "Content-Type": "application/json",
+        "X-Sundial-Job": "training/training-invitations",
+        "X-Sundial-Invocation": "inv-7",
+        "X-Sundial-Scheduled-Time": "2018-03-22T00:09:00.000Z",
+        "X-Sundial-Attempt": "1",
+    }
+
+
+def test_a_retry_of_the_same_attempt_is_the_same_task_and_counts_as_success():
+    client = FakeTasksClient()
+    target = CloudTasksTarget(client)
+    assert target.deliver(request()).outcome == "succeeded"
+    again = target.deliver(request())
+    assert (again.outcome, len(client.created)) == ("succeeded", 1)
+    assert "already created" in again.detail
+
+
+def test_each_attempt_and_each_event_is_a_task_of_its_own():
+    ids = {task_id(request(attempt=a, event_index=e, event_count=2)) for a in (1, 2) for e in (0, 1)}
+    assert len(ids) == 4
+    assert task_id(request(invocation_id="inv-8")) != task_id(request())
+    for name in ids:
+        assert len(name) <= 500 and name.replace("-", "").replace("_", "").isalnum()
+
+
+def test_fanout_events_carry_x_sundial_event():
+    client = FakeTasksClient()
+    CloudTasksTarget(client).deliver(request(event_index=1, event_count=3))
+    assert client.created[0].http_request.headers["X-Sundial-Event"] == "1/3"
+
+
+def test_failures_are_failed_attempts_named_by_status():
+    client = FakeTasksClient()
+    client.fail_with = [gexc.NotFound("Queue does not exist."), gexc.PermissionDenied("denied")]
+    target = CloudTasksTarget(client)
+    assert target.deliver(request()).reason == "cloud_tasks: NOT_FOUND Queue does not exist."
+    assert target.deliver(request()).reason == "cloud_tasks: PERMISSION_DENIED denied"
+
+
+def test_a_body_with_a_method_that_cannot_carry_one_is_refused_before_sending():
+    client = FakeTasksClient()
+    result = CloudTasksTarget(client).deliver(request(method="GET"))
+    assert result.outcome == "failed" and result.reason.startswith("invalid request: ")
+    assert client.calls == 0
+    assert CloudTasksTarget(client).deliver(request(method="GET", body="")).outcome == "succeeded"
+
+
+# --- against gcloud-tasks-emulator ---------------------------------------------------------
+
+
+@pytest.fixture
+def emulator_client(tasks_emulator):
+    from google.cloud import tasks_v2
+
+    from engine.adapters.cloud.cloud_tasks_queue import build_tasks_client
+
+    client = build_tasks_client(tasks_emulator.host)
+    client.create_queue(parent="projects/proj/locations/us-central1",
+                        queue=tasks_v2.Queue(name=QUEUE))
+    return client
+
+
+def wait_for(receiver, count: int, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while len(receiver.requests) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return receiver.requests
+
+
+def test_the_emulator_delivers_the_task_to_the_users_url(emulator_client, receiver):
+    target = CloudTasksTarget(emulator_client)
+    result = target.deliver(request(url=f"{receiver.url}/notify", invocation_id=f"inv-{time.time_ns()}"))
+    assert result.outcome == "succeeded", result.reason
+    [received] = wait_for(receiver, 1)
+    assert (received.method, received.path, received.body) == ("POST", "/notify", b'{"id":"t-1"}')
+    assert received.headers["X-Sundial-Job"] == "training/training-invitations"
+    assert received.headers["X-Sundial-Attempt"] == "1"
+    assert received.headers["X-Cloudtasks-Queuename"] == QUEUE
+
+
+def test_a_missing_queue_in_the_emulator_fails_the_attempt(emulator_client):
+    result = CloudTasksTarget(emulator_client).deliver(
+        request(queue="projects/proj/locations/us-central1/queues/absent"))
+    assert result.outcome == "failed" and result.reason.startswith("cloud_tasks: FAILED_PRECONDITION")

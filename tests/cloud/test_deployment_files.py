@@ -1,0 +1,59 @@
+"""app.yaml, cron.yaml and .gcloudignore agree with the code they deploy."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import replace
+from pathlib import Path
+
+import yaml
+
+from config.bootstrap import build_local
+from config.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load(name: str) -> dict:
+    return yaml.safe_load((ROOT / name).read_text())
+
+
+def test_app_yaml_runs_gunicorn_on_the_cloud_backend():
+    app = load("app.yaml")
+    assert app["runtime"] == "python311"
+    assert app["entrypoint"].startswith("gunicorn ") and app["entrypoint"].endswith(" main:app")
+    assert "--bind :$PORT" in app["entrypoint"]
+    assert app["env_variables"]["SUNDIAL_BACKEND"] == "cloud"
+    assert app["env_variables"]["SUNDIAL_CONFIG_DIR"] == "configs"
+    # An explicit entrypoint means App Engine does not add gunicorn by itself.
+    pins = (ROOT / "requirements.txt").read_text().splitlines()
+    assert any(line.startswith("gunicorn==") for line in pins)
+
+
+def test_every_cron_entry_reaches_a_cron_handler_on_app_engine(tmp_path):
+    cron = load("cron.yaml")["cron"]
+    urls = [entry["url"] for entry in cron]
+    assert urls == ["/internal/cron/watchdog", "/internal/cron/import-configs", "/internal/cron/cleanup"]
+    assert [entry["schedule"] for entry in cron[:2]] == ["every 1 minutes"] * 2
+    settings = replace(Settings(), db_path=str(tmp_path / "db.sqlite"), config_dir=str(tmp_path),
+                       on_app_engine=True)
+    client = build_local(settings).app.test_client()
+    for url in urls:
+        assert client.get(url, headers={"X-Appengine-Cron": "true"}).status_code == 200, url
+        assert client.get(url).status_code == 403, url
+
+
+def test_gcloudignore_uploads_the_app_and_its_configs_but_no_virtualenv():
+    patterns = [line.strip() for line in (ROOT / ".gcloudignore").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+
+    def ignored(path: str) -> bool:
+        parts = path.split("/")
+        return any(fnmatch.fnmatch(part, pattern.rstrip("/")) for pattern in patterns for part in parts)
+
+    for kept in ("main.py", "app.yaml", "requirements.txt", "configs/hello.yaml", "engine/service.py",
+                 "web/guard.py", "statemachine/machine.py", "config/bootstrap.py", "index.yaml"):
+        assert not ignored(kept), kept
+    for left_out in (".venv/bin/python", ".venv-tasks/bin/python", "tests/cloud/test_guard.py",
+                     ".sundial/sundial.db", "engine/__pycache__/service.cpython-311.pyc"):
+        assert ignored(left_out), left_out
