@@ -1,11 +1,23 @@
 """Sundial's command line: `python main.py COMMAND ...`; see `python main.py --help`.
 
-The commands live in `cli/`; this file only hands over to them.
+The commands live in `cli/`; this file only hands over to them. It also gives
+gunicorn its WSGI app (`main:app`, as app.yaml says), built on first access so
+that importing this module does no work.
 """
 
 import sys
 
 from cli import main
+
+
+def __getattr__(name: str):
+    if name == "app":
+        from config.bootstrap import wsgi_app
+
+        globals()["app"] = wsgi_app()
+        return globals()["app"]
+    raise AttributeError(name)
+
 
 if __name__ == "__main__":
     sys.exit(main())

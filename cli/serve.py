@@ -8,7 +8,6 @@ import signal
 import sys
 from dataclasses import replace
 
-from cli.common import UsageError
 
 
 def add_serve(subparsers) -> None:
@@ -32,8 +31,6 @@ def _settings(args):
         "host": args.host, "port": args.port, "config_dir": args.configs, "db_path": args.db,
     }
     settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
-    if settings.backend != "local":
-        raise UsageError("SUNDIAL_BACKEND=cloud: the cloud backend is not available in this build yet")
     return _loopback_unless_tokens(settings)
 
 
@@ -59,12 +56,12 @@ def _interrupt(signum, frame):
 def run_serve(args) -> int:
     from waitress import create_server
 
-    from config.bootstrap import build_local
+    from config.bootstrap import build_cloud, build_local
     from engine.logs import configure_logging
 
     settings = _settings(args)
     configure_logging()
-    runtime = build_local(settings)
+    runtime = build_cloud(settings) if settings.backend == "cloud" else build_local(settings)
     server = create_server(runtime.app, host=settings.host, port=settings.port, threads=16, ident="sundial")
     print(f"sundial: serving on http://{settings.host}:{settings.port} "
           f"(database {settings.db_path}, configs {settings.config_dir}); "

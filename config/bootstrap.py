@@ -33,19 +33,21 @@ class SystemClock:
 class Runtime:
     settings: Settings
     engine: Engine
-    dispatcher: Dispatcher
+    dispatcher: Dispatcher | None
     app: object
     loops: list["PeriodicLoop"] = field(default_factory=list)
 
     def start(self) -> None:
-        self.dispatcher.start()
+        if self.dispatcher is not None:  # the cloud backend's dispatcher is Cloud Tasks
+            self.dispatcher.start()
         for loop in self.loops:
             loop.start()
 
     def stop(self) -> None:
         for loop in self.loops:
             loop.stop()
-        self.dispatcher.stop()
+        if self.dispatcher is not None:
+            self.dispatcher.stop()
 
 
 class PeriodicLoop:
@@ -76,27 +78,102 @@ def build_local(settings: Settings, clock=None) -> Runtime:
     """The embedded backend: SQLite store and queue, in-process dispatcher."""
     clock = clock or SystemClock()
     store = SqliteJobStore(settings.db_path)
-    if not settings.task_secret:
-        settings = replace(settings, task_secret=store.shared_secret(lambda: secrets.token_urlsafe(32)))
-    engine = Engine(
-        store,
-        build_targets("local"),
-        clock,
-        settings.tuning,
-        service_url=settings.service_url,
-        secret=settings.task_secret.encode(),
+    settings = _with_secret(settings, store)
+    engine = _engine(settings, store, build_targets("local"), clock)
+    dispatcher = Dispatcher(SqliteTaskQueue(store), engine.handle_task, clock, settings.workers, settings.task_lease)
+    return _runtime(settings, engine, dispatcher, loops=True)
+
+
+def build_cloud(settings: Settings, clock=None) -> Runtime:
+    """Cloud Datastore and Cloud Tasks (real, or their emulators).
+
+    On App Engine, cron.yaml calls the periodic work; elsewhere `serve` runs it.
+    """
+    from engine.adapters.cloud.cloud_tasks_queue import CloudTasksQueue, build_tasks_client
+    from engine.adapters.cloud.datastore_store import DatastoreJobStore
+
+    if not settings.gcp_project:
+        raise SystemExit("SUNDIAL_BACKEND=cloud needs GOOGLE_CLOUD_PROJECT")
+    clock = clock or SystemClock()
+    tasks = build_tasks_client(settings.tasks_emulator_host or None)
+    queue = CloudTasksQueue(
+        tasks, settings.gcp_project, settings.tasks_location, settings.tasks_queue,
+        settings.service_url, "", settings.tasks_service_account,
     )
-    queue = SqliteTaskQueue(store)
-    dispatcher = Dispatcher(queue, engine.handle_task, clock, settings.workers, settings.task_lease)
+    queue.copies = 2 if settings.fault_duplicate_tasks else 1
+    store = DatastoreJobStore(_ndb_client(settings), queue)
+    settings = _with_secret(settings, store)
+    queue.secret = settings.task_secret
+    _ensure_chain_queue(tasks, settings)
+    engine = _engine(settings, store, build_targets("cloud"), clock)
+    return _runtime(settings, engine, None, loops=not settings.on_app_engine)
+
+
+def provision_task_queues(project: str, location: str, queue: str, emulator_host: str | None = None):
+    """Create or update the queues Sundial needs (the `queues` command)."""
+    from engine.adapters.cloud.cloud_tasks_queue import QueueSpec, build_tasks_client, provision_queues
+
+    specs = [QueueSpec(queue)]  # throttle queues join this list
+    return provision_queues(build_tasks_client(emulator_host), project, location, specs)
+
+
+def wsgi_app():
+    """The app gunicorn serves on App Engine (`main:app`), with the backend from the environment."""
+    from config.settings import from_environment
+    from engine.logs import configure_logging
+
+    configure_logging()
+    settings = from_environment()
+    runtime = build_cloud(settings) if settings.backend == "cloud" else build_local(settings)
+    runtime.start()
+    return runtime.app
+
+
+def _ndb_client(settings: Settings):
+    import os
+
+    from google.cloud import ndb
+
+    if os.environ.get("DATASTORE_EMULATOR_HOST"):
+        from google.auth.credentials import AnonymousCredentials
+
+        return ndb.Client(project=settings.gcp_project, credentials=AnonymousCredentials())
+    return ndb.Client(project=settings.gcp_project)
+
+
+def _ensure_chain_queue(tasks, settings: Settings) -> None:
+    from engine.adapters.cloud.cloud_tasks_queue import QueueSpec, ensure_queue
+
+    try:
+        ensure_queue(tasks, settings.gcp_project, settings.tasks_location, QueueSpec(settings.tasks_queue), update=False)
+    except Exception as error:  # no permission to create queues: an operator runs `main.py queues`
+        log_event(log, "task queue not ensured", queue=settings.tasks_queue, error=repr(error),
+                  hint="run `python main.py queues` with a role that may create queues")
+
+
+def _with_secret(settings: Settings, store) -> Settings:
+    if settings.task_secret:
+        return settings
+    return replace(settings, task_secret=store.shared_secret(lambda: secrets.token_urlsafe(32)))
+
+
+def _engine(settings: Settings, store, targets: dict, clock) -> Engine:
+    return Engine(
+        store, targets, clock, settings.tuning,
+        service_url=settings.service_url, secret=settings.task_secret.encode(),
+    )
+
+
+def _runtime(settings: Settings, engine: Engine, dispatcher, loops: bool) -> Runtime:
     cron = {
         "watchdog": engine.run_watchdog,
         "import-configs": lambda: import_directory(engine, settings.config_dir, settings.backend),
         "cleanup": lambda: engine.cleanup(settings.history),
     }
     app = create_app(engine, settings, cron)
-    loops = [
+    periodic = [
         PeriodicLoop("import-configs", settings.import_period, cron["import-configs"]),
         PeriodicLoop("watchdog", settings.watchdog_period, cron["watchdog"]),
         PeriodicLoop("cleanup", settings.cleanup_period, cron["cleanup"]),
     ]
-    return Runtime(settings, engine, dispatcher, app, loops)
+    return Runtime(settings, engine, dispatcher, app, periodic if loops else [])

@@ -16,6 +16,12 @@ each has a default that suits one machine:
 | SUNDIAL_TASK_LEASE | 30s | how long a taken task is its taker's |
 | SUNDIAL_TICK_GRACE, SUNDIAL_START_GRACE, SUNDIAL_LATE_TOLERANCE | 30s, 60s, 60s | the chain's timings (statemachine.policy.Tuning) |
 | SUNDIAL_TASK_SECRET | generated, kept in the database | the secret on every task |
+| GOOGLE_CLOUD_PROJECT | | cloud backend: the project of Datastore and Cloud Tasks |
+| SUNDIAL_TASKS_LOCATION, SUNDIAL_TASKS_QUEUE | us-central1, sundial | cloud backend: the chain's queue |
+| SUNDIAL_SERVICE_URL | http://HOST:PORT, or https://PROJECT.appspot.com on App Engine | where Cloud Tasks calls back |
+| SUNDIAL_TASKS_EMULATOR_HOST | | host:port of a Cloud Tasks emulator (no TLS) |
+| SUNDIAL_TASKS_SERVICE_ACCOUNT | | the account whose OIDC tokens the task handlers accept |
+| SUNDIAL_FAULT_DUPLICATE_TASKS | 0 | fault injection: create every Cloud Tasks task twice |
 """
 
 from __future__ import annotations
@@ -46,10 +52,21 @@ class Settings:
     api_tokens: str = ""
     on_app_engine: bool = False
     demo_echo: bool = True
+    gcp_project: str = ""
+    tasks_location: str = "us-central1"
+    tasks_queue: str = "sundial"
+    tasks_emulator_host: str = ""
+    tasks_service_account: str = ""
+    explicit_service_url: str = ""
+    fault_duplicate_tasks: bool = False
 
     @property
     def service_url(self) -> str:
-        return os.environ.get("SUNDIAL_SERVICE_URL") or f"http://{self.host}:{self.port}"
+        if self.explicit_service_url:
+            return self.explicit_service_url.rstrip("/")
+        if self.on_app_engine and self.gcp_project:
+            return f"https://{self.gcp_project}.appspot.com"
+        return f"http://{self.host}:{self.port}"
 
 
 def _duration(env, name: str, default: timedelta) -> timedelta:
@@ -97,4 +114,13 @@ def from_environment(env=None) -> Settings:
         task_secret=env.get("SUNDIAL_TASK_SECRET", ""),
         api_tokens=env.get("SUNDIAL_API_TOKENS", ""),
         on_app_engine=bool(env.get("GAE_APPLICATION")),
+        # The demo's echo endpoint exists only where a newcomer runs the examples.
+        demo_echo=backend == "local",
+        gcp_project=env.get("GOOGLE_CLOUD_PROJECT", ""),
+        tasks_location=env.get("SUNDIAL_TASKS_LOCATION", defaults.tasks_location),
+        tasks_queue=env.get("SUNDIAL_TASKS_QUEUE", defaults.tasks_queue),
+        tasks_emulator_host=env.get("SUNDIAL_TASKS_EMULATOR_HOST", ""),
+        tasks_service_account=env.get("SUNDIAL_TASKS_SERVICE_ACCOUNT", ""),
+        explicit_service_url=env.get("SUNDIAL_SERVICE_URL", ""),
+        fault_duplicate_tasks=env.get("SUNDIAL_FAULT_DUPLICATE_TASKS", "0") == "1",
     )
