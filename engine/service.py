@@ -155,14 +155,12 @@ class Engine:
         for action in applied.transition.actions:
             if isinstance(action, act.RetryLater):
                 raise RetryTask(action.delay, "tick arrived early")
-            if isinstance(action, act.StartInvocation):
-                lateness = self.clock.now() - action.scheduled_time
-                log_event(log, "occurrence", job=f"{project}/{job_id}", invocation=action.invocation_id,
-                          scheduled_time=action.scheduled_time, trigger=action.trigger,
-                          lateness_ms=int(lateness.total_seconds() * 1000))
-            elif isinstance(action, act.RecordSkipped):
+            if isinstance(action, act.RecordSkipped):
                 log_event(log, "skipped", job=f"{project}/{job_id}", invocation=action.invocation_id,
                           scheduled_time=action.scheduled_time, reason=action.reason)
+        for action in applied.transition.actions:
+            if isinstance(action, act.Deliver):  # committed as starting: send it now
+                self._deliver_and_record(applied.job, action)
 
     def _on_start(self, project: str, job_id: str, payload: dict) -> None:
         starting = ev.InvocationStarting(payload["invocation"], payload["event"], payload["attempt"])

@@ -22,11 +22,16 @@ SKIPPED = "SKIPPED"
 Result = tuple[JobRecord, list]
 
 
-def admit(record: JobRecord, occurrence: Occurrence, now: datetime, tuning: Tuning) -> Result:
-    """Start an occurrence, buffer it, or skip it, as the overlap policy says."""
+def admit(
+    record: JobRecord, occurrence: Occurrence, now: datetime, tuning: Tuning, inline: bool = False
+) -> Result:
+    """Start an occurrence, buffer it, or skip it, as the overlap policy says.
+
+    `inline`: the caller will deliver right after its commit (see `start`).
+    """
     policy = record.policy
     if len(record.active) < policy.concurrency_limit():
-        return start(record, occurrence, now, tuning)
+        return start(record, occurrence, now, tuning, inline)
     # A caught-up occurrence under `catchup: all` is never dropped for overlap:
     # the policy promises each one is delivered, so they wait their turn.
     if policy.overlap is Overlap.BUFFER_ALL or (
@@ -45,11 +50,22 @@ def skipped(occurrence: Occurrence, reason: str) -> act.RecordSkipped:
     )
 
 
-def start(record: JobRecord, occurrence: Occurrence, now: datetime, tuning: Tuning) -> Result:
-    """Create the invocation and enqueue the first attempt of each of its events."""
+def start(
+    record: JobRecord, occurrence: Occurrence, now: datetime, tuning: Tuning, inline: bool = False
+) -> Result:
+    """Create the invocation and enqueue the first attempt of each of its events.
+
+    With `inline`, a single event due now is not enqueued: this same commit
+    records "attempt 1 starting" (`Deliver`) and the shell sends it right
+    after, which spares a task, a transaction and a trip through the queue.
+    A process lost in between is covered like any attempt in flight: the
+    watchdog re-issues it once its lease runs out.
+    """
     policy = record.policy
     fanout = policy.fanout
     due = [max(occurrence.scheduled_time + offset, now) for offset in fanout_offsets(fanout)]
+    if inline and fanout.count == 1 and due[0] <= now and not record.paused:
+        return _start_inline(record, occurrence, now, tuning)
     entry = ActiveInvocation(
         invocation_id=occurrence.invocation_id,
         scheduled_time=occurrence.scheduled_time,
@@ -64,6 +80,25 @@ def start(record: JobRecord, occurrence: Occurrence, now: datetime, tuning: Tuni
     ]
     actions += [
         act.EnqueueAttempt(entry.invocation_id, index, 1, at) for index, at in enumerate(due)
+    ]
+    return evolve(record, active=record.active + (entry,)), actions
+
+
+def _start_inline(record: JobRecord, occurrence: Occurrence, now: datetime, tuning: Tuning) -> Result:
+    policy = record.policy
+    lease = policy.attempt_timeout + tuning.start_grace
+    entry = ActiveInvocation(
+        invocation_id=occurrence.invocation_id,
+        scheduled_time=occurrence.scheduled_time,
+        trigger=occurrence.trigger,
+        deadline=now + policy.timeout,
+        started_mask=1,
+        started_at=now,
+        expect_by=now + lease,
+    )
+    actions = [
+        act.StartInvocation(entry.invocation_id, entry.scheduled_time, entry.trigger, 1),
+        act.Deliver(entry.invocation_id, entry.scheduled_time, entry.trigger, 0, 1, 1),
     ]
     return evolve(record, active=record.active + (entry,)), actions
 

@@ -131,7 +131,7 @@ def _on_tick(record: JobRecord, event: ev.TickArrived, now, tuning) -> tuple[Job
         # A relative schedule arms its next tick when the invocation ends.
         occurrence = _occurrence(record, record.tick_at, SCHEDULE)
         record, actions = _arm(record, None, scheduled_until=horizon)
-        record, started = inv.admit(record, occurrence, now, tuning)
+        record, started = inv.admit(record, occurrence, now, tuning, inline=True)
         return record, actions + started
     record, handled, plan = _handle_due(record, horizon, now, tuning)
     if plan.more:
@@ -144,8 +144,12 @@ def _on_tick(record: JobRecord, event: ev.TickArrived, now, tuning) -> tuple[Job
     return record, armed + handled
 
 
-def _handle_due(record: JobRecord, horizon: datetime, now, tuning):
-    """Record or admit every fire time in (scheduled_until, horizon], one batch of them."""
+def _handle_due(record: JobRecord, horizon: datetime, now, tuning, inline: bool = True):
+    """Record or admit every fire time in (scheduled_until, horizon], one batch of them.
+
+    `inline`: the first attempts may be delivered right after this commit (ticks);
+    other callers enqueue them.
+    """
     plan = plan_due(
         record.policy.schedule, record.scheduled_until, horizon, now, record.policy, tuning,
         record.paused_through,
@@ -157,7 +161,8 @@ def _handle_due(record: JobRecord, horizon: datetime, now, tuning):
     actions = [inv.skipped(_occurrence(record, t, SCHEDULE), "paused") for t in plan.paused]
     actions += [inv.skipped(_occurrence(record, t, "catchup"), "missed") for t in plan.missed]
     for scheduled_time, trigger in plan.deliver:
-        record, started = inv.admit(record, _occurrence(record, scheduled_time, trigger), now, tuning)
+        occurrence = _occurrence(record, scheduled_time, trigger)
+        record, started = inv.admit(record, occurrence, now, tuning, inline)
         actions += started
     return record, actions, plan
 
@@ -221,7 +226,7 @@ def _settle_backlog(record: JobRecord, now: datetime, tuning: Tuning):
         return record, []
     actions: list = []
     for _ in range(_BACKLOG_BATCHES):
-        record, handled, plan = _handle_due(record, now, now, tuning)
+        record, handled, plan = _handle_due(record, now, now, tuning, inline=False)
         actions += handled
         if not plan.more:
             break

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from datetime import datetime, timedelta
+from datetime import datetime, timezone, timedelta
 
 from engine.adapters.cloud.datastore_entities import job_key
 from engine.adapters.cloud.datastore_store import DatastoreJobStore
@@ -52,7 +52,8 @@ class SqliteBackend:
         return Dispatcher(self.queue, handle, FixedClock(now)).run_due_now()
 
     def next_wake(self) -> datetime | None:
-        return self.queue.next_wake()
+        # The epoch as "now": only unleased tasks count as free, as in the ETA queue.
+        return self.queue.next_wake(datetime.fromtimestamp(0, timezone.utc))
 
     def interfere(self, project: str, job_id: str) -> bool:
         return False  # another writer would wait for the running transaction

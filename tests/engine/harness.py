@@ -99,7 +99,7 @@ class Harness:
         ran = 0
         while True:
             ran += self.dispatcher.run_due_now()
-            wake = self.queue.next_wake()
+            wake = self.queue.next_wake(self.clock.current)
             if wake is None or wake > when:
                 self.clock.current = max(self.clock.current, when)
                 return ran + self.dispatcher.run_due_now()

@@ -127,7 +127,7 @@ def test_an_early_tick_goes_back_to_the_queue(h):
     h.store.inner.connection().execute("UPDATE tasks SET eta = eta - 1")
     assert h.dispatcher.run_due_now() == 1
     assert h.invocations() == []
-    assert h.queue.next_wake() > h.clock.current
+    assert h.queue.next_wake(h.clock.current) > h.clock.current
 
 
 def test_retention_removes_old_finished_history_only(h):

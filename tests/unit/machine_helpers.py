@@ -89,3 +89,13 @@ def skipped(when: datetime, reason: str, trigger: str = "schedule") -> act.Recor
 
 def with_policy(scenario: Scenario, **fields) -> None:
     scenario.record = replace(scenario.record, policy=policy(**fields))
+
+
+def delivered(when: datetime, now: datetime | None = None, trigger: str = "schedule") -> list:
+    """The two actions of a tick that starts a single-event invocation due now:
+    created, and its first attempt committed as starting (sent after the commit)."""
+    invocation = occurrence_id(when)
+    return [
+        act.StartInvocation(invocation, when, trigger, 1),
+        act.Deliver(invocation, when, trigger, 0, 1, 1),
+    ]

@@ -6,17 +6,21 @@ from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import FanoutPolicy, RetryPolicy, compute_backoff
 
-from tests.unit.machine_helpers import Scenario, clock, occurrence_id, started
+from tests.unit.machine_helpers import Scenario, clock, delivered, occurrence_id, started
 
 T = clock("10:15")
 INV = occurrence_id(T)
 
 
 def _queued(**fields) -> Scenario:
-    """The 10:15 occurrence has been created; its start task is in the queue."""
+    """The 10:15 occurrence has been created; its start task is in the queue.
+
+    (Its tick came 20 ms early, so the start is due after it; a tick on time
+    would have delivered at once.)
+    """
     job = Scenario()
     job.enable("10:07", **fields)
-    job.tick("10:15")
+    job.tick("10:14:59.980")
     return job
 
 
@@ -98,7 +102,7 @@ def test_async_invocation_times_out_at_its_deadline():
     job = _queued(timeout=timedelta(minutes=5))
     job.step(ev.InvocationStarting(INV), "10:15:01")
     job.step(ev.InvocationStarted(INV), "10:15:02")
-    assert job.record.watchdog_at == clock("10:20")
+    assert job.record.watchdog_at == clock("10:19:59.980")  # admitted at 10:14:59.980, plus 5 minutes
     assert job.step(ev.WatchdogFired(), "10:20:01") == [act.FinishInvocation(INV, "FAILED", "timeout")]
 
 
@@ -134,7 +138,7 @@ def test_watchdog_rearms_a_lost_tick_with_a_new_nonce():
     assert job.record.watchdog_at == clock("10:16:30")
     assert job.tick("10:16", nonce="1.1") == []  # the lost tick, if it ever comes, is stale
     actions = job.tick("10:16")
-    assert actions == [act.ScheduleTick(clock("10:30"), "1.3"), *started(T, clock("10:16"))]
+    assert actions == [act.ScheduleTick(clock("10:30"), "1.3"), *delivered(T, clock("10:16"))]
 
 
 def test_watchdog_reissues_a_lost_start():
@@ -147,7 +151,7 @@ def test_watchdog_reissues_a_lost_start():
 def test_watchdog_fails_an_invocation_past_its_deadline():
     job = _queued(timeout=timedelta(seconds=30))
     job.step(ev.InvocationStarting(INV), "10:15:01")
-    assert job.record.watchdog_at == clock("10:15:30")
+    assert job.record.watchdog_at == clock("10:15:29.980")  # admitted at 10:14:59.980, plus 30 s
     assert job.step(ev.WatchdogFired(), "10:15:31")[:1] == [act.FinishInvocation(INV, "FAILED", "timeout")]
     assert job.state == "SCHEDULED"
     assert job.step(ev.InvocationFinished(INV, True), "10:15:40") == []
@@ -174,4 +178,4 @@ def test_a_manual_invocation_runs_beside_nothing_and_leaves_the_tick_alone():
     assert job.record.tick_nonce == "1.1"
     inv = actions[0].invocation_id
     assert job.run_through(inv, "10:09") == [act.FinishInvocation(inv, "SUCCEEDED", "")]
-    assert started(T, T) == job.tick("10:15")[1:]
+    assert delivered(T, T) == job.tick("10:15")[1:]

@@ -109,7 +109,10 @@ def test_no_occurrence_is_ever_started_or_recorded_twice(first, second, sequence
             elif isinstance(action, act.FinishInvocation):
                 finished[action.invocation_id] += 1
             elif isinstance(action, act.Deliver):
-                assert action.invocation_id in active_before
+                # Only what is active, or was created in this very step (a tick's inline start).
+                created_now = {a.invocation_id for a in transition.actions if isinstance(a, act.StartInvocation)}
+                assert action.invocation_id in active_before | created_now
+                assert record.find_active(action.invocation_id) is not None
         admitted = any(isinstance(a, act.StartInvocation) for a in transition.actions)
         _check_invariants(record, admitted, max(limits))
     assert max(created.values(), default=0) <= 1, "an invocation was created twice"

@@ -11,6 +11,7 @@ from statemachine.policy import Catchup, Overlap
 
 from tests.unit.machine_helpers import (
     Scenario,
+    delivered,
     clock,
     manual_id,
     occurrence_id,
@@ -95,13 +96,11 @@ def test_absolute_schedule_rearms_on_every_tick():
     job = Scenario()
     job.enable("10:07")
     actions = job.tick("10:15")
-    assert actions == [act.ScheduleTick(clock("10:30"), "1.2"), *started(clock("10:15"), clock("10:15"))]
-    assert job.state == "QUEUED"
-    inv = occurrence_id(clock("10:15"))
-    assert job.step(ev.InvocationStarting(inv), "10:15:01") == [
-        act.Deliver(inv, clock("10:15"), "schedule", 0, 1, 1)
-    ]
+    # Due now: the tick's own commit records attempt 1 as starting; no start task.
+    assert actions == [act.ScheduleTick(clock("10:30"), "1.2"), *delivered(clock("10:15"), clock("10:15"))]
     assert job.state == "RUNNING"
+    inv = occurrence_id(clock("10:15"))
+    assert job.step(ev.InvocationStarting(inv), "10:15:01") == []  # nothing to start twice
     assert job.step(ev.InvocationFinished(inv, True), "10:15:02") == [
         act.FinishInvocation(inv, "SUCCEEDED", "")
     ]
@@ -113,7 +112,7 @@ def test_relative_schedule_rearms_only_after_the_invocation_ends():
     assert job.enable("10:00", schedule_text="with 10m interval") == [
         act.ScheduleTick(clock("10:10"), "1.1")
     ]
-    assert job.tick("10:10") == started(clock("10:10"), clock("10:10"))
+    assert job.tick("10:10") == delivered(clock("10:10"), clock("10:10"))
     assert job.record.tick_at is None
     inv = occurrence_id(clock("10:10"))
     actions = job.run_through(inv, "10:13")
@@ -176,7 +175,7 @@ def test_overlap_buffer_all_starts_them_in_order():
 
 def test_overlap_allow_starts_up_to_max_concurrent_then_skips():
     job = _busy_job(Overlap.ALLOW, max_concurrent=2)
-    assert job.tick("10:02")[1:] == started(clock("10:02"), clock("10:02"))
+    assert job.tick("10:02")[1:] == delivered(clock("10:02"), clock("10:02"))
     assert job.tick("10:03")[1:] == [skipped(clock("10:03"), "overlap")]
     assert len(job.record.active) == 2
 
@@ -208,7 +207,7 @@ def test_catchup_latest_delivers_only_the_most_recent_in_window():
     assert actions == [
         act.ScheduleTick(clock("13:15"), "1.2"),
         *[skipped(t, "missed", "catchup") for t in GAP[:-1]],
-        *started(clock("13:00"), clock("13:05"), trigger="catchup"),
+        *delivered(clock("13:00"), clock("13:05"), trigger="catchup"),
     ]
 
 
@@ -218,7 +217,7 @@ def test_catchup_all_delivers_each_in_window_in_order():
     assert actions == [
         act.ScheduleTick(clock("13:15"), "1.2"),
         *[skipped(t, "missed", "catchup") for t in GAP if t not in in_window],
-        *started(in_window[0], clock("13:05"), trigger="catchup"),
+        *delivered(in_window[0], clock("13:05"), trigger="catchup"),
     ]
     assert [o.scheduled_time for o in job.record.buffered] == in_window[1:]
     for current, following in zip(in_window, in_window[1:]):
@@ -234,7 +233,7 @@ def test_latest_is_superseded_by_an_on_time_occurrence():
         act.ScheduleTick(clock("10:45"), "1.2"),
         skipped(clock("10:00"), "missed", "catchup"),
         skipped(clock("10:15"), "missed", "catchup"),
-        *started(clock("10:30"), clock("10:30:20")),
+        *delivered(clock("10:30"), clock("10:30:20")),
     ]
 
 
@@ -361,8 +360,8 @@ def test_one_off_job_is_done_after_its_last_time():
     assert job.enable("10:00", schedule_text="", at=times) == [act.ScheduleTick(clock("10:10"), "1.1")]
     job.tick("10:10")
     job.run_through(occurrence_id(clock("10:10")), "10:11")
-    assert job.tick("10:20")[:2] == started(clock("10:20"), clock("10:20"))
-    assert job.state == "QUEUED"
+    assert job.tick("10:20")[:2] == delivered(clock("10:20"), clock("10:20"))
+    assert job.state == "RUNNING"
     job.run_through(occurrence_id(clock("10:20")), "10:21")
     assert job.state == "DONE"
     assert job.record.watchdog_at is None
@@ -371,7 +370,7 @@ def test_one_off_job_is_done_after_its_last_time():
 def test_a_paused_job_delivers_nothing_that_had_not_started():
     job = Scenario()
     job.enable("10:07")
-    job.tick("10:15")
+    job.tick("10:14:59.980")  # accepted a little early: its start waits in the queue
     job.step(ev.Paused(), "10:15:00.5")
     inv = occurrence_id(clock("10:15"))
     assert job.step(ev.InvocationStarting(inv), "10:15:01") == [

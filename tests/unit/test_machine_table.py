@@ -24,7 +24,7 @@ def _scheduled():
 
 def _queued():
     job = _scheduled()
-    job.tick("10:15")
+    job.tick("10:14:59.980")  # a little early: the start waits in the queue
     return job
 
 
@@ -90,7 +90,7 @@ EXPECTED = {
     JobState.SCHEDULED: {
         # A timing change at 10:15 first handles the 10:15 occurrence of the old timing.
         E.JobEnabled: "QUEUED", E.JobDisabled: "DISABLED", E.ScheduleChanged: "QUEUED",
-        E.TickArrived: "QUEUED", E.InvocationStarting: IGNORE, E.InvocationStarted: IGNORE,
+        E.TickArrived: "RUNNING", E.InvocationStarting: IGNORE, E.InvocationStarted: IGNORE,
         E.InvocationFinished: IGNORE, E.ManualTrigger: "QUEUED", E.Paused: "PAUSED",
         E.Resumed: IGNORE, E.Aborted: IGNORE, E.WatchdogFired: "SCHEDULED",
     },

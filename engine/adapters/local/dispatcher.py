@@ -20,6 +20,8 @@ from engine.ports import Clock, RetryTask, Task
 
 log = logging.getLogger("sundial.dispatcher")
 
+LEASE_AHEAD = 4  # tasks leased per worker: the next ones wait in memory, not in SQLite
+
 
 def task_backoff(attempts: int) -> timedelta:
     """Wait before a task that raised runs again: 0.5 s doubling to 60 s."""
@@ -41,6 +43,7 @@ class Dispatcher:
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._inflight: dict[int, LeasedTask] = {}
+        self._done: list[int] = []  # finished tasks, deleted with the next lease
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
@@ -73,15 +76,21 @@ class Dispatcher:
             self._wake.wait(timeout)
 
     def _dispatch_due(self) -> None:
-        """Lease what is due, as much as there are free workers, and submit it.
+        """Delete what finished and lease what is due, in one transaction, then submit.
 
-        Whatever is left waits for a worker to finish: finishing wakes the loop.
+        It leases a few tasks per worker ahead, so that workers find the next task
+        waiting in memory; whatever is left waits for a worker to finish, which
+        wakes the loop.
         """
         with self._lock:
-            free = self.workers - len(self._inflight)
-        if free <= 0:
-            return
-        leased = self.queue.lease_due(self.clock.now(), free, self.lease)
+            room = self.workers * LEASE_AHEAD - len(self._inflight)
+            done, self._done = self._done, []
+        try:
+            leased = self.queue.lease_due(self.clock.now(), room, self.lease, done)
+        except Exception:
+            with self._lock:
+                self._done = done + self._done  # try deleting them again next round
+            raise
         for item in leased:
             with self._lock:
                 self._inflight[item.id] = item
@@ -89,8 +98,8 @@ class Dispatcher:
 
     def _sleep_seconds(self) -> float:
         with self._lock:
-            busy = len(self._inflight) >= self.workers
-        wake_at = None if busy else self.queue.next_wake()
+            busy = len(self._inflight) >= self.workers * LEASE_AHEAD
+        wake_at = None if busy else self.queue.next_wake(self.clock.now())
         longest = self.max_sleep.total_seconds()
         if wake_at is None:
             return longest
@@ -98,25 +107,29 @@ class Dispatcher:
 
     def _run(self, item: LeasedTask) -> None:
         try:
-            self.run_task(item)
+            finished = self.run_task(item)
         finally:
             with self._lock:
                 self._inflight.pop(item.id, None)
-            self._wake.set()
+        if finished:
+            with self._lock:
+                self._done.append(item.id)
+        self._wake.set()
 
-    def run_task(self, item: LeasedTask) -> None:
-        """Run one leased task and settle it in the queue."""
+    def run_task(self, item: LeasedTask) -> bool:
+        """Run one leased task; True when it is done (the caller deletes it)."""
         try:
             self.handle(item.task)
         except RetryTask as retry:
-            self.queue.retry(item.id, self.clock.now() + retry.delay)
+            self._settle_quietly(lambda: self.queue.retry(item.id, self.clock.now() + retry.delay))
         except Exception as error:
             wait = task_backoff(item.attempts)
             log_event(log, "task failed", task=item.task.name, attempts=item.attempts,
                       retry_in_ms=int(wait.total_seconds() * 1000), error=repr(error))
             self._settle_quietly(lambda: self.queue.retry(item.id, self.clock.now() + wait))
         else:
-            self._settle_quietly(lambda: self.queue.complete([item.id]))
+            return True
+        return False
 
     def _settle_quietly(self, settle: Callable[[], None]) -> None:
         # If even settling fails, the lease runs out and the task comes again.
@@ -143,5 +156,6 @@ class Dispatcher:
             if not leased:
                 return count
             for item in leased:
-                self.run_task(item)
+                if self.run_task(item):
+                    self.queue.complete([item.id])
                 count += 1

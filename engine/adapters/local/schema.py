@@ -59,6 +59,10 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX tasks_by_eta ON tasks (eta);
     """,
+    # 2: find the earliest lease to expire without scanning the queue.
+    """
+    CREATE INDEX tasks_by_lease ON tasks (lease_until) WHERE lease_until > 0;
+    """,
 ]
 
 

@@ -27,10 +27,17 @@ class SqliteTaskQueue:
     def __init__(self, store: SqliteJobStore):
         self.store = store
 
-    def lease_due(self, now: datetime, limit: int, lease: timedelta) -> list[LeasedTask]:
-        if limit <= 0:
+    def lease_due(
+        self, now: datetime, limit: int, lease: timedelta, done: list[int] | None = None
+    ) -> list[LeasedTask]:
+        """Lease up to `limit` due tasks; `done` tasks are deleted in the same commit."""
+        if limit <= 0 and not done:
             return []
         with self.store.transaction() as tx:
+            if done:
+                tx.conn.executemany("DELETE FROM tasks WHERE id = ?", [(i,) for i in done])
+            if limit <= 0:
+                return []
             rows = tx.conn.execute(
                 "UPDATE tasks SET lease_until = ?, attempts = attempts + 1 WHERE id IN ("
                 " SELECT id FROM tasks WHERE eta <= ? AND lease_until <= ? ORDER BY eta LIMIT ?)"
@@ -62,10 +69,16 @@ class SqliteTaskQueue:
                 "UPDATE tasks SET lease_until = ? WHERE id = ?", [(until.timestamp(), i) for i in task_ids]
             )
 
-    def next_wake(self) -> datetime | None:
-        """When the earliest task becomes takeable: its ETA, or its lease's end."""
-        row = self.store.connection().execute("SELECT min(max(eta, lease_until)) FROM tasks").fetchone()
-        return from_seconds(row[0]) if row and row[0] is not None else None
+    def next_wake(self, now: datetime) -> datetime | None:
+        """When the earliest task becomes takeable: the earliest ETA of an unleased
+        task, or the earliest lease to run out (both read from an index)."""
+        conn = self.store.connection()
+        free = conn.execute(
+            "SELECT eta FROM tasks WHERE lease_until <= ? ORDER BY eta LIMIT 1", (now.timestamp(),)
+        ).fetchone()
+        leased = conn.execute("SELECT min(lease_until) FROM tasks WHERE lease_until > 0").fetchone()
+        candidates = [row[0] for row in (free, leased) if row and row[0] is not None]
+        return from_seconds(min(candidates)) if candidates else None
 
     def pending(self) -> int:
         return self.store.connection().execute("SELECT count(*) FROM tasks").fetchone()[0]

@@ -38,6 +38,10 @@ class SqliteJobStore:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        # One writer at a time inside this process: threads that lose SQLite's own
+        # lock sleep in its busy handler (1, 2, 5 ... 100 ms) while the lock sits free;
+        # a Python lock hands it over at once. Other processes still meet SQLite's.
+        self._write_lock = threading.Lock()
         # Called with the earliest ETA of the tasks a transaction enqueued, after
         # it commits: the dispatcher sleeps until the earliest ETA and must hear of earlier ones.
         self.enqueue_listeners: list[Callable[[datetime], None]] = []
@@ -58,20 +62,21 @@ class SqliteJobStore:
     @contextmanager
     def transaction(self) -> Iterator["SqliteTransaction"]:
         conn = self.connection()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as error:
-            raise StoreError(f"sqlite: cannot begin: {error}") from error
-        tx = SqliteTransaction(conn)
-        try:
-            yield tx
-            conn.execute("COMMIT")
-        except sqlite3.Error as error:
-            _rollback(conn)
-            raise StoreError(f"sqlite: {error}") from error
-        except BaseException:
-            _rollback(conn)
-            raise
+        with self._write_lock:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as error:
+                raise StoreError(f"sqlite: cannot begin: {error}") from error
+            tx = SqliteTransaction(conn)
+            try:
+                yield tx
+                conn.execute("COMMIT")
+            except sqlite3.Error as error:
+                _rollback(conn)
+                raise StoreError(f"sqlite: {error}") from error
+            except BaseException:
+                _rollback(conn)
+                raise
         if tx.earliest_eta is not None:
             for listener in self.enqueue_listeners:
                 listener(tx.earliest_eta)
@@ -114,6 +119,10 @@ class SqliteJobStore:
             (project,),
         )
         return [_job(row) for row in rows]
+
+    def count_jobs(self, project: str) -> int:
+        (count,) = self.connection().execute("SELECT COUNT(*) FROM jobs WHERE project = ?", (project,)).fetchone()
+        return count
 
     def get_job(self, project: str, job_id: str) -> StoredJob | None:
         return SqliteTransaction(self.connection()).get_job(project, job_id)
@@ -180,6 +189,9 @@ class SqliteTransaction:
                 to_seconds(record.watchdog_at),
             ),
         )
+
+    def delete_job(self, project: str, job_id: str) -> None:
+        self.conn.execute("DELETE FROM jobs WHERE project = ? AND job_id = ?", (project, job_id))
 
     def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
         row = self.conn.execute(
