@@ -10,6 +10,7 @@ from datetime import datetime
 
 from engine.ports import InvocationRow, Task, Transaction
 from statemachine import actions as act
+from statemachine.record import ActiveInvocation
 from statemachine.durations import rfc3339_millis
 
 LOG_LIMIT = 200  # entries kept per invocation: the head and the tail of a long story
@@ -78,6 +79,8 @@ def record_action(tx: Transaction, project: str, job_id: str, action, now: datet
         tx.enqueue(tick_task(project, job_id, action))
     elif isinstance(action, act.EnqueueAttempt):
         tx.enqueue(start_task(project, job_id, action))
+    elif isinstance(action, act.StartInvocation) and action.deferred:
+        pass  # the job record holds it; its history record comes when its attempt ends
     elif isinstance(action, act.StartInvocation):
         row = InvocationRow(
             project, job_id, action.invocation_id, "STARTING", action.scheduled_time,
@@ -107,6 +110,22 @@ def _record_skipped(tx: Transaction, project: str, job_id: str, action: act.Reco
         reason=action.reason, created_time=now, finished_time=now,
     )
     append_log(row, now, f"skipped: {action.reason}")
+    tx.put_invocation(row)
+
+
+def materialize(tx: Transaction, project: str, job_id: str, entry: ActiveInvocation) -> None:
+    """Write the history record of an invocation that so far lived only in its job's
+    record (one started by its own tick), as it stands: created and attempt 1 started."""
+    if tx.get_invocation(project, job_id, entry.invocation_id) is not None:
+        return
+    began = entry.started_at
+    row = InvocationRow(
+        project, job_id, entry.invocation_id, "RUNNING" if entry.has_started else "STARTING",
+        entry.scheduled_time, entry.trigger, created_time=began, started_time=began,
+        attempt=max(entry.attempts), event_count=entry.event_count,
+    )
+    append_log(row, began, "created", trigger=entry.trigger)
+    append_log(row, began, "attempt 1 starting", event=0)
     tx.put_invocation(row)
 
 

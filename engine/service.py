@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from engine.delivery import deliver
 from engine.logs import log_event
 from engine.ports import Clock, ConflictError, DeliveryResult, RetryTask, StoredJob, Task
-from engine.recording import append_log, record_action
+from engine.recording import append_log, materialize, record_action
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.durations import parse_instant
@@ -108,6 +108,7 @@ class Engine:
         if definition is not None and (definition != stored.definition or source != stored.source):
             stored = StoredJob(stored.record, definition, source or stored.source)
             changed = True
+        self._materialize_deferred(tx, stored.record, transition, note)
         if note is not None:
             self._note(tx, project, job_id, note, now)
         if not changed:
@@ -117,6 +118,20 @@ class Engine:
         for action in transition.actions:
             record_action(tx, project, job_id, action, now)
         return Applied(transition, stored)
+
+    def _materialize_deferred(self, tx, before, transition: Transition, note) -> None:
+        """Give a deferred invocation (see StartInvocation.deferred) its history record
+        as soon as anything is to be written about it."""
+        named = {
+            a.invocation_id for a in transition.actions
+            if isinstance(a, (act.Deliver, act.FinishInvocation, act.RecordAttemptFailed))
+        }
+        if note is not None:
+            named.add(note[0])
+        for invocation_id in named:
+            entry = before.find_active(invocation_id)
+            if entry is not None:
+                materialize(tx, before.project, before.job_id, entry)
 
     def _note(self, tx, project, job_id, note, now) -> None:
         invocation_id, message, fields = note

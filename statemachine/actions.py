@@ -18,12 +18,18 @@ class ScheduleTick:
 
 @dataclass(frozen=True)
 class StartInvocation:
-    """Create the invocation record, status STARTING."""
+    """Create the invocation record, status STARTING.
+
+    `deferred`: the job record's active entry holds the invocation and this
+    transaction also commits its first attempt as starting; the shell may
+    write the history record later, when the attempt ends (one write fewer).
+    """
 
     invocation_id: str
     scheduled_time: datetime
     trigger: str
     event_count: int = 1
+    deferred: bool = False
 
 
 @dataclass(frozen=True)

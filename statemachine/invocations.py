@@ -97,7 +97,7 @@ def _start_inline(record: JobRecord, occurrence: Occurrence, now: datetime, tuni
         expect_by=now + lease,
     )
     actions = [
-        act.StartInvocation(entry.invocation_id, entry.scheduled_time, entry.trigger, 1),
+        act.StartInvocation(entry.invocation_id, entry.scheduled_time, entry.trigger, 1, deferred=True),
         act.Deliver(entry.invocation_id, entry.scheduled_time, entry.trigger, 0, 1, 1),
     ]
     return evolve(record, active=record.active + (entry,)), actions

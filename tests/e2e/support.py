@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -153,6 +154,18 @@ class Server:
     def get(self, path: str):
         with urllib.request.urlopen(self.url + path, timeout=10) as response:
             return json.loads(response.read())
+
+    def call(self, method: str, path: str, body=None, headers: dict | None = None) -> tuple[int, dict | None]:
+        """Any request to the server: (status, JSON body or None), error answers included."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json", **(headers or {})})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                status, raw = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            status, raw = error.code, error.read()
+        return status, json.loads(raw) if raw else None
 
     def kill(self) -> None:
         """SIGKILL: no chance to clean up."""

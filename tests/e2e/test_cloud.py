@@ -67,7 +67,8 @@ def _check_exactly_once(server: Server, receiver: Receiver, started: float) -> N
         per_time[row["scheduled_time"]].append(row["id"])
     assert all(len(group) == 1 for group in per_time.values()), "an occurrence has two invocations"
     delivered = {i for group in ids.values() for i in group}
-    assert delivered <= {row["id"] for row in rows}
+    active = set(server.get("/api/v1/projects/cloud/jobs/every-two")["active_invocations"])
+    assert delivered <= {row["id"] for row in rows} | active
 
 
 def test_the_chain_runs_on_datastore_and_cloud_tasks(cloud):

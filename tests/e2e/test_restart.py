@@ -31,10 +31,11 @@ def _settle(server: Server, jobs: list[str], configs) -> None:
     (configs / "e2e.yaml").write_text("jobs: []\n")
 
     def idle():
+        # An invocation started by its tick is in its job's active list until its result is saved.
         return all(
-            row["status"] not in ("STARTING", "RUNNING")
+            not server.get(f"/api/v1/projects/e2e/jobs/{job}")["active_invocations"]
+            and all(row["status"] not in ("STARTING", "RUNNING") for row in server.invocations("e2e", job))
             for job in jobs
-            for row in server.invocations("e2e", job)
         )
 
     assert wait_until(idle, timeout=20), "invocations still in flight"

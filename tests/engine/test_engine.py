@@ -80,7 +80,9 @@ def test_a_failure_between_delivery_and_result_redelivers_under_the_same_id(h):
     h.engine.apply = flaky_apply
     h.run_until(START + timedelta(minutes=1, seconds=1))
     h.engine.apply = original
-    assert failed and h.invocations()[0].status == "RUNNING"
+    # Started by its tick, the invocation lives in the job record until a result is saved.
+    active = h.store.get_job("proj", "job").record.active
+    assert failed and [entry.invocation_id for entry in active] == [failed[0].invocation_id]
     # The retried start task sees the attempt in flight and leaves it; the
     # watchdog re-issues it once the attempt's lease has run out.
     h.run_until(START + timedelta(minutes=3, seconds=5))

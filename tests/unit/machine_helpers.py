@@ -96,6 +96,6 @@ def delivered(when: datetime, now: datetime | None = None, trigger: str = "sched
     created, and its first attempt committed as starting (sent after the commit)."""
     invocation = occurrence_id(when)
     return [
-        act.StartInvocation(invocation, when, trigger, 1),
+        act.StartInvocation(invocation, when, trigger, 1, deferred=True),
         act.Deliver(invocation, when, trigger, 0, 1, 1),
     ]

@@ -1,0 +1,71 @@
+"""schemathesis against /api/v1/openapi.json of a live server: no 5xx, and every
+answer's status, content type, headers and body as the document says.
+
+All of schemathesis' phases run (examples, coverage, fuzzing, stateful sequences
+that follow PUT with GET, trigger, DELETE, ...), each operation bounded by
+MAX_EXAMPLES and the whole run by MAX_SECONDS; the seed is fixed so that a failure
+reproduces (`st run ... --seed` with the same number).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.support import Server
+
+CHECKS = ",".join([
+    "not_a_server_error",
+    "status_code_conformance",
+    "content_type_conformance",
+    "response_schema_conformance",
+    "response_headers_conformance",
+    "unsupported_method",
+])
+MAX_EXAMPLES = 25
+MAX_SECONDS = 45
+SEED = 20260105
+
+# The project and jobs the document's examples name, so that examples reach real resources.
+CONFIG = """\
+jobs:
+  - id: from-config
+    schedule: every 1m
+    target: {noop: {}}
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("schemathesis")
+    configs = tmp / "configs"
+    configs.mkdir()
+    (configs / "demo.yaml").write_text(CONFIG)
+    server = Server(configs, tmp / "sundial.db", tmp / "server.log").start()
+    status, _ = server.call("PUT", "/api/v1/projects/demo/jobs/reminder-42",
+                            {"schedule": "triggered", "target": {"noop": {}}})
+    assert status == 201
+    yield server
+    server.stop()
+
+
+def _st() -> str:
+    found = Path(sys.executable).with_name("st")
+    return str(found) if found.exists() else shutil.which("st") or "st"
+
+
+def test_the_live_api_keeps_to_its_openapi_document(server, tmp_path):
+    command = [
+        _st(), "run", f"{server.url}/api/v1/openapi.json", "--checks", CHECKS,
+        "--max-examples", str(MAX_EXAMPLES), "--max-time", str(MAX_SECONDS), "--seed", str(SEED),
+        "--warnings", "off", "--no-color", "--request-timeout", "10",
+    ]
+    # Its own directory: schemathesis and hypothesis keep their files in the working directory.
+    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=MAX_SECONDS + 30)
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    assert "Test cases:" in run.stdout and " passed" in run.stdout
+    assert "server error" not in server.log_path.read_text().lower()
