@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Collection
 
+from config import limits
 from config.checks import Checker, Invalid, Parser
 from config.model import BUILTIN_DEFAULTS, JOB_ID, JobConfig
 from config.targets import TargetRules, parse_target
@@ -255,6 +256,8 @@ def _at(check: Checker, path: Path, value: Any) -> tuple[datetime, ...]:
     items = check.listing(path, value)
     if not items:
         check.fail(path, "needs at least one timestamp, e.g. [\"2027-01-04T09:00:00Z\"]")
+    if len(items) > limits.MAX_AT_TIMES:
+        check.fail(path, limits.count_error("timestamps", len(items), limits.MAX_AT_TIMES))
     times = [check.attempt(lambda: _instant(check, path + (index,), item))
              for index, item in enumerate(items)]
     if None in times:

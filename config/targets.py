@@ -13,7 +13,8 @@ resolve to such addresses are caught at delivery, which re-checks every address.
 cloud_tasks urls are exempt: Cloud Tasks calls them from Google's network, not Sundial's.
 
 Headers named `X-Sundial-*` and attributes named `sundial_*` or `goog*` are refused:
-Sundial and Pub/Sub set those themselves.
+Sundial and Pub/Sub set those themselves. Sizes are bounded by config/limits.py (url,
+body and data templates, each header value, all headers together, Pub/Sub attributes).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+from config import limits
 from config.checks import Checker
 from config.yamlsource import Path
 from statemachine.durations import format_duration, parse_duration
@@ -103,7 +105,8 @@ def _http(check: Checker, path: Path, value: Any, rules: TargetRules) -> dict:
         "method": check.attempt(lambda: _method(check, path, fields), "POST"),
         "headers": check.attempt(lambda: _headers(check, path, fields), {}),
         "body": check.attempt(lambda: _template(check, path + ("body",),
-                                                _given(fields, "body", "")), ""),
+                                                _given(fields, "body", ""),
+                                                limits.MAX_BODY_BYTES), ""),
         "timeout": format_duration(timeout),
         "async": check.attempt(lambda: check.boolean(
             path + ("async",), _given(fields, "async", False)), False),
@@ -117,7 +120,8 @@ def _pubsub(check: Checker, path: Path, value: Any) -> dict:
         "topic": check.attempt(lambda: _resource(
             check, path + ("topic",), fields.get("topic"), _TOPIC, "projects/P/topics/T"), ""),
         "data": check.attempt(lambda: _template(check, path + ("data",),
-                                                _given(fields, "data", "")), ""),
+                                                _given(fields, "data", ""),
+                                                limits.MAX_BODY_BYTES), ""),
         "attributes": check.attempt(lambda: _attributes(check, path, fields), {}),
     }
 
@@ -133,14 +137,18 @@ def _cloud_tasks(check: Checker, path: Path, value: Any) -> dict:
         "method": check.attempt(lambda: _method(check, path, fields), "POST"),
         "headers": check.attempt(lambda: _headers(check, path, fields), {}),
         "body": check.attempt(lambda: _template(check, path + ("body",),
-                                                _given(fields, "body", "")), ""),
+                                                _given(fields, "body", ""),
+                                                limits.MAX_BODY_BYTES), ""),
     }
 
 
 # --- fields --------------------------------------------------------------------------
 
-def _template(check: Checker, path: Path, value: Any) -> str:
+def _template(check: Checker, path: Path, value: Any, limit: int) -> str:
     text = check.string(path, value)
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        check.fail(path, limits.size_error("the template", size, limit))
     try:
         validate_template(text)
     except TemplateError as error:
@@ -152,7 +160,7 @@ def _url(check: Checker, path: Path, value: Any, rules: TargetRules | None) -> s
     """An http(s) URL with a host; `rules` None skips the address rule."""
     if value is None:
         check.fail(path, "is required, e.g. https://example.com/run")
-    text = _template(check, path, value)
+    text = _template(check, path, value, limits.MAX_URL_BYTES)
     if any(char.isspace() or ord(char) < 32 for char in text):
         check.fail(path, f"{text!r} contains spaces or control characters")
     parts = urlsplit(text)
@@ -184,6 +192,7 @@ def _headers(check: Checker, path: Path, fields: dict) -> dict:
     path = path + ("headers",)
     headers = check.mapping(path, _given(fields, "headers", {}),
                             "{Content-Type: application/json}")
+    _check_sizes(check, path, headers, "headers", limits.MAX_HEADERS, limits.MAX_HEADERS_BYTES)
     seen: dict[str, str] = {}
     for name, value in headers.items():
         where = path + (name,)
@@ -196,7 +205,7 @@ def _headers(check: Checker, path: Path, fields: dict) -> dict:
             check.report(where, f"given twice (also as '{seen[name.lower()]}'); "
                                 "header names ignore case")
         seen.setdefault(name.lower(), name)
-        text = check.attempt(lambda: _template(check, where, value))
+        text = check.attempt(lambda: _template(check, where, value, limits.MAX_HEADER_VALUE_BYTES))
         if text is not None and any(char in text for char in "\r\n\0"):
             check.report(where, "must not contain line breaks or NUL characters")
     return dict(headers)
@@ -205,13 +214,29 @@ def _headers(check: Checker, path: Path, fields: dict) -> dict:
 def _attributes(check: Checker, path: Path, fields: dict) -> dict:
     path = path + ("attributes",)
     attributes = check.mapping(path, _given(fields, "attributes", {}), "{origin: sundial}")
+    _check_sizes(check, path, attributes, "attributes", limits.MAX_ATTRIBUTES, None)
     for name, value in attributes.items():
         where = path + (name,)
         if name.startswith(("sundial_", "goog")):
             check.report(where, "is reserved (Sundial sets sundial_* attributes and "
                                 "Pub/Sub reserves goog*)")
-        check.attempt(lambda: _template(check, where, value))
+        if len(str(name).encode("utf-8", "surrogatepass")) > limits.MAX_ATTRIBUTE_KEY_BYTES:
+            check.report(where, f"the name is longer than {limits.MAX_ATTRIBUTE_KEY_BYTES} bytes")
+        check.attempt(lambda: _template(check, where, value, limits.MAX_ATTRIBUTE_VALUE_BYTES))
     return dict(attributes)
+
+
+def _check_sizes(check: Checker, path: Path, entries: dict, what: str, most: int,
+                 total_limit: int | None) -> None:
+    """At most `most` entries, and names plus values of at most `total_limit` bytes."""
+    if len(entries) > most:
+        check.report(path, limits.count_error(what, len(entries), most))
+    if total_limit is None:
+        return
+    total = sum(len(f"{name}{value}".encode("utf-8", "surrogatepass"))
+                for name, value in entries.items())
+    if total > total_limit:
+        check.report(path, limits.size_error(f"all {what} together", total, total_limit))
 
 
 def _resource(check: Checker, path: Path, value: Any, form: re.Pattern, shown: str) -> str:

@@ -5,6 +5,11 @@ parsed or written. A file that does not parse changes nothing but the error
 shown for the project. A job whose entry is invalid keeps its last good
 definition, with the error attached. A job removed from its file is disabled:
 its running invocations finish and its history stays.
+
+API-managed jobs belong to their project too: the project's file holds their ACL,
+and without the file the API answers 404 for all of them. So when the file goes,
+they are disabled with the config jobs (nobody could see or stop them otherwise);
+when a file of that name comes back, the ones that were enabled are enabled again.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import logging
 from dataclasses import dataclass, field
 
 from engine.logs import log_event
+from engine.operations import API, visible
 from engine.ports import ProjectRow
 from statemachine import events as ev
 from statemachine.policy import JobPolicy
@@ -52,18 +58,22 @@ def import_project(engine, snapshot: ProjectSnapshot) -> int:
     current = store.get_project(snapshot.project)
     if current is not None and current.config_hash == snapshot.content_hash:
         return 0
+    # A file that comes back, even broken, brings its project back.
+    changed = 0 if current is not None else _restore_api_jobs(engine, snapshot.project)
     if snapshot.error:
         _save_project(engine, _broken(current, snapshot))
         log_event(log, "config error", project=snapshot.project, error=snapshot.error)
-        return 0
-    changed = 0
+        return changed
     for job in snapshot.jobs:
         event = ev.JobDisabled() if job.disabled else ev.JobEnabled(job.policy)
         applied = engine.apply(snapshot.project, job.id, event, definition=job.definition, source="config")
         changed += bool(applied.transition.actions)
     changed += _disable_removed(engine, snapshot)
+    # Which ids the file defines: the API refuses to create or delete those.
+    config_jobs = sorted({job.id for job in snapshot.jobs} | snapshot.broken_job_ids)
     _save_project(engine, ProjectRow(
-        snapshot.project, snapshot.content_hash, "", list(snapshot.job_errors), snapshot.settings
+        snapshot.project, snapshot.content_hash, "", list(snapshot.job_errors),
+        {**snapshot.settings, "config_jobs": config_jobs},
     ))
     for error in snapshot.job_errors:
         log_event(log, "config job error", project=snapshot.project, error=error)
@@ -81,8 +91,20 @@ def _disable_removed(engine, snapshot: ProjectSnapshot) -> int:
     return removed
 
 
+def _restore_api_jobs(engine, project: str) -> int:
+    """Enable again the API jobs that remove_project disabled (see the module's doc)."""
+    restored = 0
+    for stored in engine.store.list_jobs(project):
+        record, definition = stored.record, stored.definition
+        if (stored.source == API and record.disabled and record.policy is not None
+                and not definition.get("disabled") and visible(stored)):
+            engine.apply(project, record.job_id, ev.JobEnabled(record.policy))
+            restored += 1
+    return restored
+
+
 def remove_project(engine, project: str) -> None:
-    """The project's file is gone: its jobs stop, its row goes, history stays."""
+    """The project's file is gone: its jobs (API jobs too) stop, its row goes, history stays."""
     for stored in engine.store.list_jobs(project):
         if not stored.record.disabled:
             engine.apply(project, stored.record.job_id, ev.JobDisabled())

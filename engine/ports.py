@@ -76,6 +76,9 @@ class Transaction(Protocol):
 
     def put_job(self, job: StoredJob) -> None: ...
 
+    def delete_job(self, project: str, job_id: str) -> None:
+        """Remove the job row; its invocations stay until retention removes them."""
+
     def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None: ...
 
     def put_invocation(self, row: InvocationRow) -> None: ...
@@ -107,6 +110,9 @@ class JobStore(Protocol):
     def list_projects(self) -> list[ProjectRow]: ...
 
     def list_jobs(self, project: str) -> list[StoredJob]: ...
+
+    def count_jobs(self, project: str) -> int:
+        """How many job rows the project has, without loading them."""
 
     def get_job(self, project: str, job_id: str) -> StoredJob | None: ...
 

@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 from flask import Flask, jsonify, request
+from werkzeug.routing import BaseConverter
 
+from config.limits import MAX_REQUEST_BYTES
 from web import errors
 from web.api import api
+from web.api_jobs import jobs_api
+from web.api_meta import meta_api
 from web.internal import internal
+
+
+class SegmentConverter(BaseConverter):
+    """A path segment up to its first ':', so that `jobs/J:pause` is the pause of J and
+    never a job named `J:pause` (no id may hold a ':')."""
+
+    regex = "[^/:]+"
 
 
 def create_app(engine, settings, cron_jobs: dict | None = None) -> Flask:
@@ -16,9 +27,13 @@ def create_app(engine, settings, cron_jobs: dict | None = None) -> Flask:
     app.config["SUNDIAL_SETTINGS"] = settings
     app.config["SUNDIAL_CRON"] = cron_jobs or {}
     app.json.sort_keys = False
+    app.url_map.converters["id"] = SegmentConverter
+    # Reading a larger body raises 413 (PAYLOAD_TOO_LARGE); tasks are far smaller.
+    app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     errors.install(app)
     app.register_blueprint(internal)
-    app.register_blueprint(api)
+    for blueprint in (api, jobs_api, meta_api):
+        app.register_blueprint(blueprint)
 
     @app.get("/healthz")
     def health():

@@ -132,3 +132,34 @@ def test_retention_keeps_invocations_without_a_creation_time(store):
     put(store, row)
     assert store.delete_invocations_before(T0 + timedelta(days=100), 10) == 0
     assert store.get_invocation("proj", "job", row.id) == row
+
+
+def test_delete_job_removes_the_row_and_keeps_its_history(store):
+    row = samples.invocation(T0, status="ABORTED")
+    put(store, samples.job("proj", "job"), samples.job("proj", "other"), row)
+    store.run_in_transaction(lambda tx: tx.delete_job("proj", "job"))
+    assert store.get_job("proj", "job") is None
+    assert store.run_in_transaction(lambda tx: tx.get_job("proj", "job")) is None
+    assert [j.record.job_id for j in store.list_jobs("proj")] == ["other"]
+    assert store.get_invocation("proj", "job", row.id) == row
+    store.run_in_transaction(lambda tx: tx.delete_job("proj", "never"))  # nothing to delete: no error
+
+
+def test_a_delete_in_a_transaction_is_seen_by_its_own_reads_and_undone_by_a_failure(store):
+    put(store, samples.job("proj", "job"))
+
+    def body(tx):
+        tx.delete_job("proj", "job")
+        assert tx.get_job("proj", "job") is None
+        raise RuntimeError("roll back")
+
+    try:
+        store.run_in_transaction(body)
+    except RuntimeError:
+        pass
+    assert store.get_job("proj", "job") is not None
+
+
+def test_count_jobs_counts_one_projects_rows(store):
+    put(store, samples.job("proj", "a"), samples.job("proj", "b"), samples.job("proj-2", "c"))
+    assert (store.count_jobs("proj"), store.count_jobs("proj-2"), store.count_jobs("none")) == (2, 1, 0)

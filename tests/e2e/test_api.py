@@ -8,7 +8,7 @@ callback, one never does and times out).
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 

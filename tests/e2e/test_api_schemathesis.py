@@ -3,7 +3,8 @@ answer's status, content type, headers and body as the document says.
 
 All of schemathesis' phases run (examples, coverage, fuzzing, stateful sequences
 that follow PUT with GET, trigger, DELETE, ...), each operation bounded by
-MAX_EXAMPLES and the whole run by MAX_SECONDS; the seed is fixed so that a failure
+MAX_EXAMPLES (about 10 s in all here; `--max-time` would instead fill its whole
+budget) and the run killed after MAX_SECONDS; the seed is fixed so that a failure
 reproduces (`st run ... --seed` with the same number).
 """
 
@@ -26,8 +27,8 @@ CHECKS = ",".join([
     "response_headers_conformance",
     "unsupported_method",
 ])
-MAX_EXAMPLES = 25
-MAX_SECONDS = 45
+MAX_EXAMPLES = 40
+MAX_SECONDS = 50
 SEED = 20260105
 
 # The project and jobs the document's examples name, so that examples reach real resources.
@@ -61,11 +62,11 @@ def _st() -> str:
 def test_the_live_api_keeps_to_its_openapi_document(server, tmp_path):
     command = [
         _st(), "run", f"{server.url}/api/v1/openapi.json", "--checks", CHECKS,
-        "--max-examples", str(MAX_EXAMPLES), "--max-time", str(MAX_SECONDS), "--seed", str(SEED),
+        "--max-examples", str(MAX_EXAMPLES), "--seed", str(SEED),
         "--warnings", "off", "--no-color", "--request-timeout", "10",
     ]
     # Its own directory: schemathesis and hypothesis keep their files in the working directory.
-    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=MAX_SECONDS + 30)
+    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=MAX_SECONDS)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     assert "Test cases:" in run.stdout and " passed" in run.stdout
-    assert "server error" not in server.log_path.read_text().lower()
+    assert "\"api error\"" not in server.log_path.read_text()  # web/errors.py logs every 500 so

@@ -216,6 +216,11 @@ class DatastoreJobStore:
             entities = self._fetch(JobEntity.query(JobEntity.project == project).order(JobEntity.key))
         return [job_row(e) for e in entities]
 
+    def count_jobs(self, project: str) -> int:
+        with self.call("count jobs"):
+            keys = self._fetch(JobEntity.query(JobEntity.project == project), keys_only=True)
+        return len(keys)
+
     def list_invocations(
         self, project: str, job_id: str, page_size: int, page_token: str | None
     ) -> tuple[list[InvocationRow], str | None]:
@@ -285,6 +290,10 @@ class DatastoreTransaction:
     def put_job(self, job: StoredJob) -> None:
         entity = job_entity(job)
         self.writes[entity.key] = entity
+
+    def delete_job(self, project: str, job_id: str) -> None:
+        # Only the job entity: its child invocations stay, as history, until retention.
+        self.writes[job_key(project, job_id)] = None
 
     def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
         entity = self._get(invocation_key(project, job_id, invocation_id))

@@ -1,0 +1,56 @@
+"""The size limits of jobs and API requests, in one place: the validator, the API, the
+OpenAPI document and the README all quote these numbers.
+
+Why these numbers: a job row holds its definition and its record (with every `at`
+time) and is read and written on every step of the job, and on Cloud Datastore an
+entity may not exceed 1 MiB. The largest job the limits allow (a 256 KiB body, 32 KiB
+of headers, 1,000 `at` times twice over) stays well under that, and a step stays cheap.
+"""
+
+from __future__ import annotations
+
+KIB = 1024
+
+MAX_REQUEST_BYTES = 512 * KIB  # any API request body (PUT, POST /validate, ...)
+MAX_AT_TIMES = 1_000  # `at` timestamps of one job
+MAX_URL_BYTES = 8 * KIB  # a target's url template
+MAX_BODY_BYTES = 256 * KIB  # a body (http, cloud_tasks) or data (pubsub) template
+MAX_HEADERS = 64  # headers of one target
+MAX_HEADER_VALUE_BYTES = 8 * KIB  # one header value template
+MAX_HEADERS_BYTES = 32 * KIB  # all header names and values of one target together
+MAX_ATTRIBUTES = 100  # Pub/Sub attributes of one target (Pub/Sub's own limit)
+MAX_ATTRIBUTE_KEY_BYTES = 256  # Pub/Sub's own limit
+MAX_ATTRIBUTE_VALUE_BYTES = 1 * KIB  # Pub/Sub's own limit, for the template
+MAX_JOBS_PER_PROJECT = 10_000  # jobs of a project (config and API); checked when the API creates one
+MAX_PAGE_SIZE = 1_000  # invocations per page of history
+MAX_REASON_CHARS = 1_000  # a pause or abort reason
+MAX_REQUEST_ID_CHARS = 128  # a trigger's idempotency key
+MAX_MESSAGE_CHARS = 4_000  # an async completion's message
+
+LIMITS = {
+    "request_body_bytes": MAX_REQUEST_BYTES,
+    "at_times_per_job": MAX_AT_TIMES,
+    "url_bytes": MAX_URL_BYTES,
+    "body_bytes": MAX_BODY_BYTES,
+    "headers_per_target": MAX_HEADERS,
+    "header_value_bytes": MAX_HEADER_VALUE_BYTES,
+    "headers_total_bytes": MAX_HEADERS_BYTES,
+    "attributes_per_target": MAX_ATTRIBUTES,
+    "attribute_key_bytes": MAX_ATTRIBUTE_KEY_BYTES,
+    "attribute_value_bytes": MAX_ATTRIBUTE_VALUE_BYTES,
+    "jobs_per_project": MAX_JOBS_PER_PROJECT,
+    "page_size": MAX_PAGE_SIZE,
+    "reason_chars": MAX_REASON_CHARS,
+    "request_id_chars": MAX_REQUEST_ID_CHARS,
+    "completion_message_chars": MAX_MESSAGE_CHARS,
+}
+
+
+def size_error(what: str, size: int, limit: int) -> str:
+    """`the template is 300,000 bytes; the limit is 262,144 bytes`."""
+    return f"{what} is {size:,} bytes; the limit is {limit:,} bytes"
+
+
+def count_error(what: str, count: int, limit: int) -> str:
+    """`1,001 timestamps; at most 1,000 are allowed`."""
+    return f"{count:,} {what}; at most {limit:,} are allowed"

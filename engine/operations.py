@@ -1,0 +1,256 @@
+"""The REST API's use cases: API-managed jobs, operator actions, async completion.
+
+Every change to a job still goes through `Engine.apply` (load -> step -> save +
+enqueue in one transaction); this module decides which events a request means and
+what it may not do. Entries arrive here already validated (config.loader checks a
+PUT body the way it checks a config file's entry); the checks that need the store
+(config-managed ids, triggers, the number of jobs) happen here.
+
+Deleting an API job is three steps, each safe to stop after:
+1. `JobDisabled`, with the definition marked `deleted`: no new occurrences, buffered
+   ones dropped, pending ticks stale; from here on the API shows no such job.
+2. `Aborted("deleted")`: invocations not yet delivered never will be.
+3. The row goes, unless something revived the job meanwhile.
+A crash between steps leaves a hidden, disabled "tombstone" that a new PUT revives.
+"""
+
+from __future__ import annotations
+
+import hmac
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from engine.ports import InvocationRow, ProjectRow, StoredJob
+from engine.service import Engine, NotFound
+from statemachine import events as ev
+from statemachine import ids
+from statemachine.durations import UTC
+from statemachine.machine import manual_invocation_id
+from statemachine.policy import JobPolicy
+
+API, CONFIG = "api", "config"
+DELETED = "deleted"  # marks the definition of an API job whose deletion has begun
+TERMINAL = ("SUCCEEDED", "FAILED", "SKIPPED", "ABORTED")
+# How many of a job's newest invocations a retried trigger request is looked for in.
+REQUEST_LOOKBACK = 100
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class Refused(Exception):
+    """The request is well-formed but not allowed; `code` is the API's error code."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Put:
+    job: StoredJob
+    created: bool  # a new API job (201), not a replacement (200)
+
+
+# --- reading ---------------------------------------------------------------------------
+
+def visible(stored: StoredJob) -> bool:
+    """False for a job whose deletion has begun: the API shows it nowhere."""
+    return not stored.definition.get(DELETED)
+
+
+def project_row(engine: Engine, project: str) -> ProjectRow:
+    """The project; NotFound when it has no config file."""
+    row = engine.store.get_project(project)
+    if row is None:
+        raise NotFound(f"project {project!r} not found")
+    return row
+
+
+def get_job(engine: Engine, project: str, job_id: str) -> StoredJob:
+    stored = engine.store.get_job(project, job_id)
+    if stored is None or not visible(stored):
+        raise NotFound(f"job {project}/{job_id} not found")
+    return stored
+
+
+def list_jobs(engine: Engine, project: str) -> list[StoredJob]:
+    return [stored for stored in engine.store.list_jobs(project) if visible(stored)]
+
+
+def config_defines(row: ProjectRow, stored: StoredJob | None, job_id: str) -> bool:
+    """Does the project's config file define this job (now, not in the past)?"""
+    listed = row.settings.get("config_jobs")
+    if listed is not None:
+        return job_id in listed
+    # A project imported before config_jobs was recorded: a config job that is
+    # disabled although its definition is not was removed from the file.
+    return (stored is not None and stored.source == CONFIG
+            and not (stored.record.disabled and not stored.definition.get("disabled")))
+
+
+# --- API-managed jobs --------------------------------------------------------------------
+
+def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, definition: dict,
+            disabled: bool, max_jobs: int) -> Put:
+    """Create or replace an API job. The same definition again changes nothing."""
+    row = project_row(engine, project)
+    stored = engine.store.get_job(project, job_id)
+    if config_defines(row, stored, job_id):
+        raise Refused("ALREADY_EXISTS", f"job {project}/{job_id} is defined in the project's "
+                                        "config file; change it there")
+    if stored is None and engine.store.count_jobs(project) >= max_jobs:
+        raise Refused("FAILED_PRECONDITION", f"project {project} has {max_jobs:,} jobs, the "
+                                             "most a project may have; delete some first")
+    _check_triggers(engine, project, job_id, tuple(definition.get("triggers") or ()))
+    event = ev.JobDisabled() if disabled else ev.JobEnabled(policy)
+    applied = engine.apply(project, job_id, event, definition=definition, source=API)
+    created = stored is None or stored.source != API or not visible(stored)
+    return Put(applied.job, created)
+
+
+def delete_job(engine: Engine, project: str, job_id: str, allow_missing: bool = False) -> None:
+    """Stop the job for good: nothing pending is delivered afterwards."""
+    row = project_row(engine, project)
+    stored = engine.store.get_job(project, job_id)
+    if stored is None or not visible(stored):
+        if allow_missing:
+            return
+        raise NotFound(f"job {project}/{job_id} not found")
+    if config_defines(row, stored, job_id):
+        raise Refused("FAILED_PRECONDITION", f"job {project}/{job_id} is defined in the "
+                                             "project's config file; remove it there")
+    marked = {**stored.definition, DELETED: True}
+    engine.apply(project, job_id, ev.JobDisabled(), definition=marked, source=stored.source)
+    engine.apply(project, job_id, ev.Aborted("deleted"))
+    engine.write(lambda tx: _remove_if_still_deleted(tx, project, job_id))
+
+
+def _remove_if_still_deleted(tx, project: str, job_id: str) -> None:
+    stored = tx.get_job(project, job_id)
+    # A PUT since step 1 revived it; an active invocation would lose its record.
+    if stored is not None and not visible(stored) and not stored.record.active:
+        tx.delete_job(project, job_id)
+
+
+def _check_triggers(engine: Engine, project: str, job_id: str, triggers: tuple[str, ...]) -> None:
+    for name in triggers:
+        if name != job_id and _find(engine, project, name) is None:
+            raise Refused("INVALID_ARGUMENT", f"triggers: unknown job '{name}' in project {project}")
+    cycle = _cycle_through(engine, project, job_id, triggers)
+    if cycle:
+        raise Refused("INVALID_ARGUMENT", f"triggers: trigger cycle: {' -> '.join(cycle)}")
+
+
+def _find(engine: Engine, project: str, job_id: str) -> StoredJob | None:
+    stored = engine.store.get_job(project, job_id)
+    return stored if stored is not None and visible(stored) else None
+
+
+def _cycle_through(engine: Engine, project: str, job_id: str,
+                   triggers: tuple[str, ...]) -> list[str] | None:
+    """A path job_id -> ... -> job_id along the stored jobs' triggers, or None.
+
+    Breadth first from the new triggers, loading only the jobs reachable from them,
+    so its cost does not grow with the size of the project.
+    """
+    paths = {name: [job_id, name] for name in triggers}
+    frontier = list(paths)
+    while frontier:
+        name = frontier.pop(0)
+        if name == job_id:
+            return paths[name]
+        stored = _find(engine, project, name)
+        for following in (stored.definition.get("triggers") or ()) if stored else ():
+            if following not in paths:
+                paths[following] = paths[name] + [following]
+                frontier.append(following)
+    return None
+
+
+# --- operator actions --------------------------------------------------------------------
+
+def pause(engine: Engine, project: str, job_id: str, reason: str = "") -> StoredJob:
+    get_job(engine, project, job_id)
+    return engine.apply(project, job_id, ev.Paused(reason)).job
+
+
+def resume(engine: Engine, project: str, job_id: str) -> StoredJob:
+    get_job(engine, project, job_id)
+    return engine.apply(project, job_id, ev.Resumed()).job
+
+
+def abort(engine: Engine, project: str, job_id: str, reason: str = "") -> StoredJob:
+    get_job(engine, project, job_id)
+    return engine.apply(project, job_id, ev.Aborted(reason or "aborted")).job
+
+
+def trigger(engine: Engine, project: str, job_id: str, request_id: str | None = None) -> InvocationRow:
+    """Start an invocation now, under the job's overlap policy.
+
+    The same `request_id` again (a client retrying) returns the invocation the first
+    request made, as long as it is among the job's newest REQUEST_LOOKBACK ones.
+    """
+    stored = get_job(engine, project, job_id)
+    if request_id:
+        earlier = _earlier_request(engine, stored, request_id)
+        if earlier is not None:
+            return earlier
+    at = engine.clock.now()
+    event = ev.ManualTrigger(request_id or uuid.uuid4().hex, "manual", at)
+    invocation_id = manual_invocation_id(stored.record, event, at)
+    engine.apply(project, job_id, event)
+    row = engine.store.get_invocation(project, job_id, invocation_id)
+    # No row yet: the overlap policy buffered it behind an active invocation.
+    return row or _buffered(project, job_id, invocation_id, at)
+
+
+def _buffered(project: str, job_id: str, invocation_id: str, at: datetime) -> InvocationRow:
+    return InvocationRow(project, job_id, invocation_id, "STARTING", at, "manual",
+                         reason="buffered", created_time=at)
+
+
+def _earlier_request(engine: Engine, stored: StoredJob, request_id: str) -> InvocationRow | None:
+    project, job_id = stored.record.project, stored.record.job_id
+
+    def made_by_request(invocation_id: str) -> bool:
+        # The id encodes its time to the millisecond; half a millisecond more keeps
+        # float rounding from moving the time back across a millisecond.
+        at = _EPOCH + timedelta(milliseconds=ids.scheduled_millis(invocation_id), microseconds=500)
+        return ids.invocation_id(project, job_id, at, ids.MANUAL, request_id) == invocation_id
+
+    rows, _ = engine.store.list_invocations(project, job_id, REQUEST_LOOKBACK, None)
+    for row in rows:
+        if row.trigger == "manual" and made_by_request(row.id):
+            return row
+    for waiting in stored.record.buffered:
+        if waiting.trigger == "manual" and made_by_request(waiting.invocation_id):
+            return _buffered(project, job_id, waiting.invocation_id, waiting.scheduled_time)
+    return None
+
+
+# --- async completion --------------------------------------------------------------------
+
+def complete(engine: Engine, project: str, job_id: str, invocation_id: str, token: str,
+             succeeded: bool, message: str = "") -> InvocationRow:
+    """An async target's report. The token is checked before anything is read."""
+    if not token:
+        raise Refused("UNAUTHENTICATED", "a completion token is required, in "
+                                         "X-Sundial-Completion-Token or Authorization: Bearer")
+    expected = engine.completion_token(invocation_id)
+    if not hmac.compare_digest(token.encode("utf-8", "surrogateescape"), expected.encode()):
+        raise Refused("PERMISSION_DENIED", f"wrong completion token for invocation {invocation_id}")
+    row = engine.store.get_invocation(project, job_id, invocation_id)
+    if row is None:
+        raise NotFound(f"invocation {invocation_id!r} of {project}/{job_id} not found")
+    status = "SUCCEEDED" if succeeded else "FAILED"
+    if row.status in TERMINAL:
+        if row.status == status:
+            return row  # the target repeating its callback
+        reason = f" ({row.reason})" if row.reason else ""
+        raise Refused("FAILED_PRECONDITION",
+                      f"invocation {invocation_id} has already finished: {row.status}{reason}")
+    reason = "" if succeeded else (message or "failed")
+    note = (invocation_id, f"completion: {status}", {"detail": message} if message else {})
+    engine.apply(project, job_id, ev.InvocationFinished(invocation_id, succeeded, reason, attempt=None),
+                 note=note)
+    return engine.store.get_invocation(project, job_id, invocation_id) or row

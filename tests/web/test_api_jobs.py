@@ -1,0 +1,175 @@
+"""PUT and DELETE of API-managed jobs: creation, idempotent replacement, re-planning,
+one-off `at` lists, deletion with pending occurrences."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from tests.engine.harness import START
+from tests.web.conftest import at, error_of, http_job, noop_job
+
+
+def test_put_creates_201_then_the_same_body_is_200_and_writes_nothing(api):
+    body = http_job(schedule="every 1m")
+    created = api.put("j", body)
+    assert created.status_code == 201
+    assert created.headers["Location"].endswith("/api/v1/projects/demo/jobs/j")
+    job = created.get_json()
+    assert (job["id"], job["project"], job["source"], job["state"]) == ("j", "demo", "api", "SCHEDULED")
+    assert job["schedule"] == "every 1m" and job["next_run_time"] == "2026-01-05T10:01:00.000Z"
+    conn = api.store.inner.connection()
+    before = conn.total_changes
+    again = api.put("j", body)
+    assert again.status_code == 200 and again.get_json() == job
+    assert conn.total_changes == before  # no job row, no task: nothing can fire twice
+
+
+def test_the_same_body_twice_fires_each_occurrence_once(api):
+    body = noop_job(at=[at(10), at(20)])
+    api.put("j", body)
+    api.until(5)
+    api.put("j", body)
+    api.until(60)
+    assert [r.scheduled_time for r in api.delivered("j")] == [START + timedelta(seconds=s) for s in (10, 20)]
+    assert api.job("j")["state"] == "DONE"
+
+
+def test_an_at_job_fires_exactly_at_its_times_and_shows_them_in_history(api):
+    times = [at(3), at(4), at(5), at(6)]
+    api.put("reminders", http_job(at=list(reversed(times))))
+    api.until(3.5)
+    assert api.job("reminders")["next_run_time"] == "2026-01-05T10:00:04.000Z"
+    api.until(30)
+    assert [r.scheduled_time for r in api.delivered("reminders")] == [
+        START + timedelta(seconds=s) for s in (3, 4, 5, 6)]
+    history = api.history("reminders")
+    assert [h["scheduled_time"] for h in history] == [t.replace("Z", ".000Z") for t in times]
+    assert {h["status"] for h in history} == {"SUCCEEDED"} and {h["trigger"] for h in history} == {"schedule"}
+    job = api.job("reminders")
+    assert job["state"] == "DONE" and job["next_run_time"] is None
+    assert job["last_invocation"]["id"] == history[-1]["id"]
+
+
+def test_replacing_the_schedule_replans_and_old_ticks_never_fire(api):
+    api.put("j", noop_job(schedule="every 1m"))
+    api.until(30)
+    replaced = api.put("j", noop_job(schedule="*/7 * * * *"))
+    assert replaced.status_code == 200
+    assert replaced.get_json()["next_run_time"] == "2026-01-05T10:07:00.000Z"
+    api.until(15 * 60)
+    assert [r.scheduled_time for r in api.delivered("j")] == [
+        START + timedelta(minutes=7), START + timedelta(minutes=14)]
+
+
+def test_replacing_only_the_target_keeps_the_plan(api):
+    api.put("j", noop_job(schedule="every 1m"))
+    api.until(30)
+    api.put("j", http_job(schedule="every 1m"))
+    api.until(150)
+    assert [r.target for r in api.delivered("j")] == [{"http": {
+        "url": "http://127.0.0.1:9/run", "method": "POST", "headers": {}, "body": "", "timeout": "1m",
+        "async": False}}] * 2
+
+
+def test_every_schedule_form_is_accepted(api):
+    forms = ["*/5 * * * *", "0 0 12 ? * MON-FRI", "0 0 12 1 1 ? 2030", "@daily", "every 1h offset 15m",
+             "with 10m interval", "continuously", "triggered"]
+    for index, schedule in enumerate(forms):
+        response = api.put(f"job-{index}", noop_job(schedule=schedule, timezone="Europe/Berlin"))
+        assert response.status_code == 201, (schedule, response.get_json())
+        assert response.get_json()["schedule"] == schedule
+
+
+def test_a_put_entry_may_repeat_its_own_id_but_not_another(api):
+    assert api.put("j", noop_job(id="j", schedule="triggered")).status_code == 201
+    response = api.put("k", noop_job(id="j", schedule="triggered"))
+    assert error_of(response) == (400, "INVALID_ARGUMENT")
+    assert "does not match the job id 'k'" in response.get_json()["error"]["message"]
+
+
+def test_a_disabled_api_job_is_created_disabled_and_enabled_by_a_later_put(api):
+    api.put("j", noop_job(schedule="every 1m", disabled=True))
+    assert api.job("j")["state"] == "DISABLED"
+    api.until(120)
+    assert api.delivered("j") == []
+    api.put("j", noop_job(schedule="every 1m"))
+    api.until(185)
+    assert [r.scheduled_time for r in api.delivered("j")] == [START + timedelta(minutes=3)]
+
+
+def test_triggers_name_jobs_of_the_project_and_may_not_close_a_cycle(api):
+    api.put("a", noop_job(schedule="triggered"))
+    api.put("b", noop_job(schedule="triggered", triggers=["a"]))
+    unknown = api.put("c", noop_job(schedule="triggered", triggers=["nope"]))
+    assert error_of(unknown) == (400, "INVALID_ARGUMENT") and "unknown job 'nope'" in unknown.get_json()["error"]["message"]
+    cycle = api.put("a", noop_job(schedule="triggered", triggers=["b"]))
+    assert error_of(cycle) == (400, "INVALID_ARGUMENT")
+    assert "trigger cycle: a -> b -> a" in cycle.get_json()["error"]["message"]
+    assert error_of(api.put("s", noop_job(schedule="triggered", triggers=["s"])))[0] == 400
+    api.post("b", ":trigger")
+    api.until(5)
+    assert [r.job_id for r in api.target.requests] == ["b", "a"]
+
+
+def test_delete_stops_every_pending_occurrence(api):
+    api.put("gone", noop_job(at=[at(10), at(20), at(30)]))
+    api.put("stays", noop_job(at=[at(10)]))
+    response = api.client.delete(api.url("gone"))
+    assert response.status_code == 204 and response.data == b""
+    api.until(60)
+    assert api.delivered("gone") == []
+    assert len(api.delivered("stays")) == 1
+    assert error_of(api.client.get(api.url("gone"))) == (404, "NOT_FOUND")
+    assert [j["id"] for j in api.get("/api/v1/projects/demo/jobs").get_json()["jobs"]] == ["from-config", "stays"]
+    assert api.store.get_job("demo", "gone") is None
+
+
+def test_delete_aborts_invocations_not_yet_delivered(api):
+    api.put("j", noop_job(schedule="every 1m", fanout={"count": 3, "spread": "30s"}))
+    api.until(61)  # event 0 delivered; events 1 and 2 are due at 10 and 20 s later
+    api.client.delete(api.url("j"))
+    api.until(120)
+    assert [r.event_index for r in api.delivered("j")] == [0]
+    (row,) = api.invocations("j", "demo")
+    assert (row.status, row.reason) == ("ABORTED", "deleted")
+
+
+def test_a_deleted_job_can_be_created_again(api):
+    api.put("j", noop_job(schedule="every 1m"))
+    api.client.delete(api.url("j"))
+    assert api.put("j", noop_job(schedule="every 1m")).status_code == 201
+    api.until(61)
+    assert len(api.delivered("j")) == 1
+
+
+def test_delete_answers_404_for_a_missing_job_unless_allowed(api):
+    assert error_of(api.client.delete(api.url("nope"))) == (404, "NOT_FOUND")
+    assert api.client.delete(api.url("nope") + "?allow_missing=true").status_code == 204
+    assert error_of(api.client.delete(api.url("nope") + "?allow_missing=maybe")) == (400, "INVALID_ARGUMENT")
+
+
+def test_a_config_job_can_be_neither_put_nor_deleted(api):
+    put = api.put("from-config", noop_job(schedule="every 5m"))
+    assert error_of(put) == (409, "ALREADY_EXISTS")
+    assert "config file" in put.get_json()["error"]["message"]
+    assert error_of(api.client.delete(api.url("from-config"))) == (409, "FAILED_PRECONDITION")
+    assert api.job("from-config")["schedule"] == "every 1m"
+
+
+def test_a_job_removed_from_the_config_file_may_be_taken_over_by_the_api(api):
+    api.write_config("demo", "jobs: []\n")
+    assert api.job("from-config")["state"] == "DISABLED"
+    taken = api.put("from-config", noop_job(schedule="every 1m"))
+    assert taken.status_code == 201 and taken.get_json()["source"] == "api"
+    assert taken.get_json()["state"] == "SCHEDULED"
+
+
+def test_a_broken_entry_of_the_config_file_still_reserves_its_id(api):
+    api.write_config("demo", "jobs:\n  - id: broken\n    schedule: nonsense\n    target: {noop: {}}\n")
+    assert error_of(api.put("broken", noop_job(schedule="every 1m"))) == (409, "ALREADY_EXISTS")
+
+
+def test_api_jobs_are_left_alone_by_config_edits(api):
+    api.put("mine", noop_job(schedule="every 1m"))
+    api.write_config("demo", "jobs: []\n")
+    assert api.job("mine")["state"] == "SCHEDULED" and api.job("mine")["source"] == "api"

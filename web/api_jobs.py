@@ -1,0 +1,110 @@
+"""The REST API's changes (CONTRACT section 5): API-managed jobs, the operator's
+actions, and async completion. The use cases are engine/operations.py; this module
+reads requests, asks web/access.py, and shapes answers."""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, jsonify, request, url_for
+
+from config.limits import MAX_JOBS_PER_PROJECT, MAX_MESSAGE_CHARS, MAX_REASON_CHARS, MAX_REQUEST_ID_CHARS
+from config.loader import ProjectConfigError, parse_job_entry
+from engine import operations as ops
+from web.access import OWN, TRIGGER
+from web.api import engine, full_job_view, project_or_404
+from web.bodies import fields, json_object, text
+from web.errors import ApiError
+from web.views import invocation_view
+
+jobs_api = Blueprint("api_jobs", __name__, url_prefix="/api/v1")
+
+JOB = "/projects/<project>/jobs/<id:job_id>"
+COMPLETION_HEADER = "X-Sundial-Completion-Token"
+
+
+@jobs_api.put(JOB)
+def put_job(project: str, job_id: str):
+    row = project_or_404(project, OWN)
+    entry = json_object()
+    backend = current_app.config["SUNDIAL_SETTINGS"].backend
+    try:
+        # Known jobs are not checked here: operations checks triggers against the store.
+        job = parse_job_entry(entry, row.settings, job_id, backend=backend)
+    except ProjectConfigError as failure:
+        messages = [error.message for error in failure.errors]
+        raise ApiError("INVALID_ARGUMENT", "; ".join(messages), messages) from None
+    put = ops.put_job(engine(), project, job_id, job.policy, job.definition, job.disabled,
+                      MAX_JOBS_PER_PROJECT)
+    response = jsonify(full_job_view(put.job))
+    if put.created:
+        response.status_code = 201
+        response.headers["Location"] = url_for("api.get_job", project=project, job_id=job_id)
+    return response
+
+
+@jobs_api.delete(JOB)
+def delete_job(project: str, job_id: str):
+    project_or_404(project, OWN)
+    ops.delete_job(engine(), project, job_id, allow_missing=_flag("allow_missing"))
+    return "", 204
+
+
+@jobs_api.post(JOB + ":pause")
+def pause(project: str, job_id: str):
+    project_or_404(project, TRIGGER)
+    body = fields(json_object(optional=True), {"reason": str})
+    return jsonify(full_job_view(ops.pause(engine(), project, job_id, text(body, "reason", MAX_REASON_CHARS))))
+
+
+@jobs_api.post(JOB + ":resume")
+def resume(project: str, job_id: str):
+    project_or_404(project, TRIGGER)
+    fields(json_object(optional=True), {})
+    return jsonify(full_job_view(ops.resume(engine(), project, job_id)))
+
+
+@jobs_api.post(JOB + ":abort")
+def abort(project: str, job_id: str):
+    project_or_404(project, OWN)
+    body = fields(json_object(optional=True), {"reason": str})
+    return jsonify(full_job_view(ops.abort(engine(), project, job_id, text(body, "reason", MAX_REASON_CHARS))))
+
+
+@jobs_api.post(JOB + ":trigger")
+def trigger(project: str, job_id: str):
+    project_or_404(project, TRIGGER)
+    body = fields(json_object(optional=True), {"request_id": str})
+    request_id = text(body, "request_id", MAX_REQUEST_ID_CHARS)
+    return jsonify(invocation_view(ops.trigger(engine(), project, job_id, request_id or None)))
+
+
+@jobs_api.post(JOB + "/invocations/<id:invocation_id>:complete")
+def complete(project: str, job_id: str, invocation_id: str):
+    # No access check: the caller is a target, and the token is its proof.
+    token = _completion_token()
+    body = fields(json_object(), {"status": str, "message": str})
+    status = body.get("status")
+    if status not in ("SUCCEEDED", "FAILED"):
+        raise ApiError("INVALID_ARGUMENT", f"status must be SUCCEEDED or FAILED, got {status!r}")
+    message = text(body, "message", MAX_MESSAGE_CHARS)
+    row = ops.complete(engine(), project, job_id, invocation_id, token, status == "SUCCEEDED", message)
+    return jsonify(invocation_view(row))
+
+
+def _completion_token() -> str:
+    """The token of X-Sundial-Completion-Token, else of `Authorization: Bearer`.
+
+    The dedicated header comes first: with API tokens configured, Authorization may
+    carry the caller's own credentials.
+    """
+    token = request.headers.get(COMPLETION_HEADER, "").strip()
+    if token:
+        return token
+    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+    return credentials.strip() if scheme.lower() == "bearer" else ""
+
+
+def _flag(name: str) -> bool:
+    raw = request.args.get(name, "false").lower()
+    if raw not in ("true", "false", "1", "0"):
+        raise ApiError("INVALID_ARGUMENT", f"{name} must be true or false, got {raw!r}")
+    return raw in ("true", "1")

@@ -1,0 +1,71 @@
+"""Reading API request bodies: JSON objects with known fields, or clear 400s.
+
+The size limit (config.limits.MAX_REQUEST_BYTES) is Flask's MAX_CONTENT_LENGTH, set
+by the app factory: reading a larger body raises 413, which web/errors.py words.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import request
+
+from web.errors import ApiError
+
+
+def _no_constants(name: str):
+    # Python's json reads NaN and Infinity; JSON has neither.
+    raise ValueError(f"{name} is not JSON")
+
+
+def raw_text() -> str:
+    try:
+        return request.get_data(cache=True).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ApiError("INVALID_ARGUMENT", f"the request body is not UTF-8: {error}") from None
+
+
+def json_object(optional: bool = False) -> dict:
+    """The body as a JSON object; an empty body is `{}` when `optional`."""
+    text = raw_text()
+    if not text.strip():
+        if optional:
+            return {}
+        raise ApiError("INVALID_ARGUMENT", "the request needs a JSON object as its body")
+    try:
+        value = json.loads(text, parse_constant=_no_constants)
+    except ValueError as error:
+        raise ApiError("INVALID_ARGUMENT", f"the request body is not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise ApiError("INVALID_ARGUMENT", f"the request body must be a JSON object, "
+                                           f"got {type(value).__name__}")
+    return value
+
+
+def fields(body: dict, allowed: dict[str, type]) -> dict:
+    """`body` checked to have only `allowed` fields, each of its type (or null)."""
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise ApiError("INVALID_ARGUMENT", f"unknown field {unknown[0]!r}; known fields: "
+                                           f"{', '.join(allowed) or 'none'}")
+    for name, kind in allowed.items():
+        value = body.get(name)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool) and kind is not bool):
+            raise ApiError("INVALID_ARGUMENT", f"{name}: expected {_kind_name(kind)}, "
+                                               f"got {json.dumps(value)[:40]}")
+    return body
+
+
+def text(body: dict, name: str, limit: int) -> str:
+    """A string field, at most `limit` characters; '' when absent."""
+    value: Any = body.get(name) or ""
+    if len(value) > limit:
+        raise ApiError("INVALID_ARGUMENT", f"{name}: {len(value):,} characters; at most "
+                                           f"{limit:,} are allowed")
+    return value
+
+
+def _kind_name(kind: type) -> str:
+    return {str: "a string", bool: "true or false", int: "a whole number", dict: "an object",
+            list: "a list"}.get(kind, kind.__name__)

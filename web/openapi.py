@@ -1,0 +1,152 @@
+"""The OpenAPI 3 description of the REST API (GET /api/v1/openapi.json).
+
+Written by hand rather than derived from the routes: it is a contract, and
+tests/web/test_openapi.py checks that every route of the API is in it and every
+path in it is a route; schemathesis then checks the live server against it.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from config import limits
+from config.model import PROJECT_ID
+from web.openapi_schemas import JOB_ID_PATTERN, ref, schemas
+
+ERRORS = {
+    400: "INVALID_ARGUMENT: a malformed or invalid request (bad JSON, unknown field, bad schedule, ...)",
+    401: "UNAUTHENTICATED: API tokens are configured and the request has no valid one",
+    403: "PERMISSION_DENIED: the caller may read the project but not do this; a wrong completion token",
+    404: "NOT_FOUND: no such project (or the caller may not read it), job or invocation",
+    409: "ALREADY_EXISTS (the job is defined in a config file) or FAILED_PRECONDITION "
+         "(the job's state refuses the action, e.g. triggering a paused job)",
+    413: f"PAYLOAD_TOO_LARGE: the body is larger than {limits.MAX_REQUEST_BYTES:,} bytes",
+}
+SECURED = (401,)  # every endpoint but the completion callback may answer these, once access exists
+
+_PROJECT = {"name": "project", "in": "path", "required": True, "example": "demo",
+            "schema": {"type": "string", "pattern": f"^{PROJECT_ID.pattern}$"}}
+_JOB = {"name": "job", "in": "path", "required": True, "example": "reminder-42",
+        "schema": {"type": "string", "pattern": JOB_ID_PATTERN}}
+_INVOCATION = {"name": "invocation", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
+
+
+def _json(schema_name: str) -> dict:
+    return {"application/json": {"schema": ref(schema_name)}}
+
+
+def _operation(summary: str, ok: dict, errors: tuple[int, ...], *, params=(), body: str | None = None,
+               body_required: bool = False, description: str = "", secured: bool = True) -> dict:
+    responses = dict(ok)
+    for status in sorted(set(errors) | (set(SECURED) if secured else set())):
+        responses[str(status)] = {"description": ERRORS[status], "content": _json("Error")}
+    operation = {"summary": summary, "responses": responses}
+    if description:
+        operation["description"] = description
+    if params:
+        operation["parameters"] = list(params)
+    if body:
+        operation["requestBody"] = {"required": body_required, "content": _json(body)}
+    return operation
+
+
+def _ok(status: int, schema: str | None, description: str) -> dict:
+    response = {"description": description}
+    if schema:
+        response["content"] = _json(schema)
+    return {str(status): response}
+
+
+def _job_action(summary: str, description: str, body: str | None, errors=(400, 404, 409, 413)) -> dict:
+    return {"post": _operation(summary, _ok(200, "Job", "the job afterwards"), errors,
+                               params=(_PROJECT, _JOB), body=body, description=description)}
+
+
+def _paths() -> dict:
+    job = "/projects/{project}/jobs/{job}"
+    invocation = job + "/invocations/{invocation}"
+    page = ({"name": "page_size", "in": "query", "schema": {
+                "type": "integer", "minimum": 1, "maximum": limits.MAX_PAGE_SIZE, "default": 50}},
+            {"name": "page_token", "in": "query", "schema": {"type": "string"},
+             "description": "the previous page's next_page_token"})
+    return {
+        "/projects": {"get": _operation("List projects", _ok(200, "ProjectList", "the projects"), ())},
+        "/projects/{project}/jobs": {"get": _operation(
+            "List a project's jobs", _ok(200, "JobList", "the jobs, in id order"), (404,), params=(_PROJECT,))},
+        job: {
+            "get": _operation("Get a job", _ok(200, "Job", "the job"), (404,), params=(_PROJECT, _JOB),
+                              description="Also a job removed from its config file (state DISABLED)."),
+            "put": _operation(
+                "Create or replace an API-managed job",
+                {**_ok(200, "Job", "replaced (or unchanged: the same body again changes nothing)"),
+                 **_ok(201, "Job", "created")},
+                (400, 404, 409, 413), params=(_PROJECT, _JOB), body="JobEntry", body_required=True,
+                description=f"Replacing the timing re-plans the job. 409 for a job its project's config "
+                            f"file defines; 404 for a project without a config file. A project holds at "
+                            f"most {limits.MAX_JOBS_PER_PROJECT:,} jobs (409 beyond)."),
+            "delete": _operation(
+                "Delete an API-managed job", {"204": {"description": "deleted"}}, (400, 404, 409),
+                params=(_PROJECT, _JOB, {"name": "allow_missing", "in": "query", "schema": {"type": "boolean"},
+                                         "description": "204 also when there is no such job"}),
+                description="Nothing pending is delivered afterwards: its invocations not yet finished "
+                            "are ABORTED with reason `deleted`. 409 for a job its config file defines."),
+        },
+        job + ":pause": _job_action("Pause a job", "No occurrence is delivered while paused; occurrences "
+                                    "meanwhile are SKIPPED/paused, not caught up.", "PauseRequest"),
+        job + ":resume": _job_action("Resume a job", "", None),
+        job + ":abort": _job_action("Abort the job's active invocations", "They end ABORTED.", "AbortRequest"),
+        job + ":trigger": {"post": _operation(
+            "Start an invocation now", _ok(200, "Invocation", "the invocation (SKIPPED/overlap under "
+                                                              "`overlap: skip`; STARTING/buffered when queued)"),
+            (400, 404, 409, 413), params=(_PROJECT, _JOB), body="TriggerRequest",
+            description="The overlap policy applies. 409 for a paused or disabled job.")},
+        job + "/invocations": {"get": _operation(
+            "List invocations, newest first", _ok(200, "InvocationList", "one page"), (400, 404),
+            params=(_PROJECT, _JOB, *page),
+            description="Page tokens are stable: new invocations never shift later pages.")},
+        invocation: {"get": _operation("Get an invocation with its log",
+                                       _ok(200, "InvocationWithLog", "the invocation"), (404,),
+                                       params=(_PROJECT, _JOB, _INVOCATION))},
+        invocation + ":complete": {"post": _operation(
+            "Complete an async invocation", _ok(200, "Invocation", "the invocation afterwards (also when "
+                                                                   "the same completion comes again)"),
+            (400, 401, 403, 404, 409, 413), body="CompleteRequest", body_required=True, secured=False,
+            params=(_PROJECT, _JOB, _INVOCATION,
+                    {"name": "X-Sundial-Completion-Token", "in": "header", "schema": {"type": "string"},
+                     "description": "the token of the delivery's X-Sundial-Completion-Token header; "
+                                    "or send it as `Authorization: Bearer <token>`"}),
+            description="For targets with `async: true` that answered 202. 401 without a token, 403 "
+                        "with a wrong one (nothing changes); 409 if the invocation already ended "
+                        "otherwise.")},
+        "/validate": {"post": {**_operation(
+            "Validate a project config", _ok(200, "ValidationResult", "the errors, by line (none: valid)"),
+            (400, 413), params=({"name": "project", "in": "query", "schema": {
+                "type": "string", "pattern": f"^{PROJECT_ID.pattern}$"},
+                "description": "also check this project id"},)),
+            "requestBody": {"required": False, "content": {
+                "application/yaml": {"schema": ref("ProjectConfig")},
+                "application/json": {"schema": ref("ProjectConfig")}}}}},
+        "/openapi.json": {"get": {"summary": "This document",
+                                  "responses": {"200": {"description": "OpenAPI 3",
+                                                        "content": {"application/json": {"schema": {
+                                                            "type": "object"}}}}}}},
+    }
+
+
+def _description() -> str:
+    rows = "\n".join(f"| {name} | {value:,} |" for name, value in limits.LIMITS.items())
+    return ("Sundial's REST API (CONTRACT section 5). Errors are `{\"error\": {\"code\", \"message\"}}`.\n\n"
+            "Limits (config/limits.py); beyond them requests fail with a message naming the limit:\n\n"
+            "| limit | value |\n|---|---|\n" + rows)
+
+
+@lru_cache(maxsize=1)
+def openapi_document() -> dict:
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "Sundial", "version": "1", "description": _description()},
+        "servers": [{"url": "/api/v1"}],
+        "paths": _paths(),
+        "components": {"schemas": schemas()},
+        "x-sundial-limits": dict(limits.LIMITS),
+    }

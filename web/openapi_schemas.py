@@ -1,0 +1,183 @@
+"""The schemas of the OpenAPI document (components.schemas), kept beside web/views.py's
+shapes: a field added to a view belongs here too (tests/web/test_openapi.py checks
+real answers against these, and schemathesis checks the live server)."""
+
+from __future__ import annotations
+
+from config import limits
+from config.model import JOB_ID
+
+STATUSES = ["STARTING", "RUNNING", "SUCCEEDED", "FAILED", "SKIPPED", "ABORTED"]
+JOB_STATES = ["SCHEDULED", "QUEUED", "RUNNING", "PAUSED", "DISABLED", "DONE"]
+ERROR_CODES = ["INVALID_ARGUMENT", "UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND",
+               "ALREADY_EXISTS", "FAILED_PRECONDITION", "METHOD_NOT_ALLOWED", "PAYLOAD_TOO_LARGE", "INTERNAL",
+               "UNAVAILABLE"]
+JOB_ID_PATTERN = f"^{JOB_ID.pattern}$"
+DURATION = {"type": "string", "description": "`<number><unit>`, units ms s m h d, e.g. `90s`, `1h30m`",
+            "example": "10m"}
+
+
+def ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def nullable(schema: dict) -> dict:
+    return {**schema, "nullable": True}
+
+
+def _obj(properties: dict, required: list[str] | None = None, closed: bool = False, **extra) -> dict:
+    schema = {"type": "object", "properties": properties, **extra}
+    if required:
+        schema["required"] = required
+    if closed:
+        schema["additionalProperties"] = False
+    return schema
+
+
+def _string_map(value_limit: int, most: int) -> dict:
+    return {"type": "object", "maxProperties": most,
+            "additionalProperties": {"type": "string", "description": f"a template of at most {value_limit:,} bytes"}}
+
+
+def _targets() -> dict:
+    http = _obj({
+        "url": {"type": "string", "description": f"a template; at most {limits.MAX_URL_BYTES:,} bytes"},
+        "method": {"type": "string", "enum": ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]},
+        "headers": _string_map(limits.MAX_HEADER_VALUE_BYTES, limits.MAX_HEADERS),
+        "body": {"type": "string", "description": f"a template; at most {limits.MAX_BODY_BYTES:,} bytes"},
+        "timeout": DURATION,
+        "async": {"type": "boolean", "description": "a 202 answer waits for the completion callback"},
+    }, ["url"], closed=True)
+    pubsub = _obj({
+        "topic": {"type": "string", "example": "projects/P/topics/T"},
+        "data": {"type": "string"},
+        "attributes": _string_map(limits.MAX_ATTRIBUTE_VALUE_BYTES, limits.MAX_ATTRIBUTES),
+    }, ["topic"], closed=True)
+    cloud_tasks = _obj({
+        "queue": {"type": "string", "example": "projects/P/locations/L/queues/Q"},
+        "url": {"type": "string"}, "method": {"type": "string"},
+        "headers": _string_map(limits.MAX_HEADER_VALUE_BYTES, limits.MAX_HEADERS),
+        "body": {"type": "string"},
+    }, ["queue", "url"], closed=True)
+    return _obj({"http": http, "pubsub": pubsub, "cloud_tasks": cloud_tasks,
+                 "noop": {"type": "object", "maxProperties": 0}},
+                closed=True, minProperties=1, maxProperties=1,
+                description="exactly one of http, pubsub, cloud_tasks, noop")
+
+
+def _job_entry() -> dict:
+    return _obj({
+        "id": {"type": "string", "pattern": JOB_ID_PATTERN, "description": "optional; must equal the path's job id"},
+        "schedule": {"type": "string", "description": "cron (5, 6 or 7 fields), `@daily`, `every 10m`, "
+                                                      "`with 10m interval`, `continuously` or `triggered`"},
+        "at": {"type": "array", "minItems": 1, "maxItems": limits.MAX_AT_TIMES,
+               "items": {"type": "string", "format": "date-time"},
+               "description": "one-off times instead of a schedule; each with an offset or Z"},
+        "timezone": {"type": "string", "example": "Europe/Berlin"},
+        "disabled": {"type": "boolean"},
+        "overlap": {"type": "string", "enum": ["skip", "buffer_one", "buffer_all", "allow"]},
+        "max_concurrent": {"type": "integer", "minimum": 1},
+        "catchup": _obj({"policy": {"type": "string", "enum": ["none", "latest", "all"]},
+                         "window": DURATION}, closed=True),
+        "timeout": DURATION,
+        "retry": _obj({"max_attempts": {"type": "integer", "minimum": 1},
+                       "min_backoff": DURATION, "max_backoff": DURATION}, closed=True),
+        "fanout": _obj({"count": {"type": "integer", "minimum": 1, "maximum": 10_000},
+                        "spread": DURATION}, closed=True),
+        "throttle": {"type": "string"},
+        "triggers": {"type": "array", "items": {"type": "string", "pattern": JOB_ID_PATTERN}},
+        "target": ref("Target"),
+    }, ["target"], closed=True,
+        description="A config file's job entry without its id (CONTRACT section 2): "
+                    "give exactly one of `schedule` and `at`.",
+        example={"at": ["2030-01-04T09:00:00Z"], "timezone": "UTC",
+                 "target": {"http": {"url": "https://example.com/remind", "body": '{"at":"${scheduledTime}"}'}}})
+
+
+def _invocation(with_log: bool) -> dict:
+    time = {"type": "string", "format": "date-time"}
+    properties = {
+        "id": {"type": "string"}, "job": {"type": "string"}, "project": {"type": "string"},
+        "status": {"type": "string", "enum": STATUSES},
+        "reason": {"type": "string", "description": "why it ended: `overlap`, `missed`, `paused`, "
+                                                    "`http 500`, `timeout`, ...; `buffered` while waiting"},
+        "scheduled_time": time, "created_time": nullable(time),
+        "started_time": nullable(time), "finished_time": nullable(time),
+        "attempt": {"type": "integer", "minimum": 0}, "event_count": {"type": "integer", "minimum": 1},
+        "trigger": {"type": "string", "description": "`schedule`, `manual`, `job:ID` or `catchup`"},
+    }
+    required = ["id", "job", "status", "reason", "scheduled_time", "started_time", "finished_time",
+                "attempt", "trigger"]
+    if with_log:
+        properties["log"] = {"type": "array", "items": _obj({"time": time, "message": {"type": "string"}},
+                                                              ["time", "message"])}
+        required.append("log")
+    return _obj(properties, required)
+
+
+def _job() -> dict:
+    return _obj({
+        "id": {"type": "string"}, "project": {"type": "string"},
+        "source": {"type": "string", "enum": ["config", "api"]},
+        "schedule": {"type": "string"},
+        "at": {"type": "array", "items": {"type": "string", "format": "date-time"}},
+        "timezone": {"type": "string"},
+        "state": {"type": "string", "enum": JOB_STATES},
+        "paused": {"type": "boolean"}, "pause_reason": {"type": "string"},
+        "next_run_time": nullable({"type": "string", "format": "date-time"}),
+        "last_invocation": nullable(ref("Invocation")),
+        "target": nullable({"type": "object"}),
+        "active_invocations": {"type": "array", "items": {"type": "string"}},
+        "config_error": {"type": "string"},
+    }, ["id", "project", "source", "timezone", "state", "paused", "next_run_time", "last_invocation",
+        "target"])
+
+
+def _project_config() -> dict:
+    entry = {**_job_entry(), "required": ["id", "target"]}
+    entry.pop("example")
+    return _obj({
+        "allowed_hosts": {"type": "array", "items": {"type": "string"}},
+        "acl": _obj({role: {"type": "array", "items": {"type": "string"}}
+                     for role in ("readers", "triggerers", "owners")}, closed=True),
+        "defaults": {"type": "object"},
+        "throttles": {"type": "object", "additionalProperties": _obj(
+            {"max_in_flight": {"type": "integer", "minimum": 1}}, ["max_in_flight"], closed=True)},
+        "jobs": {"type": "array", "items": entry},
+    }, closed=True, description="A project config file (CONTRACT section 2).")
+
+
+def schemas() -> dict:
+    return {
+        "Error": _obj({"error": _obj({
+            "code": {"type": "string", "enum": ERROR_CODES},
+            "message": {"type": "string"},
+            "details": {"type": "array", "items": {"type": "string"}},
+        }, ["code", "message"])}, ["error"]),
+        "Target": _targets(),
+        "JobEntry": _job_entry(),
+        "Job": _job(),
+        "JobList": _obj({"jobs": {"type": "array", "items": ref("Job")}}, ["jobs"]),
+        "Invocation": _invocation(with_log=False),
+        "InvocationWithLog": _invocation(with_log=True),
+        "InvocationList": _obj({"invocations": {"type": "array", "items": ref("Invocation")},
+                                "next_page_token": nullable({"type": "string"})},
+                               ["invocations", "next_page_token"]),
+        "Project": _obj({"id": {"type": "string"}, "job_count": {"type": "integer", "minimum": 0},
+                         "config_error": nullable({"type": "string"}),
+                         "job_errors": {"type": "array", "items": {"type": "string"}}},
+                        ["id", "job_count", "config_error"]),
+        "ProjectList": _obj({"projects": {"type": "array", "items": ref("Project")}}, ["projects"]),
+        "PauseRequest": _obj({"reason": {"type": "string", "maxLength": limits.MAX_REASON_CHARS}}, closed=True),
+        "AbortRequest": _obj({"reason": {"type": "string", "maxLength": limits.MAX_REASON_CHARS}}, closed=True),
+        "TriggerRequest": _obj({"request_id": {
+            "type": "string", "maxLength": limits.MAX_REQUEST_ID_CHARS,
+            "description": "idempotency key: the same id again returns the first request's invocation"}},
+            closed=True),
+        "CompleteRequest": _obj({"status": {"type": "string", "enum": ["SUCCEEDED", "FAILED"]},
+                                 "message": {"type": "string", "maxLength": limits.MAX_MESSAGE_CHARS}}, ["status"], closed=True),
+        "ProjectConfig": _project_config(),
+        "ValidationResult": _obj({"errors": {"type": "array", "items": _obj(
+            {"line": {"type": "integer", "minimum": 0}, "message": {"type": "string"}},
+            ["line", "message"])}}, ["errors"]),
+    }
