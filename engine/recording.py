@@ -60,8 +60,11 @@ def trigger_task(project: str, source_job: str, target_job: str, source_invocati
     return Task(task_name("trigger", project, target_job, source_invocation), "trigger", payload, now)
 
 
-def append_log(row: InvocationRow, now: datetime, message: str, **fields) -> None:
-    entry = {"time": rfc3339_millis(now), "message": message, **fields}
+def append_log(row: InvocationRow, now: datetime, message: str, /, **fields) -> None:
+    """Add one entry; a field named like an entry's own key is kept as `field_<name>`."""
+    entry = {"time": rfc3339_millis(now), "message": message}
+    for name, value in fields.items():
+        entry[f"field_{name}" if name in entry else name] = value
     row.log.append(entry)
     if len(row.log) > LOG_LIMIT:
         # Keep how it started and how it is going; say what was cut.

@@ -175,3 +175,15 @@ def test_repeated_log_truncation_counts_every_omitted_entry():
     markers = [e for e in row.log if e["message"].startswith("…")]
     assert len(markers) == 1
     assert markers[0]["dropped"] == total - len(kept)
+
+
+def test_a_log_field_named_like_an_entry_key_is_kept_apart():
+    from engine.ports import InvocationRow
+    from engine.recording import append_log
+
+    row = InvocationRow("p", "j", "i", "RUNNING", START, "schedule")
+    append_log(row, START, "attempt 1: failed", message="from the target", time="theirs")
+    assert row.log == [{
+        "time": "2026-01-05T10:00:00.000Z", "message": "attempt 1: failed",
+        "field_message": "from the target", "field_time": "theirs",
+    }]
