@@ -80,8 +80,9 @@ def build_local(settings: Settings, clock=None) -> Runtime:
     store = SqliteJobStore(settings.db_path)
     settings = _with_secret(settings, store)
     engine = _engine(settings, store, build_targets("local"), clock)
-    dispatcher = Dispatcher(SqliteTaskQueue(store), engine.handle_task, clock, settings.workers, settings.task_lease)
-    return _runtime(settings, engine, dispatcher, loops=True)
+    queue = SqliteTaskQueue(store)
+    dispatcher = Dispatcher(queue, engine.handle_task, clock, settings.workers, settings.task_lease)
+    return _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending)
 
 
 def build_cloud(settings: Settings, clock=None) -> Runtime:
@@ -164,13 +165,13 @@ def _engine(settings: Settings, store, targets: dict, clock) -> Engine:
     )
 
 
-def _runtime(settings: Settings, engine: Engine, dispatcher, loops: bool) -> Runtime:
+def _runtime(settings: Settings, engine: Engine, dispatcher, loops: bool, queue_depth=None) -> Runtime:
     cron = {
         "watchdog": engine.run_watchdog,
         "import-configs": lambda: import_directory(engine, settings.config_dir, settings.backend),
         "cleanup": lambda: engine.cleanup(settings.history),
     }
-    app = create_app(engine, settings, cron)
+    app = create_app(engine, settings, cron, queue_depth)
     periodic = [
         PeriodicLoop("import-configs", settings.import_period, cron["import-configs"]),
         PeriodicLoop("watchdog", settings.watchdog_period, cron["watchdog"]),

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from engine.delivery import deliver
 from engine.logs import log_event
+from engine.metrics import Metrics
 from engine.ports import Clock, ConflictError, DeliveryResult, RetryTask, StoredJob, Task
 from engine.recording import append_log, materialize, record_action
 from statemachine import actions as act
@@ -52,6 +53,7 @@ class Engine:
     ):
         self.store, self.targets, self.clock, self.tuning = store, targets, clock, tuning
         self.service_url, self.secret = service_url.rstrip("/"), secret
+        self.metrics = Metrics()
 
     # --- the one way a job changes -------------------------------------------------
 
@@ -74,7 +76,16 @@ class Engine:
         def body(tx) -> Applied:
             return self._apply_in(tx, project, job_id, event, definition, source, note)
 
-        return self.retrying(lambda: self.store.run_in_transaction(body))
+        applied = self.retrying(lambda: self.store.run_in_transaction(body))
+        self._count_outcomes(applied.transition.actions)  # counted once, after the commit
+        return applied
+
+    def _count_outcomes(self, actions) -> None:
+        for action in actions:
+            if isinstance(action, act.RecordSkipped):
+                self.metrics.inc("sundial_skips_total", reason=action.reason)
+            elif isinstance(action, act.FinishInvocation):
+                self.metrics.inc("sundial_invocations_finished_total", status=action.status)
 
     def retrying(self, work):
         """Run `work` (which opens its own transaction) again when its commit loses a race."""
@@ -188,8 +199,12 @@ class Engine:
         project, job_id = job.record.project, job.record.job_id
         project_row = self.store.get_project(project)
         allowed = tuple((project_row.settings if project_row else {}).get("allowed_hosts", ()))
+        started = self.clock.now()
         result = deliver(self.targets, job, action, allowed, self._completion(project, job_id, action))
-        lateness = self.clock.now() - action.scheduled_time - result.duration
+        lateness = started - action.scheduled_time
+        self.metrics.inc("sundial_deliveries_total", outcome=result.outcome)
+        if action.attempt == 1 and action.event_count == 1:
+            self.metrics.observe_lateness(max(lateness.total_seconds(), 0.0))
         log_event(log, "delivered", job=f"{project}/{job_id}", invocation=action.invocation_id,
                   scheduled_time=action.scheduled_time, attempt=action.attempt, event=action.event_index,
                   outcome=result.outcome, reason=result.reason,
@@ -219,6 +234,7 @@ class Engine:
                 log_event(log, "watchdog repair failed", job=f"{project}/{job_id}", error=repr(error))
                 continue
             if applied.transition.actions:
+                self.metrics.inc("sundial_watchdog_repairs_total")
                 log_event(log, "watchdog repaired", job=f"{project}/{job_id}",
                           actions=[type(a).__name__ for a in applied.transition.actions])
         return len(due)

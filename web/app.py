@@ -11,6 +11,7 @@ from web.api import api
 from web.api_jobs import jobs_api
 from web.api_meta import meta_api
 from web.internal import internal
+from web.metrics import metrics_page
 
 
 class SegmentConverter(BaseConverter):
@@ -20,18 +21,21 @@ class SegmentConverter(BaseConverter):
     regex = "[^/:]+"
 
 
-def create_app(engine, settings, cron_jobs: dict | None = None) -> Flask:
-    """An app over a built engine; `cron_jobs` maps cron names to callables."""
+def create_app(engine, settings, cron_jobs: dict | None = None, queue_depth=None) -> Flask:
+    """An app over a built engine; `cron_jobs` maps cron names to callables;
+    `queue_depth` counts waiting tasks where the queue is ours to count."""
     app = Flask("sundial")
     app.config["SUNDIAL_ENGINE"] = engine
     app.config["SUNDIAL_SETTINGS"] = settings
     app.config["SUNDIAL_CRON"] = cron_jobs or {}
+    app.config["SUNDIAL_QUEUE_DEPTH"] = queue_depth
     app.json.sort_keys = False
     app.url_map.converters["id"] = SegmentConverter
     # Reading a larger body raises 413 (PAYLOAD_TOO_LARGE); tasks are far smaller.
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     errors.install(app)
     app.register_blueprint(internal)
+    app.register_blueprint(metrics_page)
     for blueprint in (api, jobs_api, meta_api):
         app.register_blueprint(blueprint)
 

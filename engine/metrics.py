@@ -1,0 +1,97 @@
+"""Counters and a lateness histogram, exposed in Prometheus' text format.
+
+Each process counts what it did itself (Prometheus sums over instances); the
+gauges (queue depth, jobs per project and state) are read at scrape time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+# Seconds between an occurrence's scheduled time and its first attempt's start.
+LATENESS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+HELP = {
+    "sundial_deliveries_total": ("counter", "Delivery attempts by outcome."),
+    "sundial_skips_total": ("counter", "Occurrences recorded SKIPPED, by reason."),
+    "sundial_invocations_finished_total": ("counter", "Invocations that reached a terminal status."),
+    "sundial_watchdog_repairs_total": ("counter", "Jobs the watchdog repaired."),
+    "sundial_lateness_seconds": ("histogram", "Scheduled time to first attempt start."),
+    "sundial_queue_depth": ("gauge", "Tasks waiting in the embedded queue."),
+    "sundial_jobs": ("gauge", "Jobs by project and state."),
+}
+
+
+class Metrics:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._counters: dict[tuple[str, tuple], float] = defaultdict(float)
+        self._buckets = [0] * (len(LATENESS_BUCKETS) + 1)
+        self._lateness_sum = 0.0
+
+    def inc(self, name: str, amount: float = 1, **labels: str) -> None:
+        key = (name, tuple(sorted(labels.items())))
+        with self._lock:
+            self._counters[key] += amount
+
+    def observe_lateness(self, seconds: float) -> None:
+        index = next((i for i, bound in enumerate(LATENESS_BUCKETS) if seconds <= bound), len(LATENESS_BUCKETS))
+        with self._lock:
+            self._buckets[index] += 1
+            self._lateness_sum += seconds
+
+    def counter(self, name: str, **labels: str) -> float:
+        with self._lock:
+            return self._counters.get((name, tuple(sorted(labels.items()))), 0.0)
+
+    def render(self, gauges: list[tuple[str, dict, float]]) -> str:
+        """The exposition text: the counters, the histogram, then `gauges`
+        as (name, labels, value) rows."""
+        with self._lock:
+            counters = sorted(self._counters.items())
+            buckets, total = list(self._buckets), self._lateness_sum
+        rows = [(name, dict(labels), value) for (name, labels), value in counters]
+        rows += _histogram_rows(buckets, total)
+        rows += gauges
+        return _exposition(rows)
+
+
+def _histogram_rows(buckets: list[int], total: float) -> list[tuple[str, dict, float]]:
+    rows, running = [], 0
+    for bound, count in zip(LATENESS_BUCKETS, buckets):
+        running += count
+        rows.append(("sundial_lateness_seconds_bucket", {"le": repr(bound)}, running))
+    running += buckets[-1]
+    rows.append(("sundial_lateness_seconds_bucket", {"le": "+Inf"}, running))
+    rows.append(("sundial_lateness_seconds_sum", {}, total))
+    rows.append(("sundial_lateness_seconds_count", {}, running))
+    return rows
+
+
+def _family(name: str) -> str:
+    for suffix in ("_bucket", "_sum", "_count"):
+        if name.endswith(suffix) and name[: -len(suffix)] in HELP:
+            return name[: -len(suffix)]
+    return name
+
+
+def _exposition(rows) -> str:
+    lines, announced = [], set()
+    for name, labels, value in rows:
+        family = _family(name)
+        if family not in announced and family in HELP:
+            kind, text = HELP[family]
+            lines += [f"# HELP {family} {text}", f"# TYPE {family} {kind}"]
+            announced.add(family)
+        label_text = ",".join(f'{key}="{_escape(str(val))}"' for key, val in labels.items())
+        lines.append(f"{name}{{{label_text}}} {_number(value)}" if label_text else f"{name} {_number(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))

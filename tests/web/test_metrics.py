@@ -1,0 +1,48 @@
+"""GET /metrics: Prometheus text with what the engine did and what is waiting."""
+
+from engine.metrics import Metrics
+from engine.ports import DeliveryResult
+from statemachine import events as ev
+
+
+def _value(text: str, line_start: str) -> float:
+    rows = [line for line in text.splitlines() if line.startswith(line_start + " ")]
+    assert len(rows) == 1, f"{line_start!r} in\n{text}"
+    return float(rows[0].split()[-1])
+
+
+def test_metrics_count_deliveries_skips_and_lateness(api):
+    api.app.config["SUNDIAL_QUEUE_DEPTH"] = api.queue.pending
+    api.target.answers = [DeliveryResult("succeeded"), DeliveryResult("failed", "http 500")]
+    api.until(120.5)  # the every-minute config job: 10:01 and 10:02
+    api.engine.apply("demo", "from-config", ev.Paused())
+    api.until(300)
+    api.engine.apply("demo", "from-config", ev.Resumed())
+    api.until(301)  # the resume's tick records 10:03 .. 10:05 as paused
+    response = api.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    text = response.get_data(as_text=True)
+    assert _value(text, 'sundial_deliveries_total{outcome="succeeded"}') == 1
+    assert _value(text, 'sundial_deliveries_total{outcome="failed"}') == 1
+    assert _value(text, 'sundial_skips_total{reason="paused"}') == 3
+    assert _value(text, 'sundial_invocations_finished_total{status="FAILED"}') == 1
+    assert _value(text, "sundial_lateness_seconds_count") == 2
+    assert _value(text, 'sundial_lateness_seconds_bucket{le="0.01"}') == 2  # fake clock: on time
+    assert _value(text, 'sundial_jobs{project="demo"}') == 1
+    assert _value(text, "sundial_queue_depth") == api.queue.pending()
+    assert "# TYPE sundial_lateness_seconds histogram" in text
+
+
+def test_the_histogram_is_cumulative_and_labels_are_escaped():
+    metrics = Metrics()
+    for seconds in (0.005, 0.2, 3.0, 120.0):
+        metrics.observe_lateness(seconds)
+    metrics.inc("sundial_skips_total", reason='say "why"\n')
+    text = metrics.render([])
+    assert _value(text, 'sundial_lateness_seconds_bucket{le="0.01"}') == 1
+    assert _value(text, 'sundial_lateness_seconds_bucket{le="0.25"}') == 2
+    assert _value(text, 'sundial_lateness_seconds_bucket{le="5.0"}') == 3
+    assert _value(text, 'sundial_lateness_seconds_bucket{le="+Inf"}') == 4
+    assert _value(text, "sundial_lateness_seconds_sum") == 123.205
+    assert 'sundial_skips_total{reason="say \\"why\\"\\n"} 1' in text

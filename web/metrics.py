@@ -1,0 +1,20 @@
+"""GET /metrics: Prometheus' text format (counters of this process, gauges read now)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, current_app
+
+metrics_page = Blueprint("metrics", __name__)
+
+
+@metrics_page.get("/metrics")
+def metrics():
+    engine = current_app.config["SUNDIAL_ENGINE"]
+    gauges = []
+    depth = current_app.config.get("SUNDIAL_QUEUE_DEPTH")
+    if depth is not None:  # the cloud backend's queue is Cloud Tasks' to report
+        gauges.append(("sundial_queue_depth", {}, depth()))
+    for project in engine.store.list_projects():
+        gauges.append(("sundial_jobs", {"project": project.id}, engine.store.count_jobs(project.id)))
+    text = engine.metrics.render(gauges)
+    return Response(text, content_type="text/plain; version=0.0.4; charset=utf-8")
