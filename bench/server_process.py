@@ -1,0 +1,215 @@
+"""The server under test: `python main.py serve` as a subprocess (or several on one
+database), its configs directory, and what /proc and its database say about it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+from bench.output import PROJECT, ROOT, line, note
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ServerProcess:
+    """`python main.py serve` with default settings (plus `env`) on a free port."""
+
+    def __init__(self, workdir: Path, env: dict[str, str], index: int = 0):
+        self.workdir = workdir
+        self.configs = workdir / "configs"
+        self.db = workdir / "sundial.db"
+        self.log_path = workdir / (f"server-{index}.log" if index else "server.log")
+        self.port = free_port()
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
+        self.process: subprocess.Popen | None = None
+        self.spawned_at = 0.0
+        self.profilers: list[subprocess.Popen] = []
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def start(self) -> None:
+        self.log = open(self.log_path, "ab")
+        self.spawned_at = time.time()
+        self.process = subprocess.Popen(
+            [sys.executable, "main.py", "serve", "--port", str(self.port),
+             "--db", str(self.db), "--configs", str(self.configs)],
+            cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+
+    def wait_ready(self, timeout: float = 60) -> float:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=5):
+                    return time.time()
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"server did not start: {self.log_path.read_text()[-2000:]}")
+
+    def wait_imported(self, digest: str, timeout: float) -> float:
+        """When the project row with this config hash is committed (the importer writes it
+        after every job). Read straight from the database, read-only, so that polling
+        costs the server nothing."""
+        deadline = time.time() + timeout
+        conn = None
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                if conn is None:
+                    conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=5)
+                row = conn.execute("SELECT config_hash FROM projects WHERE id = ?", (PROJECT,)).fetchone()
+                if row and row[0] == digest:
+                    conn.close()
+                    return time.time()
+            except sqlite3.Error:
+                if conn is not None:
+                    conn.close()
+                conn = None
+            time.sleep(0.05)
+        raise RuntimeError("config import did not finish in time")
+
+    def status(self) -> dict[str, int]:
+        """VmHWM / VmRSS in kB, from /proc."""
+        out = {}
+        for row in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            key, _, value = row.partition(":")
+            if key in ("VmHWM", "VmRSS", "Threads"):
+                out[key] = int(value.split()[0])
+        return out
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+    def start_profile(self, out: Path, seconds: float) -> None:
+        """Two py-spy recordings in collapsed-stack text (bench/profile_summary.py reads
+        them): `<out>-gil.txt` samples only the thread holding the GIL (where CPU goes),
+        `<out>-wall.txt` every thread, idle ones included (where threads wait)."""
+        py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        if not Path(py_spy).exists():
+            note("py-spy not found: no profile (pip install py-spy)")
+            return
+        for mode, flag in (("gil", "--gil"), ("wall", "--idle")):
+            target = out.with_name(f"{out.stem}-{mode}.txt")
+            self.profilers.append(subprocess.Popen(
+                [py_spy, "record", "--pid", str(self.pid), "--duration", str(int(seconds)), "--rate", "100",
+                 "--format", "raw", "--threads", "--nonblocking", flag, "-o", str(target)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            ))
+            note(f"py-spy recording {int(seconds)} s into {target}")
+
+    def stop(self) -> None:
+        for profiler in self.profilers:
+            try:
+                profiler.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                profiler.send_signal(signal.SIGINT)
+                profiler.wait(10)
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        self.log.close()
+
+
+def invocation_outcomes(db: Path, low: float, high: float) -> str:
+    """What the server recorded for the occurrences scheduled in [low, high): status/reason counts."""
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+        rows = conn.execute(
+            "SELECT status, reason, count(*) FROM invocations WHERE scheduled_time >= ? AND scheduled_time < ?"
+            " GROUP BY status, reason ORDER BY count(*) DESC", (low, high)).fetchall()
+        conn.close()
+    except sqlite3.Error as error:
+        return f"(cannot read the database: {error})"
+    return ", ".join(f"{status}{'/' + reason if reason else ''} {count:,}" for status, reason, count in rows) or "none"
+
+
+class Fleet:
+    """`count` server processes on one database and one configs directory (the embedded
+    backend lets several processes share the queue); reads as one server."""
+
+    def __init__(self, workdir: Path, env: dict[str, str], count: int = 1):
+        self.members = [ServerProcess(workdir, env, index) for index in range(max(1, count))]
+        first = self.members[0]
+        self.configs, self.db = first.configs, first.db
+
+    @property
+    def spawned_at(self) -> float:
+        return self.members[0].spawned_at
+
+    def start(self) -> None:
+        for member in self.members:
+            member.start()
+
+    def wait_ready(self) -> float:
+        return max(member.wait_ready() for member in self.members)
+
+    def wait_imported(self, digest: str, timeout: float) -> float:
+        return self.members[0].wait_imported(digest, timeout)
+
+    def cpu_seconds(self) -> float:
+        return sum(member.cpu_seconds() for member in self.members)
+
+    def status(self) -> dict[str, int]:
+        total: Counter = Counter()
+        for member in self.members:
+            total.update(member.status())
+        return dict(total)
+
+    def start_profile(self, out: Path, seconds: float) -> None:
+        self.members[0].start_profile(out, seconds)
+
+    def stop(self) -> None:
+        for member in self.members:
+            member.stop()
+
+
+def write_config(configs: Path, jobs: list[str]) -> str:
+    configs.mkdir(parents=True, exist_ok=True)
+    text = "jobs:\n" + "".join(jobs)
+    (configs / f"{PROJECT}.yaml").write_text(text)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def server_env(args) -> dict[str, str]:
+    env = {}
+    for item in args.env:
+        key, _, value = item.partition("=")
+        env[key] = value
+    return env
+
+
+def report_process(prefix: str, server: Fleet, cpu: float, wall: float) -> None:
+    status = server.status()
+    processes = len(server.members)
+    what = "server" if processes == 1 else f"{processes} servers'"
+    line(f"{prefix} {what} peak RSS (VmHWM)", f"{status.get('VmHWM', 0) / 1024:,.1f} MiB "
+                                              f"(RSS now {status.get('VmRSS', 0) / 1024:,.1f} MiB, "
+                                              f"{status.get('Threads', 0)} threads)")
+    line(f"{prefix} {what} CPU", f"{cpu:,.1f} s over {wall:,.1f} s = {cpu / wall:.0%} of one core"
+                                 if wall > 0 else "n/a")
