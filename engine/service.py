@@ -29,6 +29,7 @@ from statemachine.record import new_record
 log = logging.getLogger("sundial.engine")
 
 CONFLICT_RETRIES = 5
+SETTINGS_TTL = timedelta(seconds=5)
 
 
 class NotFound(Exception):
@@ -54,6 +55,7 @@ class Engine:
         self.store, self.targets, self.clock, self.tuning = store, targets, clock, tuning
         self.service_url, self.secret = service_url.rstrip("/"), secret
         self.metrics = Metrics()
+        self._settings_cache: dict[str, tuple[datetime, tuple[str, ...]]] = {}
 
     # --- the one way a job changes -------------------------------------------------
 
@@ -197,8 +199,7 @@ class Engine:
 
     def _deliver_and_record(self, job: StoredJob, action: act.Deliver) -> None:
         project, job_id = job.record.project, job.record.job_id
-        project_row = self.store.get_project(project)
-        allowed = tuple((project_row.settings if project_row else {}).get("allowed_hosts", ()))
+        allowed = self._allowed_hosts(project)
         started = self.clock.now()
         result = deliver(self.targets, job, action, allowed, self._completion(project, job_id, action))
         lateness = started - action.scheduled_time
@@ -214,6 +215,22 @@ class Engine:
                 {"event": action.event_index, "detail": result.detail,
                  "duration_ms": int(result.duration.total_seconds() * 1000)})
         self.apply(project, job_id, _outcome_event(action, result), note=note)
+
+    def _allowed_hosts(self, project: str) -> tuple[str, ...]:
+        """The project's `allowed_hosts`, read at most once per SETTINGS_TTL.
+
+        The project row also lists every job id of its file, so reading it on
+        every delivery cost more than the delivery; a change takes effect within
+        the TTL, as a config change takes up to the import period anyway.
+        """
+        now = self.clock.now()
+        cached = self._settings_cache.get(project)
+        if cached is not None and now < cached[0]:
+            return cached[1]
+        row = self.store.get_project(project)
+        hosts = tuple((row.settings if row else {}).get("allowed_hosts", ()))
+        self._settings_cache[project] = (now + SETTINGS_TTL, hosts)
+        return hosts
 
     def _completion(self, project: str, job_id: str, action: act.Deliver) -> tuple[str, str]:
         url = f"{self.service_url}/api/v1/projects/{project}/jobs/{job_id}/invocations/{action.invocation_id}:complete"
