@@ -64,16 +64,21 @@ def import_project(engine, snapshot: ProjectSnapshot) -> int:
         _save_project(engine, _broken(current, snapshot))
         log_event(log, "config error", project=snapshot.project, error=snapshot.error)
         return changed
+    config_jobs = sorted({job.id for job in snapshot.jobs} | snapshot.broken_job_ids)
+    settings = {**snapshot.settings, "config_jobs": config_jobs}
+    # The settings (allowed_hosts, ACL) go in before any job can fire under them;
+    # the new hash only after every job is applied, so a crash midway re-imports.
+    _save_project(engine, ProjectRow(
+        snapshot.project, current.config_hash if current else "", "", list(snapshot.job_errors), settings,
+    ))
     for job in snapshot.jobs:
         event = ev.JobDisabled() if job.disabled else ev.JobEnabled(job.policy)
         applied = engine.apply(snapshot.project, job.id, event, definition=job.definition, source="config")
         changed += bool(applied.transition.actions)
     changed += _disable_removed(engine, snapshot)
-    # Which ids the file defines: the API refuses to create or delete those.
-    config_jobs = sorted({job.id for job in snapshot.jobs} | snapshot.broken_job_ids)
+    # config_jobs: the ids the file defines; the API refuses to create or delete those.
     _save_project(engine, ProjectRow(
-        snapshot.project, snapshot.content_hash, "", list(snapshot.job_errors),
-        {**snapshot.settings, "config_jobs": config_jobs},
+        snapshot.project, snapshot.content_hash, "", list(snapshot.job_errors), settings,
     ))
     for error in snapshot.job_errors:
         log_event(log, "config job error", project=snapshot.project, error=error)

@@ -34,14 +34,18 @@ def admit(
         return start(record, occurrence, now, tuning, inline)
     # A caught-up occurrence under `catchup: all` is never dropped for overlap:
     # the policy promises each one is delivered, so they wait their turn.
-    if policy.overlap is Overlap.BUFFER_ALL or (
-        occurrence.trigger == "catchup" and policy.catchup is Catchup.ALL
-    ):
+    if policy.overlap is Overlap.BUFFER_ALL or _kept_for_catchup(occurrence, policy):
         return evolve(record, buffered=record.buffered + (occurrence,)), []
     if policy.overlap is Overlap.BUFFER_ONE:
-        dropped = [skipped(o, "overlap") for o in record.buffered]
-        return evolve(record, buffered=(occurrence,)), dropped
+        # The newest replaces what waits, except the caught-up ones promised above.
+        kept = tuple(o for o in record.buffered if _kept_for_catchup(o, policy))
+        dropped = [skipped(o, "overlap") for o in record.buffered if not _kept_for_catchup(o, policy)]
+        return evolve(record, buffered=kept + (occurrence,)), dropped
     return record, [skipped(occurrence, "overlap")]
+
+
+def _kept_for_catchup(occurrence: Occurrence, policy) -> bool:
+    return occurrence.trigger == "catchup" and policy.catchup is Catchup.ALL
 
 
 def skipped(occurrence: Occurrence, reason: str) -> act.RecordSkipped:
@@ -279,5 +283,8 @@ def repair(record: JobRecord, entry: ActiveInvocation, now: datetime, tuning: Tu
         if lost >> index & 1
     ]
     lease = record.policy.attempt_timeout + tuning.start_grace
-    entry = evolve(entry, expect_by=now + tuning.start_grace + lease)
+    # Their attempts are lost: the re-issued starts must not be taken for duplicates
+    # of an attempt in flight (on_starting's check uses the invocation's one
+    # `started_at`, which the first of them to start moves to now).
+    entry = evolve(entry, started_mask=entry.started_mask & ~lost, expect_by=now + tuning.start_grace + lease)
     return record.with_active(entry), actions

@@ -95,8 +95,10 @@ class ActiveInvocation:
 
     @property
     def has_started(self) -> bool:
-        """Some attempt of some event has begun (a retry waiting counts)."""
-        return bool(self.started_mask | self.done_mask) or any(a > 1 for a in self.attempts)
+        """Some attempt of some event has begun (a retry waiting, or an attempt lost
+        and re-issued by the watchdog, counts)."""
+        return (bool(self.started_mask | self.done_mask) or any(a > 1 for a in self.attempts)
+                or self.started_at is not None)
 
     def event_done(self, index: int) -> bool:
         return bool(self.done_mask >> index & 1)
