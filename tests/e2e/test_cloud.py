@@ -10,6 +10,7 @@ from collections import defaultdict
 import pytest
 
 from tests.e2e.support import Receiver, Server, free_port
+from tests.support.emulators import cloud_server_env
 
 # The cloud backend refuses loopback targets unless the project allows them.
 CONFIG = """
@@ -32,16 +33,7 @@ def cloud(tmp_path, datastore, tasks_emulator):
 
     def start(**extra) -> Server:
         port = free_port()
-        env = {
-            "SUNDIAL_BACKEND": "cloud",
-            "GOOGLE_CLOUD_PROJECT": "sundial-test",
-            "DATASTORE_EMULATOR_HOST": datastore.host,
-            "SUNDIAL_TASKS_EMULATOR_HOST": tasks_emulator.host,
-            "SUNDIAL_TASKS_LOCATION": "us-central1",
-            "SUNDIAL_TASKS_QUEUE": "sundial",
-            "SUNDIAL_SERVICE_URL": f"http://127.0.0.1:{port}",
-            **extra,
-        }
+        env = {**cloud_server_env(datastore, tasks_emulator, "sundial", port), **extra}
         server = Server(configs, tmp_path / "unused.db", tmp_path / "server.log", env, port=port).start()
         servers.append(server)
         return server

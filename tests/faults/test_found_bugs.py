@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-
 from engine.config_import import JobSnapshot, ProjectSnapshot, import_project
 from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, Tuning
 from tests.engine.harness import AFTER_COMMIT, START, Harness

@@ -273,3 +273,17 @@ class TasksEmulator:
     def stop(self) -> None:
         if self.process is not None:
             self.process.stop()
+
+
+def cloud_server_env(datastore: DatastoreEmulator, tasks: TasksEmulator, queue: str, port: int) -> dict[str, str]:
+    """The environment of a `serve` process on the cloud backend, on these emulators,
+    that Cloud Tasks calls back on 127.0.0.1:`port`."""
+    return {
+        "SUNDIAL_BACKEND": "cloud",
+        "GOOGLE_CLOUD_PROJECT": "sundial-test",
+        "DATASTORE_EMULATOR_HOST": datastore.host,
+        "SUNDIAL_TASKS_EMULATOR_HOST": tasks.host,
+        "SUNDIAL_TASKS_LOCATION": "us-central1",
+        "SUNDIAL_TASKS_QUEUE": queue,
+        "SUNDIAL_SERVICE_URL": f"http://127.0.0.1:{port}",
+    }

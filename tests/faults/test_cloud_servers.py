@@ -1,0 +1,102 @@
+"""Faults 4, 5 and 2 on the cloud backend: two `serve` processes on one Datastore
+(emulator) and one Cloud Tasks queue (gcloud-tasks-emulator), each killed in
+turn with SIGKILL at seeded random instants and restarted; then the queue is
+purged. Cloud Tasks calls back the process that created each task, so while one
+is dead its tasks fail and the other's watchdog takes its jobs' chains over;
+when it comes back, its old tasks are stale. After the purge (PurgeQueue), the
+watchdogs re-arm every chain. No occurrence may get two invocations or be called
+under two ids, and every one is accounted for.
+
+Smaller than the SQLite runs: gcloud-tasks-emulator dispatches one task at a
+time, so a few jobs every two seconds is what it carries (tests/support/emulators.py)."""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+
+from engine.adapters.cloud.cloud_tasks_queue import build_tasks_client
+from tests.e2e.support import Server, free_port
+from tests.faults.servers import PROJECT, FlakyReceiver, account, ids_per_occurrence, settle
+from tests.faults.support import SEED, report, scaled
+from tests.support.emulators import cloud_server_env
+
+JOBS = 6
+HEAD = 'allowed_hosts: ["127.0.0.1"]\n'  # the cloud backend refuses loopback targets otherwise
+
+
+def _config(url: str) -> tuple[str, dict[str, str]]:
+    lines, paths = [HEAD + "jobs:"], {}
+    for n in range(JOBS):
+        job_id = f"job-{n:02d}"
+        paths[job_id] = f"/plain/{job_id}"
+        lines.append(
+            f"  - id: {job_id}\n"
+            f'    schedule: "*/2 * * * * ?"\n'
+            f"    catchup: {{policy: {('none', 'latest', 'all')[n % 3]}, window: 1h}}\n"
+            f"    target: {{http: {{url: {url}{paths[job_id]}, timeout: 2s}}}}"
+        )
+    return "\n".join(lines) + "\n", paths
+
+
+def test_two_cloud_servers_killed_in_turn_then_purged(tmp_path, datastore, tasks_emulator):
+    rng = random.Random(SEED + 6)
+    receiver = FlakyReceiver(SEED + 6)
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    text, paths = _config(receiver.url)
+    (configs / f"{PROJECT}.yaml").write_text(text)
+    queue = f"faults-{uuid.uuid4().hex[:8]}"  # its own queue: nothing left by other tests in it
+
+    def server(name: str) -> Server:
+        port = free_port()
+        env = {**cloud_server_env(datastore, tasks_emulator, queue, port), "SUNDIAL_LATE_TOLERANCE": "2s"}
+        return Server(configs, tmp_path / "unused.db", tmp_path / f"{name}.log", env, port=port)
+
+    servers = [server("a"), server("b")]
+    kills = scaled(2)
+    try:
+        for each in servers:
+            each.start()
+        began = time.time()  # a loaded machine may take seconds to start the servers
+        for kill in range(kills):
+            victim = servers[kill % 2]  # in turn: each owns chains the other must take over
+            time.sleep(rng.uniform(0.5, 2.0))
+            victim.kill()
+            with receiver.lock:
+                arrivals = list(receiver.arrivals)
+            doubled = {k: i for k, i in ids_per_occurrence(arrivals).items() if len(i) > 1}
+            assert not doubled, f"after kill {kill + 1}: {list(doubled.items())[:3]}"
+            time.sleep(rng.uniform(1.5, 3.5))  # long enough, at times, for the other's watchdog
+            victim.start()
+        time.sleep(2)
+        # Fault 2 on the real emulator: every pending task purged at once.
+        tasks = build_tasks_client(tasks_emulator.host)
+        purged = time.time()
+        tasks.purge_queue(name=tasks.queue_path("sundial-test", "us-central1", queue))
+        time.sleep(8)
+        ended = time.time()
+        settle(servers[0], configs, list(paths), timeout=40, head=HEAD)
+        result = account(servers[1], receiver, paths, {job: 2 for job in paths})
+        takeovers = sum(log.count("watchdog repaired") for log in
+                        ((tmp_path / f"{name}.log").read_text() for name in "ab"))
+        report("2 servers, sigkill in turn, queue purged", "cloud (emulators)",
+               {**result.counts(), "kills": kills, "watchdog_takeovers": takeovers,
+                "seconds": round(ended - began)})
+        problems = result.problems()
+        assert not problems, f"{len(problems)} problems, first: {problems[:10]}"
+        assert result.occurrences >= JOBS * (ended - began) / 2 * 0.7
+        assert takeovers > 0
+        # After the purge, every job fired again within its next fire time (2 s) +
+        # tick grace (2 s) + one watchdog period (2 s), with 2 s for the emulator's dispatch.
+        with receiver.lock:
+            arrivals = list(receiver.arrivals)
+        for job_id in paths:
+            again = [a.at for a in arrivals if a.headers["X-Sundial-Job"] == f"{PROJECT}/{job_id}"
+                     and a.scheduled > purged]
+            assert again and min(again) <= purged + 8, f"{job_id}: not fired again after the purge"
+    finally:
+        for each in servers:
+            each.stop()
+        receiver.close()
