@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.bench-installed
 # gcloud-tasks-emulator needs protobuf<5, google-cloud-ndb protobuf>=6: the emulator
 # gets a virtualenv of its own, and the tests run it from there as a subprocess.
 TASKS_VENV := .venv-tasks
@@ -28,7 +29,12 @@ run: $(STAMP)
 test: $(STAMP) $(TASKS_STAMP)
 	$(PY) -m pytest -q
 
-bench: $(STAMP)
+# The benchmarks' extra dependencies (APScheduler for bench/versus.py); `make test` does not need them.
+$(BENCH_STAMP): $(STAMP) requirements-bench.txt
+	$(PY) -m pip install --quiet -r requirements-bench.txt
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(PY) bench/core.py
 
 clean:

@@ -3,9 +3,11 @@ stdout, progress notes on stderr, and the small helpers the figures share."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import sqlite3
+import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,7 +37,7 @@ def iso_z(instant: float) -> str:
     return datetime.fromtimestamp(instant, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def header() -> None:
+def header(command: str = "bench/server.py") -> None:
     cpu = "?"
     try:
         for row in Path("/proc/cpuinfo").read_text().splitlines():
@@ -44,7 +46,7 @@ def header() -> None:
                 break
     except OSError:
         pass
-    print(f"# sundial bench/server.py  {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC", flush=True)
+    print(f"# sundial {command}  {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC", flush=True)
     line("machine", f"nproc={os.cpu_count()} ({cpu}), {platform.system()} {platform.release()}")
     line("python", f"{platform.python_version()} ({platform.python_implementation()}), "
                    f"sqlite {sqlite3.sqlite_version}")
@@ -57,3 +59,16 @@ def load_average() -> str:
         return " ".join(f"{value:.2f}" for value in os.getloadavg())
     except OSError:
         return "?"
+
+
+def git_state() -> str:
+    def git(*argv: str) -> str:
+        result = subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True)
+        return result.stdout.strip()
+
+    changed = git("diff", "--stat").splitlines()
+    if not changed:
+        return f"{git('rev-parse', '--short', 'HEAD')}, working tree clean"
+    # Other work lands in the checkout while benchmarks run: a digest of the diff tells runs apart.
+    digest = hashlib.sha256(subprocess.run(["git", "diff"], cwd=ROOT, capture_output=True).stdout).hexdigest()[:10]
+    return f"{git('rev-parse', '--short', 'HEAD')}, working tree: {changed[-1].strip()} (diff {digest})"

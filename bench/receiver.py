@@ -6,6 +6,11 @@ X-Sundial-* headers, and answers `200 ok` at once. It keeps the receiver far
 from being the bottleneck of a 1,000+/s burst: one event-loop thread, no thread
 per connection, no per-request objects beyond one tuple.
 
+A request to `/slow?ms=N` is answered N ms after it arrived instead (the overlap
+scenario's target that outlasts its period). Both receivers count the calls of
+each job still waiting for their answer, and keep the most seen at once per job
+(`max_concurrency()`): an overlap policy that works keeps it at 1.
+
 `ThreadedReceiver` is the same on `http.server.ThreadingHTTPServer` (HTTP/1.1,
 a large listen backlog), for comparison (`--receiver threading`).
 
@@ -24,7 +29,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"
 
@@ -55,6 +60,28 @@ def parse_rfc3339(raw: str) -> float:
 class _Recorder:
     def __init__(self) -> None:
         self.raw: list[tuple] = []  # list.append is atomic under the GIL
+        self._inflight: dict[bytes | str, int] = {}
+        self._peak: dict[bytes | str, int] = {}
+        self._lock = threading.Lock()  # the threaded receiver counts from many threads
+
+    def began(self, job) -> None:
+        with self._lock:
+            now = self._inflight[job] = self._inflight.get(job, 0) + 1
+            if now > self._peak.get(job, 0):
+                self._peak[job] = now
+
+    def ended(self, job) -> None:
+        with self._lock:
+            self._inflight[job] -= 1
+
+    def max_concurrency(self) -> dict[str, int]:
+        """The most calls of each job in flight at once (arrived, not yet answered)."""
+        with self._lock:
+            return {_s(job): peak for job, peak in self._peak.items()}
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return sum(self._inflight.values())
 
     def arrivals(self) -> list[Arrival]:
         out = []
@@ -65,8 +92,25 @@ class _Recorder:
     def count(self) -> int:
         return len(self.raw)
 
-    def clear(self) -> None:
+    def clear(self, drain: float = 10.0) -> None:
+        """Forget what arrived. Calls still in flight (a slow path, a scheduler stopped
+        mid-call) are first waited for, up to `drain` seconds: one left over from the
+        previous run would count as a second concurrent call of its job in the next."""
+        deadline = time.time() + drain
+        while self.in_flight() and time.time() < deadline:
+            time.sleep(0.05)
         self.raw = []
+        with self._lock:
+            self._peak = {job: count for job, count in self._inflight.items() if count}
+
+
+def delay_of(target: bytes | str) -> float:
+    """Seconds to wait before answering: `/slow?ms=N` waits N ms, anything else none."""
+    target = _s(target)
+    if not target.startswith("/slow"):
+        return 0.0
+    query = parse_qs(urlsplit(target).query)
+    return int(query.get("ms", ["1000"])[0]) / 1000
 
 
 def _s(value) -> str:
@@ -81,6 +125,7 @@ class _Protocol(asyncio.Protocol):
         self.recorder = recorder
         self.buffer = b""
         self.transport = None
+        self.answer_at = 0.0  # loop time of the last answer scheduled: answers keep request order
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -93,7 +138,9 @@ class _Protocol(asyncio.Protocol):
                 return
             length, close = 0, False
             job = invocation = scheduled = attempt = b""
-            for line in self.buffer[:end].split(b"\r\n")[1:]:
+            lines = self.buffer[:end].split(b"\r\n")
+            target = lines[0].split(b" ")[1] if lines[0].count(b" ") >= 2 else b"/"
+            for line in lines[1:]:
                 name, _, value = line.partition(b":")
                 name = name.strip().lower()
                 if name == b"content-length":
@@ -115,10 +162,24 @@ class _Protocol(asyncio.Protocol):
                 return
             self.buffer = self.buffer[total:]
             self.recorder.raw.append((time.time(), job, invocation, scheduled, attempt))
-            self.transport.write(RESPONSE)
+            self.recorder.began(job)
+            delay = delay_of(target)
+            loop = asyncio.get_running_loop()
+            if delay or self.answer_at > loop.time():
+                self.answer_at = max(self.answer_at, loop.time() + delay)
+                loop.call_at(self.answer_at, self._answer, job, close)
+            else:
+                self._answer(job, close)
             if close:
-                self.transport.close()
                 return
+
+    def _answer(self, job: bytes, close: bool) -> None:
+        self.recorder.ended(job)
+        if self.transport.is_closing():
+            return
+        self.transport.write(RESPONSE)
+        if close:
+            self.transport.close()
 
 
 class FastReceiver(_Recorder):
@@ -172,8 +233,12 @@ class ThreadedReceiver(_Recorder):
                 if length:
                     self.rfile.read(length)
                 h = self.headers
-                recorder.raw.append((time.time(), h.get("X-Sundial-Job"), h.get("X-Sundial-Invocation"),
+                job = h.get("X-Sundial-Job") or ""
+                recorder.raw.append((time.time(), job, h.get("X-Sundial-Invocation"),
                                      h.get("X-Sundial-Scheduled-Time"), h.get("X-Sundial-Attempt")))
+                recorder.began(job)
+                time.sleep(delay_of(self.path))
+                recorder.ended(job)
                 self.send_response(200)
                 self.send_header("Content-Length", "2")
                 self.end_headers()

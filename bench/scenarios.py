@@ -1,5 +1,8 @@
 """The scenarios against a real server: the receiver's own ceiling, a burst of
-one-off jobs due at one instant, and recurring jobs at a steady rate."""
+one-off jobs due at one instant, recurring jobs at a steady rate (aligned on one
+instant, or spread over the period), and jobs that outlast their period under
+`overlap: skip`. Each returns its figures as a dict (bench/versus.py puts them
+beside APScheduler's) and prints them."""
 
 from __future__ import annotations
 
@@ -8,12 +11,14 @@ import os
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
-from bench.output import PROJECT, ROOT, iso_z, line, ms, note, percentile
+from bench.analysis import (burst_figures, expected_occurrences, overlap_figures, print_burst, print_overlap,
+                            print_steady, steady_figures, wait_for_burst, wait_for_occurrences)
+from bench.output import PROJECT, ROOT, iso_z, line, note
 from bench.receiver import make_receiver
-from bench.server_process import Fleet, invocation_outcomes, report_process, server_env, write_config
+from bench.server_process import (Fleet, invocation_counts, invocation_outcomes, report_process, server_env,
+                                  write_config)
 
 
 def receiver_ceiling(args) -> None:
@@ -45,17 +50,18 @@ def receiver_ceiling(args) -> None:
 
 # --- burst ------------------------------------------------------------------------------------
 
-def burst(args, workdir: Path) -> None:
+def burst(args, workdir: Path, receiver=None) -> dict:
+    """N one-off jobs all due at T; returns the figures (bench/analysis.py) and prints them."""
     n = args.jobs or 10_000
-    receiver = make_receiver(args.receiver)
+    own, receiver = receiver is None, receiver or make_receiver(args.receiver)
+    receiver.clear()
     server = Fleet(workdir, server_env(args), args.servers)
     try:
         fire_at = math.ceil(time.time() + args.lead)
         stamp = iso_z(fire_at)
         digest = write_config(server.configs, [
-            f"  - id: b{i:05d}\n    at: [\"{stamp}\"]\n"
-            f"    target: {{http: {{url: \"{receiver.url}/burst\"}}}}\n"
-            for i in range(n)
+            f"  - id: {job}\n    at: [\"{stamp}\"]\n    target: {{http: {{url: \"{receiver.url}/burst\"}}}}\n"
+            for job in burst_jobs(n, bare=True)
         ])
         server.start()
         ready = server.wait_ready()
@@ -67,146 +73,164 @@ def burst(args, workdir: Path) -> None:
         if imported > fire_at:
             note(f"import finished {imported - fire_at:.1f} s AFTER T: use a larger --lead; lateness includes it")
         if args.profile:
-            wait = fire_at - time.time() - 0.5
-            if wait > 0:
-                time.sleep(wait)
+            time.sleep(max(0.0, fire_at - time.time() - 0.5))
             server.start_profile(Path(args.profile) / "burst", args.profile_seconds)
-        wait = fire_at - time.time()
-        if wait > 0:
-            time.sleep(wait)
+        time.sleep(max(0.0, fire_at - time.time()))
         cpu0, wall0 = server.cpu_seconds(), time.time()
-        deadline = fire_at + args.burst_timeout
-        progress, last_count, last_change = time.time() + 5, 0, time.time()
-        while time.time() < deadline:
-            count = receiver.count()
-            if count >= n:
-                break
-            if count != last_count:
-                last_count, last_change = count, time.time()
-            elif time.time() - last_change > 30 and count:
-                note("no delivery for 30 s: giving up")
-                break
-            if time.time() >= progress:
-                note(f"T+{time.time() - fire_at:5.1f} s: {count:,} delivered")
-                progress += 5
-            time.sleep(0.1)
-        time.sleep(args.settle)  # late duplicates, if any
+        wait_for_burst(receiver, n, fire_at, args.burst_timeout, args.settle)
         cpu, wall = server.cpu_seconds() - cpu0, time.time() - wall0
-        arrivals = receiver.arrivals()
-
-        first_by_job: dict[str, float] = {}
-        by_job, by_invocation = Counter(), Counter()
-        lateness = []
-        for a in sorted(arrivals, key=lambda a: a.at):
-            by_job[a.job] += 1
-            by_invocation[a.invocation] += 1
-            if a.job not in first_by_job:
-                first_by_job[a.job] = a.at
-                lateness.append(a.at - a.scheduled)
-        delivered = len(first_by_job)
-        missing = n - delivered
-        if delivered:
-            last = max(first_by_job.values())
-            first = min(first_by_job.values())
-            drain = last - fire_at
-            line("burst: time from T until all delivered",
-                 f"{drain:,.2f} s for {delivered:,} jobs"
-                 + ("" if not missing else f" (NOT all: {missing:,} missing)"))
-            line("burst: deliveries per second", f"{delivered / drain:,.0f}/s from T "
-                 f"({delivered / max(last - first, 1e-9):,.0f}/s first-to-last arrival; goal >= 1,000/s: "
-                 f"{'MET' if delivered / drain >= 1000 else 'MISSED'}, ratio {delivered / drain / 1000:.2f})")
-            ordered = sorted(first_by_job.values())
-            lo, hi = ordered[len(ordered) // 10], ordered[(len(ordered) * 9) // 10]
-            line("burst: sustained rate (10th-90th percentile)", f"{0.8 * len(ordered) / max(hi - lo, 1e-9):,.0f}/s")
-            line("burst: lateness p50 / p99 / max",
-                 f"{ms(percentile(lateness, 0.5))} / {ms(percentile(lateness, 0.99))} / {ms(max(lateness))}")
-            line("burst: first delivery after T", ms(first - fire_at))
-        line("burst: missing", f"{missing:,} of {n:,}")
-        line("burst: duplicates by invocation / by job",
-             f"{sum(c - 1 for c in by_invocation.values() if c > 1):,} / "
-             f"{sum(c - 1 for c in by_job.values() if c > 1):,}  "
-             f"(attempts > 1: {sum(1 for a in arrivals if a.attempt not in ('1', ''))})")
-        report_process("burst:", server, cpu, wall)
+        fig = burst_figures(receiver.arrivals(), n, fire_at)
+        print_burst("burst:", fig)
+        fig.update(report_process("burst:", server, cpu, wall), setup_s=import_s)
     finally:
         server.stop()
-        receiver.close()
-    line("burst: invocations recorded by the server", invocation_outcomes(server.db, fire_at, fire_at + 1))
+        if own:
+            receiver.close()
+    fig["recorded"] = invocation_outcomes(server.db, fire_at, fire_at + 1)
+    line("burst: invocations recorded by the server", fig["recorded"])
+    return fig
+
+
+def burst_jobs(n: int, bare: bool = False) -> list[str]:
+    """The burst's job ids; as the receiver sees them (`PROJECT/JOB`) unless `bare`."""
+    return [f"b{i:05d}" if bare else f"{PROJECT}/b{i:05d}" for i in range(n)]
 
 
 # --- steady -------------------------------------------------------------------------------------
 
-def steady(args, workdir: Path) -> None:
+PERIOD = 2  # seconds between occurrences of each steady job
+
+
+def steady_jobs(n: int, bare: bool = False) -> list[str]:
+    return [f"s{i:05d}" if bare else f"{PROJECT}/s{i:05d}" for i in range(n)]
+
+
+def spread_offset_ms(n: int):
+    """Spread: job i is due i x 2 ms into each 2 s period (for 1,000 jobs; fewer or more
+    jobs share the period evenly)."""
+    return lambda i: (i * PERIOD * 1000) // n
+
+
+def steady_window(args, ready_at: float) -> tuple[int, int]:
+    """Whole periods, starting `--warmup` seconds after the jobs are in."""
+    start = math.ceil((ready_at + args.warmup) / PERIOD) * PERIOD
+    return start, start + PERIOD * max(1, round(args.seconds / PERIOD))
+
+
+def steady(args, workdir: Path, receiver=None, variant: str = "aligned") -> dict:
+    """N jobs every 2 s: "aligned" (all due at each even second, `*/2 * * * * ?`) or
+    "spread" (job i due at offset i x 2 ms, `every 2s offset {2i}ms`)."""
     n = args.jobs or 1_000
-    period = 2
-    receiver = make_receiver(args.receiver)
+    own, receiver = receiver is None, receiver or make_receiver(args.receiver)
+    receiver.clear()
+    offset = spread_offset_ms(n) if variant == "spread" else (lambda i: 0)
+    schedule = (lambda i: f"every {PERIOD}s offset {offset(i)}ms") if variant == "spread" \
+        else (lambda i: f"*/{PERIOD} * * * * ?")
+    prefix = f"steady {variant}:"
     server = Fleet(workdir, server_env(args), args.servers)
     try:
         digest = write_config(server.configs, [
-            f"  - id: s{i:05d}\n    schedule: \"*/{period} * * * * ?\"\n"
+            f"  - id: {job}\n    schedule: \"{schedule(i)}\"\n"
             f"    target: {{http: {{url: \"{receiver.url}/steady\"}}}}\n"
-            for i in range(n)
+            for i, job in enumerate(steady_jobs(n, bare=True))
         ])
         server.start()
         server.wait_ready()
         imported = server.wait_imported(digest, timeout=600)
-        import_s = imported - server.spawned_at
-        # Measure whole periods starting a few seconds after the import.
-        start = math.ceil((imported + args.warmup) / period) * period
-        end = start + period * max(1, round(args.seconds / period))
-        line("steady: jobs", f"{n:,} jobs on '*/{period} * * * * ?' = {n / period:,.0f} occurrences/s; "
-                             f"window {end - start} s")
-        line("steady: config import", f"{import_s:,.1f} s from process start = {n / import_s:,.0f} jobs/s")
+        start, end = steady_window(args, imported)
+        line(f"{prefix} jobs", f"{n:,} jobs on '{schedule(0)}'{'...' if variant == 'spread' else ''} "
+                               f"= {n / PERIOD:,.0f} occurrences/s; window {end - start} s")
+        line(f"{prefix} config import", f"{imported - server.spawned_at:,.1f} s from process start")
         time.sleep(max(0.0, start - time.time()))
         cpu0, wall0 = server.cpu_seconds(), time.time()
         if args.profile:
-            server.start_profile(Path(args.profile) / "steady", min(args.profile_seconds, end - start))
-        progress = time.time() + 10
-        while time.time() < end:
-            time.sleep(0.2)
-            if time.time() >= progress:
-                note(f"{time.time() - start:5.1f} s into the window: {receiver.count():,} requests so far")
-                progress += 10
+            server.start_profile(Path(args.profile) / f"steady-{variant}", min(args.profile_seconds, end - start))
+        sleep_with_progress(receiver, start, end)
         cpu, wall = server.cpu_seconds() - cpu0, time.time() - wall0
-        # Stragglers of the window's last occurrences.
-        grace_end = time.time() + args.grace
-        expected_keys = {(f"{PROJECT}/s{i:05d}", t) for i in range(n) for t in range(start, end, period)}
-        while time.time() < grace_end:
-            seen = {(a.job, round(a.scheduled)) for a in receiver.arrivals() if start <= a.scheduled < end}
-            if len(seen) >= len(expected_keys):
-                break
-            time.sleep(0.5)
-        time.sleep(args.settle)
-        arrivals = [a for a in receiver.arrivals() if start <= a.scheduled < end]
-        first: dict[tuple, float] = {}
-        by_invocation, by_occurrence = Counter(), Counter()
-        for a in sorted(arrivals, key=lambda a: a.at):
-            key = (a.job, round(a.scheduled))
-            by_invocation[a.invocation] += 1
-            by_occurrence[key] += 1
-            if key not in first:
-                first[key] = a.at - a.scheduled
-        lateness = list(first.values())
-        delivered = len(set(first) & expected_keys)
-        expected = len(expected_keys)
-        if lateness:
-            p99 = percentile(lateness, 0.99)
-            line("steady: lateness p50 / p99 / max",
-                 f"{ms(percentile(lateness, 0.5))} / {ms(p99)} / {ms(max(lateness))} "
-                 f"(goal p99 < 250 ms: {'MET' if p99 < 0.25 else 'MISSED'}, ratio {p99 / 0.25:.2f})")
-            # Does it keep up, or fall behind? Lateness of the first and last 10 s of the window.
-            head = [v for (job, t), v in first.items() if t < start + 10]
-            tail = [v for (job, t), v in first.items() if t >= end - 10]
-            if head and tail:
-                line("steady: lateness p50 first 10 s / last 10 s",
-                     f"{ms(percentile(head, 0.5))} / {ms(percentile(tail, 0.5))}")
-        line("steady: delivered / expected", f"{delivered:,} / {expected:,} = {delivered / expected:.1%} "
-                                             f"({delivered / (end - start):,.0f}/s)")
-        line("steady: missing", f"{expected - delivered:,}")
-        line("steady: duplicates by invocation / by occurrence",
-             f"{sum(c - 1 for c in by_invocation.values() if c > 1):,} / "
-             f"{sum(c - 1 for c in by_occurrence.values() if c > 1):,}")
-        report_process("steady:", server, cpu, wall)
+        expected = expected_occurrences(steady_jobs(n), start, end, PERIOD, offset)
+        wait_for_occurrences(receiver, expected, args.grace, args.settle)
+        fig = steady_figures(receiver.arrivals(), expected, start, end)
+        print_steady(prefix, fig)
+        fig.update(report_process(prefix, server, cpu, wall), setup_s=imported - server.spawned_at)
     finally:
         server.stop()
-        receiver.close()
-    line("steady: invocations recorded by the server", invocation_outcomes(server.db, start, end))
+        if own:
+            receiver.close()
+    fig["recorded"] = invocation_outcomes(server.db, start, end)
+    line(f"{prefix} invocations recorded by the server", fig["recorded"])
+    return fig
+
+
+def sleep_with_progress(receiver, start: float, end: float) -> None:
+    progress = time.time() + 10
+    while time.time() < end:
+        time.sleep(0.2)
+        if time.time() >= progress:
+            note(f"{time.time() - start:5.1f} s into the window: {receiver.count():,} requests so far")
+            progress += 10
+
+
+# --- overlap ----------------------------------------------------------------------------------
+
+def overlap_jobs(n: int, bare: bool = False) -> list[str]:
+    return [f"o{i:02d}" if bare else f"{PROJECT}/o{i:02d}" for i in range(n)]
+
+
+def overlap(args, workdir: Path, receiver=None) -> dict:
+    """10 jobs every second against a target that answers after 2.5 s, `overlap: skip`:
+    no job may have two calls in flight, and the skipped occurrences are recorded."""
+    n, slow_ms = args.overlap_jobs, args.slow_ms
+    own, receiver = receiver is None, receiver or make_receiver(args.receiver)
+    receiver.clear()
+    server = Fleet(workdir, server_env(args), args.servers)
+    try:
+        digest = write_config(server.configs, [
+            f"  - id: {job}\n    schedule: \"* * * * * ?\"\n    overlap: skip\n"
+            f"    target: {{http: {{url: \"{receiver.url}/slow?ms={slow_ms}\"}}}}\n"
+            for job in overlap_jobs(n, bare=True)
+        ])
+        server.start()
+        server.wait_ready()
+        imported = server.wait_imported(digest, timeout=600)
+        start = math.ceil(imported + args.warmup)
+        end = start + int(args.overlap_seconds)
+        line("overlap: jobs", f"{n} jobs on '* * * * * ?', overlap: skip, target answers after {slow_ms} ms; "
+                              f"window {end - start} s")
+        sleep_with_progress(receiver, start, end)
+        time.sleep(slow_ms / 1000 + args.settle)  # the calls still in flight
+        fig = overlap_figures(receiver.arrivals(), receiver.max_concurrency(), overlap_jobs(n), start, end)
+    finally:
+        server.stop()
+        if own:
+            receiver.close()
+    counts = invocation_counts(server.db, start, end)
+    fig.update(skips=counts[("SKIPPED", "overlap")], recorded=invocation_outcomes(server.db, start, end))
+    print_overlap("overlap:", fig)
+    line("overlap: recorded skips (SKIPPED/overlap)", f"{fig['skips']:,}")
+    line("overlap: invocations recorded by the server", fig["recorded"])
+    return fig
+
+
+def add_scenario_arguments(parser) -> None:
+    """The knobs of the scenarios above, shared by bench/server.py and bench/versus.py."""
+    parser.add_argument("--jobs", type=int, default=0,
+                        help="jobs of the scenario (default: burst 10,000, steady 1,000, writes 200/3,000)")
+    parser.add_argument("--seconds", type=float, default=60, help="steady: measured window (default 60)")
+    parser.add_argument("--lead", type=float, default=35,
+                        help="burst: T is this many seconds after the server is spawned (default 35)")
+    parser.add_argument("--burst-timeout", type=float, default=150, help="burst: give up this long after T")
+    parser.add_argument("--warmup", type=float, default=4,
+                        help="steady/overlap: seconds after import before the window")
+    parser.add_argument("--grace", type=float, default=20, help="steady: wait for stragglers after the window")
+    parser.add_argument("--settle", type=float, default=2, help="seconds to wait for late duplicates")
+    parser.add_argument("--overlap-jobs", type=int, default=10, help="overlap: jobs (default 10)")
+    parser.add_argument("--overlap-seconds", type=float, default=30, help="overlap: measured window (default 30)")
+    parser.add_argument("--slow-ms", type=int, default=2500, help="overlap: the target answers after this long")
+    parser.add_argument("--receiver", choices=("asyncio", "threading"), default="asyncio")
+    parser.add_argument("--env", action="append", default=[], metavar="SUNDIAL_X=V",
+                        help="extra environment for the server (repeatable), e.g. SUNDIAL_WORKERS=64")
+    parser.add_argument("--servers", type=int, default=1,
+                        help="burst/steady: run this many server processes on one database (default 1)")
+    parser.add_argument("--profile", metavar="DIR", help="record py-spy (raw collapsed stacks) of the server")
+    parser.add_argument("--profile-seconds", type=float, default=20)
+    parser.add_argument("--keep", metavar="DIR", help="keep databases and server logs in DIR")

@@ -12,8 +12,12 @@ Scenarios (docs/PERFORMANCE.md has the figures and what bounds them):
   p50/p99/max, missing and duplicates. Goal: 1,000 deliveries/s or more on
   2 cores.
 - steady (bench/scenarios.py): N jobs (default 1,000) on `*/2 * * * * ?` for
-  --seconds (default 60). Prints lateness p50/p99 (goal: p99 under 250 ms),
+  --seconds (default 60); `--variant spread` gives job i `every 2s offset {2i}ms`
+  instead. Prints lateness p50/p99 (goal: p99 under 100 ms),
   delivered/expected, missing, duplicates.
+- overlap (bench/scenarios.py): 10 jobs on `* * * * * ?` with `overlap: skip`
+  against a receiver path that answers after 2.5 s. Prints the most calls of
+  one job in flight at once (must be 1), deliveries, and SKIPPED/overlap.
 - writes (bench/writes.py): in-process, with the engine wired as in
   tests/engine/harness.py (real SQLite store and queue, a noop target): SQLite
   transactions, rows written and commits by kind per delivered invocation,
@@ -47,32 +51,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.output import header, line, load_average  # noqa: E402
-from bench.scenarios import burst, receiver_ceiling, steady  # noqa: E402
+from bench.scenarios import add_scenario_arguments, burst, overlap, receiver_ceiling, steady  # noqa: E402
 from bench.writes import writes  # noqa: E402
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scenario", choices=("burst", "steady", "writes", "receiver", "all"), default="all")
-    parser.add_argument("--jobs", type=int, default=0,
-                        help="jobs of the scenario (default: burst 10,000, steady 1,000, writes 200/3,000)")
-    parser.add_argument("--seconds", type=float, default=60, help="steady: measured window (default 60)")
-    parser.add_argument("--lead", type=float, default=35,
-                        help="burst: T is this many seconds after the server is spawned (default 35)")
-    parser.add_argument("--burst-timeout", type=float, default=150, help="burst: give up this long after T")
-    parser.add_argument("--warmup", type=float, default=4, help="steady: seconds after import before the window")
-    parser.add_argument("--grace", type=float, default=20, help="steady: wait for stragglers after the window")
-    parser.add_argument("--settle", type=float, default=2, help="seconds to wait for late duplicates")
-    parser.add_argument("--receiver", choices=("asyncio", "threading"), default="asyncio")
-    parser.add_argument("--env", action="append", default=[], metavar="SUNDIAL_X=V",
-                        help="extra environment for the server (repeatable), e.g. SUNDIAL_WORKERS=64")
-    parser.add_argument("--servers", type=int, default=1,
-                        help="burst/steady: run this many server processes on one database (default 1)")
-    parser.add_argument("--profile", metavar="DIR", help="record py-spy (raw collapsed stacks) of the server")
-    parser.add_argument("--profile-seconds", type=float, default=20)
+    parser.add_argument("--scenario", choices=("burst", "steady", "overlap", "writes", "receiver", "all"),
+                        default="all")
+    parser.add_argument("--variant", choices=("aligned", "spread"), default="aligned",
+                        help="steady: all jobs due at one instant (default), or spread over the period")
     parser.add_argument("--no-ceiling", action="store_true", help="skip measuring the receiver's ceiling")
-    parser.add_argument("--keep", metavar="DIR", help="keep databases and server logs in DIR")
+    add_scenario_arguments(parser)
     args = parser.parse_args(argv)
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
@@ -88,11 +79,15 @@ def main(argv=None) -> int:
         scenarios = ["receiver", "burst", "steady", "writes"] if args.scenario == "all" else [args.scenario]
         if args.no_ceiling and "receiver" in scenarios and args.scenario != "receiver":
             scenarios.remove("receiver")
-        if args.scenario in ("burst", "steady") and not args.no_ceiling:
+        if args.scenario in ("burst", "steady", "overlap") and not args.no_ceiling:
             scenarios.insert(0, "receiver")
         for name in scenarios:
-            {"receiver": receiver_ceiling, "burst": burst, "steady": steady, "writes": writes}[name](
-                *((args,) if name == "receiver" else (args, workdir / name)))
+            if name == "receiver":
+                receiver_ceiling(args)
+            elif name == "steady":
+                steady(args, workdir / name, variant=args.variant)
+            else:
+                {"burst": burst, "overlap": overlap, "writes": writes}[name](args, workdir / name)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

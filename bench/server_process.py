@@ -27,6 +27,21 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def proc_status(pid: int) -> dict[str, int]:
+    """VmHWM / VmRSS in kB, and Threads, from /proc."""
+    out = {}
+    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = row.partition(":")
+        if key in ("VmHWM", "VmRSS", "Threads"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
 class ServerProcess:
     """`python main.py serve` with default settings (plus `env`) on a free port."""
 
@@ -90,17 +105,10 @@ class ServerProcess:
         raise RuntimeError("config import did not finish in time")
 
     def status(self) -> dict[str, int]:
-        """VmHWM / VmRSS in kB, from /proc."""
-        out = {}
-        for row in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            key, _, value = row.partition(":")
-            if key in ("VmHWM", "VmRSS", "Threads"):
-                out[key] = int(value.split()[0])
-        return out
+        return proc_status(self.pid)
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+        return proc_cpu_seconds(self.pid)
 
     def start_profile(self, out: Path, seconds: float) -> None:
         """Two py-spy recordings in collapsed-stack text (bench/profile_summary.py reads
@@ -136,17 +144,26 @@ class ServerProcess:
         self.log.close()
 
 
-def invocation_outcomes(db: Path, low: float, high: float) -> str:
-    """What the server recorded for the occurrences scheduled in [low, high): status/reason counts."""
+def invocation_counts(db: Path, low: float, high: float) -> Counter:
+    """What the server recorded for the occurrences scheduled in [low, high): {(status, reason): count}."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
     try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
         rows = conn.execute(
             "SELECT status, reason, count(*) FROM invocations WHERE scheduled_time >= ? AND scheduled_time < ?"
-            " GROUP BY status, reason ORDER BY count(*) DESC", (low, high)).fetchall()
+            " GROUP BY status, reason", (low, high)).fetchall()
+    finally:
         conn.close()
+    return Counter({(status, reason or ""): count for status, reason, count in rows})
+
+
+def invocation_outcomes(db: Path, low: float, high: float) -> str:
+    """The same as one line of text: status/reason counts, largest first."""
+    try:
+        counts = invocation_counts(db, low, high)
     except sqlite3.Error as error:
         return f"(cannot read the database: {error})"
-    return ", ".join(f"{status}{'/' + reason if reason else ''} {count:,}" for status, reason, count in rows) or "none"
+    return ", ".join(f"{status}{'/' + reason if reason else ''} {count:,}"
+                     for (status, reason), count in counts.most_common()) or "none"
 
 
 class Fleet:
@@ -204,12 +221,20 @@ def server_env(args) -> dict[str, str]:
     return env
 
 
-def report_process(prefix: str, server: Fleet, cpu: float, wall: float) -> None:
+def process_figures(server, cpu: float, wall: float) -> dict:
+    """Peak RSS (VmHWM) and RSS now in MiB, threads, and CPU as a share of one core."""
     status = server.status()
-    processes = len(server.members)
-    what = "server" if processes == 1 else f"{processes} servers'"
-    line(f"{prefix} {what} peak RSS (VmHWM)", f"{status.get('VmHWM', 0) / 1024:,.1f} MiB "
-                                              f"(RSS now {status.get('VmRSS', 0) / 1024:,.1f} MiB, "
-                                              f"{status.get('Threads', 0)} threads)")
-    line(f"{prefix} {what} CPU", f"{cpu:,.1f} s over {wall:,.1f} s = {cpu / wall:.0%} of one core"
+    return {"rss_peak_mib": status.get("VmHWM", 0) / 1024, "rss_mib": status.get("VmRSS", 0) / 1024,
+            "threads": status.get("Threads", 0), "cpu_s": cpu, "wall_s": wall,
+            "cpu_share": cpu / wall if wall > 0 else 0.0}
+
+
+def report_process(prefix: str, server, cpu: float, wall: float, what: str = "") -> dict:
+    fig = process_figures(server, cpu, wall)
+    processes = len(getattr(server, "members", [server]))
+    what = what or ("server" if processes == 1 else f"{processes} servers'")
+    line(f"{prefix} {what} peak RSS (VmHWM)", f"{fig['rss_peak_mib']:,.1f} MiB "
+                                              f"(RSS now {fig['rss_mib']:,.1f} MiB, {fig['threads']} threads)")
+    line(f"{prefix} {what} CPU", f"{cpu:,.1f} s over {wall:,.1f} s = {fig['cpu_share']:.0%} of one core"
                                  if wall > 0 else "n/a")
+    return fig
