@@ -26,7 +26,16 @@ $(TASKS_STAMP): requirements-tasks-emulator.txt
 run: $(STAMP)
 	$(PY) main.py serve
 
-test: $(STAMP) $(TASKS_STAMP)
+# The browser tests (tests/ui) drive Debian's headless chromium through chromium-driver;
+# the driver's path stands for both (the chromium-driver package requires chromium).
+CHROMIUM := /usr/bin/chromedriver
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+$(CHROMIUM):
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium chromium-driver)
+
+test: $(STAMP) $(TASKS_STAMP) $(CHROMIUM)
 	$(PY) -m pytest -q
 
 # The benchmarks' extra dependencies (APScheduler for bench/versus.py); `make test` does not need them.

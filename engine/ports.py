@@ -126,6 +126,23 @@ class JobStore(Protocol):
     def delete_invocations_before(self, cutoff: datetime, limit: int) -> int:
         """Remove up to `limit` invocations created before `cutoff`; returns how many."""
 
+    # --- paged reads for the web UI (a page costs the same with 10 or 10,000 rows) ---
+
+    def list_jobs_page(
+        self, project: str, page_size: int, page_token: str | None, prefix: str = ""
+    ) -> tuple[list[StoredJob], str | None]:
+        """The project's jobs whose id starts with `prefix`, in id order, one page;
+        the token is the last id returned, None after the last page."""
+
+    def list_invocations_with_status(
+        self, project: str, job_id: str, statuses: tuple[str, ...], page_size: int, page_token: str | None
+    ) -> tuple[list[InvocationRow], str | None]:
+        """Like list_invocations, only those whose status is one of `statuses` (indexed)."""
+
+    def recent_invocations(self, project: str, job_ids: list[str], count: int) -> dict[str, list[InvocationRow]]:
+        """Each job's newest `count` invocations, newest first, without their logs;
+        for a page of jobs at once (a job without history maps to [])."""
+
 
 class Clock(Protocol):
     def now(self) -> datetime:

@@ -13,7 +13,10 @@ Permissions, as the contract's roles grant them:
 
 from __future__ import annotations
 
+from engine.operations import Refused
 from engine.ports import ProjectRow
+from engine.service import NotFound
+from web.errors import ApiError
 
 READ, TRIGGER, OWN = "read", "trigger", "own"
 
@@ -30,3 +33,14 @@ def authorize(project: ProjectRow, permission: str) -> None:
     gets PERMISSION_DENIED.
     """
     del project, permission  # everyone is an owner
+
+
+def may(project: ProjectRow, permission: str) -> bool:
+    """Whether the caller has `permission` on `project`: `authorize` asked without
+    raising, so that the web UI shows only the buttons the caller may press (the
+    POST behind each button asks `authorize` again)."""
+    try:
+        authorize(project, permission)
+    except (ApiError, Refused, NotFound):
+        return False
+    return True

@@ -12,6 +12,7 @@ from web.api_jobs import jobs_api
 from web.api_meta import meta_api
 from web.internal import internal
 from web.metrics import metrics_page
+from web.ui import install_ui
 
 
 class SegmentConverter(BaseConverter):
@@ -38,6 +39,7 @@ def create_app(engine, settings, cron_jobs: dict | None = None, queue_depth=None
     app.register_blueprint(metrics_page)
     for blueprint in (api, jobs_api, meta_api):
         app.register_blueprint(blueprint)
+    install_ui(app, settings)
 
     @app.get("/healthz")
     def health():

@@ -256,6 +256,58 @@ class DatastoreJobStore:
         self.count(writes=len(keys))
         return len(keys)
 
+    # --- paged reads for the web UI ---------------------------------------------------------
+
+    def list_jobs_page(
+        self, project: str, page_size: int, page_token: str | None, prefix: str = ""
+    ) -> tuple[list[StoredJob], str | None]:
+        # A key range inside the built-in (project, key) index; ids are ASCII, so
+        # prefix + U+FFFF bounds the names that start with the prefix.
+        with self.call("list jobs page"):
+            query = JobEntity.query(JobEntity.project == project)
+            low = job_key(project, page_token) if page_token else None
+            if prefix and (low is None or page_token < prefix):
+                query = query.filter(JobEntity.key >= job_key(project, prefix))
+            elif low is not None:
+                query = query.filter(JobEntity.key > low)
+            if prefix:
+                query = query.filter(JobEntity.key < job_key(project, prefix + "\uffff"))
+            entities = self._fetch(query.order(JobEntity.key), limit=page_size + 1)
+        page = [job_row(e) for e in entities[:page_size]]
+        return page, (page[-1].record.job_id if len(entities) > page_size else None)
+
+    def list_invocations_with_status(
+        self, project: str, job_id: str, statuses: tuple[str, ...], page_size: int, page_token: str | None
+    ) -> tuple[list[InvocationRow], str | None]:
+        # One ancestor query per status on the (status, key) index of index.yaml, merged.
+        with self.call("list invocations by status"):
+            futures = []
+            for status in dict.fromkeys(statuses):
+                query = InvocationEntity.query(InvocationEntity.status == status, ancestor=job_key(project, job_id))
+                if page_token:
+                    query = query.filter(InvocationEntity.key > invocation_key(project, job_id, page_token))
+                futures.append(query.order(InvocationEntity.key).fetch_async(limit=page_size + 1))
+            entities = [entity for future in futures for entity in future.result()]
+            self.count(queries=len(futures), reads=len(entities))
+        entities = sorted(entities, key=lambda entity: entity.key.id())[:page_size + 1]
+        page = [invocation_row(e) for e in entities[:page_size]]
+        return page, (page[-1].id if len(entities) > page_size else None)
+
+    def recent_invocations(self, project: str, job_ids: list[str], count: int) -> dict[str, list[InvocationRow]]:
+        # The page's ancestor queries run concurrently: one round trip, not one per job.
+        with self.call("recent invocations"):
+            futures = {job_id: InvocationEntity.query(ancestor=job_key(project, job_id))
+                       .order(InvocationEntity.key).fetch_async(limit=count) for job_id in job_ids}
+            found = {job_id: future.result() for job_id, future in futures.items()}
+            self.count(queries=len(futures), reads=sum(len(rows) for rows in found.values()))
+        recent = {}
+        for job_id, entities in found.items():
+            rows = [invocation_row(e) for e in entities]
+            for row in rows:
+                row.log = []  # as on every backend: the strip needs no logs
+            recent[job_id] = rows
+        return recent
+
 
 class DatastoreTransaction:
     """One run of a transaction body: reads go to Datastore (or to this run's own

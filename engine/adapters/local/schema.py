@@ -63,6 +63,10 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX tasks_by_lease ON tasks (lease_until) WHERE lease_until > 0;
     """,
+    # 3: a job's history filtered by status (the web UI's filters), newest first.
+    """
+    CREATE INDEX invocations_by_status ON invocations (project, job_id, status, id);
+    """,
 ]
 
 

@@ -153,6 +153,50 @@ class SqliteJobStore:
             )
             return cursor.rowcount
 
+    # --- paged reads for the web UI ----------------------------------------------------
+
+    def list_jobs_page(
+        self, project: str, page_size: int, page_token: str | None, prefix: str = ""
+    ) -> tuple[list[StoredJob], str | None]:
+        # A range on the primary key (project, job_id): the page costs the same
+        # however many jobs the project has. Ids are ASCII, so prefix + U+FFFF bounds it.
+        rows = self.connection().execute(
+            "SELECT record, definition, source, config_error FROM jobs WHERE project = ?"
+            " AND job_id > ? AND job_id >= ? AND job_id < ? ORDER BY job_id LIMIT ?",
+            (project, page_token or "", prefix, prefix + "\uffff", page_size + 1),
+        ).fetchall()
+        page = [_job(row) for row in rows[:page_size]]
+        return page, (page[-1].record.job_id if len(rows) > page_size else None)
+
+    def list_invocations_with_status(
+        self, project: str, job_id: str, statuses: tuple[str, ...], page_size: int, page_token: str | None
+    ) -> tuple[list[InvocationRow], str | None]:
+        # One range read of the (project, job_id, status, id) index per status, merged:
+        # an IN over several statuses would make SQLite sort every match before the LIMIT.
+        rows = []
+        for status in dict.fromkeys(statuses):
+            rows += self.connection().execute(
+                "SELECT * FROM invocations WHERE project = ? AND job_id = ? AND status = ?"
+                " AND id > ? ORDER BY id LIMIT ?",
+                (project, job_id, status, page_token or "", page_size + 1),
+            ).fetchall()
+        rows = sorted(rows, key=lambda row: row[2])[:page_size + 1]
+        page = [_invocation(row) for row in rows[:page_size]]
+        return page, (page[-1].id if len(rows) > page_size else None)
+
+    def recent_invocations(self, project: str, job_ids: list[str], count: int) -> dict[str, list[InvocationRow]]:
+        # One short range read per job on the primary key; the log is left out.
+        conn, recent = self.connection(), {}
+        for job_id in job_ids:
+            rows = conn.execute(
+                "SELECT project, job_id, id, status, reason, scheduled_time, trigger, created_time,"
+                " started_time, finished_time, attempt, event_count, '[]' FROM invocations"
+                " WHERE project = ? AND job_id = ? ORDER BY id LIMIT ?",
+                (project, job_id, count),
+            ).fetchall()
+            recent[job_id] = [_invocation(row) for row in rows]
+        return recent
+
 
 def _rollback(conn: sqlite3.Connection) -> None:
     try:

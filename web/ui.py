@@ -1,0 +1,187 @@
+"""The web UI's pages (CONTRACT section 7): server-rendered HTML over the API's use cases.
+
+    /                         projects
+    /p/PROJECT                its jobs, a page at a time (?q=id prefix, ?page_token=)
+    /p/PROJECT/JOB            one job: definition, next fire times, actions, history
+    /p/PROJECT/JOB/INVOCATION one invocation: timeline, attempts, request, answers
+
+Every page reads through engine/operations.py and the store's paged reads, and asks
+web/access.py first, as the API does; the buttons are in web/ui_actions.py. Each page
+costs a bounded number of reads, whatever the size of the project or the history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import secrets
+
+from flask import Blueprint, Flask, current_app, render_template, request
+from werkzeug.exceptions import HTTPException
+
+from engine import operations as ops
+from engine.operations import Refused
+from engine.ports import ProjectRow, StoreError
+from engine.service import NotFound
+from statemachine.machine import InvalidTransition
+from web import access, ui_format
+from web.access import OWN, READ, TRIGGER
+from web.errors import STATUS, ApiError
+
+log = logging.getLogger("sundial.ui")
+
+ui = Blueprint("ui", __name__, template_folder="templates", static_folder="static",
+               static_url_path="/ui/static")
+
+JOBS_PAGE_SIZE = 50
+HISTORY_PAGE_SIZE = 50
+STRIP_LENGTH = 10  # recent outcomes shown per job in the jobs list
+
+
+def engine():
+    return current_app.config["SUNDIAL_ENGINE"]
+
+
+def readable_project(project: str, permission: str = READ) -> ProjectRow:
+    row = ops.project_row(engine(), project)
+    access.authorize(row, permission)
+    return row
+
+
+def buttons(row: ProjectRow) -> dict:
+    """Which actions the caller may take: the template shows only these."""
+    return {"trigger": access.may(row, TRIGGER), "own": access.may(row, OWN)}
+
+
+@ui.get("/")
+def projects():
+    store, shown = engine().store, []
+    for row in store.list_projects():
+        if access.may(row, READ):  # a project the caller may not read does not exist for them
+            shown.append({"row": row, "job_count": store.count_jobs(row.id)})
+    return render_template("ui/projects.html", projects=shown)
+
+
+@ui.get("/p/<project>")
+def jobs(project: str):
+    row = readable_project(project)
+    prefix = request.args.get("q", "").strip()
+    token = request.args.get("page_token") or None
+    store, now = engine().store, engine().clock.now()
+    page, next_token = store.list_jobs_page(project, JOBS_PAGE_SIZE, token, prefix)
+    page = [job for job in page if ops.visible(job)]
+    recent = store.recent_invocations(project, [job.record.job_id for job in page], STRIP_LENGTH)
+    lines = [_job_line(job, recent.get(job.record.job_id, []), now) for job in page]
+    return render_template("ui/jobs.html", project=row, lines=lines, prefix=prefix,
+                           next_token=next_token, paged=bool(token), job_count=store.count_jobs(project),
+                           now=now)
+
+
+def _job_line(job, recent, now) -> dict:
+    definition = job.definition
+    return {
+        "job": job,
+        "id": job.record.job_id,
+        "schedule": ui_format.schedule_text(definition),
+        "plain": ui_format.plain_schedule(definition),
+        "timezone": definition.get("timezone", "UTC"),
+        "next_run": ui_format.next_run(job),
+        "last": ui_format.last_result(recent),
+        "strip": list(reversed(recent)),  # oldest first, so it reads left to right
+    }
+
+
+@ui.get("/p/<project>/<id:job_id>")
+def job_page(project: str, job_id: str):
+    row = readable_project(project)
+    job = ops.get_job(engine(), project, job_id)
+    status = request.args.get("status", "")
+    if status and status not in ui_format.STATUS_FILTERS:
+        raise ApiError("INVALID_ARGUMENT", f"no status filter {status!r}; choose one of "
+                                           + ", ".join(ui_format.STATUS_FILTERS))
+    token = request.args.get("page_token") or None
+    store, now = engine().store, engine().clock.now()
+    if status:
+        history, next_token = store.list_invocations_with_status(
+            project, job_id, ui_format.STATUS_FILTERS[status], HISTORY_PAGE_SIZE, token)
+    else:
+        history, next_token = store.list_invocations(project, job_id, HISTORY_PAGE_SIZE, token)
+    definition = job.definition
+    return render_template(
+        "ui/job.html", project=row, job=job, record=job.record, definition=definition,
+        schedule=ui_format.schedule_text(definition), plain=ui_format.plain_schedule(definition),
+        timezone=definition.get("timezone", "UTC"), next_run=ui_format.next_run(job),
+        fire_times=ui_format.next_fire_times(job, now), policies=ui_format.policies(definition),
+        definition_yaml=ui_format.definition_yaml(definition), history=history, status_filter=status,
+        filters=ui_format.STATUS_FILTERS, next_token=next_token, paged=bool(token),
+        config_file=f"{project}.yaml", can=buttons(row), now=now,
+    )
+
+
+@ui.get("/p/<project>/<id:job_id>/<id:invocation_id>")
+def invocation_page(project: str, job_id: str, invocation_id: str):
+    row = readable_project(project)
+    job = ops.get_job(engine(), project, job_id)
+    invocation = engine().store.get_invocation(project, job_id, invocation_id)
+    if invocation is None:
+        raise NotFound(f"invocation {invocation_id!r} of {project}/{job_id} not found")
+    return render_template(
+        "ui/invocation.html", project=row, job=job, inv=invocation,
+        attempts=ui_format.attempts(invocation.log), request_sent=ui_format.request_sent(job, invocation),
+        timezone=job.definition.get("timezone", "UTC"), can=buttons(row), now=engine().clock.now(),
+    )
+
+
+# --- errors as pages ------------------------------------------------------------------------
+
+def _page(code: str, message: str):
+    status = STATUS.get(code, 500)
+    return render_template("ui/error.html", code=code, status=status, message=message), status
+
+
+def error_pages(blueprint: Blueprint) -> None:
+    """Errors of the blueprint's views as HTML pages, with the API's status codes."""
+    handlers = (
+        (ApiError, lambda e: _page(e.code, e.message)),
+        (Refused, lambda e: _page(e.code, str(e))),
+        (NotFound, lambda e: _page("NOT_FOUND", str(e))),
+        (InvalidTransition, lambda e: _page(e.code, str(e))),
+        (StoreError, lambda e: _page("UNAVAILABLE", f"storage is failing: {e}; try again in a moment")),
+        (HTTPException, _http_error),
+        (Exception, _unexpected),
+    )
+    for kind, handler in handlers:
+        blueprint.register_error_handler(kind, handler)
+
+
+def _http_error(error: HTTPException):
+    code = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(error.code, "INTERNAL")
+    return _page(code, error.description or error.name)
+
+
+def _unexpected(error: Exception):
+    log.error("ui error", exc_info=error, extra={"fields": {"path": request.path}})
+    return _page("INTERNAL", "internal error; the server's log has the details")
+
+
+error_pages(ui)
+
+
+# --- wiring ----------------------------------------------------------------------------------
+
+def install_ui(app: Flask, settings) -> None:
+    """Register the UI's blueprints on `app` and key its session cookie (CSRF tokens)."""
+    from web.ui_actions import actions, csrf_token  # the actions import this module
+
+    # Every process on one database shares the task secret, so a form rendered by one
+    # server may be posted to another; without one, a key of this process only.
+    base = settings.task_secret.encode() if settings.task_secret else secrets.token_bytes(32)
+    app.secret_key = hmac.new(base, b"sundial web ui session", hashlib.sha256).hexdigest()
+    app.config.update(SESSION_COOKIE_NAME="sundial_session", SESSION_COOKIE_SAMESITE="Lax",
+                      SESSION_COOKIE_SECURE=bool(getattr(settings, "on_app_engine", False)))
+    app.jinja_env.globals.update(csrf_token=csrf_token, utc=ui_format.utc_text,
+                                 relative=ui_format.relative, local=ui_format.local_text,
+                                 log_extras=ui_format.log_extras)
+    app.register_blueprint(ui)
+    app.register_blueprint(actions)

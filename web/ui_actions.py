@@ -1,0 +1,95 @@
+"""The web UI's buttons: Pause (with a reason), Resume, Trigger, Abort.
+
+Each is a POST form carrying a CSRF token: a random value kept in the signed session
+cookie and repeated in a hidden field; a POST whose field does not match is refused
+(403) before anything else happens. The session cookie is SameSite=Lax as well, but
+the token is what a cross-site form cannot forge.
+
+Each action asks web/access.py for the permission the API asks for, and runs the
+API's use case (engine/operations.py); the answer is a redirect (303) to the job's
+page with a one-line message of what happened.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+
+from flask import Blueprint, flash, redirect, request, session, url_for
+
+from config.limits import MAX_REASON_CHARS
+from engine import operations as ops
+from engine.operations import Refused
+from statemachine.machine import InvalidTransition
+from web.access import OWN, TRIGGER
+from web.errors import ApiError
+from web.ui import engine, error_pages, readable_project
+
+actions = Blueprint("ui_actions", __name__)
+error_pages(actions)
+
+JOB = "/p/<project>/<id:job_id>"
+CSRF_FIELD = "csrf_token"
+
+
+def csrf_token() -> str:
+    """This session's token, made on first use (the hidden field of every form)."""
+    token = session.get(CSRF_FIELD)
+    if not token:
+        token = session[CSRF_FIELD] = secrets.token_urlsafe(32)
+    return token
+
+
+@actions.before_request
+def check_csrf():
+    expected, sent = session.get(CSRF_FIELD, ""), request.form.get(CSRF_FIELD, "")
+    if not expected or not hmac.compare_digest(expected.encode(), sent.encode()):
+        raise ApiError("PERMISSION_DENIED", "the form's security token is missing or stale; "
+                                            "reload the page and try again")
+
+
+def _reason() -> str:
+    reason = request.form.get("reason", "").strip()
+    if len(reason) > MAX_REASON_CHARS:
+        raise ApiError("INVALID_ARGUMENT", f"the reason is longer than {MAX_REASON_CHARS:,} characters")
+    return reason
+
+
+def _back(project: str, job_id: str, message: str, category: str = "ok"):
+    flash(message, category)
+    return redirect(url_for("ui.job_page", project=project, job_id=job_id), code=303)
+
+
+@actions.post(JOB + ":pause")
+def pause(project: str, job_id: str):
+    readable_project(project, TRIGGER)
+    reason = _reason()
+    ops.pause(engine(), project, job_id, reason)
+    return _back(project, job_id, "Paused" + (f": {reason}" if reason else "."))
+
+
+@actions.post(JOB + ":resume")
+def resume(project: str, job_id: str):
+    readable_project(project, TRIGGER)
+    ops.resume(engine(), project, job_id)
+    return _back(project, job_id, "Resumed.")
+
+
+@actions.post(JOB + ":trigger")
+def trigger(project: str, job_id: str):
+    readable_project(project, TRIGGER)
+    try:
+        row = ops.trigger(engine(), project, job_id)
+    except (Refused, InvalidTransition) as refused:
+        # A paused job refuses a trigger (409): say so on the job's page.
+        return _back(project, job_id, f"Not triggered: {refused}", "error")
+    reason = f" ({row.reason})" if row.reason else ""
+    return _back(project, job_id, f"Triggered: invocation {row.id} is {row.status}{reason}.")
+
+
+@actions.post(JOB + ":abort")
+def abort(project: str, job_id: str):
+    readable_project(project, OWN)
+    ops.abort(engine(), project, job_id, _reason() or "aborted from the web UI")
+    return _back(project, job_id, "Aborted the active invocations.")
+

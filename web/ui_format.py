@@ -1,0 +1,196 @@
+"""What the web UI's pages show, computed from the store's rows: no Flask, no I/O.
+
+Times are shown in UTC with a relative reading ("in 4m", "3m ago") and the job's own
+zone where the job's schedule lives in it (its next fire times).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import yaml
+
+from engine.ports import InvocationRow, StoredJob
+from engine.rendering import render_target
+from statemachine.describe import describe_at, describe_schedule
+from statemachine.schedule import ScheduleError, is_clock_driven, load_zone, next_fire
+from statemachine.template import TemplateContext
+
+# The history filters: a name in the query string -> the statuses it shows.
+STATUS_FILTERS = {
+    "active": ("STARTING", "RUNNING"),
+    "succeeded": ("SUCCEEDED",),
+    "failed": ("FAILED",),
+    "skipped": ("SKIPPED",),
+    "aborted": ("ABORTED",),
+}
+TERMINAL = ("SUCCEEDED", "FAILED", "SKIPPED", "ABORTED")
+# The definition's policy fields, in the order a reader looks for them.
+POLICY_FIELDS = ("overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout", "throttle",
+                 "triggers", "pause_after_failures", "on_failure")
+NOT_POLICIES = {"id", "schedule", "at", "timezone", "target", "disabled", *POLICY_FIELDS}
+# Header values not to show: credentials travel in them.
+SECRET_HEADER = re.compile(r"authorization|cookie|token|secret|api[-_]?key|password", re.IGNORECASE)
+_ATTEMPT = re.compile(r"attempt (\d+)(.*)", re.DOTALL)
+
+
+# --- times ----------------------------------------------------------------------------------
+
+def utc_text(value: datetime | None) -> str:
+    if value is None:
+        return ""
+    return value.astimezone(load_zone("UTC")).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def relative(value: datetime | None, now: datetime) -> str:
+    """ "in 4m 10s", "3h 2m ago", "now"; the two largest units only."""
+    if value is None:
+        return ""
+    seconds = round((value - now).total_seconds())
+    if abs(seconds) < 1:
+        return "now"
+    parts, rest = [], abs(seconds)
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m"), (1, "s")):
+        amount, rest = divmod(rest, size)
+        if amount:
+            parts.append(f"{amount}{unit}")
+    text = " ".join(parts[:2])
+    return f"in {text}" if seconds > 0 else f"{text} ago"
+
+
+def local_text(value: datetime, timezone: str) -> str:
+    local = value.astimezone(load_zone(timezone))
+    return local.strftime("%a %Y-%m-%d %H:%M:%S %Z (%z)")
+
+
+# --- jobs -----------------------------------------------------------------------------------
+
+def schedule_text(definition: dict) -> str:
+    if "at" in definition:
+        times = definition["at"]
+        return "at " + ", ".join(times[:3]) + (f" and {len(times) - 3} more" if len(times) > 3 else "")
+    return str(definition.get("schedule", "triggered"))
+
+
+def plain_schedule(definition: dict) -> str:
+    """The schedule in words, or "" where the expression says it best."""
+    timezone = definition.get("timezone", "UTC")
+    if "at" in definition:
+        return describe_at(list(definition["at"]), timezone) if definition["at"] else ""
+    return describe_schedule(str(definition.get("schedule", "triggered")), timezone) or ""
+
+
+def next_run(job: StoredJob) -> datetime | None:
+    record = job.record
+    return None if record.paused or record.disabled else record.tick_at
+
+
+def next_fire_times(job: StoredJob, now: datetime, count: int = 5) -> list[datetime]:
+    """The schedule's next `count` fire times after now (what a resume would follow)."""
+    policy = job.record.policy
+    if policy is None or job.record.disabled:
+        return []
+    try:
+        schedule = policy.schedule
+    except ScheduleError:
+        return []
+    if not is_clock_driven(schedule):
+        return []
+    times, moment = [], now
+    while len(times) < count:
+        moment = next_fire(schedule, moment)
+        if moment is None:
+            break
+        times.append(moment)
+    return times
+
+
+def last_result(recent: list[InvocationRow]) -> InvocationRow | None:
+    return next((row for row in recent if row.status in TERMINAL), None)
+
+
+def definition_yaml(definition: dict) -> str:
+    return yaml.safe_dump(definition, sort_keys=False, allow_unicode=True, default_flow_style=False)
+
+
+def policies(definition: dict) -> list[tuple[str, str]]:
+    """(name, value) of every policy the definition sets, known ones first."""
+    names = [name for name in POLICY_FIELDS if name in definition]
+    names += [name for name in definition if name not in NOT_POLICIES]
+    return [(name, _short(definition[name])) for name in names]
+
+
+def _short(value) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{key}: {_short(item)}" for key, item in value.items()) or "—"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_short(item) for item in value) or "—"
+    return "—" if value is None else str(value)
+
+
+# --- invocations ----------------------------------------------------------------------------
+
+@dataclass
+class Attempt:
+    event: int
+    number: int
+    started: str = ""
+    finished: str = ""
+    outcome: str = ""
+    detail: str = ""
+    duration_ms: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def attempts(log: list[dict]) -> list[Attempt]:
+    """The attempts a log tells of: when each started, how it ended, what the target answered."""
+    found: dict[tuple[int, int], Attempt] = {}
+    for entry in log:
+        match = _ATTEMPT.match(str(entry.get("message", "")))
+        if not match:
+            continue
+        event, number = int(entry.get("event", 0) or 0), int(match.group(1))
+        attempt = found.setdefault((event, number), Attempt(event, number))
+        rest = match.group(2).strip()
+        if rest == "starting":
+            attempt.started = entry.get("time", "")
+        elif rest.startswith(":") and not attempt.outcome:
+            attempt.outcome, attempt.finished = rest[1:].strip(), entry.get("time", "")
+            attempt.detail = str(entry.get("detail", "") or "")
+            attempt.duration_ms = entry.get("duration_ms")
+        else:
+            attempt.notes.append(rest)  # e.g. "failed: http 500; retry at ..."
+    return sorted(found.values(), key=lambda a: (a.number, a.event))
+
+
+def request_sent(job: StoredJob, row: InvocationRow) -> dict | None:
+    """The request of the invocation's latest attempt (event 0) as the job's current
+    definition renders it: kind, and for HTTP the method, URL, headers and body."""
+    definition = job.definition
+    target = definition.get("target")
+    if not isinstance(target, dict) or not target:
+        return None
+    context = TemplateContext(
+        scheduled_time=row.scheduled_time, timezone=definition.get("timezone", "UTC"),
+        project=row.project, job_id=row.job_id, invocation_id=row.id,
+        attempt=max(row.attempt, 1), event_index=0, event_count=row.event_count,
+    )
+    try:
+        rendered = render_target(target, context)
+    except ValueError as error:
+        return {"kind": next(iter(target)), "error": str(error)}
+    kind, spec = next(iter(rendered.items()))
+    if kind != "http" or not isinstance(spec, dict):
+        return {"kind": kind, "text": json.dumps(spec, indent=2, ensure_ascii=False)}
+    headers = {name: ("•••" if SECRET_HEADER.search(str(name)) else str(value))
+               for name, value in (spec.get("headers") or {}).items()}
+    return {"kind": kind, "method": spec.get("method", "POST"), "url": spec.get("url", ""),
+            "headers": headers, "body": spec.get("body", ""), "async": spec.get("async", False)}
+
+
+def log_extras(entry: dict) -> list[tuple[str, str]]:
+    """An entry's fields besides its time, message and detail."""
+    return [(key, _short(value)) for key, value in entry.items() if key not in ("time", "message", "detail")]
