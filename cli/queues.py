@@ -2,8 +2,11 @@
 ones to the settings Sundial expects. Safe to run again and again (run it on every
 deploy).
 
-Today that is the chain's queue (SUNDIAL_TASKS_QUEUE); the throttles' queues will join
-it. The composition root picks the Cloud Tasks adapter (config.bootstrap); this module
+That is the chain's queue (SUNDIAL_TASKS_QUEUE) and one queue per throttle of the
+project files in --configs (SUNDIAL_CONFIG_DIR), with `max_concurrent_dispatches` set to
+the throttle's `max_in_flight`; its id is `{chain queue}-t-{project}-{throttle}-{hash}`
+(engine.adapters.cloud.cloud_tasks_queue.throttle_queue_id). A file that does not
+validate is reported and its throttles left as they are. The composition root picks the Cloud Tasks adapter (config.bootstrap); this module
 only reads the command line and the environment and prints what happened.
 """
 
@@ -32,6 +35,9 @@ def add_queues(subparsers) -> None:
                              f"default {DEFAULT_LOCATION})")
     parser.add_argument("--queue", default=None,
                         help=f"the chain's queue id (SUNDIAL_TASKS_QUEUE, default {DEFAULT_QUEUE})")
+    parser.add_argument("--configs", default=None,
+                        help="the project config directory whose throttles get queues "
+                             "(SUNDIAL_CONFIG_DIR, default examples/configs)")
     parser.set_defaults(run=run_queues)
 
 
@@ -53,14 +59,32 @@ def run_queues(args) -> int:
 
     from config.bootstrap import provision_task_queues
 
+    throttles = config_throttles(args.configs or os.environ.get("SUNDIAL_CONFIG_DIR") or "examples/configs")
     try:
-        results = provision_task_queues(project, location, queue, emulator)
+        results = provision_task_queues(project, location, queue, emulator, throttles)
     except (gexc.GoogleAPICallError, gexc.RetryError, auth_exceptions.GoogleAuthError) as error:
         print(f"main.py queues: {_describe(error)}", file=sys.stderr)
         return 1
     for path, what in results:
         print(f"{path}: {what}")
     return 0
+
+
+def config_throttles(directory: str) -> dict[str, int]:
+    """"PROJECT/THROTTLE" -> max_in_flight for every valid project file in `directory`."""
+    from pathlib import Path
+
+    from config.loader import ProjectConfigError, parse_project_text
+
+    throttles: dict[str, int] = {}
+    for path in sorted(Path(directory).glob("*.yaml")):
+        try:
+            config = parse_project_text(path.stem, path.read_text(encoding="utf-8"), str(path), backend="cloud")
+        except (ProjectConfigError, OSError) as error:
+            print(f"main.py queues: {path}: skipped, its throttles unchanged: {error}", file=sys.stderr)
+            continue
+        throttles.update({f"{path.stem}/{name}": limit for name, limit in config.throttles.items()})
+    return throttles
 
 
 def _describe(error: Exception) -> str:

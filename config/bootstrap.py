@@ -107,15 +107,50 @@ def build_cloud(settings: Settings, clock=None) -> Runtime:
     queue.secret = settings.task_secret
     _ensure_chain_queue(tasks, settings)
     engine = _engine(settings, store, build_targets("cloud"), clock)
-    return _runtime(settings, engine, None, loops=not settings.on_app_engine)
+    return _runtime(settings, engine, None, loops=not settings.on_app_engine,
+                    after_import=_throttle_queue_keeper(tasks, settings, store))
 
 
-def provision_task_queues(project: str, location: str, queue: str, emulator_host: str | None = None):
-    """Create or update the queues Sundial needs (the `queues` command)."""
-    from engine.adapters.cloud.cloud_tasks_queue import QueueSpec, build_tasks_client, provision_queues
+def provision_task_queues(project: str, location: str, queue: str, emulator_host: str | None = None,
+                          throttles: dict[str, int] | None = None):
+    """Create or update the queues Sundial needs (the `queues` command): the chain's,
+    and one per throttle ("PROJECT/THROTTLE" -> max_in_flight)."""
+    from engine.adapters.cloud.cloud_tasks_queue import (
+        QueueSpec, build_tasks_client, provision_queues, throttle_specs,
+    )
 
-    specs = [QueueSpec(queue)]  # throttle queues join this list
+    specs = [QueueSpec(queue)] + throttle_specs(queue, throttles or {})
     return provision_queues(build_tasks_client(emulator_host), project, location, specs)
+
+
+def project_throttles(rows) -> dict[str, int]:
+    """"PROJECT/THROTTLE" -> max_in_flight of every throttle of the given project rows."""
+    return {
+        f"{row.id}/{name}": limit
+        for row in rows for name, limit in (row.settings.get("throttles") or {}).items()
+    }
+
+
+def _throttle_queue_keeper(tasks, settings: Settings, store) -> Callable[[], None]:
+    """After each import: create (or resize) the queue of each throttle not yet seen
+    with its current limit. Without the permission, `main.py queues` does it."""
+    from engine.adapters.cloud.cloud_tasks_queue import ensure_queue, throttle_specs
+
+    ensured: dict[str, int] = {}
+
+    def keep() -> None:
+        for queue, limit in project_throttles(store.list_projects()).items():
+            if ensured.get(queue) == limit:
+                continue
+            spec = throttle_specs(settings.tasks_queue, {queue: limit})[0]
+            try:
+                ensure_queue(tasks, settings.gcp_project, settings.tasks_location, spec)
+                ensured[queue] = limit
+            except Exception as error:  # e.g. no permission: logged, tried again next import
+                log_event(log, "throttle queue not ensured", queue=spec.queue_id, error=repr(error),
+                          hint="run `python main.py queues --configs DIR` with a role that may manage queues")
+
+    return keep
 
 
 def wsgi_app():
@@ -165,10 +200,17 @@ def _engine(settings: Settings, store, targets: dict, clock) -> Engine:
     )
 
 
-def _runtime(settings: Settings, engine: Engine, dispatcher, loops: bool, queue_depth=None) -> Runtime:
+def _runtime(settings: Settings, engine: Engine, dispatcher, loops: bool, queue_depth=None,
+             after_import: Callable[[], None] | None = None) -> Runtime:
+    def import_configs() -> int:
+        imported = import_directory(engine, settings.config_dir, settings.backend)
+        if after_import is not None:
+            after_import()
+        return imported
+
     cron = {
         "watchdog": engine.run_watchdog,
-        "import-configs": lambda: import_directory(engine, settings.config_dir, settings.backend),
+        "import-configs": import_configs,
         "cleanup": lambda: engine.cleanup(settings.history),
     }
     app = create_app(engine, settings, cron, queue_depth)

@@ -43,8 +43,9 @@ __all__ = [
 ]
 
 JOB_FIELDS = ("id", "schedule", "at", "timezone", "disabled", "overlap", "max_concurrent",
-              "catchup", "timeout", "retry", "fanout", "throttle", "triggers", "target")
-PER_JOB_FIELDS = ("id", "schedule", "at", "target")
+              "catchup", "timeout", "retry", "fanout", "throttle", "triggers", "target",
+              "pause_after_failures", "on_failure")
+PER_JOB_FIELDS = ("id", "schedule", "at", "target", "on_failure")
 _NESTED = ("catchup", "retry", "fanout")
 
 
@@ -131,6 +132,7 @@ _SHARED: dict[str, Parser] = {
     }, "{count: 10, spread: 1m}"),
     "throttle": _name,
     "triggers": _triggers,
+    "pause_after_failures": _positive,
 }
 
 
@@ -172,7 +174,8 @@ def parse_defaults(check: Checker, path: Path, value: Any) -> dict:
     for key in block:
         if key in PER_JOB_FIELDS:
             check.report(path + (key,), "cannot have a default: id, schedule, at and target "
-                                        "are set in each job")
+                                        "are set in each job" if key != "on_failure" else
+                                        "cannot have a default: on_failure is set in each job")
     check.known_fields(path, {k: v for k, v in block.items() if k not in PER_JOB_FIELDS},
                        _SHARED)
     parsed = _shared_fields(check, path, block)
@@ -220,6 +223,10 @@ def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
     timing = check.attempt(lambda: _timing(check, path, entry, resolved["timezone"]))
     target = check.attempt(lambda: parse_target(check, path + ("target",),
                                                 entry.get("target"), context.rules))
+    on_failure = None
+    if entry.get("on_failure") is not None:
+        on_failure = check.attempt(lambda: parse_target(check, path + ("on_failure",),
+                                                        entry["on_failure"], context.rules))
     if "retry" in own:
         _check_backoff(check, path, resolved["retry"])
     if own.get("max_concurrent", 1) > 1 and resolved["overlap"] is not Overlap.ALLOW:
@@ -228,8 +235,8 @@ def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
     _check_references(check, path, entry, own, context)
     if check.errors or timing is None or target is None:
         return None
-    definition = _definition(job_id, timing, resolved, target[0])
-    policy = _policy(timing, resolved, target[1], revision_of(definition))
+    definition = _definition(job_id, timing, resolved, target[0], on_failure and on_failure[0])
+    policy = _policy(timing, resolved, target[1], revision_of(definition), on_failure is not None)
     return JobConfig(job_id, policy, definition, resolved["disabled"], check.lines.line(path))
 
 
@@ -303,11 +310,12 @@ def _check_references(check: Checker, path: Path, entry: dict, own: dict,
 
 # --- results -------------------------------------------------------------------------
 
-def _definition(job_id: str, timing: tuple[str, Any], resolved: dict, target: dict) -> dict:
+def _definition(job_id: str, timing: tuple[str, Any], resolved: dict, target: dict,
+                on_failure: dict | None = None) -> dict:
     kind, when = timing
     catchup, retry, fanout = resolved["catchup"], resolved["retry"], resolved["fanout"]
     allow = resolved["overlap"] is Overlap.ALLOW
-    return {
+    definition = {
         "id": job_id,
         kind: [_rfc3339(t) for t in when] if kind == "at" else when,
         "timezone": resolved["timezone"],
@@ -325,10 +333,17 @@ def _definition(job_id: str, timing: tuple[str, Any], resolved: dict, target: di
         "triggers": list(resolved["triggers"]),
         "target": target,
     }
+    # Fields added after the first release appear only when set, so that a job which
+    # does not use them keeps the revision (and the stored definition) it had.
+    if resolved["pause_after_failures"] is not None:
+        definition["pause_after_failures"] = resolved["pause_after_failures"]
+    if on_failure is not None:
+        definition["on_failure"] = on_failure
+    return definition
 
 
 def _policy(timing: tuple[str, Any], resolved: dict, attempt_timeout: timedelta,
-            revision: str) -> JobPolicy:
+            revision: str, notify_failures: bool = False) -> JobPolicy:
     kind, when = timing
     allow = resolved["overlap"] is Overlap.ALLOW
     return JobPolicy(
@@ -345,6 +360,9 @@ def _policy(timing: tuple[str, Any], resolved: dict, attempt_timeout: timedelta,
         retry=RetryPolicy(**resolved["retry"]),
         fanout=FanoutPolicy(**resolved["fanout"]),
         triggers=tuple(resolved["triggers"]),
+        throttle=resolved["throttle"] or "",
+        pause_after_failures=resolved["pause_after_failures"] or 0,
+        notify_failures=notify_failures,
         revision=revision,
     )
 

@@ -44,6 +44,7 @@ BUILTIN_DEFAULTS: dict = {
     "fanout": {"count": 1, "spread": timedelta(0)},
     "throttle": None,
     "triggers": (),
+    "pause_after_failures": None,  # never pause for failures
 }
 
 

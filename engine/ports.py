@@ -28,9 +28,12 @@ class Task:
     """One task-queue task. `name` makes enqueueing idempotent while it is pending."""
 
     name: str
-    kind: str  # tick | start | trigger
+    kind: str  # tick | start | trigger | notify
     payload: dict
     eta: datetime
+    # The queue it goes on: "" for the chain's own; "PROJECT/THROTTLE" for the start
+    # tasks of a throttled job, whose queue runs at most max_in_flight at once.
+    queue: str = ""
 
 
 @dataclass

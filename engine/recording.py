@@ -31,7 +31,13 @@ def tick_task(project: str, job_id: str, action: act.ScheduleTick) -> Task:
     return Task(task_name("tick", project, job_id, action.nonce, millis(action.at)), "tick", payload, action.at)
 
 
-def start_task(project: str, job_id: str, action: act.EnqueueAttempt) -> Task:
+def throttle_queue(project: str, throttle: str) -> str:
+    """The logical queue of a throttle's start tasks ("" without one). Neither part can
+    hold a `/`, so the name is unambiguous; each queue adapter maps it to its own."""
+    return f"{project}/{throttle}" if throttle else ""
+
+
+def start_task(project: str, job_id: str, action: act.EnqueueAttempt, queue: str = "") -> Task:
     payload = {
         "project": project,
         "job": job_id,
@@ -43,7 +49,28 @@ def start_task(project: str, job_id: str, action: act.EnqueueAttempt) -> Task:
     name = task_name(
         "start", project, job_id, action.invocation_id, action.event_index, action.attempt, millis(action.at)
     )
-    return Task(name, "start", payload, action.at)
+    return Task(name, "start", payload, action.at, queue)
+
+
+def notify_task(project: str, job_id: str, summary: dict, attempt: int, at: datetime) -> Task:
+    """One attempt to notify the job's `on_failure` target of a FAILED invocation;
+    one name per (invocation, attempt), so a replayed enqueue makes no second task."""
+    payload = {"project": project, "job": job_id, "attempt": attempt, "summary": summary}
+    return Task(task_name("notify", project, job_id, summary["invocation_id"], attempt), "notify", payload, at)
+
+
+def failure_summary(project: str, job_id: str, action: act.NotifyFailure) -> dict:
+    """What the `on_failure` target is told about the invocation."""
+    return {
+        "project": project,
+        "job": job_id,
+        "invocation_id": action.invocation_id,
+        "scheduled_time": rfc3339_millis(action.scheduled_time),
+        "trigger": action.trigger,
+        "status": "FAILED",
+        "reason": action.reason,
+        "attempts": action.attempts,
+    }
 
 
 def trigger_task(project: str, source_job: str, target_job: str, source_invocation: str,
@@ -76,12 +103,18 @@ def append_log(row: InvocationRow, now: datetime, message: str, /, **fields) -> 
         row.log[:] = head + [marker] + rest[-keep:]
 
 
-def record_action(tx: Transaction, project: str, job_id: str, action, now: datetime) -> None:
-    """Write one action (other than Deliver and RetryLater, which the caller handles)."""
+def record_action(tx: Transaction, project: str, job_id: str, action, now: datetime, queue: str = "") -> None:
+    """Write one action (other than Deliver and RetryLater, which the caller handles).
+
+    `queue`: where the job's start tasks go (its throttle's queue, or "")."""
     if isinstance(action, act.ScheduleTick):
         tx.enqueue(tick_task(project, job_id, action))
     elif isinstance(action, act.EnqueueAttempt):
-        tx.enqueue(start_task(project, job_id, action))
+        tx.enqueue(start_task(project, job_id, action, queue))
+    elif isinstance(action, act.NotifyFailure):
+        tx.enqueue(notify_task(project, job_id, failure_summary(project, job_id, action), 1, now))
+        _update(tx, project, job_id, action.invocation_id,
+                lambda row: append_log(row, now, "on_failure: notification enqueued"))
     elif isinstance(action, act.StartInvocation) and action.deferred:
         pass  # the job record holds it; its history record comes when its attempt ends
     elif isinstance(action, act.StartInvocation):

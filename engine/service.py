@@ -18,7 +18,8 @@ from engine.delivery import deliver
 from engine.logs import log_event
 from engine.metrics import Metrics
 from engine.ports import Clock, ConflictError, DeliveryResult, RetryTask, StoredJob, Task
-from engine.recording import append_log, materialize, record_action
+from engine.notify import send_notification
+from engine.recording import append_log, materialize, record_action, throttle_queue
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.durations import parse_instant
@@ -128,8 +129,10 @@ class Engine:
             return Applied(transition, stored)
         stored = StoredJob(transition.record, stored.definition, stored.source, stored.config_error)
         tx.put_job(stored)
+        policy = transition.record.policy
+        queue = throttle_queue(project, policy.throttle) if policy is not None else ""
         for action in transition.actions:
-            record_action(tx, project, job_id, action, now)
+            record_action(tx, project, job_id, action, now, queue)
         return Applied(transition, stored)
 
     def _materialize_deferred(self, tx, before, transition: Transition, note) -> None:
@@ -168,6 +171,8 @@ class Engine:
                 self._on_tick(project, job_id, payload["nonce"])
             elif task.kind == "start":
                 self._on_start(project, job_id, payload)
+            elif task.kind == "notify":
+                send_notification(self, payload)
             elif task.kind == "trigger":
                 at = parse_instant(payload["at"]) if payload.get("at") else None
                 self.apply(project, job_id, ev.ManualTrigger(payload["request"], payload["trigger"], at))
@@ -191,6 +196,8 @@ class Engine:
                 self._deliver_and_record(applied.job, action)
 
     def _on_start(self, project: str, job_id: str, payload: dict) -> None:
+        # Delivered here, synchronously, before the task counts as done: a throttle is
+        # the concurrency of its queue, so the request must be over when the task is.
         starting = ev.InvocationStarting(payload["invocation"], payload["event"], payload["attempt"])
         applied = self.apply(project, job_id, starting)
         for action in applied.transition.actions:

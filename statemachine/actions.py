@@ -95,6 +95,18 @@ class TriggerJobs:
 
 
 @dataclass(frozen=True)
+class NotifyFailure:
+    """Enqueue the notification of an invocation that ended FAILED to the job's
+    `on_failure` target, in the same transaction that finished it."""
+
+    invocation_id: str
+    scheduled_time: datetime
+    trigger: str
+    reason: str
+    attempts: int
+
+
+@dataclass(frozen=True)
 class RetryLater:
     """Hand the task being processed back to its queue, to come again after `delay`."""
 
@@ -110,5 +122,6 @@ Action = (
     | FinishInvocation
     | RecordAttemptFailed
     | TriggerJobs
+    | NotifyFailure
     | RetryLater
 )

@@ -12,6 +12,7 @@ from datetime import datetime
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import Catchup, Overlap, Tuning, compute_backoff, fanout_offsets
+from statemachine.pausing import count_outcome
 from statemachine.record import ActiveInvocation, JobRecord, Occurrence, evolve
 
 SUCCEEDED = "SUCCEEDED"
@@ -32,6 +33,8 @@ def admit(
     policy = record.policy
     if len(record.active) < policy.concurrency_limit():
         return start(record, occurrence, now, tuning, inline)
+    if _trigger_storm(record, occurrence, policy):
+        return record, [skipped(occurrence, "overlap")]
     # A caught-up occurrence under `catchup: all` is never dropped for overlap:
     # the policy promises each one is delivered, so they wait their turn.
     if policy.overlap is Overlap.BUFFER_ALL or _kept_for_catchup(occurrence, policy):
@@ -42,6 +45,20 @@ def admit(
         dropped = [skipped(o, "overlap") for o in record.buffered if not _kept_for_catchup(o, policy)]
         return evolve(record, buffered=kept + (occurrence,)), dropped
     return record, [skipped(occurrence, "overlap")]
+
+
+# Under `buffer_all`, at most this many occurrences started by other jobs' triggers
+# wait at once; more are SKIPPED/overlap, so a storm of upstream successes cannot grow
+# a job's record (and its backlog) without bound. Every other overlap policy bounds
+# them already (skip: none wait; buffer_one: one; allow: none beyond max_concurrent).
+MAX_TRIGGERED_WAITING = 100
+
+
+def _trigger_storm(record: JobRecord, occurrence: Occurrence, policy) -> bool:
+    if policy.overlap is not Overlap.BUFFER_ALL or not occurrence.trigger.startswith("job:"):
+        return False
+    waiting = sum(1 for o in record.buffered if o.trigger.startswith("job:"))
+    return waiting >= MAX_TRIGGERED_WAITING
 
 
 def _kept_for_catchup(occurrence: Occurrence, policy) -> bool:
@@ -68,7 +85,8 @@ def start(
     policy = record.policy
     fanout = policy.fanout
     due = [max(occurrence.scheduled_time + offset, now) for offset in fanout_offsets(fanout)]
-    if inline and fanout.count == 1 and due[0] <= now and not record.paused:
+    # A throttled job's attempts all wait their turn on the throttle's queue.
+    if inline and fanout.count == 1 and due[0] <= now and not record.paused and not policy.throttle:
         return _start_inline(record, occurrence, now, tuning)
     entry = ActiveInvocation(
         invocation_id=occurrence.invocation_id,
@@ -242,22 +260,21 @@ def _current_attempt(record, invocation_id, index, attempt) -> ActiveInvocation 
 
 def finish(record: JobRecord, entry: ActiveInvocation, status: str, reason: str, now, tuning) -> Result:
     """Give the invocation its terminal status and let what waited on it go."""
-    failures = record.consecutive_failures
-    if status == SUCCEEDED:
-        failures = 0
-    elif status == FAILED:
-        failures += 1
     record = evolve(
         record,
         active=tuple(e for e in record.active if e.invocation_id != entry.invocation_id),
-        consecutive_failures=failures,
         last_finished_at=now,
     )
     actions: list = [act.FinishInvocation(entry.invocation_id, status, reason)]
     if status == SUCCEEDED and record.policy.triggers:
         actions.append(act.TriggerJobs(record.policy.triggers, entry.invocation_id, entry.scheduled_time))
+    if status == FAILED and record.policy.notify_failures:
+        actions.append(act.NotifyFailure(
+            entry.invocation_id, entry.scheduled_time, entry.trigger, reason, max(entry.attempts)
+        ))
+    record, paused = count_outcome(record, status, reason, now)
     record, started = drain_buffer(record, now, tuning)
-    return record, actions + started
+    return record, actions + paused + started
 
 
 def drain_buffer(record: JobRecord, now: datetime, tuning: Tuning) -> Result:

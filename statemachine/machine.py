@@ -20,6 +20,7 @@ from statemachine import events as ev
 from statemachine import ids
 from statemachine import invocations as inv
 from statemachine.catchup import SCHEDULE, plan_due
+from statemachine.pausing import pause
 from statemachine.policy import DEFAULT_TUNING, Tuning
 from statemachine.record import JobRecord, JobState, Occurrence, evolve
 from statemachine.schedule import IntervalSchedule, is_clock_driven, next_fire
@@ -193,7 +194,9 @@ def _not_before(handled: datetime | None, now: datetime) -> datetime:
 
 def _on_policy(record: JobRecord, event, now, tuning):
     """A new revision of an enabled job: re-plan only if its timing changed."""
-    if record.policy is not None and record.policy.revision == event.policy.revision:
+    # Equal policies, not only equal revisions: a record saved before a policy field
+    # existed (e.g. `throttle`) takes it up with the next import.
+    if record.policy == event.policy:
         return record, []
     timing_changed = record.policy is None or record.policy.timing_key() != event.policy.timing_key()
     if not timing_changed:
@@ -274,12 +277,7 @@ def _manual_while_stopped(reason: str):
 
 
 def _on_paused(record: JobRecord, event: ev.Paused, now, tuning):
-    if record.paused:
-        return evolve(record, pause_reason=event.reason), []
-    dropped = [inv.skipped(o, "paused") for o in record.buffered]
-    record = evolve(record, paused=True, pause_reason=event.reason, paused_at=now, buffered=())
-    record, _ = _arm(record, None)
-    return record, dropped
+    return pause(record, event.reason, now)
 
 
 def _on_resumed(record: JobRecord, event: ev.Resumed, now, tuning):
@@ -289,7 +287,9 @@ def _on_resumed(record: JobRecord, event: ev.Resumed, now, tuning):
     """
     if not record.paused:
         return record, []
-    record = evolve(record, paused=False, pause_reason="", paused_at=None)
+    # The count starts again: a job paused for its failures gets its full
+    # `pause_after_failures` again once someone resumes it.
+    record = evolve(record, paused=False, pause_reason="", paused_at=None, consecutive_failures=0)
     schedule = record.policy.schedule
     if isinstance(schedule, IntervalSchedule) or not is_clock_driven(schedule):
         return _arm_next(record, now)

@@ -96,6 +96,14 @@ class JobPolicy:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     fanout: FanoutPolicy = field(default_factory=FanoutPolicy)
     triggers: tuple[str, ...] = ()
+    # The project throttle this job's deliveries count against ("" for none). A
+    # throttled job never delivers inline after a tick: every attempt goes through
+    # a start task on the throttle's queue, whose concurrency is the throttle.
+    throttle: str = ""
+    # Pause the job after this many consecutive FAILED invocations (0: never).
+    pause_after_failures: int = 0
+    # The job has an `on_failure` target: a FAILED invocation enqueues its notification.
+    notify_failures: bool = False
     # Identifies the definition this policy came from (a hash of the whole job
     # entry, target included); equal revisions mean nothing to do.
     revision: str = ""
@@ -112,6 +120,12 @@ class JobPolicy:
 
     def concurrency_limit(self) -> int:
         return self.max_concurrent if self.overlap is Overlap.ALLOW else 1
+
+
+# Notifications of a failed invocation (`on_failure`) are retried on their own, fixed
+# policy: the job's own retry policy defaults to a single attempt, too few for a
+# message whose whole point is to get through when things are going wrong.
+NOTIFY_RETRY = RetryPolicy(max_attempts=5, min_backoff=timedelta(seconds=1), max_backoff=timedelta(minutes=1))
 
 
 def compute_backoff(retry: RetryPolicy, failed_attempt: int, jitter_key: str) -> timedelta:

@@ -187,6 +187,9 @@ def policy_to_dict(policy: JobPolicy) -> dict:
         ],
         "fanout": [policy.fanout.count, _millis(policy.fanout.spread)],
         "triggers": list(policy.triggers),
+        "throttle": policy.throttle,
+        "pause_after_failures": policy.pause_after_failures,
+        "notify_failures": policy.notify_failures,
         "revision": policy.revision,
     }
 
@@ -207,6 +210,10 @@ def policy_from_dict(data: dict) -> JobPolicy:
         retry=RetryPolicy(attempts, timedelta(milliseconds=min_backoff), timedelta(milliseconds=max_backoff)),
         fanout=FanoutPolicy(count, timedelta(milliseconds=spread)),
         triggers=tuple(data["triggers"]),
+        # Records written before these fields existed read as "not set".
+        throttle=data.get("throttle", ""),
+        pause_after_failures=data.get("pause_after_failures", 0),
+        notify_failures=data.get("notify_failures", False),
         revision=data["revision"],
     )
 

@@ -16,7 +16,7 @@ from engine.ports import RetryTask, StoreError, Task
 from statemachine.durations import parse_instant
 from web.guard import guard_from_settings
 
-TASK_KINDS = {"tick": "tick", "start-invocation": "start", "trigger": "trigger"}
+TASK_KINDS = {"tick": "tick", "start-invocation": "start", "trigger": "trigger", "notify": "notify"}
 
 internal = Blueprint("internal", __name__, url_prefix="/internal")
 

@@ -86,7 +86,11 @@ def _job_entry() -> dict:
                         "spread": DURATION}, closed=True),
         "throttle": {"type": "string"},
         "triggers": {"type": "array", "items": {"type": "string", "pattern": JOB_ID_PATTERN}},
+        "pause_after_failures": {"type": "integer", "minimum": 1,
+                                 "description": "pause the job after this many consecutive FAILED invocations"},
         "target": ref("Target"),
+        "on_failure": {"allOf": [ref("Target")], "description": "notified with the invocation's summary "
+                                                       "(JSON) when an invocation ends FAILED"},
     }, ["target"], closed=True,
         description="A config file's job entry without its id (CONTRACT section 2): "
                     "give exactly one of `schedule` and `at`.",

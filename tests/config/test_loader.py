@@ -101,7 +101,7 @@ def test_the_contract_example_policies():
         max_concurrent=1, catchup=Catchup.LATEST, catchup_window=timedelta(hours=1),
         timeout=timedelta(minutes=10), attempt_timeout=timedelta(seconds=60),
         retry=RetryPolicy(3, timedelta(seconds=1), timedelta(minutes=5)),
-        fanout=FanoutPolicy(1, timedelta(0)), triggers=("fitbit-worker",),
+        fanout=FanoutPolicy(1, timedelta(0)), triggers=("fitbit-worker",), throttle="backup-consumers",
         revision=exporter.policy.revision)
     assert len(exporter.policy.revision) == 16
     assert fitbit.policy.timezone == "America/Los_Angeles"

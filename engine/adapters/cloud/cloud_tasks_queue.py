@@ -15,6 +15,13 @@ commit. What makes that safe:
 - An enqueue that still fails after its retries is logged and counted, not raised: the
   transaction has committed, and a chain that lost its task is what the watchdog repairs.
 
+Throttles: a throttled job's start tasks (Task.queue = "PROJECT/THROTTLE") go to a
+queue of their own, `throttle_queue_id(chain queue, ...)`, e.g. `sundial-t-myproj-backup-
+consumers-1a2b3c4d`, whose `max_concurrent_dispatches` is the throttle's `max_in_flight`.
+The task handler delivers before it answers, so Cloud Tasks' concurrency limit is the
+limit on requests in flight. `main.py queues` creates those queues from the config files
+(and `serve` on the cloud backend creates the ones it sees at import, when it may).
+
 Every task carries the shared secret (`X-Sundial-Task-Secret`), and when a service
 account is configured an OIDC token for it with the service URL as audience, so the
 guard (web/guard.py) can admit it wherever Sundial runs.
@@ -43,11 +50,13 @@ from statemachine.durations import rfc3339_millis
 log = logging.getLogger("sundial.cloud_tasks")
 
 SECRET_HEADER = "X-Sundial-Task-Secret"
-HANDLER_PATHS = {"tick": "tick", "start": "start-invocation", "trigger": "trigger"}
+HANDLER_PATHS = {"tick": "tick", "start": "start-invocation", "trigger": "trigger", "notify": "notify"}
 # Cloud Tasks' limit is 30 days ahead; a day less leaves room for clock skew.
 MAX_HOP = timedelta(days=29)
 TASK_ID_LIMIT = 500  # Cloud Tasks: [A-Za-z0-9_-]{1,500}
+QUEUE_ID_LIMIT = 100  # Cloud Tasks: [A-Za-z0-9-]{1,100}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_UNSAFE_IN_QUEUE = re.compile(r"[^A-Za-z0-9-]+")
 _RPC_TIMEOUT = 10.0  # seconds per CreateTask call
 # Transient failures are retried here, under the same name: a retry of a call that
 # did reach Cloud Tasks then gets ALREADY_EXISTS, which is success.
@@ -84,6 +93,17 @@ def task_id(name: str) -> str:
     return f"{digest}-{tail}"
 
 
+def throttle_queue_id(chain_queue: str, queue: str) -> str:
+    """The Cloud Tasks queue id of a throttle's logical queue ("PROJECT/THROTTLE"):
+    `{chain queue}-t-{project}-{throttle}`, sanitized to letters, digits and '-', cut to
+    fit, and ended with a hash of the logical name, so that two throttles whose names
+    sanitize alike (`a.b`, `a_b`) never share a queue."""
+    digest = hashlib.sha256(queue.encode("utf-8")).hexdigest()[:8]
+    project, _, throttle = queue.partition("/")
+    readable = _UNSAFE_IN_QUEUE.sub("-", f"{chain_queue}-t-{project}-{throttle}").strip("-")
+    return f"{readable[: QUEUE_ID_LIMIT - len(digest) - 1]}-{digest}"
+
+
 class CloudTasksQueue:
     """Enqueues the chain's tasks on one Cloud Tasks queue, right after a commit."""
 
@@ -102,6 +122,8 @@ class CloudTasksQueue:
             raise ValueError("CloudTasksQueue needs the service URL that Cloud Tasks calls back")
         self.client = client
         self.queue_path = client.queue_path(project, location, queue)
+        self._queue_path_of = lambda logical: client.queue_path(
+            project, location, throttle_queue_id(queue, logical))
         self.service_url = service_url.rstrip("/")
         self.secret = secret
         self.service_account_email = service_account_email
@@ -121,10 +143,14 @@ class CloudTasksQueue:
             for _ in range(self.copies):
                 self._create(self.cloud_task(task, now))
 
+    def path_of(self, task: Task) -> str:
+        """The queue `task` goes on: the chain's, or its throttle's."""
+        return self._queue_path_of(task.queue) if task.queue else self.queue_path
+
     def cloud_task(self, task: Task, now: datetime) -> tasks_v2.Task:
         """The Cloud Tasks task for `task`, as it is enqueued at `now`."""
         return tasks_v2.Task(
-            name=f"{self.queue_path}/tasks/{task_id(task.name)}",
+            name=f"{self.path_of(task)}/tasks/{task_id(task.name)}",
             schedule_time=min(task.eta, now + MAX_HOP),
             http_request=self._http_request(task),
         )
@@ -155,7 +181,8 @@ class CloudTasksQueue:
         self._count("enqueues")
         try:
             self.client.create_task(
-                parent=self.queue_path, task=cloud_task, retry=_RETRY, timeout=_RPC_TIMEOUT
+                parent=cloud_task.name.rsplit("/tasks/", 1)[0], task=cloud_task, retry=_RETRY,
+                timeout=_RPC_TIMEOUT,
             )
         except gexc.AlreadyExists:
             self._count("already_exists")  # sent before (or a retry that did arrive): done
@@ -239,9 +266,17 @@ def ensure_queue(client, project: str, location: str, spec: QueueSpec, update: b
     return "updated"
 
 
+def throttle_specs(chain_queue: str, throttles: dict[str, int]) -> list[QueueSpec]:
+    """The queue of each throttle ("PROJECT/THROTTLE" -> max_in_flight)."""
+    return [
+        QueueSpec(throttle_queue_id(chain_queue, queue), max_concurrent_dispatches=max(limit, 1))
+        for queue, limit in sorted(throttles.items())
+    ]
+
+
 def provision_queues(client, project: str, location: str, specs: list[QueueSpec]) -> list[tuple[str, str]]:
-    """`main.py queues`: create or update each queue; (queue path, what happened) each.
-    The chain's queue is one spec; the throttles' queues join the list later."""
+    """`main.py queues`: create or update each queue; (queue path, what happened) each:
+    the chain's queue and one per throttle."""
     return [
         (client.queue_path(project, location, spec.queue_id), ensure_queue(client, project, location, spec))
         for spec in specs

@@ -67,6 +67,12 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX invocations_by_status ON invocations (project, job_id, status, id);
     """,
+    # 4: throttles. A throttled job's start tasks carry their queue ('PROJECT/THROTTLE';
+    # '' is the chain's own), and leasing reads each queue's due tasks in ETA order.
+    """
+    ALTER TABLE tasks ADD COLUMN queue TEXT NOT NULL DEFAULT '';
+    CREATE INDEX tasks_by_queue ON tasks (queue, eta);
+    """,
 ]
 
 

@@ -4,6 +4,16 @@ A lease is a time until which a task belongs to the dispatcher that took it;
 a dispatcher that dies simply stops renewing, and the task becomes due again
 when the lease runs out. Leasing is one `BEGIN IMMEDIATE` transaction, so two
 processes on one database never take the same task.
+
+Throttles: a throttled job's start tasks sit in the queue named for the throttle
+(`PROJECT/THROTTLE`, see engine.recording.throttle_queue), and a lease never hands out
+more than the throttle's `max_in_flight` unexpired leases of that queue at once, across
+every process on the database. The limit is read, at each lease, from where the config
+import stored the project's throttles (the project row's settings), so a change to it
+takes effect with the import. A lease that ran out does not count: a crashed process
+frees its slots when its leases expire. A queue whose throttle is no longer defined
+runs unthrottled, rather than never. The dispatcher delivers a start task before it
+reports it done, so "leases held" bounds "requests in flight".
 """
 
 from __future__ import annotations
@@ -38,16 +48,19 @@ class SqliteTaskQueue:
                 tx.conn.executemany("DELETE FROM tasks WHERE id = ?", [(i,) for i in done])
             if limit <= 0:
                 return []
+            ids = _pick_due(tx.conn, now.timestamp(), limit)
+            if not ids:
+                return []
             rows = tx.conn.execute(
-                "UPDATE tasks SET lease_until = ?, attempts = attempts + 1 WHERE id IN ("
-                " SELECT id FROM tasks WHERE eta <= ? AND lease_until <= ? ORDER BY eta LIMIT ?)"
-                " RETURNING id, name, kind, payload, eta, attempts",
-                ((now + lease).timestamp(), now.timestamp(), now.timestamp(), limit),
+                "UPDATE tasks SET lease_until = ?, attempts = attempts + 1"
+                f" WHERE id IN ({','.join('?' * len(ids))})"
+                " RETURNING id, name, kind, payload, eta, attempts, queue",
+                ((now + lease).timestamp(), *ids),
             ).fetchall()
         rows.sort(key=lambda row: row[4])
         return [
-            LeasedTask(task_id, Task(name, kind, json.loads(payload), from_seconds(eta)), attempts)
-            for task_id, name, kind, payload, eta, attempts in rows
+            LeasedTask(task_id, Task(name, kind, json.loads(payload), from_seconds(eta), queue), attempts)
+            for task_id, name, kind, payload, eta, attempts, queue in rows
         ]
 
     def complete(self, task_ids: list[int]) -> None:
@@ -72,13 +85,72 @@ class SqliteTaskQueue:
     def next_wake(self, now: datetime) -> datetime | None:
         """When the earliest task becomes takeable: the earliest ETA of an unleased
         task, or the earliest lease to run out (both read from an index)."""
-        conn = self.store.connection()
-        free = conn.execute(
-            "SELECT eta FROM tasks WHERE lease_until <= ? ORDER BY eta LIMIT 1", (now.timestamp(),)
+        conn, at = self.store.connection(), now.timestamp()
+        candidates = [
+            row[0] for queue in _open_queues(conn, at, 1)
+            for row in conn.execute(_DUE_IN_QUEUE.replace("eta <= ? AND ", ""), (queue, at, 1))
+        ]
+        # Only leases still running: one that ran out is a free task, found above if
+        # its queue has room (and if it has none, a finishing task wakes the dispatcher).
+        leased = conn.execute(
+            "SELECT min(lease_until) FROM tasks WHERE lease_until > 0 AND lease_until > ?", (at,)
         ).fetchone()
-        leased = conn.execute("SELECT min(lease_until) FROM tasks WHERE lease_until > 0").fetchone()
-        candidates = [row[0] for row in (free, leased) if row and row[0] is not None]
+        if leased[0] is not None:
+            candidates.append(leased[0])
         return from_seconds(min(candidates)) if candidates else None
 
     def pending(self) -> int:
         return self.store.connection().execute("SELECT count(*) FROM tasks").fetchone()[0]
+
+
+# Due, unleased tasks of one queue, in ETA order (the (queue, eta) index).
+_DUE_IN_QUEUE = (
+    "SELECT eta, id FROM tasks WHERE queue = ? AND eta <= ? AND lease_until <= ? ORDER BY eta LIMIT ?"
+)
+# The distinct throttle queues holding tasks, one index seek each (a skip scan).
+_QUEUES = """
+WITH RECURSIVE q(name) AS (
+    SELECT (SELECT min(queue) FROM tasks WHERE queue > '')
+    UNION ALL
+    SELECT (SELECT min(queue) FROM tasks WHERE queue > q.name) FROM q WHERE q.name IS NOT NULL
+) SELECT name FROM q WHERE name IS NOT NULL
+"""
+_LIMIT = (
+    "SELECT t.value FROM projects p, json_each(p.settings, '$.throttles') t WHERE p.id = ? AND t.key = ?"
+)
+
+
+def _pick_due(conn, at: float, limit: int) -> list[int]:
+    """Ids of up to `limit` due tasks, earliest first, leaving every throttle within bounds."""
+    due = []
+    for queue, room in _open_queues(conn, at, limit).items():
+        due += conn.execute(_DUE_IN_QUEUE, (queue, at, at, room)).fetchall()
+    due.sort()
+    return [task_id for _, task_id in due[:limit]]
+
+
+def _open_queues(conn, at: float, limit: int) -> dict[str, int]:
+    """Queue -> how many more of its tasks may be leased now (only queues with room)."""
+    rooms = {"": limit}
+    queues = [row[0] for row in conn.execute(_QUEUES)]
+    if not queues:
+        return rooms
+    held = dict(conn.execute(
+        "SELECT queue, count(*) FROM tasks WHERE lease_until > 0 AND lease_until > ? AND queue != ''"
+        " GROUP BY queue", (at,),
+    ).fetchall())
+    for queue in queues:
+        cap = throttle_limit(conn, queue)
+        room = limit if cap is None else min(cap - held.get(queue, 0), limit)
+        if room > 0:
+            rooms[queue] = room
+    return rooms
+
+
+def throttle_limit(conn, queue: str) -> int | None:
+    """The max_in_flight of the throttle a queue is named for; None if it is not defined."""
+    project, _, name = queue.partition("/")
+    row = conn.execute(_LIMIT, (project, name)).fetchone()
+    if row is None or not isinstance(row[0], int):
+        return None
+    return max(row[0], 1)

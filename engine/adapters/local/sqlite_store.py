@@ -260,8 +260,9 @@ class SqliteTransaction:
     def enqueue(self, task: Task) -> None:
         # A pending task of the same name makes this a no-op: enqueueing is idempotent.
         self.conn.execute(
-            "INSERT OR IGNORE INTO tasks (name, kind, payload, eta) VALUES (?, ?, ?, ?)",
-            (task.name, task.kind, json.dumps(task.payload, separators=(",", ":")), task.eta.timestamp()),
+            "INSERT OR IGNORE INTO tasks (name, kind, payload, eta, queue) VALUES (?, ?, ?, ?, ?)",
+            (task.name, task.kind, json.dumps(task.payload, separators=(",", ":")), task.eta.timestamp(),
+             task.queue),
         )
         if self.earliest_eta is None or task.eta < self.earliest_eta:
             self.earliest_eta = task.eta

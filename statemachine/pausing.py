@@ -1,0 +1,50 @@
+"""Pausing a job: the one path both an operator's pause and `pause_after_failures` take.
+
+Pure, like the rest of the machine: (record, actions) out of (record, reason, now).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from statemachine import actions as act
+from statemachine.record import JobRecord, evolve
+
+FAILED = "FAILED"
+
+
+def pause(record: JobRecord, reason: str, now: datetime) -> tuple[JobRecord, list]:
+    """Stop new occurrences: drop what waits in the buffer (SKIPPED/paused) and the tick.
+
+    Pausing a paused job only updates the reason. Invocations in flight finish on
+    their own; events not yet started end when their start task comes (see
+    invocations.on_starting).
+    """
+    if record.paused:
+        return evolve(record, pause_reason=reason), []
+    dropped = [
+        act.RecordSkipped(o.invocation_id, o.scheduled_time, o.trigger, "paused") for o in record.buffered
+    ]
+    record = evolve(
+        record, paused=True, pause_reason=reason, paused_at=now, buffered=(), tick_at=None, tick_nonce=None
+    )
+    return record, dropped
+
+
+def count_outcome(record: JobRecord, status: str, reason: str, now: datetime) -> tuple[JobRecord, list]:
+    """Count consecutive failures; pause the job when `pause_after_failures` is reached.
+
+    A SUCCEEDED invocation resets the count; SKIPPED and ABORTED ones leave it alone
+    (they say nothing about the target). A job already paused keeps its reason.
+    """
+    if status == "SUCCEEDED":
+        return (record if record.consecutive_failures == 0 else evolve(record, consecutive_failures=0)), []
+    if status != FAILED:
+        return record, []
+    failures = record.consecutive_failures + 1
+    record = evolve(record, consecutive_failures=failures)
+    limit = record.policy.pause_after_failures if record.policy else 0
+    if not limit or failures < limit or record.paused or record.disabled:
+        return record, []
+    last = f" (last: {reason})" if reason else ""
+    return pause(record, f"paused after {failures} consecutive failures{last}", now)
