@@ -51,6 +51,7 @@ _TOPIC = re.compile(r"projects/[^/\s]+/topics/[^/\s]+")
 _QUEUE = re.compile(r"projects/[^/\s]+/locations/[^/\s]+/queues/[^/\s]+")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 token
 _NUMERIC_HOST = re.compile(r"[0-9a-fx.]+")  # what inet_aton may read as an IPv4 address
+SECRET_NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")  # Secret Manager's rule for secret ids
 
 
 @dataclass(frozen=True)
@@ -205,10 +206,26 @@ def _headers(check: Checker, path: Path, fields: dict) -> dict:
             check.report(where, f"given twice (also as '{seen[name.lower()]}'); "
                                 "header names ignore case")
         seen.setdefault(name.lower(), name)
+        if isinstance(value, dict):
+            check.attempt(lambda: _secret_header(check, where, value))
+            continue
         text = check.attempt(lambda: _template(check, where, value, limits.MAX_HEADER_VALUE_BYTES))
         if text is not None and any(char in text for char in "\r\n\0"):
             check.report(where, "must not contain line breaks or NUL characters")
     return dict(headers)
+
+
+def _secret_header(check: Checker, path: Path, value: dict) -> None:
+    """`{secret: NAME, prefix: "Bearer "}`: the value is the secret's, read at delivery
+    time, so that it never sits in a config file, the store or an invocation's log."""
+    check.known_fields(path, value, ("secret", "prefix"))
+    name = check.string(path + ("secret",), value.get("secret"), empty=False)
+    if not SECRET_NAME.fullmatch(name):
+        check.fail(path + ("secret",), f"{name!r} is not a secret name (letters, digits, '_' "
+                                       "and '-', at most 255)")
+    prefix = check.string(path + ("prefix",), value.get("prefix", ""))
+    if any(char in prefix for char in "\r\n\0"):
+        check.fail(path + ("prefix",), "must not contain line breaks or NUL characters")
 
 
 def _attributes(check: Checker, path: Path, fields: dict) -> dict:
@@ -233,7 +250,7 @@ def _check_sizes(check: Checker, path: Path, entries: dict, what: str, most: int
         check.report(path, limits.count_error(what, len(entries), most))
     if total_limit is None:
         return
-    total = sum(len(f"{name}{value}".encode("utf-8", "surrogatepass"))
+    total = sum(len(f"{name}{value}".encode("utf-8", "surrogatepass"))  # a secret: its reference
                 for name, value in entries.items())
     if total > total_limit:
         check.report(path, limits.size_error(f"all {what} together", total, total_limit))

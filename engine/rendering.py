@@ -12,6 +12,7 @@ single pass, so nothing in a value is ever evaluated or expanded twice.
 from __future__ import annotations
 
 import copy
+from typing import Callable
 
 from statemachine.template import TemplateContext, render
 
@@ -25,24 +26,30 @@ class HeaderInjectionError(ValueError):
     """A rendered header value would split the HTTP header block (CR or LF in it)."""
 
 
-def render_target(target: dict, context: TemplateContext) -> dict:
-    """A deep copy of `target` ({kind: {...}}) with its templated fields rendered.
+def render_target(target: dict, context: TemplateContext, secrets: Callable[[str], str] | None = None) -> dict:
+    """A deep copy of `target` ({kind: {...}}) with its templated fields rendered, and
+    header values that name a secret (`{secret: NAME, prefix: P}`) replaced by P + the
+    secret's value, read through `secrets`.
 
     :raises TemplateError: a template that does not validate (config import should
         have refused it; a delivery that gets here must fail, not send raw text).
     :raises HeaderInjectionError: a rendered header value contains CR or LF.
+    :raises SecretError: (a ValueError) a named secret that cannot be read.
     """
     return {
-        kind: _render_spec(spec, context) if isinstance(spec, dict) else copy.deepcopy(spec)
+        kind: _render_spec(spec, context, secrets) if isinstance(spec, dict) else copy.deepcopy(spec)
         for kind, spec in target.items()
     }
 
 
-def _render_spec(spec: dict, context: TemplateContext) -> dict:
+def _render_spec(spec: dict, context: TemplateContext, secrets) -> dict:
     out = {}
     for name, value in spec.items():
         if name in _TEXT_FIELDS and isinstance(value, str):
             out[name] = render(value, context)
+        elif name == "headers" and isinstance(value, dict):
+            out[name] = {key: _secret_value(item, secrets) if isinstance(item, dict)
+                         else _render_value(item, context) for key, item in value.items()}
         elif name in _MAP_FIELDS and isinstance(value, dict):
             out[name] = {key: _render_value(item, context) for key, item in value.items()}
         else:
@@ -55,6 +62,23 @@ def _render_spec(spec: dict, context: TemplateContext) -> dict:
 def _render_value(value: object, context: TemplateContext) -> object:
     # Non-string values (a YAML number, say) are copied; the target stringifies them.
     return render(value, context) if isinstance(value, str) else copy.deepcopy(value)
+
+
+def _secret_value(reference: dict, secrets) -> str:
+    # Never templated: a secret's text is sent as it is, and a `${` in it means nothing.
+    from engine.secrets import SecretError
+
+    name = str(reference.get("secret", ""))
+    if secrets is None:
+        raise SecretError(f"secret {name!r}: no secret store on this server")
+    return str(reference.get("prefix", "")) + secrets(name)
+
+
+def secret_backed_headers(target: dict) -> frozenset:
+    """The names of the headers whose values come from secrets, for redaction."""
+    spec = next(iter(target.values()), None) if target else None
+    headers = spec.get("headers") if isinstance(spec, dict) else None
+    return frozenset(name for name, value in (headers or {}).items() if isinstance(value, dict))
 
 
 def _refuse_line_breaks(headers: dict) -> None:

@@ -1,46 +1,86 @@
-"""Who may do what to a project (CONTRACT section 6): the API's one access hook.
+"""The one place where the API and the UI decide who may do what (CONTRACT section 6).
 
-Every API endpoint that names a project calls `authorize` with the permission it
-needs before it reads or changes anything; the async completion endpoint is the
-exception, because its caller is a target, not a user, and proves itself with the
-invocation's completion token instead.
+Every endpoint that names a project calls `authorize` with the permission it needs
+before it reads or changes anything; the async completion endpoint is the exception,
+because its caller is a target, not a user, and proves itself with the invocation's
+completion token instead. `may` asks the same question without raising, so the UI
+shows only the buttons the caller may press (the POST behind each asks again).
 
-Permissions, as the contract's roles grant them:
-    READ     readers, triggerers, owners   jobs, invocations, logs
-    TRIGGER  triggerers, owners            trigger, pause, resume
-    OWN      owners                        abort, create/replace/delete API jobs
+A caller who may not read a project gets NOT_FOUND, as if it did not exist; one who
+may read but not do this gets PERMISSION_DENIED.
 """
 
 from __future__ import annotations
 
+from flask import Flask, current_app, g, request
+
 from engine.operations import Refused
 from engine.ports import ProjectRow
 from engine.service import NotFound
+from web.acl import OWN, READ, TRIGGER, Directory, load_directory, permissions
 from web.errors import ApiError
+from web.identity import Caller, Identifier, Unauthenticated, identifier_from_settings
 
-READ, TRIGGER, OWN = "read", "trigger", "own"
+__all__ = ["OWN", "READ", "TRIGGER", "authorize", "caller", "install", "may", "readable"]
+
+# Paths whose callers are not users: the queue and cron (web/guard.py), the health
+# check, and the async completion, which carries its own token.
+_NOT_USERS = ("/internal/", "/healthz")
+
+
+def install(app: Flask, identifier: Identifier | None = None, directory: Directory | None = None) -> None:
+    """Identify every user request before its handler runs: an unknown or forged
+    credential gets 401 whatever the endpoint."""
+    settings = app.config["SUNDIAL_SETTINGS"]
+    app.config["SUNDIAL_IDENTIFIER"] = identifier or identifier_from_settings(settings)
+    app.config["SUNDIAL_DIRECTORY"] = directory or load_directory()
+
+    @app.before_request
+    def _identify():
+        if request.path.startswith(_NOT_USERS) or request.path.endswith(":complete"):
+            return None
+        caller()
+        return None
+
+
+def caller() -> Caller:
+    """The caller of the current request, identified once."""
+    if "sundial_caller" not in g:
+        try:
+            g.sundial_caller = current_app.config["SUNDIAL_IDENTIFIER"].identify(request.headers)
+        except Unauthenticated as error:
+            raise ApiError("UNAUTHENTICATED", str(error)) from None
+    return g.sundial_caller
+
+
+def _held(project: ProjectRow) -> set[str]:
+    acl = (project.settings or {}).get("acl") if project is not None else None
+    return permissions(caller(), acl, current_app.config["SUNDIAL_DIRECTORY"])
 
 
 def authorize(project: ProjectRow, permission: str) -> None:
-    """Return if the caller has `permission` on `project`; raise otherwise.
+    """Return if the caller has `permission` on `project`; raise ApiError otherwise."""
+    held = _held(project)
+    if permission in held:
+        return
+    if READ not in held:
+        raise ApiError("NOT_FOUND", f"project {project.id!r} not found")
+    raise ApiError("PERMISSION_DENIED", f"{caller().principal} may not {_VERB[permission]} "
+                                        f"in project {project.id!r}")
 
-    With no SUNDIAL_API_TOKENS configured (and not on App Engine) every caller is an
-    owner, which is all there is for now. The ACL check goes here: identify the
-    caller (IAP, a Google ID token, or a bearer token of SUNDIAL_API_TOKENS: 401
-    UNAUTHENTICATED without a valid one), then compare the project's
-    `settings["acl"]` roles with `permission`: a caller who may not READ gets
-    NOT_FOUND, as if the project did not exist; one who may read but not do this
-    gets PERMISSION_DENIED.
-    """
-    del project, permission  # everyone is an owner
+
+def readable(project: ProjectRow) -> bool:
+    """Whether the caller may see `project` at all (lists leave the others out)."""
+    return READ in _held(project)
 
 
 def may(project: ProjectRow, permission: str) -> bool:
-    """Whether the caller has `permission` on `project`: `authorize` asked without
-    raising, so that the web UI shows only the buttons the caller may press (the
-    POST behind each button asks `authorize` again)."""
+    """Whether the caller has `permission` on `project`, without raising."""
     try:
         authorize(project, permission)
     except (ApiError, Refused, NotFound):
         return False
     return True
+
+
+_VERB = {READ: "read", TRIGGER: "trigger, pause or resume jobs", OWN: "abort invocations or manage jobs"}

@@ -10,7 +10,7 @@ from flask import Blueprint, current_app, jsonify, request
 from config.limits import MAX_PAGE_SIZE
 from engine import operations as ops
 from engine.ports import ProjectRow, StoredJob
-from web.access import READ, authorize
+from web.access import READ, authorize, readable
 from web.errors import ApiError
 from web.views import invocation_view, job_view
 
@@ -44,8 +44,7 @@ def full_job_view(job: StoredJob) -> dict:
 def list_projects():
     store = engine().store
     projects = []
-    for row in store.list_projects():
-        authorize(row, READ)  # the ACL issue makes this a filter: unreadable projects are left out
+    for row in filter(readable, store.list_projects()):
         projects.append({"id": row.id, "job_count": store.count_jobs(row.id),
                          "config_error": row.config_error or None, "job_errors": row.job_errors})
     return jsonify({"projects": projects})

@@ -6,7 +6,7 @@ from flask import Flask, jsonify, request
 from werkzeug.routing import BaseConverter
 
 from config.limits import MAX_REQUEST_BYTES
-from web import errors
+from web import access, errors
 from web.api import api
 from web.api_jobs import jobs_api
 from web.api_meta import meta_api
@@ -35,6 +35,7 @@ def create_app(engine, settings, cron_jobs: dict | None = None, queue_depth=None
     # Reading a larger body raises 413 (PAYLOAD_TOO_LARGE); tasks are far smaller.
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     errors.install(app)
+    access.install(app)
     app.register_blueprint(internal)
     app.register_blueprint(metrics_page)
     for blueprint in (api, jobs_api, meta_api):

@@ -1,0 +1,129 @@
+"""Secret-backed header values: validated in the config, read at delivery time from the
+environment, a directory or Secret Manager (its REST API, served here by a local HTTP
+server speaking its answers), and hidden wherever headers are shown."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import requests
+
+from config.loader import parse_project_text
+from engine.rendering import HeaderInjectionError, render_target, secret_backed_headers
+from engine.secrets import REDACTED, LocalSecrets, SecretError, SecretManagerSecrets, redact_headers
+from statemachine.template import TemplateContext
+
+CONTEXT = TemplateContext(datetime(2026, 1, 5, 10, tzinfo=timezone.utc), "UTC", "p", "j", "inv", 1, 0, 1)
+TARGET = {"http": {"url": "https://api.example.com/${jobId}", "headers": {
+    "Authorization": {"secret": "api-token", "prefix": "Bearer "}, "X-Day": "${todaysDate}"}}}
+
+
+def job_text(header_value: str) -> str:
+    return ("jobs:\n  - id: j\n    schedule: every 1m\n    target:\n      http:\n"
+            "        url: https://api.example.com/run\n"
+            f"        headers: {{Authorization: {header_value}}}\n")
+
+
+def test_a_header_may_name_a_secret_and_the_config_never_holds_its_value():
+    project = parse_project_text("p", job_text('{secret: api-token, prefix: "Bearer "}'), "p.yaml")
+    assert project.jobs[0].definition["target"]["http"]["headers"]["Authorization"] == {
+        "secret": "api-token", "prefix": "Bearer "}
+
+
+@pytest.mark.parametrize("value, message", [
+    ("{secret: 'bad name!'}", "is not a secret name"),
+    ("{secret: ''}", "secret"),
+    ("{secret: t, suffix: x}", "suffix"),
+    ('{secret: t, prefix: "a\\nb"}', "line breaks"),
+])
+def test_a_bad_secret_reference_is_a_located_validation_error(value, message):
+    project = parse_project_text("p", job_text(value), "p.yaml")
+    assert project.jobs == ()  # the job is skipped, with its error shown
+    first = project.job_errors[0]
+    assert (first.file, first.line) == ("p.yaml", 7) and message in first.message, first
+
+
+def test_local_secrets_come_from_the_environment_then_a_directory(tmp_path):
+    (tmp_path / "db-pass").write_text("from-file\n")
+    secrets = LocalSecrets({"SUNDIAL_SECRET_API_TOKEN": "from-env"}, str(tmp_path))
+    assert secrets("api-token") == "from-env"
+    assert secrets("db-pass") == "from-file"
+    with pytest.raises(SecretError) as error:
+        secrets("missing")
+    assert "SUNDIAL_SECRET_MISSING" in str(error.value)
+
+
+def test_rendering_puts_the_secret_in_the_header_and_nothing_else_is_templated():
+    rendered = render_target(TARGET, CONTEXT, LocalSecrets({"SUNDIAL_SECRET_API_TOKEN": "s3cr${jobId}"}))
+    headers = rendered["http"]["headers"]
+    assert headers == {"Authorization": "Bearer s3cr${jobId}", "X-Day": "2026-01-05"}
+    assert rendered["http"]["url"] == "https://api.example.com/j"
+    assert secret_backed_headers(TARGET) == {"Authorization"}
+    assert redact_headers(headers, secret_backed_headers(TARGET)) == {
+        "Authorization": REDACTED, "X-Day": "2026-01-05"}
+
+
+def test_a_secret_with_a_line_break_cannot_inject_headers():
+    with pytest.raises(HeaderInjectionError) as error:
+        render_target(TARGET, CONTEXT, LocalSecrets({"SUNDIAL_SECRET_API_TOKEN": "x\r\nEvil: 1"}))
+    assert "x\r\nEvil" not in str(error.value)  # the message never carries the secret
+
+
+def test_credential_headers_are_redacted_even_when_written_out():
+    assert redact_headers({"authorization": "Basic abc", "Cookie": "c", "Accept": "a"}) == {
+        "authorization": REDACTED, "Cookie": REDACTED, "Accept": "a"}
+
+
+class SecretManagerStandIn:
+    """Answers `GET /v1/projects/P/secrets/N/versions/latest:access` as Secret Manager does."""
+
+    def __init__(self, values: dict):
+        self.requests = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.requests.append(self.path)
+                name = self.path.split("/secrets/")[1].split("/")[0]
+                if name not in values:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                body = json.dumps({"name": name, "payload": {
+                    "data": base64.b64encode(values[name].encode()).decode()}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_secret_manager_values_are_read_once_per_cache_period():
+    stand_in = SecretManagerStandIn({"api-token": "sm-value"})
+    now = [0.0]
+    try:
+        secrets = SecretManagerSecrets("proj", requests.Session(), stand_in.url, clock=lambda: now[0])
+        assert [secrets("api-token") for _ in range(3)] == ["sm-value"] * 3
+        now[0] = 301.0
+        assert secrets("api-token") == "sm-value"
+        assert stand_in.requests == ["/v1/projects/proj/secrets/api-token/versions/latest:access"] * 2
+        with pytest.raises(SecretError) as error:
+            secrets("nope")
+        assert "does not exist" in str(error.value)
+    finally:
+        stand_in.close()
