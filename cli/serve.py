@@ -20,6 +20,9 @@ def add_serve(subparsers) -> None:
     parser.add_argument("--port", type=int, default=None, help="port to listen on (default 8080)")
     parser.add_argument("--configs", default=None, metavar="DIR", help="project config directory (SUNDIAL_CONFIG_DIR)")
     parser.add_argument("--db", default=None, metavar="PATH", help="SQLite database file (SUNDIAL_DB)")
+    parser.add_argument("--processes", type=int, default=None, metavar="N",
+                        help="embedded backend: deliver from N processes on the database, "
+                             "N - 1 of them dispatchers only (SUNDIAL_PROCESSES; default 1)")
     parser.set_defaults(run=run_serve)
 
 
@@ -29,6 +32,7 @@ def _settings(args):
     settings = from_environment()
     overrides = {
         "host": args.host, "port": args.port, "config_dir": args.configs, "db_path": args.db,
+        "processes": args.processes,
     }
     settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
     return _loopback_unless_tokens(settings)
@@ -69,13 +73,38 @@ def run_serve(args) -> int:
           if not settings.api_tokens else
           f"sundial: serving on http://{settings.host}:{settings.port}", file=sys.stderr, flush=True)
     signal.signal(signal.SIGTERM, _interrupt)  # stop on SIGTERM exactly as on Ctrl-C
+    children = _dispatcher_processes(runtime.settings)
+    if children is not None:
+        use_optimistic_transactions(runtime)
     runtime.start()
     try:
+        if children is not None:
+            children.start()
         server.run()
     except KeyboardInterrupt:
         pass
     finally:
         print("sundial: stopping", file=sys.stderr, flush=True)
         server.close()
+        if children is not None:
+            children.stop()
         runtime.stop()
     return 0
+
+
+def _dispatcher_processes(settings):
+    """The extra dispatcher processes of --processes N, on the embedded backend only
+    (on the cloud backend Cloud Tasks spreads the work)."""
+    if settings.backend != "local" or settings.processes <= 1:
+        return None
+    from cli.processes import DispatcherProcesses
+
+    return DispatcherProcesses(settings, settings.processes - 1)
+
+
+def use_optimistic_transactions(runtime) -> None:
+    """With several processes on the database, hold its write lock only to commit
+    (engine/adapters/local/optimistic.py)."""
+    store = runtime.engine.store
+    if hasattr(store, "optimistic"):
+        store.optimistic = True

@@ -1,27 +1,26 @@
 """The HTTP target: one attempt of one event is one HTTP request (CONTRACT section 4).
 
-One `requests.Session` per target instance, shared by every dispatcher thread: its
-connection pools are thread-safe, and the only other shared state a session keeps
-(cookies) is switched off, so one job's target cannot hand cookies to another job's.
+One keep-alive connection pool per target instance (`http_pool.py`), shared by every
+dispatcher thread. Nothing else is shared between deliveries: no cookies are kept, and
+neither environment proxies nor ~/.netrc are read (a proxy would connect somewhere
+other than the address checked, and a netrc would hand its credentials to any host a
+job names).
 """
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import socket
 import time
 from datetime import timedelta
-from http.cookiejar import DefaultCookiePolicy
-from urllib.parse import urlsplit
-
-import requests
-from requests.adapters import HTTPAdapter
 
 from engine.ports import DeliveryRequest, DeliveryResult
+from engine.targets.http_pool import Answer, ConnectionPool, Endpoint, parse_endpoint
 from statemachine.durations import parse_duration, rfc3339_millis
 
 DEFAULT_TIMEOUT = timedelta(seconds=60)
-POOL_SIZE = 64  # connections kept per host: about the dispatcher's thread count
+POOL_SIZE = 64  # idle connections kept per host: about the dispatcher's thread count
 SNIPPET_CHARS = 500  # of the response body, for the invocation log
 _READ_LIMIT = 4 * SNIPPET_CHARS  # bytes read for the snippet; the rest is never read
 _RESERVED_PREFIX = "x-sundial-"
@@ -100,10 +99,10 @@ class HttpTarget:
         if backend not in ("local", "cloud"):
             raise ValueError(f"backend must be 'local' or 'cloud', got {backend!r}")
         self.backend = backend
-        self._session = _new_session(pool_size)
+        self._pool = ConnectionPool(max_idle_per_host=pool_size)
 
     def close(self) -> None:
-        self._session.close()
+        self._pool.close()
 
     def deliver(self, request: DeliveryRequest) -> DeliveryResult:
         started = time.monotonic()
@@ -114,67 +113,42 @@ class HttpTarget:
     def _attempt(self, request: DeliveryRequest) -> tuple[str, str, str]:
         spec = request.target.get("http") or {}
         try:
-            url, host, port = _parse_url(str(spec.get("url") or ""))
+            endpoint = parse_endpoint(str(spec.get("url") or ""))
             timeout = _timeout_seconds(spec.get("timeout"))
         except ValueError as error:
             return "failed", f"invalid request: {error}", str(error)
         try:
-            check_address(host, request.allowed_hosts, self.backend, port)
+            check_address(endpoint.host, request.allowed_hosts, self.backend, endpoint.port)
         except ForbiddenTarget as refused:
             return "failed", str(refused), refused.why
         except OSError as error:
-            return "failed", f"connection error: cannot resolve {host}", _short_cause(error)
-        return self._send(request, spec, url, timeout)
+            return "failed", f"connection error: cannot resolve {endpoint.host}", _short_cause(error)
+        return self._send(request, spec, endpoint, timeout)
 
-    def _send(self, request: DeliveryRequest, spec: dict, url: str, timeout: float):
+    def _send(self, request: DeliveryRequest, spec: dict, endpoint: Endpoint, timeout: float):
         body = spec.get("body")
         try:
             # Redirects are NOT followed: a 3xx is a failed attempt ("http 302") for now.
             # Following one needs the target-safety check on every hop (CONTRACT
             # section 6), which comes with the issue that completes target safety.
-            response = self._session.request(
+            answer = self._pool.request(
+                endpoint,
                 str(spec.get("method") or "POST").upper(),
-                url,
-                headers=_headers(request, spec),
-                data=body.encode("utf-8") if isinstance(body, str) and body else None,
-                timeout=(timeout, timeout),
-                allow_redirects=False,
-                stream=True,  # read only a bounded snippet of whatever the target answers
+                _headers(request, spec, endpoint),
+                body.encode("utf-8") if isinstance(body, str) and body else None,
+                timeout,
+                _READ_LIMIT,
             )
-        except requests.Timeout:  # before ConnectionError: ConnectTimeout is both
+        except TimeoutError:  # before OSError, of which it is one
             return "failed", "timeout", f"no answer within {timeout:g}s"
-        except requests.ConnectionError as error:
+        except (OSError, http.client.HTTPException) as error:
             cause = _short_cause(error)
             return "failed", f"connection error: {cause}", cause
-        except (requests.RequestException, ValueError) as error:
+        except ValueError as error:  # e.g. a header value with a line break
             cause = _short_cause(error)
             return "failed", f"invalid request: {cause}", cause
-        with response:
-            detail = _detail(response, time.monotonic() + timeout)
-        outcome, reason = _classify(response.status_code, bool(spec.get("async")))
-        return outcome, reason, detail
-
-
-def _new_session(pool_size: int) -> requests.Session:
-    session = requests.Session()
-    # Env proxies would connect somewhere other than the address checked, and a
-    # ~/.netrc would hand its credentials to whatever host a job names.
-    session.trust_env = False
-    session.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))  # keep none
-    session.headers["User-Agent"] = "Sundial"
-    # No transport retries: the engine retries with backoff and records every attempt.
-    adapter = HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    return session
-
-
-def _parse_url(url: str) -> tuple[str, str, int]:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"url must be http(s)://host/..., got {url[:200]!r}")
-    port = parts.port or (443 if parts.scheme == "https" else 80)  # .port raises on junk
-    return url, parts.hostname, port
+        outcome, reason = _classify(answer.status, bool(spec.get("async")))
+        return outcome, reason, _detail(answer)
 
 
 def _timeout_seconds(value) -> float:
@@ -189,13 +163,19 @@ def _timeout_seconds(value) -> float:
     return seconds
 
 
-def _headers(request: DeliveryRequest, spec: dict) -> dict[str, str]:
-    """The user's headers, then Sundial's; no user header can replace a Sundial one."""
-    headers = {
-        str(name): str(value)
-        for name, value in (spec.get("headers") or {}).items()
-        if not str(name).lower().startswith(_RESERVED_PREFIX)
-    }
+def _headers(request: DeliveryRequest, spec: dict, endpoint: Endpoint) -> dict[str, str]:
+    """Ours, then the user's, then Sundial's; no user header can replace a Sundial one."""
+    headers = {"User-Agent": "Sundial", "Accept": "*/*"}
+    if endpoint.authorization:  # user:password@ in the URL, sent as requests did
+        headers["Authorization"] = endpoint.authorization
+    for name, value in (spec.get("headers") or {}).items():
+        name = str(name)
+        lower = name.lower()
+        if lower.startswith(_RESERVED_PREFIX):
+            continue
+        for same in [k for k in headers if k.lower() == lower]:
+            del headers[same]  # the user's User-Agent, Accept or Authorization wins
+        headers[name] = str(value)
     headers.update(sundial_headers(request, bool(spec.get("async"))))
     return headers
 
@@ -223,29 +203,15 @@ def _classify(status: int, is_async: bool) -> tuple[str, str]:
     return "failed", f"http {status}"
 
 
-def _detail(response: requests.Response, deadline: float) -> str:
-    """`HTTP 500 Internal Server Error` and the start of the body, for the log.
-
-    Reading stops at _READ_LIMIT bytes or at `deadline`, whichever comes first, so a
-    huge or trickling body costs neither memory nor a dispatcher thread's time.
-    """
-    line = f"HTTP {response.status_code} {response.reason or ''}".rstrip()
-    try:
-        raw = b""
-        for chunk in response.iter_content(chunk_size=256):
-            raw += chunk
-            if len(raw) >= _READ_LIMIT or time.monotonic() > deadline:
-                break
-    except (requests.RequestException, OSError):
-        # The status already decided the outcome; a body that fails to arrive only
-        # shortens the log.
-        return f"{line}\n(body unreadable)"
-    snippet = raw.decode("utf-8", errors="replace")[:SNIPPET_CHARS]
+def _detail(answer: Answer) -> str:
+    """`HTTP 500 Internal Server Error` and the start of the body, for the log."""
+    line = f"HTTP {answer.status} {answer.reason or ''}".rstrip()
+    snippet = answer.body.decode("utf-8", errors="replace")[:SNIPPET_CHARS]
     return f"{line}\n{snippet}" if snippet else line
 
 
 def _short_cause(error: BaseException) -> str:
-    """The innermost cause of a requests/urllib3 error, e.g. `connection refused`."""
+    """The innermost cause of an error, e.g. `connection refused`."""
     seen = set()
     while (inner := _inner(error)) is not None and id(inner) not in seen:
         seen.add(id(error))
@@ -259,8 +225,8 @@ def _short_cause(error: BaseException) -> str:
 
 
 def _inner(error: BaseException) -> BaseException | None:
-    # urllib3 keeps the cause in `.reason` (MaxRetryError), requests in `.args[0]`,
-    # and both chain the socket error with `raise ... from`.
+    # ssl and urllib-style errors keep the cause in `.reason`, others in `.args`
+    # or chain it with `raise ... from`.
     reason = getattr(error, "reason", None)
     if isinstance(reason, BaseException):
         return reason

@@ -261,7 +261,7 @@ def test_unknown_backend_is_refused():
         HttpTarget(backend="mars")
 
 
-# --- the shared session --------------------------------------------------------------
+# --- the shared pool -----------------------------------------------------------------
 
 
 def test_32_concurrent_deliveries_on_one_session(receiver, http_target):
@@ -291,4 +291,3 @@ def test_cookies_are_never_kept_between_deliveries(receiver, http_target):
     http_target.deliver(delivery(receiver.url + "/set-cookie"))
     http_target.deliver(delivery(receiver.url))
     assert "Cookie" not in receiver.requests[1].headers
-    assert len(http_target._session.cookies) == 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 from engine.adapters.local.sqlite_queue import LeasedTask, SqliteTaskQueue
@@ -21,6 +21,7 @@ from engine.ports import Clock, RetryTask, Task
 log = logging.getLogger("sundial.dispatcher")
 
 LEASE_AHEAD = 4  # tasks leased per worker: the next ones wait in memory, not in SQLite
+_NEVER = datetime.max.replace(tzinfo=timezone.utc)
 
 
 def task_backoff(attempts: int) -> timedelta:
@@ -47,7 +48,8 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
-        queue.store.enqueue_listeners.append(lambda eta: self._wake.set())
+        self._wake_at: datetime | None = None  # when the loop means to look; None: it is looking
+        queue.store.enqueue_listeners.append(self._enqueued)
 
     def start(self) -> None:
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sundial-task")
@@ -63,10 +65,36 @@ class Dispatcher:
             thread.join(timeout)
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+        self._release_unstarted()
+
+    def _release_unstarted(self) -> None:
+        """Hand back the leased tasks no worker started, so that another process (or
+        the next start) takes them now instead of when their leases run out."""
+        with self._lock:
+            unstarted, self._inflight = list(self._inflight.values()), {}
+            done, self._done = self._done, []
+        try:
+            for item in unstarted:
+                self.queue.retry(item.id, item.task.eta)
+            self.queue.complete(done)
+        except Exception as error:  # their leases run out anyway
+            log_event(log, "releasing leases failed", error=repr(error))
+
+    def _enqueued(self, eta: datetime) -> None:
+        """A transaction of this process enqueued a task due at `eta`.
+
+        Wake the loop only if it would otherwise look too late: in the steady state
+        every tick enqueues the next one, and waking for each would cost a lease
+        transaction per tick for nothing.
+        """
+        wake_at = self._wake_at
+        if wake_at is None or eta < wake_at:
+            self._wake.set()
 
     def _loop(self) -> None:
         while not self._stopped.is_set():
             self._wake.clear()
+            self._wake_at = None  # while it works, anything enqueued wakes it again
             try:
                 self._dispatch_due()
                 timeout = self._sleep_seconds()
@@ -99,22 +127,29 @@ class Dispatcher:
     def _sleep_seconds(self) -> float:
         with self._lock:
             busy = len(self._inflight) >= self.workers * LEASE_AHEAD
-        wake_at = None if busy else self.queue.next_wake(self.clock.now())
+        now = self.clock.now()
+        wake_at = None if busy else self.queue.next_wake(now)
         longest = self.max_sleep.total_seconds()
-        if wake_at is None:
-            return longest
-        return min(max((wake_at - self.clock.now()).total_seconds(), 0.0), longest)
+        seconds = longest if wake_at is None else min(max((wake_at - now).total_seconds(), 0.0), longest)
+        # Busy, it could take nothing new anyway: a worker wakes it when half are done.
+        self._wake_at = _NEVER if busy else now + timedelta(seconds=seconds)
+        return seconds
 
     def _run(self, item: LeasedTask) -> None:
+        finished = False
         try:
             finished = self.run_task(item)
         finally:
             with self._lock:
                 self._inflight.pop(item.id, None)
-        if finished:
-            with self._lock:
-                self._done.append(item.id)
-        self._wake.set()
+                if finished:
+                    self._done.append(item.id)
+                left = len(self._inflight)
+        # Lease again once half the leased tasks are done, not after each one: every
+        # lease is a write transaction. A throttled task's slot is freed only when
+        # its task is deleted (by the next lease), so it wakes the loop at once.
+        if left <= self.workers * LEASE_AHEAD // 2 or item.task.queue:
+            self._wake.set()
 
     def run_task(self, item: LeasedTask) -> bool:
         """Run one leased task; True when it is done (the caller deletes it)."""

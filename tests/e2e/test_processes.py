@@ -1,0 +1,76 @@
+"""`serve --processes 2`: a dispatcher-only child shares the work and the database,
+delivers each occurrence once, and stops with its parent (SIGTERM or SIGKILL)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from pathlib import Path
+
+from tests.e2e.support import Receiver, Server, wait_until
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text() if (task / "children").exists() else ""
+        found += [int(child) for child in text.split()]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
+
+
+def _start(tmp_path, receiver) -> Server:
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    jobs = "".join(
+        f'  - id: j{i}\n    schedule: "* * * * * ?"\n    target: {{http: {{url: {receiver.url}/p}}}}\n'
+        for i in range(20)
+    )
+    (configs / "e2e.yaml").write_text("jobs:\n" + jobs)
+    return Server(configs, tmp_path / "sundial.db", tmp_path / "serve.log",
+                  env={"SUNDIAL_PROCESSES": "2"}).start()
+
+
+def test_two_processes_deliver_every_occurrence_once_and_stop_together(tmp_path):
+    receiver = Receiver()
+    server = _start(tmp_path, receiver)
+    try:
+        children = wait_until(lambda: _children(server.process.pid), timeout=10)
+        assert len(children) == 1
+        time.sleep(6)
+        arrivals = receiver.at_path("/p")
+        by_occurrence = Counter((a.headers["X-Sundial-Job"], a.headers["X-Sundial-Scheduled-Time"])
+                                for a in arrivals)
+        assert len(by_occurrence) >= 20 * 4
+        assert max(by_occurrence.values()) == 1, "an occurrence was delivered twice"
+        log = (tmp_path / "serve.log").read_text()
+        assert "dispatcher process started" in log
+        server.stop()
+        assert server.process.returncode == 0
+        assert wait_until(lambda: not _alive(children[0]), timeout=5)
+        assert "dispatcher process exited" not in (tmp_path / "serve.log").read_text()
+    finally:
+        server.stop()
+        receiver.close()
+
+
+def test_the_child_stops_when_its_parent_is_killed(tmp_path):
+    receiver = Receiver()
+    server = _start(tmp_path, receiver)
+    try:
+        [child] = wait_until(lambda: _children(server.process.pid), timeout=10)
+        server.kill()
+        assert wait_until(lambda: not _alive(child), timeout=10)
+    finally:
+        server.stop()
+        receiver.close()
+        if _alive(child):
+            os.kill(child, 9)
