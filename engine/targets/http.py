@@ -14,6 +14,7 @@ import ipaddress
 import socket
 import time
 from datetime import timedelta
+from urllib.parse import urljoin
 
 from engine.ports import DeliveryRequest, DeliveryResult
 from engine.targets.http_pool import Answer, ConnectionPool, Endpoint, parse_endpoint
@@ -21,6 +22,8 @@ from statemachine.durations import parse_duration, rfc3339_millis
 
 DEFAULT_TIMEOUT = timedelta(seconds=60)
 POOL_SIZE = 64  # idle connections kept per host: about the dispatcher's thread count
+MAX_REDIRECTS = 5
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 SNIPPET_CHARS = 500  # of the response body, for the invocation log
 _READ_LIMIT = 4 * SNIPPET_CHARS  # bytes read for the snippet; the rest is never read
 _RESERVED_PREFIX = "x-sundial-"
@@ -55,29 +58,31 @@ def refused_ip(address: str, backend: str) -> bool:
     return backend == "cloud" and not ip.is_global
 
 
-def check_address(host: str, allowed_hosts, backend: str, port: int = 80) -> None:
-    """Refuse a host that is, or resolves to, an address this backend may not call.
+def check_address(host: str, allowed_hosts, backend: str, port: int = 80) -> str | None:
+    """Refuse a host that is, or resolves to, an address this backend may not call;
+    return the address to connect to (None for a host of `allowed_hosts`, which is
+    never refused and connects as it resolves).
 
-    Every resolved address is checked, since the connection may use any of them.
-    A host listed in `allowed_hosts` is never refused.
-
-    The connection resolves the name again, so a DNS answer that changes in between
-    (rebinding) is not caught yet; pinning the checked address comes with the issue
-    that completes target safety, together with re-checking redirects.
+    Every resolved address is checked, since the connection may use any of them, and
+    the connection then goes to the returned address without resolving the name again
+    (http_pool.py), so a DNS answer that changes in between (rebinding) cannot turn
+    an approved name into a refused address.
 
     :raises ForbiddenTarget: naming the refused name or address.
     :raises OSError: (socket.gaierror) the name does not resolve.
     """
     name = _normal_host(host)
     if name in {_normal_host(allowed) for allowed in allowed_hosts}:
-        return
+        return None
     if name in METADATA_HOSTS:
         raise ForbiddenTarget(name, "the metadata server")
-    for address in _resolve(name, port):
+    addresses = _resolve(name, port)
+    for address in addresses:
         if refused_ip(address, backend):
             raise ForbiddenTarget(
                 address, f"{name} is {address}, not callable on the {backend} backend"
             )
+    return addresses[0]
 
 
 def _resolve(name: str, port: int) -> list[str]:
@@ -118,37 +123,65 @@ class HttpTarget:
         except ValueError as error:
             return "failed", f"invalid request: {error}", str(error)
         try:
-            check_address(endpoint.host, request.allowed_hosts, self.backend, endpoint.port)
+            address = check_address(endpoint.host, request.allowed_hosts, self.backend, endpoint.port)
         except ForbiddenTarget as refused:
             return "failed", str(refused), refused.why
         except OSError as error:
             return "failed", f"connection error: cannot resolve {endpoint.host}", _short_cause(error)
-        return self._send(request, spec, endpoint, timeout)
+        return self._send(request, spec, endpoint, timeout, address)
 
-    def _send(self, request: DeliveryRequest, spec: dict, endpoint: Endpoint, timeout: float):
+    def _send(self, request: DeliveryRequest, spec: dict, endpoint: Endpoint, timeout: float,
+              address: str | None):
+        """Send, following up to MAX_REDIRECTS redirects, each checked like the first
+        URL; the whole chain shares the target's timeout."""
+        method = str(spec.get("method") or "POST").upper()
         body = spec.get("body")
-        try:
-            # Redirects are NOT followed: a 3xx is a failed attempt ("http 302") for now.
-            # Following one needs the target-safety check on every hop (CONTRACT
-            # section 6), which comes with the issue that completes target safety.
-            answer = self._pool.request(
-                endpoint,
-                str(spec.get("method") or "POST").upper(),
-                _headers(request, spec, endpoint),
-                body.encode("utf-8") if isinstance(body, str) and body else None,
-                timeout,
-                _READ_LIMIT,
-            )
-        except TimeoutError:  # before OSError, of which it is one
-            return "failed", "timeout", f"no answer within {timeout:g}s"
-        except (OSError, http.client.HTTPException) as error:
-            cause = _short_cause(error)
-            return "failed", f"connection error: {cause}", cause
-        except ValueError as error:  # e.g. a header value with a line break
-            cause = _short_cause(error)
-            return "failed", f"invalid request: {cause}", cause
+        payload = body.encode("utf-8") if isinstance(body, str) and body else None
+        headers = _headers(request, spec, endpoint)
+        deadline = time.monotonic() + timeout
+        for hop in range(MAX_REDIRECTS + 1):
+            try:
+                answer = self._pool.request(endpoint, method, headers, payload,
+                                            max(deadline - time.monotonic(), 0.001), _READ_LIMIT, address)
+            except TimeoutError:  # before OSError, of which it is one
+                return "failed", "timeout", f"no answer within {timeout:g}s"
+            except (OSError, http.client.HTTPException) as error:
+                cause = _short_cause(error)
+                return "failed", f"connection error: {cause}", cause
+            except ValueError as error:  # e.g. a header value with a line break
+                cause = _short_cause(error)
+                return "failed", f"invalid request: {cause}", cause
+            if answer.status not in _REDIRECTS or not answer.location:
+                break
+            if hop == MAX_REDIRECTS:
+                return "failed", f"too many redirects (more than {MAX_REDIRECTS})", _detail(answer)
+            try:
+                endpoint, address, method, payload, headers = self._redirect(
+                    request, endpoint, answer, method, payload, headers)
+            except ForbiddenTarget as refused:
+                return "failed", str(refused), f"redirected to {answer.location[:200]}: {refused.why}"
+            except ValueError as error:
+                return "failed", f"invalid redirect: {error}", _detail(answer)
+            except OSError as error:
+                return "failed", "connection error: cannot resolve the redirect's host", _short_cause(error)
         outcome, reason = _classify(answer.status, bool(spec.get("async")))
         return outcome, reason, _detail(answer)
+
+    def _redirect(self, request, endpoint: Endpoint, answer: Answer, method: str, payload, headers):
+        """The next hop: its endpoint (checked), address, method, body and headers."""
+        here = f"{endpoint.scheme}://{endpoint.host}:{endpoint.port}{endpoint.target}"
+        target = parse_endpoint(urljoin(here, answer.location))
+        address = check_address(target.host, request.allowed_hosts, self.backend, target.port)
+        if answer.status == 303 or (answer.status in (301, 302) and method == "POST"):
+            # What browsers and requests do: the body is not sent on.
+            method, payload = "GET", None
+            headers = {k: v for k, v in headers.items() if k.lower() not in ("content-type", "content-length")}
+        if (target.scheme, target.host, target.port) != (endpoint.scheme, endpoint.host, endpoint.port):
+            # Credentials were meant for the first host only.
+            headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+            if target.authorization:
+                headers["Authorization"] = target.authorization
+        return target, address, method, payload, headers
 
 
 def _timeout_seconds(value) -> float:

@@ -4,7 +4,9 @@ it gets, and a DeliveryRequest builder.
 The path picks the answer, so one server serves every test:
   /status/<code>   answer <code> with body "answer <code>"
   /slow            wait until the test ends (or 5 s), then answer 200
-  /redirect        302 to /status/200 (which must never be requested)
+  /redirect        302 to /status/200
+  /redirect-to?code=C&url=U   C (default 302) to U
+  /loop            302 to itself
   /big             500 with a 100 kB body
   /set-cookie      200 with a Set-Cookie header
   anything else    200 "ok"
@@ -16,6 +18,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
 
 from engine.ports import DeliveryRequest
 
@@ -45,6 +48,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(200, b"late")
         elif self.path == "/redirect":
             self._answer(302, b"", {"Location": "/status/200"})
+        elif self.path == "/loop":
+            self._answer(302, b"", {"Location": "/loop"})
+        elif self.path.startswith("/redirect-to?"):
+            query = parse_qs(urlsplit(self.path).query)
+            self._answer(int(query.get("code", ["302"])[0]), b"", {"Location": query["url"][0]})
         elif self.path.startswith("/status/"):
             code = int(self.path.rsplit("/", 1)[1])
             self._answer(code, b"" if code == 204 else f"answer {code}".encode())

@@ -162,10 +162,57 @@ def test_unresolvable_host_is_a_connection_error(http_target):
     assert result.reason == "connection error: cannot resolve no-such-host.invalid"
 
 
-def test_redirect_is_a_failure_and_is_not_followed(receiver, http_target):
-    result = http_target.deliver(delivery(f"{receiver.url}/redirect"))
-    assert (result.outcome, result.reason) == ("failed", "http 302")
-    assert [r.path for r in receiver.requests] == ["/redirect"]
+def test_a_redirect_is_followed_and_a_post_becomes_a_get_on_302(receiver, http_target):
+    result = http_target.deliver(delivery(f"{receiver.url}/redirect", body="x"))
+    assert (result.outcome, result.reason) == ("succeeded", "")
+    assert [(r.method, r.path, r.body) for r in receiver.requests] == [
+        ("POST", "/redirect", b"x"), ("GET", "/status/200", b"")]
+    assert receiver.requests[1].headers["X-Sundial-Invocation"] == "inv-0001"
+
+
+def test_a_307_keeps_the_method_and_the_body(receiver, http_target):
+    result = http_target.deliver(delivery(f"{receiver.url}/redirect-to?code=307&url=/status/201", body="x"))
+    assert result.outcome == "succeeded"
+    assert [(r.method, r.body) for r in receiver.requests] == [("POST", b"x"), ("POST", b"x")]
+
+
+def test_a_redirect_loop_fails_after_five_hops(receiver, http_target):
+    result = http_target.deliver(delivery(f"{receiver.url}/loop"))
+    assert result.reason == "too many redirects (more than 5)"
+    assert len(receiver.requests) == 6
+
+
+@pytest.mark.parametrize("where, refused", [
+    ("http://localhost:{port}/status/200", ("127.0.0.1", "::1")),
+    ("http://169.254.169.254/computeMetadata/v1/", ("169.254.169.254",)),
+    ("http://metadata.google.internal/", ("metadata.google.internal",)),
+])
+def test_every_redirect_is_checked_like_the_first_url(receiver, make_target, where, refused):
+    # The first hop is allowed by allowed_hosts; where it sends the request is not.
+    url = where.format(port=receiver.server_address[1])
+    result = make_target("cloud").deliver(delivery(f"{receiver.url}/redirect-to?url={url}",
+                                                   allowed_hosts=("127.0.0.1",)))
+    assert result.outcome == "failed" and result.reason.startswith("forbidden target ")
+    assert result.reason.split()[-1] in refused
+    assert [r.path for r in receiver.requests] == [f"/redirect-to?url={url}"]
+
+
+def test_the_connection_goes_to_the_checked_address_not_a_later_dns_answer(receiver, http_target, monkeypatch):
+    # A rebinding name: the first answer passes the check, later ones would not.
+    real, answers = socket.getaddrinfo, []
+
+    def rebinding(host, port, *args, **kwargs):
+        if host == "rebind.test":
+            answers.append(host)
+            address = "127.0.0.1" if len(answers) == 1 else "10.255.255.1"
+            return real(address, port, *args, **kwargs)
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    port = receiver.server_address[1]
+    result = http_target.deliver(delivery(f"http://rebind.test:{port}/status/200", timeout="2s"))
+    assert result.outcome == "succeeded" and answers == ["rebind.test"]  # resolved once, by the check
+    assert receiver.requests[0].headers["Host"] == f"rebind.test:{port}"
 
 
 @pytest.mark.parametrize("url", ["", "ftp://example.com/x", "http:///nohost", "http://h:99999/"])
