@@ -12,20 +12,27 @@ may read but not do this gets PERMISSION_DENIED.
 
 from __future__ import annotations
 
-from flask import Flask, current_app, g, request
+from typing import Mapping
+
+from flask import Flask, current_app, g, request, session
 
 from engine.operations import Refused
 from engine.ports import ProjectRow
 from engine.service import NotFound
 from web.acl import OWN, READ, TRIGGER, Directory, load_directory, permissions
 from web.errors import ApiError
-from web.identity import Caller, Identifier, Unauthenticated, identifier_from_settings
+from web.identity import IAP_HEADER, Caller, Identifier, Unauthenticated, identifier_from_settings
 
 __all__ = ["OWN", "READ", "TRIGGER", "authorize", "caller", "install", "may", "readable"]
 
-# Paths whose callers are not users: the queue and cron (web/guard.py), the health
-# check, and the async completion, which carries its own token.
-_NOT_USERS = ("/internal/", "/healthz")
+# Paths whose callers are not users, or not yet: the queue and cron (web/guard.py), the
+# health check, the UI's stylesheet and sign-in form; the async completion carries its
+# own token.
+_NOT_USERS = ("/internal/", "/healthz", "/static/", "/signin", "/signout")
+
+
+# Where web/signin.py keeps a browser's API token, in the signed session cookie.
+SESSION_TOKEN = "sundial_api_token"
 
 
 def install(app: Flask, identifier: Identifier | None = None, directory: Directory | None = None) -> None:
@@ -47,10 +54,20 @@ def caller() -> Caller:
     """The caller of the current request, identified once."""
     if "sundial_caller" not in g:
         try:
-            g.sundial_caller = current_app.config["SUNDIAL_IDENTIFIER"].identify(request.headers)
+            g.sundial_caller = current_app.config["SUNDIAL_IDENTIFIER"].identify(_credentials())
         except Unauthenticated as error:
             raise ApiError("UNAUTHENTICATED", str(error)) from None
     return g.sundial_caller
+
+
+def _credentials() -> Mapping[str, str]:
+    """The request's own credentials, else the API token the UI's sign-in keeps in the
+    signed session cookie (a browser cannot send a bearer token itself)."""
+    headers = request.headers
+    if headers.get("Authorization") or headers.get(IAP_HEADER):
+        return headers
+    token = session.get(SESSION_TOKEN, "")
+    return {"Authorization": f"Bearer {token}"} if token else headers
 
 
 def _held(project: ProjectRow) -> set[str]:

@@ -172,6 +172,7 @@ error_pages(ui)
 
 def install_ui(app: Flask, settings) -> None:
     """Register the UI's blueprints on `app` and key its session cookie (CSRF tokens)."""
+    from web.signin import signin
     from web.ui_actions import actions, csrf_token  # the actions import this module
 
     # Every process on one database shares the task secret, so a form rendered by one
@@ -185,3 +186,4 @@ def install_ui(app: Flask, settings) -> None:
                                  log_extras=ui_format.log_extras)
     app.register_blueprint(ui)
     app.register_blueprint(actions)
+    app.register_blueprint(signin)
