@@ -194,10 +194,14 @@ def _with_secret(settings: Settings, store) -> Settings:
 
 
 def _engine(settings: Settings, store, targets: dict, clock) -> Engine:
-    return Engine(
+    from engine.secrets import secrets_for
+
+    engine = Engine(
         store, targets, clock, settings.tuning,
         service_url=settings.service_url, secret=settings.task_secret.encode(),
     )
+    engine.secrets = secrets_for(settings)
+    return engine
 
 
 def _runtime(settings: Settings, engine: Engine, dispatcher, loops: bool, queue_depth=None,

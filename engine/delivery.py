@@ -14,6 +14,7 @@ def deliver(
     action: act.Deliver,
     allowed_hosts: tuple[str, ...],
     completion: tuple[str, str],
+    secrets=None,
 ) -> DeliveryResult:
     """Never raises for a problem of the job's own making: that is a failed attempt."""
     record, definition = job.record, job.definition
@@ -28,7 +29,7 @@ def deliver(
         event_count=action.event_count,
     )
     try:
-        target = render_target(definition["target"], context)
+        target = render_target(definition["target"], context, secrets)
     except ValueError as error:
         return DeliveryResult("failed", f"bad request: {error}")
     kind = next(iter(target))

@@ -83,7 +83,7 @@ def _deliver(engine, stored, target: dict, summary: dict, attempt: int) -> Deliv
         attempt=attempt, event_index=0, event_count=1,
     )
     try:
-        rendered = _with_summary(render_target(target, context), summary)
+        rendered = _with_summary(render_target(target, context, engine.secrets), summary)
     except ValueError as error:
         return DeliveryResult("failed", f"bad request: {error}")
     kind = next(iter(rendered))

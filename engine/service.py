@@ -56,6 +56,8 @@ class Engine:
         self.store, self.targets, self.clock, self.tuning = store, targets, clock, tuning
         self.service_url, self.secret = service_url.rstrip("/"), secret
         self.metrics = Metrics()
+        # Reads the secrets that header values name (engine/secrets.py); None: no store.
+        self.secrets = None
         self._settings_cache: dict[str, tuple[datetime, tuple[str, ...]]] = {}
 
     # --- the one way a job changes -------------------------------------------------
@@ -208,7 +210,8 @@ class Engine:
         project, job_id = job.record.project, job.record.job_id
         allowed = self._allowed_hosts(project)
         started = self.clock.now()
-        result = deliver(self.targets, job, action, allowed, self._completion(project, job_id, action))
+        result = deliver(self.targets, job, action, allowed, self._completion(project, job_id, action),
+                         self.secrets)
         lateness = started - action.scheduled_time
         self.metrics.inc("sundial_deliveries_total", outcome=result.outcome)
         if action.attempt == 1 and action.event_count == 1:

@@ -34,6 +34,15 @@ def _obj(properties: dict, required: list[str] | None = None, closed: bool = Fal
     return schema
 
 
+def _header_map(value_limit: int, most: int) -> dict:
+    secret = {"type": "object", "required": ["secret"], "additionalProperties": False,
+              "properties": {"secret": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,255}$"},
+                             "prefix": {"type": "string"}},
+              "description": "the value of a secret, read at delivery time (e.g. prefix 'Bearer ')"}
+    template = {"type": "string", "description": f"a template of at most {value_limit:,} bytes"}
+    return {"type": "object", "maxProperties": most, "additionalProperties": {"oneOf": [template, secret]}}
+
+
 def _string_map(value_limit: int, most: int) -> dict:
     return {"type": "object", "maxProperties": most,
             "additionalProperties": {"type": "string", "description": f"a template of at most {value_limit:,} bytes"}}
@@ -43,7 +52,7 @@ def _targets() -> dict:
     http = _obj({
         "url": {"type": "string", "description": f"a template; at most {limits.MAX_URL_BYTES:,} bytes"},
         "method": {"type": "string", "enum": ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]},
-        "headers": _string_map(limits.MAX_HEADER_VALUE_BYTES, limits.MAX_HEADERS),
+        "headers": _header_map(limits.MAX_HEADER_VALUE_BYTES, limits.MAX_HEADERS),
         "body": {"type": "string", "description": f"a template; at most {limits.MAX_BODY_BYTES:,} bytes"},
         "timeout": DURATION,
         "async": {"type": "boolean", "description": "a 202 answer waits for the completion callback"},
@@ -56,7 +65,7 @@ def _targets() -> dict:
     cloud_tasks = _obj({
         "queue": {"type": "string", "example": "projects/P/locations/L/queues/Q"},
         "url": {"type": "string"}, "method": {"type": "string"},
-        "headers": _string_map(limits.MAX_HEADER_VALUE_BYTES, limits.MAX_HEADERS),
+        "headers": _header_map(limits.MAX_HEADER_VALUE_BYTES, limits.MAX_HEADERS),
         "body": {"type": "string"},
     }, ["queue", "url"], closed=True)
     return _obj({"http": http, "pubsub": pubsub, "cloud_tasks": cloud_tasks,

@@ -179,7 +179,8 @@ def request_sent(job: StoredJob, row: InvocationRow) -> dict | None:
         attempt=max(row.attempt, 1), event_index=0, event_count=row.event_count,
     )
     try:
-        rendered = render_target(target, context)
+        # A secret is never read for a page: its header shows which secret it names.
+        rendered = render_target(target, context, lambda name: f"<secret {name}>")
     except ValueError as error:
         return {"kind": next(iter(target)), "error": str(error)}
     kind, spec = next(iter(rendered.items()))

@@ -127,3 +127,34 @@ def test_secret_manager_values_are_read_once_per_cache_period():
         assert "does not exist" in str(error.value)
     finally:
         stand_in.close()
+
+
+def test_a_delivery_carries_the_secret_and_nothing_stored_holds_it(tmp_path):
+    from tests.web.conftest import Api
+
+    api = Api(tmp_path)
+    api.engine.secrets = LocalSecrets({"SUNDIAL_SECRET_API_TOKEN": "tok-9f3a"})
+    body = {"schedule": "triggered", "target": {"http": {
+        "url": "http://127.0.0.1:9/run", "headers": {"Authorization": {"secret": "api-token", "prefix": "Bearer "}}}}}
+    assert api.put("j", body).status_code == 201
+    invocation = api.post("j", ":trigger").get_json()["id"]
+    api.until(1)
+    sent = api.delivered("j")[0].target["http"]["headers"]
+    assert sent["Authorization"] == "Bearer tok-9f3a"
+    stored = json.dumps([api.job("j"), api.client.get(api.url("j", f"/invocations/{invocation}")).get_json()])
+    assert "tok-9f3a" not in stored and "api-token" in stored
+
+
+def test_a_missing_secret_fails_the_attempt_with_its_name(tmp_path):
+    from tests.web.conftest import Api
+
+    api = Api(tmp_path)
+    api.engine.secrets = LocalSecrets({})
+    body = {"schedule": "triggered", "target": {"http": {
+        "url": "http://127.0.0.1:9/run", "headers": {"X-Key": {"secret": "nope"}}}}}
+    api.put("j", body)
+    invocation = api.post("j", ":trigger").get_json()["id"]
+    api.until(1)
+    row = api.client.get(api.url("j", f"/invocations/{invocation}")).get_json()
+    assert row["status"] == "FAILED" and "secret 'nope' is not set" in row["reason"]
+    assert api.delivered("j") == []
