@@ -65,7 +65,12 @@ class _Refused(Exception):
 
 def load_yaml(text: str, filename: str) -> tuple[Any, LineMap]:
     """Parse one YAML document; ProjectConfigError with the line of the first problem."""
-    loader = yaml.SafeLoader(text)
+    try:
+        # The reader checks every character at once: a NUL or another non-printable
+        # character fails here, before any loader exists.
+        loader = yaml.SafeLoader(text)
+    except yaml.reader.ReaderError as error:
+        raise ProjectConfigError([_unprintable(error, text, filename)]) from None
     try:
         root = loader.get_single_node()
         if root is None:  # an empty file: no values at all
@@ -84,6 +89,12 @@ def load_yaml(text: str, filename: str) -> tuple[Any, LineMap]:
         raise ProjectConfigError([ConfigError(filename, 1, message)]) from None
     finally:
         loader.dispose()
+
+
+def _unprintable(error: yaml.reader.ReaderError, text: str, filename: str) -> ConfigError:
+    line = text[: error.position].count("\n") + 1
+    return ConfigError(filename, line, f"bad YAML: character U+{error.character:04X} is not allowed "
+                                       "(control characters other than tab and line breaks)")
 
 
 def _syntax_error(error: yaml.MarkedYAMLError, filename: str) -> ConfigError:

@@ -61,10 +61,22 @@ def test_any_structured_document_loads_or_fails_with_a_located_error(document):
 
 
 @FUZZ
-@given(st.text(alphabet=st.sampled_from(list("jobs:- id{}[]\"'&*!|>#%@`\n\t ,?0123456789xyz\\$")),
+@given(st.text(alphabet=st.sampled_from(list("jobs:- id{}[]\"'&*!|>#%@`\n\t ,?0123456789xyz\\$\x00\x07\r\ufeff\x85")),
                max_size=200))
 def test_any_text_loads_or_fails_with_a_located_error(text):
     _parse(text)
+
+
+def test_a_control_character_is_a_located_error_not_a_crash():
+    # Found by schemathesis: POST /validate with the body "\x00" answered 500.
+    for text, line in (("\x00", 1), ("jobs:\n  - id: a\x07b\n", 2)):
+        try:
+            parse_project_text("fuzz", text, "fuzz.yaml")
+        except ProjectConfigError as error:
+            assert "is not allowed" in error.errors[0].message
+            assert error.errors[0].line == line
+        else:
+            raise AssertionError(f"{text!r} must not load")
 
 
 def test_yaml_tags_that_would_build_objects_are_refused_not_run():
