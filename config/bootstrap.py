@@ -194,14 +194,28 @@ def _with_secret(settings: Settings, store) -> Settings:
 
 
 def _engine(settings: Settings, store, targets: dict, clock) -> Engine:
-    from engine.secrets import secrets_for
-
     engine = Engine(
         store, targets, clock, settings.tuning,
         service_url=settings.service_url, secret=settings.task_secret.encode(),
     )
-    engine.secrets = secrets_for(settings)
+    engine.secrets = _secrets(settings)
     return engine
+
+
+def _secrets(settings: Settings, env=None):
+    """Secret Manager on the cloud backend (unless SUNDIAL_SECRETS=local), else the
+    environment and SUNDIAL_SECRETS_DIR (engine/secrets.py)."""
+    import os
+
+    from engine.secrets import LocalSecrets
+
+    env = os.environ if env is None else env
+    if settings.backend == "cloud" and env.get("SUNDIAL_SECRETS", "") != "local":
+        from engine.adapters.cloud.secret_manager import SECRET_MANAGER_URL, SecretManagerSecrets
+
+        return SecretManagerSecrets(settings.gcp_project,
+                                    base_url=env.get("SUNDIAL_SECRET_MANAGER_URL", SECRET_MANAGER_URL))
+    return LocalSecrets(env)
 
 
 def _runtime(settings: Settings, engine: Engine, dispatcher, loops: bool, queue_depth=None,

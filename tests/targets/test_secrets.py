@@ -15,7 +15,8 @@ import requests
 
 from config.loader import parse_project_text
 from engine.rendering import HeaderInjectionError, render_target, secret_backed_headers
-from engine.secrets import REDACTED, LocalSecrets, SecretError, SecretManagerSecrets, redact_headers
+from engine.adapters.cloud.secret_manager import SecretManagerSecrets
+from engine.secrets import REDACTED, LocalSecrets, SecretError, redact_headers
 from statemachine.template import TemplateContext
 
 CONTEXT = TemplateContext(datetime(2026, 1, 5, 10, tzinfo=timezone.utc), "UTC", "p", "j", "inv", 1, 0, 1)
