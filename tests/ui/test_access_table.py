@@ -102,3 +102,17 @@ def test_a_wrong_token_does_not_sign_in_and_signing_out_forgets_the_token(secure
     assert signed_in.get("/p/demo").status_code == 200
     signed_in.post("/signout")
     assert signed_in.get("/p/demo").status_code == 401
+
+
+@pytest.mark.parametrize("forged", [
+    {"Authorization": "Bearer eyJhbGciOiJub25lIn0.eyJlbWFpbCI6ImFAYi5jIn0.sig"},
+    {"X-Goog-IAP-JWT-Assertion": "eyJhbGciOiJub25lIn0.eyJlbWFpbCI6ImFAYi5jIn0."},
+    {"Authorization": "Bearer o-token-but-not-quite"},
+])
+def test_forged_identity_headers_on_ui_pages_and_buttons_are_refused(secured, forged):
+    browser = secured.app.test_client()
+    csrf = HIDDEN_TOKEN.search(browser.get("/signin").data.decode()).group(1)
+    before = secured.state()
+    assert browser.get(JOB, headers=forged).status_code == 401
+    assert browser.post(f"{JOB}:pause", data={"csrf_token": csrf}, headers=forged).status_code == 401
+    assert secured.state() == before
