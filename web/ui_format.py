@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 import yaml
 
 from engine.ports import InvocationRow, StoredJob
-from engine.rendering import render_target
+from engine.rendering import render_target, secret_backed_headers
+from engine.secrets import REDACTED, redact_headers
 from statemachine.describe import describe_at, describe_schedule
 from statemachine.schedule import ScheduleError, is_clock_driven, load_zone, next_fire
 from statemachine.template import TemplateContext
@@ -186,8 +187,11 @@ def request_sent(job: StoredJob, row: InvocationRow) -> dict | None:
     kind, spec = next(iter(rendered.items()))
     if kind != "http" or not isinstance(spec, dict):
         return {"kind": kind, "text": json.dumps(spec, indent=2, ensure_ascii=False)}
-    headers = {name: ("•••" if SECRET_HEADER.search(str(name)) else str(value))
-               for name, value in (spec.get("headers") or {}).items()}
+    # Credential headers and secret-backed ones (engine/secrets.py), then anything
+    # whose name looks like a credential.
+    shown = redact_headers(spec.get("headers") or {}, secret_backed_headers(target))
+    headers = {name: ("•••" if value == REDACTED or SECRET_HEADER.search(str(name)) else str(value))
+               for name, value in shown.items()}
     return {"kind": kind, "method": spec.get("method", "POST"), "url": spec.get("url", ""),
             "headers": headers, "body": spec.get("body", ""), "async": spec.get("async", False)}
 

@@ -139,3 +139,18 @@ def test_missing_things_are_html_404_pages(ui):
         response = ui.client.get(path)
         assert response.status_code == 404 and response.mimetype == "text/html"
         assert "not found" in response.data.decode()
+
+
+def test_the_request_sent_hides_secret_backed_and_credential_headers(ui):
+    from engine.secrets import LocalSecrets
+
+    ui.engine.secrets = LocalSecrets({"SUNDIAL_SECRET_VENDOR_KEY": "vk-51f0"})
+    ui.put("vendor", {"schedule": "triggered", "target": {"http": {
+        "url": "http://127.0.0.1:9/run", "headers": {
+            "X-Vendor": {"secret": "vendor-key"}, "Authorization": "Basic abc", "X-Trace": "t-1"}}}})
+    invocation = ui.post("vendor", ":trigger").get_json()["id"]
+    ui.until(1)
+    assert ui.delivered("vendor")[0].target["http"]["headers"]["X-Vendor"] == "vk-51f0"
+    page = ui.page(f"/p/demo/vendor/{invocation}")
+    assert "vk-51f0" not in page and "Basic abc" not in page and "t-1" in page
+    assert page.count("•••") >= 2
