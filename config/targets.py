@@ -210,9 +210,16 @@ def _headers(check: Checker, path: Path, fields: dict) -> dict:
             check.attempt(lambda: _secret_header(check, where, value))
             continue
         text = check.attempt(lambda: _template(check, where, value, limits.MAX_HEADER_VALUE_BYTES))
-        if text is not None and any(char in text for char in "\r\n\0"):
-            check.report(where, "must not contain line breaks or NUL characters")
+        if text is not None and _breaks_header(text):
+            check.report(where, _BREAKS_HEADER)
     return dict(headers)
+
+
+_BREAKS_HEADER = "must not contain line breaks or NUL characters"
+
+
+def _breaks_header(text: str) -> bool:
+    return any(char in text for char in "\r\n\0")
 
 
 def _secret_header(check: Checker, path: Path, value: dict) -> None:
@@ -224,8 +231,8 @@ def _secret_header(check: Checker, path: Path, value: dict) -> None:
         check.fail(path + ("secret",), f"{name!r} is not a secret name (letters, digits, '_' "
                                        "and '-', at most 255)")
     prefix = check.string(path + ("prefix",), value.get("prefix", ""))
-    if any(char in prefix for char in "\r\n\0"):
-        check.fail(path + ("prefix",), "must not contain line breaks or NUL characters")
+    if _breaks_header(prefix):
+        check.fail(path + ("prefix",), _BREAKS_HEADER)
 
 
 def _attributes(check: Checker, path: Path, fields: dict) -> dict:

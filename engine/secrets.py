@@ -23,13 +23,18 @@ class SecretError(ValueError):
     """A named secret that cannot be read: the attempt fails with this reason."""
 
 
+def env_name(name: str) -> str:
+    """The environment variable that holds secret `name` on one machine."""
+    return "SUNDIAL_SECRET_" + name.upper().replace("-", "_")
+
+
 class LocalSecrets:
     def __init__(self, env: Mapping[str, str] | None = None, directory: str | None = None):
         self._env = os.environ if env is None else env
         self._directory = directory if directory is not None else self._env.get("SUNDIAL_SECRETS_DIR", "")
 
     def __call__(self, name: str) -> str:
-        value = self._env.get("SUNDIAL_SECRET_" + name.upper().replace("-", "_"))
+        value = self._env.get(env_name(name))
         if value is not None:
             return value
         if self._directory:
@@ -40,7 +45,7 @@ class LocalSecrets:
                 pass
             except OSError as error:
                 raise SecretError(f"secret {name!r} cannot be read: {error.strerror}") from None
-        raise SecretError(f"secret {name!r} is not set (SUNDIAL_SECRET_{name.upper().replace('-', '_')}"
+        raise SecretError(f"secret {name!r} is not set ({env_name(name)}"
                           + (f" or {self._directory}/{name}" if self._directory else "") + ")")
 
 

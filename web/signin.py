@@ -8,8 +8,6 @@ needed: every request carries IAP's assertion.
 
 from __future__ import annotations
 
-import hmac
-
 from flask import Blueprint, current_app, flash, redirect, render_template, request, session, url_for
 
 from web.access import SESSION_TOKEN
@@ -27,10 +25,9 @@ def form():
 
 @signin.post("/signin")
 def sign_in():
-    from web.ui_actions import CSRF_FIELD  # the UI's token guards this form as well
+    from web.ui_actions import csrf_matches  # the UI's token guards this form as well
 
-    expected, sent = session.get(CSRF_FIELD, ""), request.form.get(CSRF_FIELD, "")
-    if not expected or not hmac.compare_digest(expected.encode(), sent.encode()):
+    if not csrf_matches():
         flash("The form's security token is missing or stale; try again.", "error")
         return redirect(url_for("signin.form"), code=303)
     token = request.form.get("token", "").strip()

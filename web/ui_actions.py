@@ -40,10 +40,15 @@ def csrf_token() -> str:
     return token
 
 
+def csrf_matches() -> bool:
+    """Whether the posted form carries this session's token."""
+    expected, sent = session.get(CSRF_FIELD, ""), request.form.get(CSRF_FIELD, "")
+    return bool(expected) and hmac.compare_digest(expected.encode(), sent.encode())
+
+
 @actions.before_request
 def check_csrf():
-    expected, sent = session.get(CSRF_FIELD, ""), request.form.get(CSRF_FIELD, "")
-    if not expected or not hmac.compare_digest(expected.encode(), sent.encode()):
+    if not csrf_matches():
         raise ApiError("PERMISSION_DENIED", "the form's security token is missing or stale; "
                                             "reload the page and try again")
 

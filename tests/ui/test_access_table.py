@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from config.settings import Settings
 from tests.ui.conftest import HIDDEN_TOKEN
-from tests.web.conftest import Api
-from tests.web.test_access import ACL, GROUPS, TOKENS
-from web.app import create_app
+from tests.web.test_access import Secured
 
 CALLERS = {"nobody signed in": None, "outsider": "x-token", "reader": "r-token",
            "triggerer": "t-token", "owner": "o-token"}
@@ -20,15 +17,7 @@ PAGES = {"projects": "/", "jobs": "/p/demo", "job": JOB}
 BUTTONS = {"trigger": 2, "pause": 2, "resume": 2, "abort": 3}
 
 
-class SecuredUi(Api):
-    def __init__(self, tmp_path, monkeypatch):
-        super().__init__(tmp_path)
-        groups = tmp_path / "groups.yaml"
-        groups.write_text(GROUPS)
-        monkeypatch.setenv("SUNDIAL_GROUPS_FILE", str(groups))
-        self.app = create_app(self.engine, Settings(task_secret="t", demo_echo=False, api_tokens=TOKENS))
-        self.write_config("demo", ACL)
-
+class SecuredUi(Secured):
     def browser(self, token: str | None):
         """A client that signed in with `token` through the form, as a person would."""
         client = self.app.test_client()
@@ -48,9 +37,7 @@ class SecuredUi(Api):
 
 @pytest.fixture
 def secured(tmp_path, monkeypatch) -> SecuredUi:
-    ui = SecuredUi(tmp_path, monkeypatch)
-    ui.client = ui.app.test_client()
-    return ui
+    return SecuredUi(tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -56,7 +56,9 @@ ACTIONS = {
 }
 
 
-class SecuredApi(Api):
+class Secured(Api):
+    """The API harness with API tokens, a groups file and the demo project's ACL."""
+
     def __init__(self, tmp_path, monkeypatch):
         super().__init__(tmp_path)
         groups = tmp_path / "groups.yaml"
@@ -65,6 +67,11 @@ class SecuredApi(Api):
         self.app = create_app(self.engine, Settings(task_secret="t", demo_echo=False, api_tokens=TOKENS))
         self.client = self.app.test_client()
         self.write_config("demo", ACL)
+
+
+class SecuredApi(Secured):
+    def __init__(self, tmp_path, monkeypatch):
+        super().__init__(tmp_path, monkeypatch)
         owner = CALLERS["owner"]
         assert self.client.put(JOB, json=noop_job(schedule="triggered"), headers=owner).status_code == 201
         self.invocation = self.client.post(JOB + ":trigger", headers=owner).get_json()["id"]
