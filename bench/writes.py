@@ -236,7 +236,7 @@ def _threaded(args, workdir: Path) -> None:
         f"  - id: t{i:05d}\n    at: [\"{stamp}\"]\n    target: {{noop: {{}}}}\n" for i in range(n)))
     imported = time.time() - began
     workers = int(server_env(args).get("SUNDIAL_WORKERS", 32))
-    dispatcher = Dispatcher(queue, engine.handle_task, SystemClock(), workers)
+    dispatcher = Dispatcher(queue, engine.handle_task, SystemClock(), workers, engine=engine)
     commits0, rows0, leased0 = Counter(store.commits), store.rows_written(), queue.leased
     time.sleep(max(0.0, fire_at - time.time()))
     store.wait_s = store.hold_s = 0.0

@@ -81,7 +81,8 @@ def build_local(settings: Settings, clock=None) -> Runtime:
     settings = _with_secret(settings, store)
     engine = _engine(settings, store, build_targets("local"), clock)
     queue = SqliteTaskQueue(store)
-    dispatcher = Dispatcher(queue, engine.handle_task, clock, settings.workers, settings.task_lease)
+    dispatcher = Dispatcher(queue, engine.handle_task, clock, settings.workers, settings.task_lease,
+                            engine=engine)
     return _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending)
 
 

@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from engine.batch import BATCHED_KINDS, stepped_from, task_event
 from engine.delivery import deliver
 from engine.logs import log_event
 from engine.metrics import Metrics
@@ -84,6 +85,29 @@ class Engine:
         applied = self.retrying(lambda: self.store.run_in_transaction(body))
         self._count_outcomes(applied.transition.actions)  # counted once, after the commit
         return applied
+
+    def apply_many(self, changes: list[tuple[str, str, object, tuple | None]]) -> list:
+        """`apply` for many (project, job id, event, note) changes in one transaction.
+
+        Returns, for each change in order, its `Applied`, or the NotFound or
+        InvalidTransition that refused it: those are decided before the change
+        writes anything, so they cannot spoil the others. Changes to one job see
+        each other, in order.
+        """
+        def body(tx) -> list:
+            results = []
+            for project, job_id, event, note in changes:
+                try:
+                    results.append(self._apply_in(tx, project, job_id, event, None, None, note))
+                except (NotFound, InvalidTransition) as refused:
+                    results.append(refused)
+            return results
+
+        results = self.retrying(lambda: self.store.run_in_transaction(body))
+        for applied in results:
+            if isinstance(applied, Applied):
+                self._count_outcomes(applied.transition.actions)
+        return results
 
     def _count_outcomes(self, actions) -> None:
         for action in actions:
@@ -169,10 +193,8 @@ class Engine:
         payload = task.payload
         project, job_id = payload["project"], payload["job"]
         try:
-            if task.kind == "tick":
-                self._on_tick(project, job_id, payload["nonce"])
-            elif task.kind == "start":
-                self._on_start(project, job_id, payload)
+            if task.kind in BATCHED_KINDS:
+                self._run_step(task)
             elif task.kind == "notify":
                 send_notification(self, payload)
             elif task.kind == "trigger":
@@ -185,28 +207,20 @@ class Engine:
         except InvalidTransition as error:  # e.g. another job's trigger of a paused job
             log_event(log, "task refused", task=task.name, reason=str(error))
 
-    def _on_tick(self, project: str, job_id: str, nonce: str) -> None:
-        applied = self.apply(project, job_id, ev.TickArrived(nonce))
-        for action in applied.transition.actions:
-            if isinstance(action, act.RetryLater):
-                raise RetryTask(action.delay, "tick arrived early")
-            if isinstance(action, act.RecordSkipped):
-                log_event(log, "skipped", job=f"{project}/{job_id}", invocation=action.invocation_id,
-                          scheduled_time=action.scheduled_time, reason=action.reason)
-        for action in applied.transition.actions:
-            if isinstance(action, act.Deliver):  # committed as starting: send it now
-                self._deliver_and_record(applied.job, action)
+    def _run_step(self, task: Task) -> None:
+        """A tick or a start task. A start task's request is sent here, before the task
+        counts as done: a throttle is the concurrency of its queue, so the request
+        must be over when the task is."""
+        payload = task.payload
+        stepped = stepped_from(task, self.apply(payload["project"], payload["job"], task_event(task)))
+        if stepped.retry_in is not None:
+            raise RetryTask(stepped.retry_in, "tick arrived early")
+        for job, action in stepped.deliveries:
+            event, note = self.outcome_change(action, self.send(job, action))
+            self.apply(job.record.project, job.record.job_id, event, note=note)
 
-    def _on_start(self, project: str, job_id: str, payload: dict) -> None:
-        # Delivered here, synchronously, before the task counts as done: a throttle is
-        # the concurrency of its queue, so the request must be over when the task is.
-        starting = ev.InvocationStarting(payload["invocation"], payload["event"], payload["attempt"])
-        applied = self.apply(project, job_id, starting)
-        for action in applied.transition.actions:
-            if isinstance(action, act.Deliver):
-                self._deliver_and_record(applied.job, action)
-
-    def _deliver_and_record(self, job: StoredJob, action: act.Deliver) -> None:
+    def send(self, job: StoredJob, action: act.Deliver) -> DeliveryResult:
+        """Send one attempt already committed as starting; count and log its result."""
         project, job_id = job.record.project, job.record.job_id
         allowed = self._allowed_hosts(project)
         started = self.clock.now()
@@ -221,10 +235,15 @@ class Engine:
                   outcome=result.outcome, reason=result.reason,
                   lateness_ms=int(lateness.total_seconds() * 1000),
                   duration_ms=int(result.duration.total_seconds() * 1000))
+        return result
+
+    @staticmethod
+    def outcome_change(action: act.Deliver, result: DeliveryResult) -> tuple:
+        """The event and invocation-log note that record an attempt's result."""
         note = (action.invocation_id, f"attempt {action.attempt}: {result.outcome}",
                 {"event": action.event_index, "detail": result.detail,
                  "duration_ms": int(result.duration.total_seconds() * 1000)})
-        self.apply(project, job_id, _outcome_event(action, result), note=note)
+        return _outcome_event(action, result), note
 
     def _allowed_hosts(self, project: str) -> tuple[str, ...]:
         """The project's `allowed_hosts`, read at most once per SETTINGS_TTL.

@@ -14,7 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
+from engine.adapters.local.pipeline import TaskPipeline
 from engine.adapters.local.sqlite_queue import LeasedTask, SqliteTaskQueue
+from engine.batch import BATCHED_KINDS
 from engine.logs import log_event
 from engine.ports import Clock, RetryTask, Task
 
@@ -38,7 +40,10 @@ class Dispatcher:
         workers: int = 32,
         lease: timedelta = timedelta(seconds=30),
         max_sleep: timedelta = timedelta(seconds=1),
+        engine=None,
     ):
+        """With `engine`, tick and start tasks take the batched path (pipeline.py);
+        every other task, and every task without it, runs through `handle`."""
         self.queue, self.handle, self.clock = queue, handle, clock
         self.workers, self.lease, self.max_sleep = workers, lease, max_sleep
         self._wake = threading.Event()
@@ -48,11 +53,14 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
+        self._pipeline = None if engine is None else TaskPipeline(engine, workers, self._settle_pipelined)
         self._wake_at: datetime | None = None  # when the loop means to look; None: it is looking
         queue.store.enqueue_listeners.append(self._enqueued)
 
     def start(self) -> None:
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sundial-task")
+        if self._pipeline is not None:
+            self._pipeline.start()
         for target, name in ((self._loop, "sundial-dispatch"), (self._renew_loop, "sundial-lease")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -65,6 +73,8 @@ class Dispatcher:
             thread.join(timeout)
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._pipeline is not None:
+            self._pipeline.stop(timeout)  # what it never started is still in _inflight
         self._release_unstarted()
 
     def _release_unstarted(self) -> None:
@@ -119,10 +129,13 @@ class Dispatcher:
             with self._lock:
                 self._done = done + self._done  # try deleting them again next round
             raise
+        with self._lock:
+            self._inflight.update((item.id, item) for item in leased)
         for item in leased:
-            with self._lock:
-                self._inflight[item.id] = item
-            self._pool.submit(self._run, item)
+            if self._pipeline is not None and item.task.kind in BATCHED_KINDS:
+                self._pipeline.submit(item)
+            else:
+                self._pool.submit(self._run, item)
 
     def _sleep_seconds(self) -> float:
         with self._lock:
@@ -140,11 +153,21 @@ class Dispatcher:
         try:
             finished = self.run_task(item)
         finally:
-            with self._lock:
-                self._inflight.pop(item.id, None)
-                if finished:
-                    self._done.append(item.id)
-                left = len(self._inflight)
+            self._settled(item, finished)
+
+    def _settle_pipelined(self, item: LeasedTask, error: BaseException | None) -> None:
+        try:
+            if error is not None:
+                self._hand_back(item, error)
+        finally:
+            self._settled(item, error is None)
+
+    def _settled(self, item: LeasedTask, finished: bool) -> None:
+        with self._lock:
+            self._inflight.pop(item.id, None)
+            if finished:
+                self._done.append(item.id)
+            left = len(self._inflight)
         # Lease again once half the leased tasks are done, not after each one: every
         # lease is a write transaction. A throttled task's slot is freed only when
         # its task is deleted (by the next lease), so it wakes the loop at once.
@@ -155,16 +178,20 @@ class Dispatcher:
         """Run one leased task; True when it is done (the caller deletes it)."""
         try:
             self.handle(item.task)
-        except RetryTask as retry:
-            self._settle_quietly(lambda: self.queue.retry(item.id, self.clock.now() + retry.delay))
         except Exception as error:
-            wait = task_backoff(item.attempts)
-            log_event(log, "task failed", task=item.task.name, attempts=item.attempts,
-                      retry_in_ms=int(wait.total_seconds() * 1000), error=repr(error))
-            self._settle_quietly(lambda: self.queue.retry(item.id, self.clock.now() + wait))
-        else:
-            return True
-        return False
+            self._hand_back(item, error)
+            return False
+        return True
+
+    def _hand_back(self, item: LeasedTask, error: BaseException) -> None:
+        """The task is to run again: when it asked to, or after a backoff."""
+        if isinstance(error, RetryTask):
+            self._settle_quietly(lambda: self.queue.retry(item.id, self.clock.now() + error.delay))
+            return
+        wait = task_backoff(item.attempts)
+        log_event(log, "task failed", task=item.task.name, attempts=item.attempts,
+                  retry_in_ms=int(wait.total_seconds() * 1000), error=repr(error))
+        self._settle_quietly(lambda: self.queue.retry(item.id, self.clock.now() + wait))
 
     def _settle_quietly(self, settle: Callable[[], None]) -> None:
         # If even settling fails, the lease runs out and the task comes again.

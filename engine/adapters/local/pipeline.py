@@ -1,0 +1,208 @@
+"""The dispatcher's path for tick and start tasks: through storage many at a time.
+
+    leased tasks -> step thread: one transaction steps them all (engine/batch.py)
+                 -> send pool: one request per thread
+                 -> record thread: one transaction records every result that has come back
+                 -> the task is settled (deleted, or handed back to run again)
+
+Each stage takes everything waiting for it, up to MAX_BATCH: batches grow with the
+load and are a single task when it is quiet, so nothing waits for a batch to fill.
+A task is settled only after the results of its requests are committed, so a
+throttle's lease still covers its request. If a batch's transaction fails, its
+tasks go through one at a time, so that one task's trouble is its own. A task
+whose step still fails is handed back with the dispatcher's backoff, as any task
+is. A result that cannot be committed is kept and committed again later instead:
+its request is out, and a handed-back task would not send it again but leave
+the attempt to the watchdog, which does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable
+
+from engine.adapters.local.sqlite_queue import LeasedTask
+from engine.batch import Sent, record_results, step_tasks
+from engine.logs import log_event
+from engine.ports import RetryTask
+
+log = logging.getLogger("sundial.dispatcher")
+
+MAX_BATCH = 64  # tasks per transaction: enough to spread its fixed cost, short enough to start sending soon
+RECORD_RETRY_FIRST, RECORD_RETRY_MOST = 0.5, 5.0  # seconds between tries to commit a result
+
+
+@dataclass
+class _Result:
+    item: LeasedTask
+    sent: Sent
+    failures: int = 0
+
+
+class _Inbox:
+    """A queue a stage drains in batches; `close` ends its stage once it is empty."""
+
+    def __init__(self):
+        self._items: deque = deque()
+        self._ready = threading.Condition()
+        self._closed = False
+
+    def put(self, item) -> None:
+        with self._ready:
+            self._items.append(item)
+            self._ready.notify()
+
+    def take(self, most: int) -> list | None:
+        """Wait for at least one item; None once closed and empty."""
+        with self._ready:
+            while not self._items and not self._closed:
+                self._ready.wait()
+            count = min(most, len(self._items))
+            return [self._items.popleft() for _ in range(count)] if count else None
+
+    def close(self) -> list:
+        """Stop taking; returns what was never taken."""
+        with self._ready:
+            self._closed = True
+            left, self._items = list(self._items), deque()
+            self._ready.notify_all()
+            return left
+
+    def finish(self) -> None:
+        """Let the stage drain what is there, then end."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify_all()
+
+
+class TaskPipeline:
+    """`settle(item, error)`: the task is done (error None) or is to run again."""
+
+    def __init__(self, engine, senders: int, settle: Callable[[LeasedTask, BaseException | None], None]):
+        self.engine, self.settle = engine, settle
+        self._steps, self._results = _Inbox(), _Inbox()
+        self._sends = ThreadPoolExecutor(senders, thread_name_prefix="sundial-send")
+        self._lock = threading.Lock()
+        self._unrecorded: dict[int, int] = {}  # task id -> its requests not yet recorded
+        self._waiting: dict[threading.Timer, _Result] = {}  # results to commit again later
+        self._stopping = False
+        self._threads = [
+            threading.Thread(target=self._drain, args=(self._steps, self._step), name="sundial-step", daemon=True),
+            threading.Thread(target=self._drain, args=(self._results, self._record), name="sundial-record",
+                             daemon=True),
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, item: LeasedTask) -> None:
+        self._steps.put(item)
+
+    def stop(self, timeout: float) -> list[LeasedTask]:
+        """Finish what was started (its requests are sent and recorded); returns the
+        tasks never started, for the dispatcher to hand back."""
+        unstarted = self._steps.close()
+        self._threads[0].join(timeout)
+        self._sends.shutdown(wait=True)
+        self._results.finish()
+        self._threads[1].join(timeout)
+        with self._lock:
+            self._stopping = True
+            waiting, self._waiting = list(self._waiting.items()), {}
+        for timer, result in waiting:  # their tasks are handed back; the watchdog has the attempts
+            timer.cancel()
+            self._settle_part(result.item, RuntimeError("stopped before its result was committed"))
+        return unstarted
+
+    @staticmethod
+    def _drain(inbox: _Inbox, work: Callable[[list], None]) -> None:
+        while (batch := inbox.take(MAX_BATCH)) is not None:
+            work(batch)
+
+    # --- stage 1: step ---------------------------------------------------------------
+
+    def _step(self, batch: list[LeasedTask]) -> None:
+        try:
+            stepped = step_tasks(self.engine, [item.task for item in batch])
+        except Exception as error:
+            if len(batch) == 1:
+                self.settle(batch[0], error)
+            else:  # one task's trouble must stay its own
+                for item in batch:
+                    self._step([item])
+            return
+        for item, outcome in zip(batch, stepped):
+            if outcome.retry_in is not None:
+                self.settle(item, RetryTask(outcome.retry_in, "tick arrived early"))
+            elif not outcome.deliveries:
+                self.settle(item, None)
+            else:
+                with self._lock:
+                    self._unrecorded[item.id] = len(outcome.deliveries)
+                for job, action in outcome.deliveries:
+                    self._sends.submit(self._send, item, job, action)
+
+    # --- stage 2: send ---------------------------------------------------------------
+
+    def _send(self, item: LeasedTask, job, action) -> None:
+        try:
+            result = self.engine.send(job, action)
+        except Exception as error:  # not the target's failure (that is a result): ours
+            self._settle_part(item, error)
+            return
+        self._results.put(_Result(item, Sent(job, action, result)))
+
+    # --- stage 3: record -------------------------------------------------------------
+
+    def _record(self, batch: list[_Result]) -> None:
+        try:
+            record_results(self.engine, [result.sent for result in batch])
+        except Exception as error:
+            if len(batch) == 1:
+                self._record_later(batch[0], error)
+            else:
+                for result in batch:
+                    self._record([result])
+            return
+        for result in batch:
+            self._settle_part(result.item, None)
+
+    def _record_later(self, result: _Result, error: Exception) -> None:
+        result.failures += 1
+        delay = min(RECORD_RETRY_FIRST * 2 ** (result.failures - 1), RECORD_RETRY_MOST)
+        log_event(log, "recording a result failed", task=result.item.task.name, failures=result.failures,
+                  retry_in_ms=int(delay * 1000), error=repr(error))
+        with self._lock:
+            if not self._stopping:
+                timer = threading.Timer(delay, self._record_again, (result,))
+                timer.daemon = True
+                self._waiting[timer] = result
+                timer.start()
+                return
+        self._settle_part(result.item, error)
+
+    def _record_again(self, result: _Result) -> None:
+        with self._lock:
+            mine = next((t for t, r in self._waiting.items() if r is result), None)
+            if mine is None:
+                return  # stop() settled it
+            del self._waiting[mine]
+        self._record([result])
+
+    def _settle_part(self, item: LeasedTask, error: BaseException | None) -> None:
+        """One of the task's requests is recorded (or failed): settle the task with its
+        last one, or with its first failure."""
+        with self._lock:
+            left = self._unrecorded.get(item.id)
+            if left is None:
+                return  # already settled by an earlier failure
+            if error is None and left > 1:
+                self._unrecorded[item.id] = left - 1
+                return
+            del self._unrecorded[item.id]
+        self.settle(item, error)
