@@ -7,7 +7,8 @@ processes from taking the same task, and the store's write lock (an flock) hands
 SQLite's write lock between them at once.
 
 A child gets the parent's settings (pickled on its stdin), so it signs and addresses
-exactly as the parent does. It stops on SIGTERM or SIGINT (Ctrl-C reaches the whole
+exactly as the parent does. Every second it writes its metrics (one JSON line) on its
+stdout, and the parent's /metrics adds the newest of each child to its own. It stops on SIGTERM or SIGINT (Ctrl-C reaches the whole
 process group) and when its parent dies: on Linux the kernel sends it SIGTERM
 (PR_SET_PDEATHSIG), elsewhere it notices within a second.
 """
@@ -15,6 +16,7 @@ process group) and when its parent dies: on Linux the kernel sends it SIGTERM
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
 import os
 import pickle
@@ -40,6 +42,7 @@ class DispatcherProcesses:
         self.settings, self.count = settings, count
         self.children: list[subprocess.Popen] = []
         self._stopping = threading.Event()
+        self._snapshots: dict[int, dict] = {}  # child index -> its newest metrics snapshot
 
     def start(self) -> None:
         blob = pickle.dumps(self.settings)
@@ -47,13 +50,17 @@ class DispatcherProcesses:
             child = subprocess.Popen(
                 [sys.executable, "-c", "from cli.processes import child_main; child_main()",
                  str(os.getpid())],
-                cwd=ROOT, stdin=subprocess.PIPE,
+                cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             )
             child.stdin.write(blob)
             child.stdin.close()
             self.children.append(child)
-            threading.Thread(target=self._watch, args=(child,), daemon=True,
+            threading.Thread(target=self._watch, args=(index, child), daemon=True,
                              name=f"sundial-watch-{index}").start()
+
+    def snapshots(self) -> list[dict]:
+        """The children's newest metrics snapshots (engine/metrics.py)."""
+        return list(self._snapshots.values())
 
     def stop(self) -> None:
         self._stopping.set()
@@ -67,7 +74,12 @@ class DispatcherProcesses:
                 child.kill()
                 child.wait()
 
-    def _watch(self, child: subprocess.Popen) -> None:
+    def _watch(self, index: int, child: subprocess.Popen) -> None:
+        for line in child.stdout:  # until the child exits
+            try:
+                self._snapshots[index] = json.loads(line)
+            except ValueError:
+                log_event(log, "unreadable metrics from a dispatcher process", pid=child.pid)
         code = child.wait()
         if not self._stopping.is_set():
             log_event(log, "dispatcher process exited", level=logging.ERROR, pid=child.pid, code=code)
@@ -92,10 +104,20 @@ def child_main() -> None:
     runtime.dispatcher.start()  # only the dispatcher: the parent runs the API and the loops
     log_event(log, "dispatcher process started", pid=os.getpid())
     while not stop.wait(1.0):
+        _report_metrics(runtime.engine.metrics)
         if os.getppid() != parent:  # the parent died without the kernel telling us
             break
     runtime.dispatcher.stop()
+    _report_metrics(runtime.engine.metrics)  # with what it finished while stopping
     log_event(log, "dispatcher process stopped", pid=os.getpid())
+
+
+def _report_metrics(metrics) -> None:
+    try:
+        sys.stdout.write(json.dumps(metrics.snapshot()) + "\n")
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass  # the parent is gone (or going): nobody to tell
 
 
 def _die_with_parent() -> None:

@@ -76,6 +76,7 @@ def run_serve(args) -> int:
     children = _dispatcher_processes(runtime.settings)
     if children is not None:
         use_optimistic_transactions(runtime)
+        runtime.engine.metrics.other_processes.append(children.snapshots)
     runtime.start()
     try:
         if children is not None:

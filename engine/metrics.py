@@ -1,13 +1,16 @@
 """Counters and a lateness histogram, exposed in Prometheus' text format.
 
-Each process counts what it did itself (Prometheus sums over instances); the
-gauges (queue depth, jobs per project and state) are read at scrape time.
+Each process counts what it did itself. `serve --processes N` adds its children's
+counts (their snapshots, which they send the parent every second) to its own, so
+one scrape of the parent covers every process; the gauges (queue depth, jobs per
+project) are read at scrape time.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from typing import Callable
 
 # Seconds between an occurrence's scheduled time and its first attempt's start.
 LATENESS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -29,6 +32,8 @@ class Metrics:
         self._counters: dict[tuple[str, tuple], float] = defaultdict(float)
         self._buckets = [0] * (len(LATENESS_BUCKETS) + 1)
         self._lateness_sum = 0.0
+        # Each returns other processes' snapshots, to add to this one's counts.
+        self.other_processes: list[Callable[[], list[dict]]] = []
 
     def inc(self, name: str, amount: float = 1, **labels: str) -> None:
         key = (name, tuple(sorted(labels.items())))
@@ -45,13 +50,25 @@ class Metrics:
         with self._lock:
             return self._counters.get((name, tuple(sorted(labels.items()))), 0.0)
 
-    def render(self, gauges: list[tuple[str, dict, float]]) -> str:
-        """The exposition text: the counters, the histogram, then `gauges`
-        as (name, labels, value) rows."""
+    def snapshot(self) -> dict:
+        """This process's counts as JSON-ready data, for `render` in another process."""
         with self._lock:
-            counters = sorted(self._counters.items())
+            counters = [[name, [list(pair) for pair in labels], value]
+                        for (name, labels), value in self._counters.items()]
+            return {"counters": counters, "buckets": list(self._buckets), "sum": self._lateness_sum}
+
+    def render(self, gauges: list[tuple[str, dict, float]]) -> str:
+        """The exposition text: the counters and the histogram of this process and of
+        `other_processes`, then `gauges` as (name, labels, value) rows."""
+        with self._lock:
+            counters = defaultdict(float, self._counters)
             buckets, total = list(self._buckets), self._lateness_sum
-        rows = [(name, dict(labels), value) for (name, labels), value in counters]
+        for snapshot in (s for source in self.other_processes for s in source()):
+            for name, labels, value in snapshot["counters"]:
+                counters[(name, tuple(tuple(pair) for pair in labels))] += value
+            buckets = [mine + theirs for mine, theirs in zip(buckets, snapshot["buckets"])]
+            total += snapshot["sum"]
+        rows = [(name, dict(labels), value) for (name, labels), value in sorted(counters.items())]
         rows += _histogram_rows(buckets, total)
         rows += gauges
         return _exposition(rows)

@@ -1,4 +1,4 @@
-"""GET /metrics: Prometheus' text format (counters of this process, gauges read now)."""
+"""GET /metrics: Prometheus' text format (counters of every serve process, gauges read now)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -27,7 +28,7 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
 
 
-def _start(tmp_path, receiver) -> Server:
+def _start(tmp_path, receiver, **env: str) -> Server:
     configs = tmp_path / "configs"
     configs.mkdir()
     jobs = "".join(
@@ -36,7 +37,7 @@ def _start(tmp_path, receiver) -> Server:
     )
     (configs / "e2e.yaml").write_text("jobs:\n" + jobs)
     return Server(configs, tmp_path / "sundial.db", tmp_path / "serve.log",
-                  env={"SUNDIAL_PROCESSES": "2"}).start()
+                  env={"SUNDIAL_PROCESSES": "2", **env}).start()
 
 
 def test_two_processes_deliver_every_occurrence_once_and_stop_together(tmp_path):
@@ -60,6 +61,26 @@ def test_two_processes_deliver_every_occurrence_once_and_stop_together(tmp_path)
     finally:
         server.stop()
         receiver.close()
+
+
+def test_metrics_count_the_deliveries_of_every_process(tmp_path):
+    receiver = Receiver()
+    # Two workers lease 8 tasks at a time, so the child takes its share of the 20 a second.
+    server = _start(tmp_path, receiver, SUNDIAL_WORKERS="2")
+    try:
+        wait_until(lambda: len(receiver.at_path("/p")) >= 100, timeout=20)
+        # The child sends its counts every second; the parent's own are about half.
+        assert wait_until(lambda: _delivered_by_metrics(server) >= 0.9 * len(receiver.at_path("/p")), timeout=5)
+    finally:
+        server.stop()
+        receiver.close()
+
+
+def _delivered_by_metrics(server: Server) -> float:
+    with urllib.request.urlopen(server.url + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    prefix = 'sundial_deliveries_total{outcome="succeeded"} '
+    return sum(float(line[len(prefix):]) for line in text.splitlines() if line.startswith(prefix))
 
 
 def test_the_child_stops_when_its_parent_is_killed(tmp_path):

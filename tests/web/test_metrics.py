@@ -1,5 +1,7 @@
 """GET /metrics: Prometheus text with what the engine did and what is waiting."""
 
+import json
+
 from engine.metrics import Metrics
 from engine.ports import DeliveryResult
 from statemachine import events as ev
@@ -46,3 +48,22 @@ def test_the_histogram_is_cumulative_and_labels_are_escaped():
     assert _value(text, 'sundial_lateness_seconds_bucket{le="+Inf"}') == 4
     assert _value(text, "sundial_lateness_seconds_sum") == 123.205
     assert 'sundial_skips_total{reason="say \\"why\\"\\n"} 1' in text
+
+
+def test_other_processes_snapshots_add_to_this_ones_counts():
+    parent, child = Metrics(), Metrics()
+    parent.inc("sundial_deliveries_total", outcome="succeeded")
+    child.inc("sundial_deliveries_total", 3, outcome="succeeded")
+    child.inc("sundial_skips_total", reason="overlap")
+    parent.observe_lateness(0.005)
+    child.observe_lateness(0.2)
+    snapshot = json.loads(json.dumps(child.snapshot()))  # as it crosses the pipe
+    parent.other_processes.append(lambda: [snapshot])
+    text = parent.render([])
+    assert _value(text, 'sundial_deliveries_total{outcome="succeeded"}') == 4
+    assert _value(text, 'sundial_skips_total{reason="overlap"}') == 1
+    assert _value(text, 'sundial_lateness_seconds_bucket{le="0.01"}') == 1
+    assert _value(text, 'sundial_lateness_seconds_bucket{le="0.25"}') == 2
+    assert _value(text, "sundial_lateness_seconds_count") == 2
+    assert abs(_value(text, "sundial_lateness_seconds_sum") - 0.205) < 1e-9
+    assert parent.counter("sundial_deliveries_total", outcome="succeeded") == 1  # its own, unchanged
