@@ -6,6 +6,7 @@ Shared by schedules (`every 10m`), job policies (`timeout: 10m`) and templates.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from datetime import datetime, timedelta, timezone
 
 _UNITS = {
@@ -63,6 +64,13 @@ def parse_instant(text: str) -> datetime:
     """An ISO-8601 timestamp that carries an offset or `Z`, returned in UTC."""
     if not isinstance(text, str):
         raise ValueError(f"timestamp must be a string, got {text!r}")
+    return _parse_instant_text(text)
+
+
+# Instants repeat (a job's times are read and written on every step of its chain), and
+# datetimes are immutable, so both directions keep the recent ones.
+@lru_cache(maxsize=4096)
+def _parse_instant_text(text: str) -> datetime:
     try:
         value = datetime.fromisoformat(text.strip().replace("z", "Z"))
     except ValueError:
@@ -74,6 +82,7 @@ def parse_instant(text: str) -> datetime:
     return value.astimezone(UTC)
 
 
+@lru_cache(maxsize=4096)
 def rfc3339_millis(instant: datetime) -> str:
     """RFC 3339 in UTC with milliseconds: `2018-03-22T00:09:00.000Z`."""
     utc = instant.astimezone(UTC)

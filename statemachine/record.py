@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from enum import Enum
+from functools import lru_cache
 
 from statemachine.durations import UTC, parse_instant
 from statemachine.policy import (
@@ -156,9 +157,14 @@ def new_record(project: str, job_id: str) -> JobRecord:
 # --- serialization -------------------------------------------------------------
 
 def _time(value: datetime | None) -> str | None:
+    return None if value is None else _utc_text(value)
+
+
+@lru_cache(maxsize=4096)  # equal instants in any zone give the same text, so one entry serves them all
+def _utc_text(value: datetime) -> str:
     # Microseconds, not the millis of the API: a stored instant must compare
     # exactly as it did before it was stored.
-    return None if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _parse_time(value: str | None) -> datetime | None:
