@@ -42,6 +42,24 @@ def proc_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
 
 
+def child_pids(pid: int) -> list[int]:
+    """The live children of `pid` (serve's dispatcher processes)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def _gone_is_zero(read, pid: int, zero):
+    try:
+        return read(pid)
+    except OSError:  # a child that exited between listing and reading
+        return zero
+
+
 class ServerProcess:
     """`python main.py serve` with default settings (plus `env`) on a free port."""
 
@@ -105,10 +123,17 @@ class ServerProcess:
         raise RuntimeError("config import did not finish in time")
 
     def status(self) -> dict[str, int]:
-        return proc_status(self.pid)
+        """Summed over serve and its dispatcher processes (`serve --processes N`)."""
+        total: Counter = Counter()
+        for pid in self._pids():
+            total.update(_gone_is_zero(proc_status, pid, {}))
+        return dict(total)
 
     def cpu_seconds(self) -> float:
-        return proc_cpu_seconds(self.pid)
+        return sum(_gone_is_zero(proc_cpu_seconds, pid, 0.0) for pid in self._pids())
+
+    def _pids(self) -> list[int]:
+        return [self.pid] + child_pids(self.pid)
 
     def start_profile(self, out: Path, seconds: float) -> None:
         """Two py-spy recordings in collapsed-stack text (bench/profile_summary.py reads
