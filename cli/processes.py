@@ -77,8 +77,12 @@ class DispatcherProcesses:
     def _watch(self, index: int, child: subprocess.Popen) -> None:
         for line in child.stdout:  # until the child exits
             try:
-                self._snapshots[index] = json.loads(line)
+                snapshot = json.loads(line)
             except ValueError:
+                snapshot = None
+            if _is_snapshot(snapshot):
+                self._snapshots[index] = snapshot
+            else:  # a stray line must not break every later scrape of /metrics
                 log_event(log, "unreadable metrics from a dispatcher process", pid=child.pid)
         code = child.wait()
         if not self._stopping.is_set():
@@ -110,6 +114,13 @@ def child_main() -> None:
     runtime.dispatcher.stop()
     _report_metrics(runtime.engine.metrics)  # with what it finished while stopping
     log_event(log, "dispatcher process stopped", pid=os.getpid())
+
+
+def _is_snapshot(value) -> bool:
+    """The shape `Metrics.snapshot` writes."""
+    return (isinstance(value, dict) and isinstance(value.get("counters"), list)
+            and isinstance(value.get("buckets"), list) and isinstance(value.get("sum"), (int, float))
+            and all(isinstance(row, list) and len(row) == 3 for row in value["counters"]))
 
 
 def _report_metrics(metrics) -> None:

@@ -75,11 +75,16 @@ def step_tasks(engine, tasks: list[Task]) -> list[Stepped]:
 
     :raises StoreError: nothing was committed; every task is to be retried.
     """
+    from engine.service import NotFound  # the service builds on this module
+
     changes = [(task.payload["project"], task.payload["job"], task_event(task), None) for task in tasks]
     results = engine.apply_many(changes)
     stepped = []
     for task, applied in zip(tasks, results):
-        if isinstance(applied, Exception):
+        if isinstance(applied, NotFound):
+            log_event(log, "task for a missing job", task=task.name)  # as handle_task says it
+            stepped.append(Stepped())
+        elif isinstance(applied, Exception):
             log_event(log, "task refused", task=task.name, reason=str(applied))
             stepped.append(Stepped())
         else:
@@ -97,4 +102,7 @@ def record_results(engine, sent: list[Sent]) -> None:
     for one in sent:
         record = one.job.record
         changes.append((record.project, record.job_id, *engine.outcome_change(one.action, one.result)))
-    engine.apply_many(changes)
+    for one, applied in zip(sent, engine.apply_many(changes)):
+        if isinstance(applied, Exception):
+            log_event(log, "result refused", job=f"{one.job.record.project}/{one.job.record.job_id}",
+                      invocation=one.action.invocation_id, attempt=one.action.attempt, reason=str(applied))

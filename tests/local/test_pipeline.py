@@ -22,6 +22,7 @@ from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.config_import import import_project
 from engine.ports import StoreError
 from engine.service import Engine
+from statemachine.actions import Deliver
 from statemachine.durations import UTC
 from statemachine.events import TickArrived
 from statemachine.policy import Tuning
@@ -37,10 +38,10 @@ class SystemClock:
 
 
 class Rig:
-    def __init__(self, tmp_path, workers: int = 8):
+    def __init__(self, tmp_path, workers: int = 8, tuning: Tuning | None = None):
         self.store = FlakyStore(SqliteJobStore(tmp_path / "sundial.db"))
         self.target = RecordingTarget()
-        self.engine = Engine(self.store, {"noop": self.target}, SystemClock(), Tuning(), secret=b"s")
+        self.engine = Engine(self.store, {"noop": self.target}, SystemClock(), tuning or Tuning(), secret=b"s")
         self.queue = SqliteTaskQueue(self.store.inner)
         self.workers = workers
         self.restart()
@@ -216,3 +217,65 @@ def test_a_store_error_in_a_batch_is_retried_one_by_one(tmp_path):
     rig.run_until_delivered(len(ids))
     _assert_each_delivered_once(rig, ids)
     assert sizes[0] > 1 and sizes[1:1 + sizes[0]] == [1] * sizes[0]
+
+
+def test_a_committed_attempt_never_waits_long_for_a_sender_even_behind_hung_targets(tmp_path):
+    # An attempt committed as starting that waited behind hung targets past its attempt
+    # timeout plus the start grace would be issued again by the watchdog while it still
+    # waits: so after a quarter of the start grace, another sender takes it.
+    rig = Rig(tmp_path, workers=2, tuning=Tuning(start_grace=timedelta(seconds=2)))
+    ids = rig.import_one_offs(24)
+    lock, committed, waited = threading.Lock(), {}, []
+    inner_apply_many = rig.engine.apply_many
+
+    def apply_many(changes):
+        results = inner_apply_many(changes)
+        now = time.monotonic()
+        with lock:
+            for applied in results:
+                for action in getattr(applied, "transition", None) and applied.transition.actions or ():
+                    if isinstance(action, Deliver):
+                        committed[action.invocation_id] = now
+        return results
+
+    def hang_the_first_two(request):
+        with lock:
+            waited.append(time.monotonic() - committed[request.invocation_id])
+            first_two = len(waited) <= 2
+        if first_two:
+            time.sleep(2.0)  # both fixed senders stuck, as behind hung targets
+
+    rig.engine.apply_many = apply_many
+    rig.target.check = hang_the_first_two
+    rig.run_until_delivered(len(ids))
+    _assert_each_delivered_once(rig, ids)
+    assert rig.dispatcher._pipeline._sends.extra_started >= 1
+    assert max(waited) < 0.5 + 0.4  # the bound (2 s / 4) and the supervisor's period, with slack
+
+
+def test_a_result_refused_for_a_reason_other_than_storage_is_given_up_not_retried_forever(tmp_path):
+    rig = Rig(tmp_path)
+    ids = rig.import_one_offs(20)
+    inner_apply_many = rig.engine.apply_many
+    tries = Counter()
+
+    def apply_many(changes):
+        if any(job == "j0003" and not isinstance(event, TickArrived) for _, job, event, _ in changes):
+            tries["j0003"] += 1
+            raise ValueError("a bug while recording")
+        return inner_apply_many(changes)
+
+    rig.engine.apply_many = apply_many
+    rig.dispatcher.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (rig.queue.pending() or len(rig.target.requests) < 20):
+            time.sleep(0.05)
+        time.sleep(1.0)  # long enough for the retries a storage error would get
+    finally:
+        rig.dispatcher.stop()
+    assert len(rig.target.requests) == 20
+    assert 1 <= tries["j0003"] <= 2  # its batch, then itself alone: then handed back
+    assert rig.queue.pending() == 0  # the handed-back tick found its work done
+    statuses = {row.job_id: row.status for row in rig.invocations()}
+    assert "j0003" not in statuses and set(statuses.values()) == {"SUCCEEDED"} and len(statuses) == 19

@@ -74,7 +74,7 @@ class Dispatcher:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
         if self._pipeline is not None:
-            self._pipeline.stop(timeout)  # what it never started is still in _inflight
+            self._pipeline.stop()  # what it never started is still in _inflight
         self._release_unstarted()
 
     def _release_unstarted(self) -> None:

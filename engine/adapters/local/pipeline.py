@@ -7,6 +7,8 @@
 
 Each stage takes everything waiting for it, up to MAX_BATCH: batches grow with the
 load and are a single task when it is quiet, so nothing waits for a batch to fill.
+An attempt committed as starting may wait for a sender, but never long enough for the
+watchdog to give it up and issue it again (send_pool.py).
 A task is settled only after the results of its requests are committed, so a
 throttle's lease still covers its request. If a batch's transaction fails, its
 tasks go through one at a time, so that one task's trouble is its own. A task
@@ -21,19 +23,20 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
+from engine.adapters.local.send_pool import SendPool
 from engine.adapters.local.sqlite_queue import LeasedTask
 from engine.batch import Sent, record_results, step_tasks
 from engine.logs import log_event
-from engine.ports import RetryTask
+from engine.ports import ConflictError, RetryTask, StoreError
 
 log = logging.getLogger("sundial.dispatcher")
 
 MAX_BATCH = 64  # tasks per transaction: enough to spread its fixed cost, short enough to start sending soon
 RECORD_RETRY_FIRST, RECORD_RETRY_MOST = 0.5, 5.0  # seconds between tries to commit a result
+RECORD_TRIES = 12  # about a minute of a store that is down; then the task is handed back
 
 
 @dataclass
@@ -85,15 +88,16 @@ class TaskPipeline:
     def __init__(self, engine, senders: int, settle: Callable[[LeasedTask, BaseException | None], None]):
         self.engine, self.settle = engine, settle
         self._steps, self._results = _Inbox(), _Inbox()
-        self._sends = ThreadPoolExecutor(senders, thread_name_prefix="sundial-send")
+        # A request may wait for a sender a quarter of the start grace at most (and 5 s).
+        longest_wait = min(engine.tuning.start_grace.total_seconds() / 4, 5.0)
+        self._sends = SendPool(senders, longest_wait)
         self._lock = threading.Lock()
         self._unrecorded: dict[int, int] = {}  # task id -> its requests not yet recorded
         self._waiting: dict[threading.Timer, _Result] = {}  # results to commit again later
         self._stopping = False
         self._threads = [
-            threading.Thread(target=self._drain, args=(self._steps, self._step), name="sundial-step", daemon=True),
-            threading.Thread(target=self._drain, args=(self._results, self._record), name="sundial-record",
-                             daemon=True),
+            threading.Thread(target=self._step_loop, name="sundial-step", daemon=True),
+            threading.Thread(target=self._record_loop, name="sundial-record", daemon=True),
         ]
 
     def start(self) -> None:
@@ -103,26 +107,40 @@ class TaskPipeline:
     def submit(self, item: LeasedTask) -> None:
         self._steps.put(item)
 
-    def stop(self, timeout: float) -> list[LeasedTask]:
+    def stop(self) -> list[LeasedTask]:
         """Finish what was started (its requests are sent and recorded); returns the
-        tasks never started, for the dispatcher to hand back."""
+        tasks never started, for the dispatcher to hand back. It waits for the step in
+        hand and the requests out, which the targets' timeouts bound."""
         unstarted = self._steps.close()
-        self._threads[0].join(timeout)
-        self._sends.shutdown(wait=True)
-        self._results.finish()
-        self._threads[1].join(timeout)
+        self._threads[0].join()  # before the senders go: it may still hand them requests
+        self._sends.shutdown()
         with self._lock:
             self._stopping = True
             waiting, self._waiting = list(self._waiting.items()), {}
-        for timer, result in waiting:  # their tasks are handed back; the watchdog has the attempts
+        for timer, result in waiting:  # handed back; the watchdog has their attempts
             timer.cancel()
             self._settle_part(result.item, RuntimeError("stopped before its result was committed"))
+        self._results.finish()
+        self._threads[1].join()
         return unstarted
 
+    def _step_loop(self) -> None:
+        while (batch := self._steps.take(MAX_BATCH)) is not None:
+            self._guarded(self._step, batch)
+
+    def _record_loop(self) -> None:
+        while (batch := self._results.take(MAX_BATCH)) is not None:
+            self._guarded(self._record, batch)
+
     @staticmethod
-    def _drain(inbox: _Inbox, work: Callable[[list], None]) -> None:
-        while (batch := inbox.take(MAX_BATCH)) is not None:
+    def _guarded(work: Callable[[list], None], batch: list) -> None:
+        # Storage errors are handled inside; anything else is a bug, which must not
+        # end the stage's thread and with it every later delivery.
+        try:
             work(batch)
+        except Exception as error:
+            log_event(log, "pipeline stage failed", level=logging.ERROR, stage=work.__name__,
+                      tasks=len(batch), error=repr(error))
 
     # --- stage 1: step ---------------------------------------------------------------
 
@@ -137,15 +155,14 @@ class TaskPipeline:
                     self._step([item])
             return
         for item, outcome in zip(batch, stepped):
-            if outcome.retry_in is not None:
-                self.settle(item, RetryTask(outcome.retry_in, "tick arrived early"))
-            elif not outcome.deliveries:
-                self.settle(item, None)
-            else:
-                with self._lock:
-                    self._unrecorded[item.id] = len(outcome.deliveries)
-                for job, action in outcome.deliveries:
-                    self._sends.submit(self._send, item, job, action)
+            if not outcome.deliveries:
+                retry = None if outcome.retry_in is None else RetryTask(outcome.retry_in, "tick arrived early")
+                self.settle(item, retry)
+                continue
+            with self._lock:
+                self._unrecorded[item.id] = len(outcome.deliveries)
+            for job, action in outcome.deliveries:
+                self._sends.submit(self._send, item, job, action)
 
     # --- stage 2: send ---------------------------------------------------------------
 
@@ -174,6 +191,14 @@ class TaskPipeline:
 
     def _record_later(self, result: _Result, error: Exception) -> None:
         result.failures += 1
+        storage_trouble = isinstance(error, (StoreError, ConflictError))
+        if not storage_trouble or result.failures >= RECORD_TRIES:
+            # Handed back, as the one-task path does: its re-run finds the tick spent,
+            # and the watchdog resolves the attempt.
+            log_event(log, "recording a result failed; giving up", level=logging.ERROR,
+                      task=result.item.task.name, failures=result.failures, error=repr(error))
+            self._settle_part(result.item, error)
+            return
         delay = min(RECORD_RETRY_FIRST * 2 ** (result.failures - 1), RECORD_RETRY_MOST)
         log_event(log, "recording a result failed", task=result.item.task.name, failures=result.failures,
                   retry_in_ms=int(delay * 1000), error=repr(error))
@@ -192,7 +217,9 @@ class TaskPipeline:
             if mine is None:
                 return  # stop() settled it
             del self._waiting[mine]
-        self._record([result])
+        # Through the record stage, never around it: stop() waits for that stage, so
+        # nothing is settled after stop() returns.
+        self._results.put(result)
 
     def _settle_part(self, item: LeasedTask, error: BaseException | None) -> None:
         """One of the task's requests is recorded (or failed): settle the task with its
