@@ -279,3 +279,11 @@ def test_a_result_refused_for_a_reason_other_than_storage_is_given_up_not_retrie
     assert rig.queue.pending() == 0  # the handed-back tick found its work done
     statuses = {row.job_id: row.status for row in rig.invocations()}
     assert "j0003" not in statuses and set(statuses.values()) == {"SUCCEEDED"} and len(statuses) == 19
+
+
+def test_a_dispatcher_never_started_runs_no_threads_and_stops_cleanly(tmp_path):
+    # `build_local` makes a dispatcher for every runtime, started or not (tools, tests).
+    before = threading.active_count()
+    rig = Rig(tmp_path)
+    assert threading.active_count() == before
+    rig.dispatcher.stop()

@@ -71,10 +71,10 @@ class Dispatcher:
         self._wake.set()
         for thread in self._threads:
             thread.join(timeout)
-        if self._pool is not None:
+        if self._pool is not None:  # started
             self._pool.shutdown(wait=True, cancel_futures=True)
-        if self._pipeline is not None:
-            self._pipeline.stop()  # what it never started is still in _inflight
+            if self._pipeline is not None:
+                self._pipeline.stop()  # what it never started is still in _inflight
         self._release_unstarted()
 
     def _release_unstarted(self) -> None:

@@ -101,6 +101,7 @@ class TaskPipeline:
         ]
 
     def start(self) -> None:
+        self._sends.start()
         for thread in self._threads:
             thread.start()
 

@@ -28,9 +28,13 @@ class SendPool:
         self._ready = threading.Condition()
         self._closing = False
         self._closed = threading.Event()  # wakes the supervisor, which never waits on _ready
-        self._threads = [self._spawn(extra=False, index=i) for i in range(threads)]
+        self.threads = threads
+        self._threads: list[threading.Thread] = []
         self.extra_started = 0  # extra threads started so far (tests read it)
         self._supervisor = threading.Thread(target=self._supervise, name=f"{name}-watch", daemon=True)
+
+    def start(self) -> None:
+        self._threads = [self._spawn(extra=False, index=i) for i in range(self.threads)]
         self._supervisor.start()
 
     def submit(self, work: Callable, *args) -> None:
