@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from engine.logs import log_event
-from engine.ports import DeliveryResult, StoredJob, Task
+from engine.ports import DeliveryResult, RetryTask, StoredJob, Task
 from statemachine import actions as act
 from statemachine import events as ev
 
@@ -32,6 +32,10 @@ class Stepped:
 
     deliveries: list[tuple[StoredJob, act.Deliver]] = field(default_factory=list)
     retry_in: timedelta | None = None  # hand the task back, to run again after this
+
+    def retry(self) -> RetryTask | None:
+        """What hands the task back, when the tick came before its time."""
+        return None if self.retry_in is None else RetryTask(self.retry_in, "tick arrived early")
 
 
 @dataclass(frozen=True)
@@ -75,17 +79,11 @@ def step_tasks(engine, tasks: list[Task]) -> list[Stepped]:
 
     :raises StoreError: nothing was committed; every task is to be retried.
     """
-    from engine.service import NotFound  # the service builds on this module
-
     changes = [(task.payload["project"], task.payload["job"], task_event(task), None) for task in tasks]
-    results = engine.apply_many(changes)
     stepped = []
-    for task, applied in zip(tasks, results):
-        if isinstance(applied, NotFound):
-            log_event(log, "task for a missing job", task=task.name)  # as handle_task says it
-            stepped.append(Stepped())
-        elif isinstance(applied, Exception):
-            log_event(log, "task refused", task=task.name, reason=str(applied))
+    for task, applied in zip(tasks, engine.apply_many(changes)):
+        if isinstance(applied, Exception):
+            engine.log_refused(task, applied)  # as handle_task logs it
             stepped.append(Stepped())
         else:
             stepped.append(stepped_from(task, applied))

@@ -18,7 +18,7 @@ from engine.batch import BATCHED_KINDS, stepped_from, task_event
 from engine.delivery import deliver
 from engine.logs import log_event
 from engine.metrics import Metrics
-from engine.ports import Clock, ConflictError, DeliveryResult, RetryTask, StoredJob, Task
+from engine.ports import Clock, ConflictError, DeliveryResult, StoredJob, Task
 from engine.notify import send_notification
 from engine.recording import append_log, materialize, record_action, throttle_queue
 from statemachine import actions as act
@@ -202,9 +202,16 @@ class Engine:
                 self.apply(project, job_id, ev.ManualTrigger(payload["request"], payload["trigger"], at))
             else:
                 log_event(log, "unknown task kind", task=task.name, kind=task.kind)
-        except NotFound:
+        except (NotFound, InvalidTransition) as error:
+            self.log_refused(task, error)
+
+    @staticmethod
+    def log_refused(task: Task, error: Exception) -> None:
+        """A task with nothing left to do: its job is gone, or the job refuses its event
+        (e.g. another job's trigger of a paused job)."""
+        if isinstance(error, NotFound):
             log_event(log, "task for a missing job", task=task.name)
-        except InvalidTransition as error:  # e.g. another job's trigger of a paused job
+        else:
             log_event(log, "task refused", task=task.name, reason=str(error))
 
     def _run_step(self, task: Task) -> None:
@@ -213,8 +220,9 @@ class Engine:
         must be over when the task is."""
         payload = task.payload
         stepped = stepped_from(task, self.apply(payload["project"], payload["job"], task_event(task)))
-        if stepped.retry_in is not None:
-            raise RetryTask(stepped.retry_in, "tick arrived early")
+        retry = stepped.retry()
+        if retry is not None:
+            raise retry
         for job, action in stepped.deliveries:
             event, note = self.outcome_change(action, self.send(job, action))
             self.apply(job.record.project, job.record.job_id, event, note=note)

@@ -30,7 +30,7 @@ from engine.adapters.local.send_pool import SendPool
 from engine.adapters.local.sqlite_queue import LeasedTask
 from engine.batch import Sent, record_results, step_tasks
 from engine.logs import log_event
-from engine.ports import ConflictError, RetryTask, StoreError
+from engine.ports import ConflictError, StoreError
 
 log = logging.getLogger("sundial.dispatcher")
 
@@ -39,11 +39,12 @@ RECORD_RETRY_FIRST, RECORD_RETRY_MOST = 0.5, 5.0  # seconds between tries to com
 RECORD_TRIES = 12  # about a minute of a store that is down; then the task is handed back
 
 
-@dataclass
+@dataclass(eq=False)  # compared and hashed by identity: a member of TaskPipeline._waiting
 class _Result:
     item: LeasedTask
     sent: Sent
     failures: int = 0
+    timer: threading.Timer | None = None  # set while it waits to be committed again
 
 
 class _Inbox:
@@ -93,7 +94,7 @@ class TaskPipeline:
         self._sends = SendPool(senders, longest_wait)
         self._lock = threading.Lock()
         self._unrecorded: dict[int, int] = {}  # task id -> its requests not yet recorded
-        self._waiting: dict[threading.Timer, _Result] = {}  # results to commit again later
+        self._waiting: set[_Result] = set()  # results to commit again later
         self._stopping = False
         self._threads = [
             threading.Thread(target=self._step_loop, name="sundial-step", daemon=True),
@@ -117,9 +118,9 @@ class TaskPipeline:
         self._sends.shutdown()
         with self._lock:
             self._stopping = True
-            waiting, self._waiting = list(self._waiting.items()), {}
-        for timer, result in waiting:  # handed back; the watchdog has their attempts
-            timer.cancel()
+            waiting, self._waiting = self._waiting, set()
+        for result in waiting:  # handed back; the watchdog has their attempts
+            result.timer.cancel()
             self._settle_part(result.item, RuntimeError("stopped before its result was committed"))
         self._results.finish()
         self._threads[1].join()
@@ -157,8 +158,7 @@ class TaskPipeline:
             return
         for item, outcome in zip(batch, stepped):
             if not outcome.deliveries:
-                retry = None if outcome.retry_in is None else RetryTask(outcome.retry_in, "tick arrived early")
-                self.settle(item, retry)
+                self.settle(item, outcome.retry())
                 continue
             with self._lock:
                 self._unrecorded[item.id] = len(outcome.deliveries)
@@ -205,19 +205,18 @@ class TaskPipeline:
                   retry_in_ms=int(delay * 1000), error=repr(error))
         with self._lock:
             if not self._stopping:
-                timer = threading.Timer(delay, self._record_again, (result,))
-                timer.daemon = True
-                self._waiting[timer] = result
-                timer.start()
+                result.timer = threading.Timer(delay, self._record_again, (result,))
+                result.timer.daemon = True
+                self._waiting.add(result)
+                result.timer.start()
                 return
         self._settle_part(result.item, error)
 
     def _record_again(self, result: _Result) -> None:
         with self._lock:
-            mine = next((t for t, r in self._waiting.items() if r is result), None)
-            if mine is None:
+            if result not in self._waiting:
                 return  # stop() settled it
-            del self._waiting[mine]
+            self._waiting.remove(result)
         # Through the record stage, never around it: stop() waits for that stage, so
         # nothing is settled after stop() returns.
         self._results.put(result)
