@@ -74,6 +74,13 @@ class Metrics:
         return _exposition(rows)
 
 
+def is_snapshot(value) -> bool:
+    """Whether `value` has the shape `Metrics.snapshot` gives, as read back from JSON."""
+    return (isinstance(value, dict) and isinstance(value.get("counters"), list)
+            and isinstance(value.get("buckets"), list) and isinstance(value.get("sum"), (int, float))
+            and all(isinstance(row, list) and len(row) == 3 for row in value["counters"]))
+
+
 def _histogram_rows(buckets: list[int], total: float) -> list[tuple[str, dict, float]]:
     rows, running = [], 0
     for bound, count in zip(LATENESS_BUCKETS, buckets):
