@@ -22,7 +22,7 @@ def add_serve(subparsers) -> None:
     parser.add_argument("--db", default=None, metavar="PATH", help="SQLite database file (SUNDIAL_DB)")
     parser.add_argument("--processes", type=int, default=None, metavar="N",
                         help="embedded backend: deliver from N processes on the database, "
-                             "N - 1 of them dispatchers only (SUNDIAL_PROCESSES; default 2 with two or more cores)")
+                             "N - 1 of them dispatchers only (SUNDIAL_PROCESSES; default 1)")
     parser.set_defaults(run=run_serve)
 
 

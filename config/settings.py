@@ -13,7 +13,7 @@ each has a default that suits one machine:
 | SUNDIAL_IMPORT_PERIOD | 5s | how often serve re-reads the configs |
 | SUNDIAL_CLEANUP_PERIOD | 1h | how often serve removes old history |
 | SUNDIAL_WORKERS | 32 | task threads of the embedded dispatcher |
-| SUNDIAL_PROCESSES | 2 with two cores or more, else 1 | serve's processes on the embedded backend: N - 1 extra dispatcher-only processes (`serve --processes`); on 2 cores a burst goes at ~2,400 deliveries/s with 2 against ~1,300/s with 1, for 60-100 MiB more memory. More than 2 is unmeasured |
+| SUNDIAL_PROCESSES | 1 | serve's processes on the embedded backend: N - 1 extra dispatcher-only processes (`serve --processes`); on 2 cores, 2 take a burst from ~1,300 to ~2,400 deliveries/s for 60-100 MiB more memory. The default keeps CONTRACT's one process |
 | SUNDIAL_TASK_LEASE | 30s | how long a taken task is its taker's |
 | SUNDIAL_TICK_GRACE, SUNDIAL_START_GRACE, SUNDIAL_LATE_TOLERANCE | 30s, 60s, 60s | the chain's timings (statemachine.policy.Tuning) |
 | SUNDIAL_TASK_SECRET | generated, kept in the database | the secret on every task |
@@ -47,8 +47,9 @@ class Settings:
     import_period: timedelta = timedelta(seconds=5)
     cleanup_period: timedelta = timedelta(hours=1)
     workers: int = 32
-    # One Python process uses one core (the GIL); docs/PERFORMANCE.md has the figures.
-    processes: int = field(default_factory=lambda: 2 if (os.cpu_count() or 1) >= 2 else 1)
+    # One process, as CONTRACT's `serve` says; --processes N is the opt-in for bursts
+    # (one Python process uses one core; docs/PERFORMANCE.md has the figures).
+    processes: int = 1
     task_lease: timedelta = timedelta(seconds=30)
     tuning: Tuning = field(default_factory=Tuning)
     task_secret: str = ""
