@@ -19,6 +19,7 @@ from engine.logs import log_event
 from engine.service import Engine
 from engine.targets import build_targets
 from statemachine.durations import UTC
+from statemachine.safety import OwnService
 from web.app import create_app
 
 log = logging.getLogger("sundial.serve")
@@ -79,7 +80,7 @@ def build_local(settings: Settings, clock=None) -> Runtime:
     clock = clock or SystemClock()
     store = SqliteJobStore(settings.db_path)
     settings = _with_secret(settings, store)
-    engine = _engine(settings, store, build_targets("local"), clock)
+    engine = _engine(settings, store, build_targets("local", own=_own(settings)), clock)
     queue = SqliteTaskQueue(store)
     dispatcher = Dispatcher(queue, engine.handle_task, clock, settings.workers, settings.task_lease,
                             engine=engine)
@@ -107,7 +108,7 @@ def build_cloud(settings: Settings, clock=None) -> Runtime:
     settings = _with_secret(settings, store)
     queue.secret = settings.task_secret
     _ensure_chain_queue(tasks, settings)
-    engine = _engine(settings, store, build_targets("cloud"), clock)
+    engine = _engine(settings, store, build_targets("cloud", own=_own(settings)), clock)
     return _runtime(settings, engine, None, loops=not settings.on_app_engine,
                     after_import=_throttle_queue_keeper(tasks, settings, store))
 
@@ -203,9 +204,13 @@ def _engine(settings: Settings, store, targets: dict, clock) -> Engine:
     return engine
 
 
+def _own(settings: Settings) -> OwnService:
+    return OwnService(settings.service_url, settings.tasks_queue)
+
+
 def _secrets(settings: Settings, env=None):
     """Secret Manager on the cloud backend (unless SUNDIAL_SECRETS=local), else the
-    environment and SUNDIAL_SECRETS_DIR (engine/secrets.py)."""
+    per-project folders of SUNDIAL_SECRETS_DIR (engine/secrets.py)."""
     import os
 
     from engine.secrets import LocalSecrets

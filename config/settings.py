@@ -33,6 +33,7 @@ from datetime import timedelta
 
 from statemachine.durations import parse_duration
 from statemachine.policy import Tuning
+from statemachine.safety import OwnService
 
 
 @dataclass(frozen=True)
@@ -129,3 +130,15 @@ def from_environment(env=None) -> Settings:
         explicit_service_url=env.get("SUNDIAL_SERVICE_URL", ""),
         fault_duplicate_tasks=env.get("SUNDIAL_FAULT_DUPLICATE_TASKS", "0") == "1",
     )
+
+
+def own_service(env=None) -> OwnService:
+    """Sundial's own service URL and chain queue as the environment names them, for
+    validation (CONTRACT 6: no cloud_tasks target may name them). `serve --port`
+    changes the URL it really listens on; delivery checks against that one."""
+    env = os.environ if env is None else env
+    settings = Settings(gcp_project=env.get("GOOGLE_CLOUD_PROJECT", ""),
+                        on_app_engine=bool(env.get("GAE_APPLICATION")),
+                        explicit_service_url=env.get("SUNDIAL_SERVICE_URL", ""),
+                        tasks_queue=env.get("SUNDIAL_TASKS_QUEUE", Settings.tasks_queue))
+    return OwnService(settings.service_url, settings.tasks_queue)

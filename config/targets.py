@@ -7,12 +7,14 @@ every url, header value, body, data and attribute value.
 
 The literal-address rule of CONTRACT section 6 is applied to http urls here, at
 validation time: a host that is the metadata server or a literal link-local address
-(on the cloud backend also loopback, private or other non-public addresses, and
-`localhost`) is an error unless the project's `allowed_hosts` lists it. Names that only
+(on the cloud backend also loopback, private, multicast or other non-public addresses,
+IPv6 outside global unicast, IPv4 inside NAT64/6to4/compatible forms, and `localhost`;
+statemachine/safety.py decides, for delivery too) is an error unless the project's `allowed_hosts` lists it. Names that only
 resolve to such addresses are caught at delivery, which re-checks every address.
 cloud_tasks urls are exempt: Cloud Tasks calls them from Google's network, not Sundial's.
 
-Headers named `X-Sundial-*` and attributes named `sundial_*` or `goog*` are refused:
+Headers named `X-Sundial-*`, framing and hop-by-hop headers (`Content-Length`, `Host`,
+`Proxy-*`, ...: statemachine/safety.py) and attributes named `sundial_*` or `goog*` are refused:
 Sundial and Pub/Sub set those themselves. Sizes are bounded by config/limits.py (url,
 body and data templates, each header value, all headers together, Pub/Sub attributes).
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,6 +33,8 @@ from config import limits
 from config.checks import Checker
 from config.yamlsource import Path
 from statemachine.durations import format_duration, parse_duration
+from config.settings import own_service
+from statemachine.safety import OwnService, address_refusal, is_framing_header
 from statemachine.template import TemplateError, validate_template
 
 __all__ = [
@@ -56,10 +60,12 @@ SECRET_NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")  # Secret Manager's rule for s
 
 @dataclass(frozen=True)
 class TargetRules:
-    """What a target is checked against: the project's allowed hosts and the backend."""
+    """What a target is checked against: the project's allowed hosts, the backend, and
+    Sundial's own service and queues (which no cloud_tasks target may name)."""
 
     allowed_hosts: tuple[str, ...] = ()
     backend: str = "local"
+    own: OwnService = field(default_factory=own_service)
 
 
 def parse_target(check: Checker, path: Path, value: Any,
@@ -82,7 +88,7 @@ def parse_target(check: Checker, path: Path, value: Any,
     if kind == "pubsub":
         return {"pubsub": _pubsub(check, where, target[kind])}, DEFAULT_ATTEMPT_TIMEOUT
     if kind == "cloud_tasks":
-        return {"cloud_tasks": _cloud_tasks(check, where, target[kind])}, DEFAULT_ATTEMPT_TIMEOUT
+        return {"cloud_tasks": _cloud_tasks(check, where, target[kind], rules.own)}, DEFAULT_ATTEMPT_TIMEOUT
     if target[kind] not in (None, {}):
         check.fail(where, "takes no fields; write noop: {}")
     return {"noop": {}}, DEFAULT_ATTEMPT_TIMEOUT
@@ -127,11 +133,11 @@ def _pubsub(check: Checker, path: Path, value: Any) -> dict:
     }
 
 
-def _cloud_tasks(check: Checker, path: Path, value: Any) -> dict:
+def _cloud_tasks(check: Checker, path: Path, value: Any, own: OwnService) -> dict:
     fields = check.mapping(path, value, "{queue: projects/P/locations/L/queues/Q, url: ...}")
     check.known_fields(path, fields, _TASKS_FIELDS)
     queue_form = "projects/P/locations/L/queues/Q"
-    return {
+    spec = {
         "queue": check.attempt(lambda: _resource(
             check, path + ("queue",), fields.get("queue"), _QUEUE, queue_form), ""),
         "url": check.attempt(lambda: _url(check, path + ("url",), fields.get("url"), None), ""),
@@ -141,6 +147,11 @@ def _cloud_tasks(check: Checker, path: Path, value: Any) -> dict:
                                                 _given(fields, "body", ""),
                                                 limits.MAX_BODY_BYTES), ""),
     }
+    refused = own.refusal(spec["url"] or "", spec["queue"] or "")
+    if refused:
+        check.report(path + (refused[0],), f"{refused[1]}: a task there would pass for one of "
+                                           "Sundial's own")
+    return spec
 
 
 # --- fields --------------------------------------------------------------------------
@@ -202,6 +213,10 @@ def _headers(check: Checker, path: Path, fields: dict) -> dict:
                                 "name", named=False)
         elif name.lower().startswith("x-sundial-"):
             check.report(where, "is set by Sundial itself (X-Sundial-* headers are reserved)")
+        elif is_framing_header(name):
+            check.report(where, "is a framing or hop-by-hop header, which only the HTTP "
+                                "connection sets (Content-Length, Transfer-Encoding, Connection, "
+                                "Keep-Alive, TE, Trailer, Upgrade, Host, Proxy-*)")
         elif name.lower() in seen:
             check.report(where, f"given twice (also as '{seen[name.lower()]}'); "
                                 "header names ignore case")
@@ -280,6 +295,10 @@ def canonical_host(host: str) -> str:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     host = host.rstrip(".")
+    try:  # what a resolver reads: fullwidth letters, ideographic full stops (IDNA 2003)
+        host = host.encode("idna").decode("ascii").rstrip(".")
+    except UnicodeError:
+        pass
     address = _literal_address(host)
     return str(address) if address is not None else host
 
@@ -308,16 +327,8 @@ def refusal(host: str, allowed_hosts: tuple[str, ...] | list[str], backend: str)
     if host in METADATA_HOSTS:
         return "the metadata server"
     address = _literal_address(host)
-    if address is not None and getattr(address, "ipv4_mapped", None):
-        address = address.ipv4_mapped
-    if address is not None and address.is_link_local:
-        return "a link-local address"
-    if backend != "cloud":
-        return None  # local services are the embedded backend's normal targets
-    if host == "localhost" or host.endswith(".localhost"):
+    if address is not None:
+        return address_refusal(address, backend)
+    if backend == "cloud" and (host == "localhost" or host.endswith(".localhost")):
         return "a loopback name on the cloud backend"
-    if address is None or address.is_global:
-        return None
-    kind = "loopback" if address.is_loopback else "private" if address.is_private else "non-public"
-    return f"a {kind} address on the cloud backend"
-
+    return None

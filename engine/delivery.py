@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from engine.ports import DeliveryRequest, DeliveryResult, StoredJob
-from engine.rendering import render_target
+from engine.rendering import render_target, secret_backed_headers
+from engine.secrets import SecretError
 from statemachine import actions as act
 from statemachine.template import TemplateContext
 
@@ -30,6 +31,8 @@ def deliver(
     )
     try:
         target = render_target(definition["target"], context, secrets)
+    except SecretError as error:
+        return DeliveryResult("failed", str(error))
     except ValueError as error:
         return DeliveryResult("failed", f"bad request: {error}")
     kind = next(iter(target))
@@ -48,5 +51,6 @@ def deliver(
         allowed_hosts=allowed_hosts,
         completion_url=completion[0],
         completion_token=completion[1],
+        secret_headers=secret_backed_headers(definition["target"]),
     )
     return sender.deliver(request)

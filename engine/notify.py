@@ -22,7 +22,8 @@ import logging
 from engine.logs import log_event
 from engine.ports import DeliveryRequest, DeliveryResult, InvocationRow
 from engine.recording import append_log, notify_task
-from engine.rendering import render_target
+from engine.rendering import render_target, secret_backed_headers
+from engine.secrets import SecretError
 from statemachine.durations import parse_instant
 from statemachine.policy import NOTIFY_RETRY, compute_backoff
 from statemachine.template import TemplateContext
@@ -84,6 +85,8 @@ def _deliver(engine, stored, target: dict, summary: dict, attempt: int) -> Deliv
     )
     try:
         rendered = _with_summary(render_target(target, context, engine.secrets), summary)
+    except SecretError as error:
+        return DeliveryResult("failed", str(error))
     except ValueError as error:
         return DeliveryResult("failed", f"bad request: {error}")
     kind = next(iter(rendered))
@@ -94,6 +97,7 @@ def _deliver(engine, stored, target: dict, summary: dict, attempt: int) -> Deliv
         project=project, job_id=job_id, invocation_id=summary["invocation_id"],
         scheduled_time=context.scheduled_time, attempt=attempt, event_index=0, event_count=1,
         target=rendered, allowed_hosts=engine._allowed_hosts(project),
+        secret_headers=secret_backed_headers(target),
     )
     return sender.deliver(request)
 

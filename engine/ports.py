@@ -167,6 +167,7 @@ class DeliveryRequest:
     allowed_hosts: tuple[str, ...] = ()
     completion_url: str = ""
     completion_token: str = ""
+    secret_headers: frozenset = frozenset()  # names of headers whose values are secrets
 
 
 @dataclass(frozen=True)

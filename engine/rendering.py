@@ -26,10 +26,11 @@ class HeaderInjectionError(ValueError):
     """A rendered header value would split the HTTP header block (CR or LF in it)."""
 
 
-def render_target(target: dict, context: TemplateContext, secrets: Callable[[str], str] | None = None) -> dict:
+def render_target(target: dict, context: TemplateContext,
+                  secrets: Callable[[str, str], str] | None = None) -> dict:
     """A deep copy of `target` ({kind: {...}}) with its templated fields rendered, and
     header values that name a secret (`{secret: NAME, prefix: P}`) replaced by P + the
-    secret's value, read through `secrets`.
+    value of the job's project's secret NAME, read as `secrets(context.project, NAME)`.
 
     :raises TemplateError: a template that does not validate (config import should
         have refused it; a delivery that gets here must fail, not send raw text).
@@ -48,7 +49,7 @@ def _render_spec(spec: dict, context: TemplateContext, secrets) -> dict:
         if name in _TEXT_FIELDS and isinstance(value, str):
             out[name] = render(value, context)
         elif name == "headers" and isinstance(value, dict):
-            out[name] = {key: _secret_value(item, secrets) if isinstance(item, dict)
+            out[name] = {key: _secret_value(item, context.project, secrets) if isinstance(item, dict)
                          else _render_value(item, context) for key, item in value.items()}
         elif name in _MAP_FIELDS and isinstance(value, dict):
             out[name] = {key: _render_value(item, context) for key, item in value.items()}
@@ -64,14 +65,14 @@ def _render_value(value: object, context: TemplateContext) -> object:
     return render(value, context) if isinstance(value, str) else copy.deepcopy(value)
 
 
-def _secret_value(reference: dict, secrets) -> str:
+def _secret_value(reference: dict, project: str, secrets) -> str:
     # Never templated: a secret's text is sent as it is, and a `${` in it means nothing.
     from engine.secrets import SecretError
 
     name = str(reference.get("secret", ""))
     if secrets is None:
         raise SecretError(f"secret {name!r}: no secret store on this server")
-    return str(reference.get("prefix", "")) + secrets(name)
+    return str(reference.get("prefix", "")) + secrets(project, name)
 
 
 def secret_backed_headers(target: dict) -> frozenset:

@@ -2,10 +2,17 @@
 "Bearer "}}`), read at delivery time so that their values never sit in a config file,
 the store, an invocation's log or a log line.
 
-Where a name is looked up:
-- on one machine: the environment variable `SUNDIAL_SECRET_<NAME>` (upper case, `-` as
-  `_`), else the file `$SUNDIAL_SECRETS_DIR/<NAME>` (its trailing newline dropped);
-- on the cloud backend: Secret Manager (engine/adapters/cloud/secret_manager.py).
+A secret belongs to one project: a job reads only the secrets of its own project, so
+the owners of one project can never send another project's secret (or the server's
+own) anywhere. Where (project, NAME) is looked up:
+- on one machine: the file `$SUNDIAL_SECRETS_DIR/<project>/<NAME>` (its trailing
+  newline dropped). No environment variable is read: names of secrets are chosen by
+  project owners, and the environment belongs to the host.
+- on the cloud backend: the Secret Manager secret `sundial_<project>_<NAME>`
+  (engine/adapters/cloud/secret_manager.py); project ids hold no `_`, so no two
+  (project, name) pairs share a secret.
+
+Every store is a callable `(project, name) -> value` raising SecretError.
 """
 
 from __future__ import annotations
@@ -14,39 +21,55 @@ import os
 from pathlib import Path
 from typing import Mapping
 
+from statemachine.safety import SENSITIVE_HEADERS
+
 REDACTED = "<redacted>"
-# Headers whose values are credentials even when written out in the config.
-SENSITIVE_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
+__all__ = ["LocalSecrets", "REDACTED", "SENSITIVE_HEADERS", "SecretError", "UnknownSecret",
+           "redact_headers", "secret_manager_id"]
 
 
 class SecretError(ValueError):
     """A named secret that cannot be read: the attempt fails with this reason."""
 
 
-def env_name(name: str) -> str:
-    """The environment variable that holds secret `name` on one machine."""
-    return "SUNDIAL_SECRET_" + name.upper().replace("-", "_")
+class UnknownSecret(SecretError):
+    """The project has no secret of that name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown secret {name}")
+
+
+def secret_manager_id(project: str, name: str) -> str:
+    """The Secret Manager id of `project`'s secret `name`."""
+    return f"sundial_{project}_{name}"
 
 
 class LocalSecrets:
-    def __init__(self, env: Mapping[str, str] | None = None, directory: str | None = None):
-        self._env = os.environ if env is None else env
-        self._directory = directory if directory is not None else self._env.get("SUNDIAL_SECRETS_DIR", "")
+    """`$SUNDIAL_SECRETS_DIR/<project>/<NAME>`; with no directory, no secret exists."""
 
-    def __call__(self, name: str) -> str:
-        value = self._env.get(env_name(name))
-        if value is not None:
-            return value
-        if self._directory:
-            path = Path(self._directory) / name
-            try:
-                return path.read_text(encoding="utf-8").rstrip("\r\n")
-            except FileNotFoundError:
-                pass
-            except OSError as error:
-                raise SecretError(f"secret {name!r} cannot be read: {error.strerror}") from None
-        raise SecretError(f"secret {name!r} is not set ({env_name(name)}"
-                          + (f" or {self._directory}/{name}" if self._directory else "") + ")")
+    def __init__(self, env: Mapping[str, str] | None = None, directory: str | None = None):
+        env = os.environ if env is None else env
+        self._directory = directory if directory is not None else env.get("SUNDIAL_SECRETS_DIR", "")
+
+    def __call__(self, project: str, name: str) -> str:
+        if not self._directory or not _plain(project) or not _plain(name):
+            raise UnknownSecret(name)
+        path = Path(self._directory) / project / name
+        try:
+            return path.read_text(encoding="utf-8").rstrip("\r\n")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise UnknownSecret(name) from None
+        except UnicodeDecodeError:
+            raise SecretError(f"secret {name!r} is not UTF-8 text") from None
+        except OSError as error:
+            raise SecretError(f"secret {name!r} cannot be read: {error.strerror}") from None
+
+
+def _plain(part: str) -> bool:
+    # Validation allows only [A-Za-z0-9_-] in names and [a-z0-9-] in projects; checked
+    # again here, where a path is made of them.
+    return bool(part) and part not in (".", "..") and all(c.isalnum() or c in "_-" for c in part) \
+        and part.isascii()
 
 
 def redact_headers(headers: Mapping[str, object], secret_backed: frozenset = frozenset()) -> dict:

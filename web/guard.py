@@ -3,10 +3,11 @@
 Three proofs, any one of which admits a request:
 
 1. On App Engine only: the platform's own headers. App Engine removes
-   `X-AppEngine-QueueName`, `X-CloudTasks-QueueName` and `X-Appengine-Cron` from
-   requests that come from outside, so there they can only come from the task queue
-   (for task handlers) or the cron service (for cron handlers). Anywhere else anybody
-   can send them, so they count for nothing.
+   `X-AppEngine-QueueName` and `X-Appengine-Cron` from requests that come from outside,
+   so there they can only come from an App Engine task queue (for task handlers) or the
+   cron service (for cron handlers). Anywhere else anybody can send them, so they count
+   for nothing. `X-CloudTasks-*` headers count for nothing anywhere: Cloud Tasks puts
+   them on every HTTP task, including the ones a user's `cloud_tasks` target creates.
 2. The shared secret in `X-Sundial-Task-Secret`, which Sundial puts on every task it
    creates.
 3. A Google-signed OIDC token (`Authorization: Bearer ...`) whose email is the
@@ -28,7 +29,7 @@ import time
 from typing import Callable, Mapping
 
 SECRET_HEADER = "X-Sundial-Task-Secret"
-TASK_HEADERS = ("X-AppEngine-QueueName", "X-CloudTasks-QueueName")
+TASK_HEADER = "X-AppEngine-QueueName"
 CRON_HEADER = "X-Appengine-Cron"
 CERTS_TTL_SECONDS = 3600.0  # Google announces new signing keys well before using them
 CLOCK_SKEW_SECONDS = 10
@@ -112,7 +113,7 @@ class Guard:
     def _platform_vouches(headers: Mapping[str, str], cron: bool) -> bool:
         if cron:
             return headers.get(CRON_HEADER) == "true"
-        return any(headers.get(name) for name in TASK_HEADERS)
+        return bool(headers.get(TASK_HEADER))
 
     def _has_secret(self, headers: Mapping[str, str]) -> bool:
         given = headers.get(SECRET_HEADER, "")

@@ -181,7 +181,7 @@ def request_sent(job: StoredJob, row: InvocationRow) -> dict | None:
     )
     try:
         # A secret is never read for a page: its header shows which secret it names.
-        rendered = render_target(target, context, lambda name: f"<secret {name}>")
+        rendered = render_target(target, context, lambda _project, name: f"<secret {name}>")
     except ValueError as error:
         return {"kind": next(iter(target)), "error": str(error)}
     kind, spec = next(iter(rendered.items()))

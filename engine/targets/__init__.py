@@ -22,24 +22,27 @@ from typing import Mapping
 from engine.ports import DeliveryRequest, Target
 from engine.targets.http import HttpTarget
 from engine.targets.noop import NoopTarget, UnavailableTarget
+from statemachine.safety import OwnService
 
 # The kinds a job target may have (CONTRACT section 2).
 KINDS = ("http", "pubsub", "cloud_tasks", "noop")
 _EMULATOR_VARIABLES = {"pubsub": "PUBSUB_EMULATOR_HOST", "cloud_tasks": "SUNDIAL_TASKS_EMULATOR_HOST"}
 
 
-def build_targets(backend: str = "local", env: Mapping[str, str] | None = None) -> dict[str, Target]:
-    """One instance per kind; HttpTarget holds the shared connection pool."""
+def build_targets(backend: str = "local", env: Mapping[str, str] | None = None,
+                  own: OwnService = OwnService()) -> dict[str, Target]:
+    """One instance per kind; HttpTarget holds the shared connection pool. `own` is
+    Sundial's own service and chain queue, which cloud_tasks targets may not name."""
     env = os.environ if env is None else env
     return {
         "http": HttpTarget(backend=backend),
         "noop": NoopTarget(),
-        "pubsub": _google_target("pubsub", backend, env),
-        "cloud_tasks": _google_target("cloud_tasks", backend, env),
+        "pubsub": _google_target("pubsub", backend, env, own),
+        "cloud_tasks": _google_target("cloud_tasks", backend, env, own),
     }
 
 
-def _google_target(kind: str, backend: str, env: Mapping[str, str]) -> Target:
+def _google_target(kind: str, backend: str, env: Mapping[str, str], own: OwnService) -> Target:
     if backend != "cloud" and not (env.get(_EMULATOR_VARIABLES[kind]) or _has_credentials(env)):
         return UnavailableTarget(kind)
     if kind == "pubsub":
@@ -48,7 +51,7 @@ def _google_target(kind: str, backend: str, env: Mapping[str, str]) -> Target:
         return PubSubTarget()
     from engine.targets.cloud_tasks import CloudTasksTarget
 
-    return CloudTasksTarget()
+    return CloudTasksTarget(own=own)
 
 
 def _has_credentials(env: Mapping[str, str]) -> bool:

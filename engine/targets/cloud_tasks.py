@@ -28,6 +28,7 @@ from google.cloud import tasks_v2
 
 from engine.ports import DeliveryRequest, DeliveryResult
 from engine.targets.http import sundial_headers
+from statemachine.safety import OwnService, is_framing_header
 
 CREATE_TIMEOUT = 30.0  # seconds for the CreateTask call
 _BODY_METHODS = ("POST", "PUT", "PATCH")  # Cloud Tasks refuses a body with any other
@@ -58,8 +59,9 @@ def task_id(request: DeliveryRequest) -> str:
 class CloudTasksTarget:
     """Delivers `{"cloud_tasks": {queue, url, method, headers, body}}` targets."""
 
-    def __init__(self, client=None, make_client=_default_client):
+    def __init__(self, client=None, make_client=_default_client, own: OwnService = OwnService()):
         self._client, self._make_client = client, make_client
+        self._own = own  # Sundial's own service and queues: refused, as at validation
         self._lock = threading.Lock()
 
     def deliver(self, request: DeliveryRequest) -> DeliveryResult:
@@ -70,6 +72,9 @@ class CloudTasksTarget:
     def _attempt(self, request: DeliveryRequest) -> tuple[str, str, str]:
         spec = request.target.get("cloud_tasks") or {}
         queue = str(spec.get("queue") or "")
+        refused = self._own.refusal(str(spec.get("url") or ""), queue)
+        if refused:
+            return "failed", f"forbidden target: {refused[1]}", refused[1]
         try:
             task = self._task(request, spec, queue)
         except ValueError as error:
@@ -100,7 +105,7 @@ class CloudTasksTarget:
         headers = {
             str(name): str(value)
             for name, value in (spec.get("headers") or {}).items()
-            if not str(name).lower().startswith(_RESERVED_PREFIX)
+            if not str(name).lower().startswith(_RESERVED_PREFIX) and not is_framing_header(str(name))
         }
         headers.update(sundial_headers(request))
         http = tasks_v2.HttpRequest(

@@ -19,6 +19,9 @@ from urllib.parse import urljoin
 from engine.ports import DeliveryRequest, DeliveryResult
 from engine.targets.http_pool import Answer, ConnectionPool, Endpoint, parse_endpoint
 from statemachine.durations import parse_duration, rfc3339_millis
+from statemachine.safety import (
+    COMPLETION_TOKEN_HEADER, address_refusal, is_credential_header, is_framing_header,
+)
 
 DEFAULT_TIMEOUT = timedelta(seconds=60)
 POOL_SIZE = 64  # idle connections kept per host: about the dispatcher's thread count
@@ -46,16 +49,9 @@ def _normal_host(host: str) -> str:
     return host.strip().strip("[]").rstrip(".").lower()
 
 
-def refused_ip(address: str, backend: str) -> bool:
-    """Whether a literal IP address is refused on `backend` ("local" or "cloud")."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])  # drop an IPv6 zone id
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped  # ::ffff:169.254.169.254 is 169.254.169.254
-    if ip.is_link_local:
-        return True  # the metadata server lives here, on every platform
-    # On the cloud backend nothing but the public internet is a target: loopback,
-    # private, shared (100.64/10), reserved and unspecified (0.0.0.0 reaches loopback).
-    return backend == "cloud" and not ip.is_global
+def refused_ip(address: str, backend: str) -> str | None:
+    """Why a literal IP address is refused on `backend` ("local" or "cloud"), or None."""
+    return address_refusal(ipaddress.ip_address(address.split("%", 1)[0]), backend)  # no zone id
 
 
 def check_address(host: str, allowed_hosts, backend: str, port: int = 80) -> str | None:
@@ -78,10 +74,9 @@ def check_address(host: str, allowed_hosts, backend: str, port: int = 80) -> str
         raise ForbiddenTarget(name, "the metadata server")
     addresses = _resolve(name, port)
     for address in addresses:
-        if refused_ip(address, backend):
-            raise ForbiddenTarget(
-                address, f"{name} is {address}, not callable on the {backend} backend"
-            )
+        why = refused_ip(address, backend)
+        if why:
+            raise ForbiddenTarget(address, f"{name} is {address}, {why}")
     return addresses[0]
 
 
@@ -142,7 +137,8 @@ class HttpTarget:
         for hop in range(MAX_REDIRECTS + 1):
             try:
                 answer = self._pool.request(endpoint, method, headers, payload,
-                                            max(deadline - time.monotonic(), 0.001), _READ_LIMIT, address)
+                                            max(deadline - time.monotonic(), 0.001), _READ_LIMIT,
+                                            address, owner=request.project)
             except TimeoutError:  # before OSError, of which it is one
                 return "failed", "timeout", f"no answer within {timeout:g}s"
             except (OSError, http.client.HTTPException) as error:
@@ -177,11 +173,19 @@ class HttpTarget:
             method, payload = "GET", None
             headers = {k: v for k, v in headers.items() if k.lower() not in ("content-type", "content-length")}
         if (target.scheme, target.host, target.port) != (endpoint.scheme, endpoint.host, endpoint.port):
-            # Credentials were meant for the first host only.
-            headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+            headers = _without_credentials(headers, request.secret_headers)
             if target.authorization:
                 headers["Authorization"] = target.authorization
         return target, address, method, payload, headers
+
+
+def _without_credentials(headers: dict[str, str], secret_backed: frozenset) -> dict[str, str]:
+    """Credentials were meant for the first host only: every credential header, every
+    secret-backed header and the completion token stay behind on another host."""
+    secret_backed = {name.lower() for name in secret_backed}
+    return {name: value for name, value in headers.items()
+            if not (is_credential_header(name) or name.lower() in secret_backed
+                    or name.lower() == COMPLETION_TOKEN_HEADER.lower())}
 
 
 def _timeout_seconds(value) -> float:
@@ -204,8 +208,8 @@ def _headers(request: DeliveryRequest, spec: dict, endpoint: Endpoint) -> dict[s
     for name, value in (spec.get("headers") or {}).items():
         name = str(name)
         lower = name.lower()
-        if lower.startswith(_RESERVED_PREFIX):
-            continue
+        if lower.startswith(_RESERVED_PREFIX) or is_framing_header(name):
+            continue  # refused at validation; a definition stored before that is not obeyed
         for same in [k for k in headers if k.lower() == lower]:
             del headers[same]  # the user's User-Agent, Accept or Authorization wins
         headers[name] = str(value)

@@ -89,19 +89,22 @@ class ConnectionPool:
                 conn.close()
 
     def request(self, endpoint: Endpoint, method: str, headers: dict[str, str],
-                body: bytes | None, timeout: float, read_limit: int, address: str | None = None) -> Answer:
+                body: bytes | None, timeout: float, read_limit: int, address: str | None = None,
+                owner: str = "") -> Answer:
         """Send one request and read at most `read_limit` bytes of the answer.
 
         With `address`, the connection goes to that IP address (the one the target
         check approved), never to whatever the host name resolves to by then: a DNS
         answer that changes after the check (rebinding) cannot redirect the request.
-        TLS still verifies the certificate against the host name.
+        TLS still verifies the certificate against the host name. Idle connections are
+        kept per `owner` (the job's project): a connection one project left in a state it
+        did not expect is never handed to another project.
 
         :raises OSError: connecting, sending or reading failed (TimeoutError for a timeout).
         :raises http.client.HTTPException: the server's answer was not HTTP.
         :raises ValueError: a header or the method cannot be sent.
         """
-        key = (endpoint.scheme, endpoint.host, endpoint.port, address)
+        key = (endpoint.scheme, endpoint.host, endpoint.port, address, owner)
         deadline = time.monotonic() + timeout
         conn, reused = self._take(key, timeout)
         try:
@@ -141,7 +144,7 @@ class ConnectionPool:
             return conn, True
 
     def _open(self, key: tuple, timeout: float) -> http.client.HTTPConnection:
-        scheme, host, port, address = key
+        scheme, host, port, address, _ = key
         if scheme == "https":
             conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=self._tls)
         else:

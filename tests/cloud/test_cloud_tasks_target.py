@@ -11,6 +11,7 @@ from google.api_core import exceptions as gexc
 
 from engine.ports import DeliveryRequest
 from engine.targets.cloud_tasks import CloudTasksTarget, task_id
+from statemachine.safety import OwnService
 from tests.cloud.fakes import FakeTasksClient
 
 QUEUE = "projects/proj/locations/us-central1/queues/user-queue"
@@ -121,3 +122,30 @@ def test_a_missing_queue_in_the_emulator_fails_the_attempt(emulator_client):
     result = CloudTasksTarget(emulator_client).deliver(
         request(queue="projects/proj/locations/us-central1/queues/absent"))
     assert result.outcome == "failed" and result.reason.startswith("cloud_tasks: FAILED_PRECONDITION")
+
+
+OWN = OwnService("https://sundial-prod.appspot.com", "sundial")
+
+
+@pytest.mark.parametrize("url, queue, problem", [
+    ("https://sundial-prod.appspot.com/internal/tasks/trigger", QUEUE,
+     "is on Sundial's own service (https://sundial-prod.appspot.com)"),
+    ("HTTPS://Sundial-Prod.appspot.com:443/api/v1/projects", QUEUE, "is on Sundial's own service"),
+    ("https://w.example.com/notify", "projects/proj/locations/us-central1/queues/sundial",
+     "queue sundial is Sundial's own"),
+    ("https://w.example.com/notify", "projects/other/locations/eu/queues/sundial-t-p-t-1a2b3c4d",
+     "queue sundial-t-p-t-1a2b3c4d is Sundial's own"),
+])
+def test_a_task_on_sundials_own_service_or_queues_is_refused_and_never_created(url, queue, problem):
+    client = FakeTasksClient()
+    result = CloudTasksTarget(client, own=OWN).deliver(request(url=url, queue=queue, headers={}))
+    assert result.outcome == "failed" and result.reason.startswith("forbidden target: ")
+    assert problem in result.reason and client.created == []
+
+
+def test_framing_headers_never_reach_a_task():
+    client = FakeTasksClient()
+    headers = {"Content-Type": "application/json", "Content-Length": "0", "Host": "x", "Proxy-Y": "1"}
+    assert CloudTasksTarget(client, own=OWN).deliver(request(headers=headers)).outcome == "succeeded"
+    sent = dict(client.created[0].http_request.headers)
+    assert "Content-Type" in sent and not {"Content-Length", "Host", "Proxy-Y"} & set(sent)

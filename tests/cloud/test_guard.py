@@ -223,11 +223,21 @@ def test_a_good_oidc_token_admits_and_certificates_are_fetched_once(google_key, 
     assert certs.urls == ["https://www.googleapis.com/oauth2/v1/certs"]
 
 
-@pytest.mark.parametrize("header", ["X-AppEngine-QueueName", "X-CloudTasks-QueueName"])
-def test_on_app_engine_queue_headers_admit_tasks(header):
+def test_on_app_engine_the_app_engine_queue_header_admits_tasks():
     client, engine, _ = make_app(on_app_engine=True)
-    assert call_task(client, {header: "sundial"}).status_code == 200
+    assert call_task(client, {"X-AppEngine-QueueName": "sundial"}).status_code == 200
     assert len(engine.tasks) == 1
+
+
+CLOUD_TASKS_HEADERS = {"X-CloudTasks-QueueName": "sundial", "X-CloudTasks-TaskName": "forged",
+                       "X-CloudTasks-TaskRetryCount": "0", "X-CloudTasks-TaskExecutionCount": "0"}
+
+
+def test_cloud_tasks_headers_prove_nothing_even_on_app_engine(certs):
+    # Every HTTP task carries them, including one a user's cloud_tasks target creates.
+    for on_app_engine in (True, False):
+        client, engine, cron_runs = make_app(on_app_engine=on_app_engine, certs=certs)
+        assert_refused_and_nothing_ran(client, engine, cron_runs, CLOUD_TASKS_HEADERS)
 
 
 def test_on_app_engine_the_cron_header_admits_cron_and_the_secret_still_works():

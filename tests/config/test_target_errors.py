@@ -249,3 +249,50 @@ def test_method_is_case_insensitive_and_attempt_timeout_follows_http_timeout():
     config = project(job("http: {url: https://x.example.com, method: get, timeout: 90s}"))
     assert config.jobs[0].definition["target"]["http"]["method"] == "GET"
     assert config.jobs[0].policy.attempt_timeout.total_seconds() == 90
+
+
+FRAMING = ["Content-Length", "transfer-encoding", "Connection", "Keep-Alive", "TE", "Trailer",
+           "Upgrade", "HOST", "Proxy-Authorization", "Proxy-Anything"]
+
+
+@pytest.mark.parametrize("name", FRAMING)
+@pytest.mark.parametrize("kind", ["http", "cloud_tasks"])
+def test_framing_and_hop_by_hop_headers_are_refused(name, kind):
+    queue = "queue: projects/p/locations/l/queues/q, " if kind == "cloud_tasks" else ""
+    source = job(f"{kind}: {{{queue}url: 'https://x.example.com/', headers: {{'{name}': '0'}}}}")
+    assert errors(source) == [
+        f"p.yaml:6: job 'a': target.{kind}.headers.{name}: is a framing or hop-by-hop header, "
+        "which only the HTTP connection sets (Content-Length, Transfer-Encoding, Connection, "
+        "Keep-Alive, TE, Trailer, Upgrade, Host, Proxy-*)"]
+
+
+@pytest.mark.parametrize("url, problem", [
+    ("http://169。254。169。254/x", "is a link-local address"),
+    ("http://ｍetadata.google.internal/x", "is the metadata server"),
+])
+def test_spellings_a_resolver_maps_back_are_refused_at_validation(url, problem):
+    errors_found = errors(job(f"http: {{url: '{url}'}}"))
+    assert len(errors_found) == 1 and problem in errors_found[0], errors_found
+
+
+@pytest.mark.parametrize("url, queue, where, problem", [
+    ("https://sundial-prod.appspot.com/internal/tasks/trigger", "projects/p/locations/l/queues/q",
+     "url", "https://sundial-prod.appspot.com/internal/tasks/trigger is on Sundial's own service "
+            "(https://sundial-prod.appspot.com)"),
+    ("https://w.example.com/x", "projects/p/locations/l/queues/chain", "queue",
+     "queue chain is Sundial's own (its chain queue or a throttle's)"),
+    ("https://w.example.com/x", "projects/p/locations/l/queues/chain-t-alpha-t-0123abcd", "queue",
+     "queue chain-t-alpha-t-0123abcd is Sundial's own (its chain queue or a throttle's)"),
+])
+def test_a_cloud_tasks_target_may_not_name_sundials_own_service_or_queues(
+        monkeypatch, url, queue, where, problem):
+    monkeypatch.setenv("SUNDIAL_SERVICE_URL", "https://sundial-prod.appspot.com/")
+    monkeypatch.setenv("SUNDIAL_TASKS_QUEUE", "chain")
+    source = job(f"cloud_tasks: {{queue: '{queue}', url: '{url}'}}")
+    for backend in ("local", "cloud"):
+        assert errors(source, backend=backend) == [
+            f"p.yaml:6: job 'a': target.cloud_tasks.{where}: {problem}: a task there would pass "
+            "for one of Sundial's own"]
+    other = job("cloud_tasks: {queue: 'projects/p/locations/l/queues/chained', "
+                "url: 'https://sundial-prod.appspot.com.example.com/x'}")
+    assert errors(other, backend="cloud") == []

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from config.targets import refusal
 from engine.targets.http import ForbiddenTarget, HttpTarget, check_address, refused_ip
 from tests.targets.support import delivery
 
@@ -288,11 +289,28 @@ def test_allowed_hosts_lift_the_refusal(receiver, make_target):
         ("fd00::1", False, True),
         ("8.8.8.8", False, False),
         ("2001:4860:4860::8888", False, False),
+        # IPv6 forms that carry an IPv4 address inside them, and other non-global IPv6:
+        # the cloud backend let each of these through before.
+        ("::a9fe:a9fe", True, True),  # IPv4-compatible 169.254.169.254
+        ("::127.0.0.1", False, True),
+        ("::ffff:0:a9fe:a9fe", True, True),  # IPv4-translated
+        ("64:ff9b::a9fe:a9fe", True, True),  # NAT64
+        ("64:ff9b::10.0.0.1", False, True),
+        ("64:ff9b:1::a00:1", False, True),  # the local-use NAT64 prefix
+        ("2002:a9fe:a9fe::1", True, True),  # 6to4 of 169.254.169.254
+        ("2002:0a00:0001::1", False, True),  # 6to4 of 10.0.0.1
+        ("fec0::1", False, True),  # site-local
+        ("ff02::1", False, True),  # multicast
+        ("224.0.0.1", False, True),
+        ("64:ff9b::808:808", False, False),  # NAT64 of a public address
     ],
 )
 def test_address_classes(address, local, cloud):
-    assert refused_ip(address, "local") is local
-    assert refused_ip(address, "cloud") is cloud
+    assert bool(refused_ip(address, "local")) is local
+    assert bool(refused_ip(address, "cloud")) is cloud
+    # Validation decides a literal host exactly as delivery decides its address.
+    assert bool(refusal(address, (), "local")) is local
+    assert bool(refusal(address, (), "cloud")) is cloud
 
 
 def test_check_address_names_the_address_and_honours_allowed_hosts():

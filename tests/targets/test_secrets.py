@@ -1,5 +1,5 @@
 """Secret-backed header values: validated in the config, read at delivery time from the
-environment, a directory or Secret Manager (its REST API, served here by a local HTTP
+project's own directory or Secret Manager secrets (its REST API, served here by a local HTTP
 server speaking its answers), and hidden wherever headers are shown."""
 
 from __future__ import annotations
@@ -49,18 +49,44 @@ def test_a_bad_secret_reference_is_a_located_validation_error(value, message):
     assert (first.file, first.line) == ("p.yaml", 7) and message in first.message, first
 
 
-def test_local_secrets_come_from_the_environment_then_a_directory(tmp_path):
-    (tmp_path / "db-pass").write_text("from-file\n")
-    secrets = LocalSecrets({"SUNDIAL_SECRET_API_TOKEN": "from-env"}, str(tmp_path))
-    assert secrets("api-token") == "from-env"
-    assert secrets("db-pass") == "from-file"
-    with pytest.raises(SecretError) as error:
-        secrets("missing")
-    assert "SUNDIAL_SECRET_MISSING" in str(error.value)
+def secrets_dir(tmp_path, project: str = "p", **values: str) -> LocalSecrets:
+    folder = tmp_path / "secrets" / project
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, value in values.items():
+        (folder / name.replace("_", "-")).write_text(value)
+    return LocalSecrets({}, str(tmp_path / "secrets"))
 
 
-def test_rendering_puts_the_secret_in_the_header_and_nothing_else_is_templated():
-    rendered = render_target(TARGET, CONTEXT, LocalSecrets({"SUNDIAL_SECRET_API_TOKEN": "s3cr${jobId}"}))
+def test_local_secrets_come_from_the_projects_own_directory(tmp_path):
+    secrets = secrets_dir(tmp_path, db_pass="from-file\n")
+    assert secrets("p", "db-pass") == "from-file"
+    with pytest.raises(SecretError, match="^unknown secret missing$"):
+        secrets("p", "missing")
+
+
+def test_a_project_never_reads_another_projects_secret_or_the_servers(tmp_path):
+    secrets = secrets_dir(tmp_path, "alpha", alpha_key="alpha-value")
+    (tmp_path / "secrets" / "prod-db").write_text("server-level")  # the old global layout
+    env = {"SUNDIAL_SECRET_PROD_DB": "env-value", "SUNDIAL_SECRET_ALPHA_KEY": "env-value",
+           "SUNDIAL_SECRETS_DIR": str(tmp_path / "secrets")}
+    for store in (secrets, LocalSecrets(env)):
+        assert store("alpha", "alpha-key") == "alpha-value"
+        for project, name in (("beta", "alpha-key"), ("beta", "prod-db"), ("alpha", "prod-db"),
+                              ("beta", ".."), ("..", "alpha-key"), ("alpha/..", "prod-db")):
+            with pytest.raises(SecretError):
+                store(project, name)
+
+
+def test_secret_manager_ids_are_per_project_and_never_shared():
+    from engine.secrets import secret_manager_id
+
+    pairs = [("a", "b-c"), ("a-b", "c"), ("a", "b_c"), ("a-", "x"), ("a", "-x"), ("a", "_x")]
+    ids = {secret_manager_id(project, name) for project, name in pairs}
+    assert len(ids) == len(pairs)
+
+
+def test_rendering_puts_the_secret_in_the_header_and_nothing_else_is_templated(tmp_path):
+    rendered = render_target(TARGET, CONTEXT, secrets_dir(tmp_path, api_token="s3cr${jobId}"))
     headers = rendered["http"]["headers"]
     assert headers == {"Authorization": "Bearer s3cr${jobId}", "X-Day": "2026-01-05"}
     assert rendered["http"]["url"] == "https://api.example.com/j"
@@ -69,9 +95,9 @@ def test_rendering_puts_the_secret_in_the_header_and_nothing_else_is_templated()
         "Authorization": REDACTED, "X-Day": "2026-01-05"}
 
 
-def test_a_secret_with_a_line_break_cannot_inject_headers():
+def test_a_secret_with_a_line_break_cannot_inject_headers(tmp_path):
     with pytest.raises(HeaderInjectionError) as error:
-        render_target(TARGET, CONTEXT, LocalSecrets({"SUNDIAL_SECRET_API_TOKEN": "x\r\nEvil: 1"}))
+        render_target(TARGET, CONTEXT, secrets_dir(tmp_path, api_token="x\r\nEvil: 1"))
     assert "x\r\nEvil" not in str(error.value)  # the message never carries the secret
 
 
@@ -115,17 +141,19 @@ class SecretManagerStandIn:
 
 
 def test_secret_manager_values_are_read_once_per_cache_period():
-    stand_in = SecretManagerStandIn({"api-token": "sm-value"})
+    stand_in = SecretManagerStandIn({"sundial_p_api-token": "sm-value", "sundial_q_other": "q"})
     now = [0.0]
     try:
         secrets = SecretManagerSecrets("proj", requests.Session(), stand_in.url, clock=lambda: now[0])
-        assert [secrets("api-token") for _ in range(3)] == ["sm-value"] * 3
+        assert [secrets("p", "api-token") for _ in range(3)] == ["sm-value"] * 3
         now[0] = 301.0
-        assert secrets("api-token") == "sm-value"
-        assert stand_in.requests == ["/v1/projects/proj/secrets/api-token/versions/latest:access"] * 2
-        with pytest.raises(SecretError) as error:
-            secrets("nope")
-        assert "does not exist" in str(error.value)
+        assert secrets("p", "api-token") == "sm-value"
+        assert stand_in.requests == ["/v1/projects/proj/secrets/sundial_p_api-token/versions/latest:access"] * 2
+        with pytest.raises(SecretError, match="^unknown secret nope$"):
+            secrets("p", "nope")
+        with pytest.raises(SecretError, match="^unknown secret other$"):
+            secrets("p", "other")  # project q's secret
+        assert secrets("q", "other") == "q"
     finally:
         stand_in.close()
 
@@ -134,7 +162,7 @@ def test_a_delivery_carries_the_secret_and_nothing_stored_holds_it(tmp_path):
     from tests.web.conftest import Api
 
     api = Api(tmp_path)
-    api.engine.secrets = LocalSecrets({"SUNDIAL_SECRET_API_TOKEN": "tok-9f3a"})
+    api.engine.secrets = secrets_dir(tmp_path, "demo", api_token="tok-9f3a")
     body = {"schedule": "triggered", "target": {"http": {
         "url": "http://127.0.0.1:9/run", "headers": {"Authorization": {"secret": "api-token", "prefix": "Bearer "}}}}}
     assert api.put("j", body).status_code == 201
@@ -150,12 +178,12 @@ def test_a_missing_secret_fails_the_attempt_with_its_name(tmp_path):
     from tests.web.conftest import Api
 
     api = Api(tmp_path)
-    api.engine.secrets = LocalSecrets({})
+    api.engine.secrets = secrets_dir(tmp_path, "other-project", nope="another project's")
     body = {"schedule": "triggered", "target": {"http": {
         "url": "http://127.0.0.1:9/run", "headers": {"X-Key": {"secret": "nope"}}}}}
     api.put("j", body)
     invocation = api.post("j", ":trigger").get_json()["id"]
     api.until(1)
     row = api.client.get(api.url("j", f"/invocations/{invocation}")).get_json()
-    assert row["status"] == "FAILED" and "secret 'nope' is not set" in row["reason"]
+    assert row["status"] == "FAILED" and row["reason"] == "unknown secret nope"
     assert api.delivered("j") == []

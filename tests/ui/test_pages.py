@@ -141,10 +141,12 @@ def test_missing_things_are_html_404_pages(ui):
         assert "not found" in response.data.decode()
 
 
-def test_the_request_sent_hides_secret_backed_and_credential_headers(ui):
+def test_the_request_sent_hides_secret_backed_and_credential_headers(ui, tmp_path):
     from engine.secrets import LocalSecrets
 
-    ui.engine.secrets = LocalSecrets({"SUNDIAL_SECRET_VENDOR_KEY": "vk-51f0"})
+    (tmp_path / "secrets" / "demo").mkdir(parents=True)
+    (tmp_path / "secrets" / "demo" / "vendor-key").write_text("vk-51f0")
+    ui.engine.secrets = LocalSecrets({}, str(tmp_path / "secrets"))
     ui.put("vendor", {"schedule": "triggered", "target": {"http": {
         "url": "http://127.0.0.1:9/run", "headers": {
             "X-Vendor": {"secret": "vendor-key"}, "Authorization": "Basic abc", "X-Trace": "t-1"}}}})

@@ -1,20 +1,24 @@
 """Secrets from Secret Manager (the cloud backend's store for engine/secrets.py).
 
-`latest` versions are read through Secret Manager's REST API with the app's own
-credentials, and kept for CACHE_SECONDS so that a burst of deliveries costs one read
-per secret.
+Project P's secret NAME is the Secret Manager secret `sundial_P_NAME` in the deployment's
+Google Cloud project (engine.secrets.secret_manager_id). `latest` versions are read
+through Secret Manager's REST API with the app's own credentials, and kept for
+CACHE_SECONDS so that a burst of deliveries costs one read per secret.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 import threading
 import time
 from typing import Callable
 
-from engine.secrets import SecretError
+from engine.secrets import SecretError, UnknownSecret, secret_manager_id
 
 CACHE_SECONDS = 300.0
+MAX_SECRET_ID = 255  # Secret Manager's limit
+_SECRET_ID = re.compile(r"[A-Za-z0-9_-]+")
 SECRET_MANAGER_URL = "https://secretmanager.googleapis.com"
 
 
@@ -29,25 +33,28 @@ class SecretManagerSecrets:
         self._cache: dict[str, tuple[float, str]] = {}
         self._lock = threading.Lock()
 
-    def __call__(self, name: str) -> str:
+    def __call__(self, project: str, name: str) -> str:
+        secret_id = secret_manager_id(project, name)
+        if len(secret_id) > MAX_SECRET_ID or not _SECRET_ID.fullmatch(secret_id):
+            raise UnknownSecret(name)
         now = self._clock()
         with self._lock:
-            cached = self._cache.get(name)
+            cached = self._cache.get(secret_id)
         if cached and cached[0] > now:
             return cached[1]
-        value = self._fetch(name)
+        value = self._fetch(secret_id, name)
         with self._lock:
-            self._cache[name] = (now + CACHE_SECONDS, value)
+            self._cache[secret_id] = (now + CACHE_SECONDS, value)
         return value
 
-    def _fetch(self, name: str) -> str:
-        url = f"{self._base}/v1/projects/{self._project}/secrets/{name}/versions/latest:access"
+    def _fetch(self, secret_id: str, name: str) -> str:
+        url = f"{self._base}/v1/projects/{self._project}/secrets/{secret_id}/versions/latest:access"
         try:
             response = self._authorized().get(url, timeout=10)
         except Exception as error:  # transport errors of any client: the attempt fails, retried
             raise SecretError(f"secret {name!r}: Secret Manager unreachable ({type(error).__name__})") from None
         if response.status_code == 404:
-            raise SecretError(f"secret {name!r} does not exist in project {self._project!r}")
+            raise UnknownSecret(name)
         if response.status_code != 200:
             raise SecretError(f"secret {name!r}: Secret Manager answered {response.status_code}")
         try:
