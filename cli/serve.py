@@ -39,8 +39,16 @@ def _settings(args):
 
 
 def _loopback_unless_tokens(settings):
-    """CONTRACT section 6: with no API tokens, only this machine may talk to us."""
-    if settings.api_tokens or settings.on_app_engine:
+    """CONTRACT section 6: with no API tokens, only this machine may talk to us. The
+    decision is the parsed tokens', never the raw value's: `,` holds no token, and is
+    an error rather than an open server."""
+    from web.identity import parse_api_tokens
+
+    try:
+        tokens = parse_api_tokens(settings.api_tokens)
+    except ValueError as error:
+        raise SystemExit(f"sundial: {error}") from None
+    if tokens or settings.on_app_engine:
         return settings
     try:
         loopback = ipaddress.ip_address(settings.host).is_loopback

@@ -110,6 +110,11 @@ class JobStore(Protocol):
     def jobs_due_for_watchdog(self, now: datetime, limit: int) -> list[tuple[str, str]]:
         """(project, job_id) of records whose watchdog_at is before `now` (indexed)."""
 
+    def read_meta(self, key: str) -> str | None:
+        """A small value kept beside the jobs; None when never written."""
+
+    def write_meta(self, key: str, value: str) -> None: ...
+
     def list_projects(self) -> list[ProjectRow]: ...
 
     def list_jobs(self, project: str) -> list[StoredJob]: ...

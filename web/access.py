@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from flask import Flask, current_app, g, request, session
+from flask import Flask, current_app, g, request
 
 from engine.operations import Refused
 from engine.ports import ProjectRow
@@ -22,6 +22,7 @@ from engine.service import NotFound
 from web.acl import OWN, READ, TRIGGER, Directory, load_directory, permissions
 from web.errors import ApiError
 from web.identity import IAP_HEADER, Caller, Identifier, Unauthenticated, identifier_from_settings
+from web.sessions import SAFE_METHODS, csrf_matches, session_caller
 
 __all__ = ["OWN", "READ", "TRIGGER", "authorize", "caller", "install", "may", "readable"]
 
@@ -29,10 +30,6 @@ __all__ = ["OWN", "READ", "TRIGGER", "authorize", "caller", "install", "may", "r
 # health check, the UI's stylesheet and sign-in form; the async completion carries its
 # own token.
 _NOT_USERS = ("/internal/", "/healthz", "/static/", "/signin", "/signout")
-
-
-# Where web/signin.py keeps a browser's API token, in the signed session cookie.
-SESSION_TOKEN = "sundial_api_token"
 
 
 def install(app: Flask, identifier: Identifier | None = None, directory: Directory | None = None) -> None:
@@ -47,6 +44,9 @@ def install(app: Flask, identifier: Identifier | None = None, directory: Directo
         if request.path.startswith(_NOT_USERS) or request.path.endswith(":complete"):
             return None
         caller()
+        if g.get("sundial_by_cookie") and request.method not in SAFE_METHODS and not csrf_matches():
+            raise ApiError("PERMISSION_DENIED", "a request signed in by the UI's session cookie "
+                                                "needs the UI's CSRF token (X-CSRF-Token)")
         return None
 
 
@@ -54,20 +54,23 @@ def caller() -> Caller:
     """The caller of the current request, identified once."""
     if "sundial_caller" not in g:
         try:
-            g.sundial_caller = current_app.config["SUNDIAL_IDENTIFIER"].identify(_credentials())
+            g.sundial_caller = _identify(current_app.config["SUNDIAL_IDENTIFIER"])
         except Unauthenticated as error:
             raise ApiError("UNAUTHENTICATED", str(error)) from None
     return g.sundial_caller
 
 
-def _credentials() -> Mapping[str, str]:
-    """The request's own credentials, else the API token the UI's sign-in keeps in the
-    signed session cookie (a browser cannot send a bearer token itself)."""
-    headers = request.headers
-    if headers.get("Authorization") or headers.get(IAP_HEADER):
-        return headers
-    token = session.get(SESSION_TOKEN, "")
-    return {"Authorization": f"Bearer {token}"} if token else headers
+def _identify(identifier: Identifier) -> Caller:
+    """The request's own credentials, else the UI's signed-in session (web/sessions.py:
+    a browser cannot send a bearer token itself)."""
+    headers: Mapping[str, str] = request.headers
+    if headers.get("Authorization") or headers.get(IAP_HEADER) or identifier.open_access:
+        return identifier.identify(headers)
+    from_session = session_caller(identifier)
+    if from_session is None:
+        return identifier.identify(headers)
+    g.sundial_by_cookie = True
+    return from_session
 
 
 def _held(project: ProjectRow) -> set[str]:

@@ -6,7 +6,7 @@ from flask import Flask, jsonify, request
 from werkzeug.routing import BaseConverter
 
 from config.limits import MAX_REQUEST_BYTES
-from web import access, errors
+from web import access, errors, origins
 from web.api import api
 from web.api_jobs import jobs_api
 from web.api_meta import meta_api
@@ -36,6 +36,7 @@ def create_app(engine, settings, cron_jobs: dict | None = None, queue_depth=None
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     errors.install(app)
     access.install(app)
+    origins.install(app, app.config["SUNDIAL_IDENTIFIER"].open_access)
     app.register_blueprint(internal)
     app.register_blueprint(metrics_page)
     for blueprint in (api, jobs_api, meta_api):

@@ -66,7 +66,9 @@ def principal_for_email(email: str) -> str:
 
 def parse_api_tokens(raw: str) -> dict[str, str]:
     """`token=user:email,token2=serviceAccount:x@y` -> {token: principal}; a malformed
-    entry is an error naming SUNDIAL_API_TOKENS and the entry's position (never the token)."""
+    entry is an error naming SUNDIAL_API_TOKENS and the entry's position (never the token),
+    and so is a value that holds no token at all (`,` or spaces): that must never mean
+    "no tokens", which is open access."""
     tokens: dict[str, str] = {}
     for position, entry in enumerate((e.strip() for e in raw.split(",")), start=1):
         if not entry:
@@ -77,6 +79,9 @@ def parse_api_tokens(raw: str) -> dict[str, str]:
             raise ValueError(f"SUNDIAL_API_TOKENS entry {position}: expected TOKEN=user:EMAIL "
                              f"or TOKEN=serviceAccount:EMAIL")
         tokens[token.strip()] = f"{kind}:{name.strip().lower()}"
+    if raw and not tokens:
+        raise ValueError("SUNDIAL_API_TOKENS holds no token (only separators or spaces); "
+                         "set TOKEN=user:EMAIL entries, or unset it for the loopback-only mode")
     return tokens
 
 
@@ -139,6 +144,16 @@ class Identifier:
         if self._tokens:
             raise Unauthenticated("a bearer token is required (Authorization: Bearer TOKEN)")
         return Caller(ANONYMOUS)
+
+    def by_token_digest(self, digest: str, token_digest: Callable[[str], str]) -> Caller:
+        """The caller whose configured token has this digest (a UI session's cookie).
+
+        :raises Unauthenticated: no configured token has it (any more).
+        """
+        for token, principal in self._tokens.items():
+            if hmac.compare_digest(token_digest(token).encode(), digest.encode("utf-8", "surrogateescape")):
+                return Caller(principal)
+        raise Unauthenticated("the token this session signed in with is no longer configured")
 
     def _from_iap(self, assertion: str) -> Caller:
         claims = self._iap.claims(assertion) if self._iap else None

@@ -1,8 +1,13 @@
-"""GET /metrics: Prometheus' text format (counters of every serve process, gauges read now)."""
+"""GET /metrics: Prometheus' text format (counters of every serve process, gauges read now).
+
+A project's series are shown only to callers who may read the project (CONTRACT 6):
+to anyone else the project does not exist, here as in the API."""
 
 from __future__ import annotations
 
 from flask import Blueprint, Response, current_app
+
+from web.access import readable
 
 metrics_page = Blueprint("metrics", __name__)
 
@@ -14,7 +19,7 @@ def metrics():
     depth = current_app.config.get("SUNDIAL_QUEUE_DEPTH")
     if depth is not None:  # the cloud backend's queue is Cloud Tasks' to report
         gauges.append(("sundial_queue_depth", {}, depth()))
-    for project in engine.store.list_projects():
+    for project in filter(readable, engine.store.list_projects()):
         gauges.append(("sundial_jobs", {"project": project.id}, engine.store.count_jobs(project.id)))
     text = engine.metrics.render(gauges)
     return Response(text, content_type="text/plain; version=0.0.4; charset=utf-8")

@@ -12,7 +12,6 @@ page with a one-line message of what happened.
 
 from __future__ import annotations
 
-import hmac
 import secrets
 
 from flask import Blueprint, flash, redirect, request, session, url_for
@@ -23,13 +22,13 @@ from engine.operations import Refused
 from statemachine.machine import InvalidTransition
 from web.access import OWN, TRIGGER
 from web.errors import ApiError
+from web.sessions import CSRF_FIELD, csrf_matches
 from web.ui import engine, error_pages, readable_project
 
 actions = Blueprint("ui_actions", __name__)
 error_pages(actions)
 
 JOB = "/p/<project>/<id:job_id>"
-CSRF_FIELD = "csrf_token"
 
 
 def csrf_token() -> str:
@@ -38,12 +37,6 @@ def csrf_token() -> str:
     if not token:
         token = session[CSRF_FIELD] = secrets.token_urlsafe(32)
     return token
-
-
-def csrf_matches() -> bool:
-    """Whether the posted form carries this session's token."""
-    expected, sent = session.get(CSRF_FIELD, ""), request.form.get(CSRF_FIELD, "")
-    return bool(expected) and hmac.compare_digest(expected.encode(), sent.encode())
 
 
 @actions.before_request

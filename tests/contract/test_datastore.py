@@ -165,6 +165,14 @@ def test_the_shared_secret_is_made_once(backend):
     assert made == ["secret-0"]
 
 
+def test_meta_values_are_kept_beside_the_jobs_and_replaced(backend):
+    assert backend.store.read_meta("ui_signout/abc") is None
+    backend.store.write_meta("ui_signout/abc", "1")
+    backend.store.write_meta("ui_signout/abc", "2")
+    assert backend.store.read_meta("ui_signout/abc") == "2"
+    assert backend.store.read_meta("ui_signout/other") is None
+
+
 def test_the_emulator_gets_exactly_the_indexes_of_index_yaml(tmp_path):
     spec = tmp_path / "index.yaml"
     spec.write_text("indexes:\n- kind: A\n  ancestor: yes\n  properties:\n  - name: x\n  - name: y\n    direction: desc\n")

@@ -86,8 +86,12 @@ def test_a_wrong_token_does_not_sign_in_and_signing_out_forgets_the_token(secure
     assert "not known" in refused.data.decode()
     assert client.get("/p/demo").status_code == 401
     signed_in = secured.browser("o-token")
+    page = signed_in.get("/p/demo")
+    assert page.status_code == 200 and "Sign out" in page.data.decode()
+    signed_in.post("/signout")  # without the form's token: a forged sign-out does nothing
     assert signed_in.get("/p/demo").status_code == 200
-    signed_in.post("/signout")
+    csrf = HIDDEN_TOKEN.search(page.data.decode()).group(1)
+    signed_in.post("/signout", data={"csrf_token": csrf})
     assert signed_in.get("/p/demo").status_code == 401
 
 
@@ -103,3 +107,13 @@ def test_forged_identity_headers_on_ui_pages_and_buttons_are_refused(secured, fo
     assert browser.get(JOB, headers=forged).status_code == 401
     assert browser.post(f"{JOB}:pause", data={"csrf_token": csrf}, headers=forged).status_code == 401
     assert secured.state() == before
+
+
+@pytest.mark.parametrize("host, secure", [("127.0.0.1", False), ("::1", False), ("localhost", False),
+                                          ("0.0.0.0", True), ("10.1.2.3", True), ("sundial.example", True)])
+def test_the_session_cookie_is_secure_off_loopback(tmp_path, host, secure):
+    from config.settings import Settings
+    from web.ui import _cookie_needs_https
+
+    assert _cookie_needs_https(Settings(host=host)) is secure
+    assert _cookie_needs_https(Settings(host=host, on_app_engine=True)) is True

@@ -166,6 +166,18 @@ class DatastoreJobStore:
         with self.call("shared secret"):
             return ndb.transaction(body, retries=self.retries)
 
+    def read_meta(self, key: str) -> str | None:
+        """A small value kept beside the jobs (e.g. the UI's sign-out generations)."""
+        with self.call("read meta"):
+            entity = meta_key(key).get()
+            self.count(reads=1)
+            return entity.value if entity is not None else None
+
+    def write_meta(self, key: str, value: str) -> None:
+        with self.call("write meta"):
+            MetaEntity(key=meta_key(key), value=value).put()
+            self.count(writes=1)
+
     # --- reads outside transactions ---------------------------------------------------------
 
     @contextmanager

@@ -129,6 +129,16 @@ class SqliteJobStore:
             tx.conn.execute("INSERT INTO meta (key, value) VALUES ('task_secret', ?)", (secret,))
             return secret
 
+    def read_meta(self, key: str) -> str | None:
+        """A small value kept beside the jobs (e.g. the UI's sign-out generations)."""
+        with self.transaction() as tx:
+            row = tx.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            return row[0] if row else None
+
+    def write_meta(self, key: str, value: str) -> None:
+        with self.transaction() as tx:
+            tx.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
     def run_in_transaction(self, body):
         """Run `body(tx)` in one transaction and return what it returns.
 
