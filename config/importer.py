@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
+import os
 from pathlib import Path
 
-from config.loader import ProjectConfigError, parse_project_text
+from config.loader import ProjectConfigError, decode_project_file, parse_project_text
+from config.model import PROJECT_ID
 from engine.config_import import (
     JobSnapshot,
     ProjectSnapshot,
@@ -18,7 +19,6 @@ from engine.config_import import (
 from engine.logs import log_event
 
 log = logging.getLogger("sundial.config")
-PROJECT_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 
 def import_directory(engine, directory: str | Path, backend: str = "local") -> int:
@@ -26,15 +26,12 @@ def import_directory(engine, directory: str | Path, backend: str = "local") -> i
 
     Returns how many project files were read and parsed (unchanged files are not).
     """
-    if not Path(directory).is_dir():
-        # A missing directory is a mistake or a moment (a deploy, a remount), not
-        # an order to disable every job.
-        log_event(log, "config directory missing", directory=str(directory))
+    files = _project_files(Path(directory))
+    if files is None:
         return 0
-    files = {path.stem: path for path in sorted(Path(directory).glob("*.yaml"))}
     parsed = 0
     for project, path in files.items():
-        if not PROJECT_ID.match(project):
+        if not PROJECT_ID.fullmatch(project):
             log_event(log, "config file ignored", file=str(path),
                       error="a project id must match ^[a-z0-9][a-z0-9-]{0,62}$")
             continue
@@ -43,6 +40,25 @@ def import_directory(engine, directory: str | Path, backend: str = "local") -> i
         if row.id not in files:
             remove_project(engine, row.id)
     return parsed
+
+
+def _project_files(directory: Path) -> dict[str, Path] | None:
+    """`{stem: path}` of the directory's *.yaml files; None when it cannot be listed.
+
+    A missing or unreadable directory is a mistake or a moment (a deploy, a remount, a
+    permission change), never an order to remove every project, so it changes nothing.
+    """
+    try:
+        with os.scandir(directory) as entries:
+            names = sorted(entry.name for entry in entries if entry.name.endswith(".yaml"))
+    except FileNotFoundError:
+        log_event(log, "config directory missing", directory=str(directory))
+        return None
+    except OSError as error:  # permission denied, not a directory, an I/O error
+        log_event(log, "config directory unreadable", level=logging.ERROR, directory=str(directory),
+                  error=error.strerror or str(error), effect="nothing changed; every job keeps running")
+        return None
+    return {name[: -len(".yaml")]: directory / name for name in names}
 
 
 def _import_file(engine, project: str, path: Path, backend: str) -> int:
@@ -60,7 +76,8 @@ def _import_file(engine, project: str, path: Path, backend: str) -> int:
 
 def snapshot_of(project: str, path: Path, data: bytes, digest: str, backend: str) -> ProjectSnapshot:
     try:
-        config = parse_project_text(project, data.decode("utf-8", errors="replace"), str(path), backend=backend)
+        text = decode_project_file(data, str(path))  # exactly as `main.py validate` reads it
+        config = parse_project_text(project, text, str(path), backend=backend)
     except ProjectConfigError as error:
         return ProjectSnapshot(project, digest, error="\n".join(str(e) for e in error.errors))
     return ProjectSnapshot(

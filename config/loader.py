@@ -70,14 +70,21 @@ def load_project_file(path: str | Path, backend: str = "local") -> ProjectConfig
     except OSError as error:
         reason = error.strerror or str(error)
         raise ProjectConfigError([ConfigError(filename, 1, f"cannot read: {reason}")]) from None
+    return _parse(Path(path).stem, decode_project_file(data, filename), filename, backend, filename,
+                  hashlib.sha256(data).hexdigest())
+
+
+def decode_project_file(data: bytes, filename: str) -> str:
+    """A project file's text, decoded the one way both `validate` and the server do.
+
+    :raises ProjectConfigError: the bytes are not UTF-8, at the line of the first bad byte.
+    """
     try:
-        text = data.decode("utf-8-sig")  # editors on Windows add a byte-order mark
+        return data.decode("utf-8-sig")  # editors on Windows add a byte-order mark
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
         message = f"not UTF-8 text: byte 0x{data[error.start]:02x} cannot be decoded"
         raise ProjectConfigError([ConfigError(filename, line, message)]) from None
-    return _parse(Path(path).stem, text, filename, backend, filename,
-                  hashlib.sha256(data).hexdigest())
 
 
 def parse_job_entry(entry: Any, project: ProjectConfig | Mapping | None, job_id: str,

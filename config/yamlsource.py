@@ -10,8 +10,12 @@ The walk is stricter than yaml.safe_load in ways that matter for config files:
 - map keys are taken as written (`on:` is the key "on", not True) and must be scalars;
 - a key given twice in one map is an error (safe_load keeps the last one silently);
 - merge keys (`<<: *base`) work, and the map's own keys override the merged ones;
-- aliases are expanded, but a document that expands past MAX_VALUES values (the
-  "billion laughs") or nests deeper than MAX_DEPTH is refused.
+- aliases are expanded, but a document is refused when it nests deeper than MAX_DEPTH,
+  or expands to more than EXPANSION_FACTOR times its own values (nodes as written,
+  each counted once, however often an alias names it) once past the first
+  EXPANSION_FLOOR values, or past MAX_VALUES in all. So 250 bytes of nested aliases
+  (a "billion laughs") cost a few milliseconds, not 90 MB; merge keys reused by every
+  job stay well inside the factor.
 
 The pure-Python loader is used on purpose, not libyaml's CSafeLoader: the C composer
 crashes the process (segmentation fault) on a document nested some thousands of levels
@@ -30,12 +34,15 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from config.model import ConfigError, ProjectConfigError
 
-__all__ = ["LineMap", "MAX_DEPTH", "MAX_VALUES", "Path", "load_yaml"]
+__all__ = ["EXPANSION_FACTOR", "EXPANSION_FLOOR", "LineMap", "MAX_DEPTH", "MAX_VALUES", "Path",
+           "load_yaml"]
 
 Path = tuple  # of str (map keys) and int (list indexes)
 
 MAX_VALUES = 500_000
 MAX_DEPTH = 64
+EXPANSION_FLOOR = 10_000  # values any document may expand to
+EXPANSION_FACTOR = 20  # beyond that, at most this many values per node written
 
 _STANDARD = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {_STANDARD + name for name in ("str", "int", "float", "bool", "null", "timestamp")}
@@ -75,7 +82,7 @@ def load_yaml(text: str, filename: str) -> tuple[Any, LineMap]:
         root = loader.get_single_node()
         if root is None:  # an empty file: no values at all
             return None, LineMap(default=1)
-        walker = _Walker(loader)
+        walker = _Walker(loader, root)
         value = walker.value(root, (), 0)
         return value, LineMap(walker.lines, default=1)
     except yaml.MarkedYAMLError as error:
@@ -115,19 +122,20 @@ def _syntax_error(error: yaml.MarkedYAMLError, filename: str) -> ConfigError:
 
 
 class _Walker:
-    def __init__(self, loader: yaml.SafeLoader) -> None:
-        self.loader = loader
+    def __init__(self, loader: yaml.SafeLoader, root: Node) -> None:
+        self.loader, self.root = loader, root
         self.lines: dict[Path, int] = {}
         self.count = 0
+        self.limit = min(EXPANSION_FLOOR, MAX_VALUES)  # raised once, to the document's own bound
+        self.limit_known = False
         # id(node) -> index of its first own pair, remembered because flattening a
         # merge changes the node and an aliased map is walked once per alias.
         self.own_start: dict[int, int] = {}
 
     def value(self, node: Node, path: Path, depth: int) -> Any:
         self.count += 1
-        if self.count > MAX_VALUES:
-            raise _Refused(node, f"bad YAML: more than {MAX_VALUES} values once aliases "
-                                 "are expanded")
+        if self.count > self.limit:
+            self.check_expansion(node)
         if depth > MAX_DEPTH:
             raise _Refused(node, f"bad YAML: nested more than {MAX_DEPTH} levels deep")
         self.lines.setdefault(path, node.start_mark.line + 1)
@@ -140,6 +148,17 @@ class _Walker:
         if isinstance(node, MappingNode):
             return self.mapping(node, path, depth)
         raise _Refused(node, f"bad YAML: unexpected node {node.id}")
+
+    def check_expansion(self, node: Node) -> None:
+        if not self.limit_known:  # counted only for documents past the floor
+            self.limit_known = True
+            written = _distinct_nodes(self.root)
+            self.limit = min(MAX_VALUES, max(EXPANSION_FLOOR, EXPANSION_FACTOR * written))
+            if self.count <= self.limit:
+                return
+        raise _Refused(node, f"bad YAML: aliases expand the document to more than {self.limit:,} "
+                             f"values ({EXPANSION_FACTOR} per value written, at least "
+                             f"{EXPANSION_FLOOR:,}, at most {MAX_VALUES:,})")
 
     def scalar(self, node: ScalarNode) -> Any:
         if node.tag not in _SCALAR_TAGS:
@@ -175,6 +194,22 @@ class _Walker:
     def require_tag(self, node: Node, tag: str) -> None:
         if node.tag != tag:
             raise _Refused(node, _tag_message(node.tag))
+
+
+def _distinct_nodes(root: Node) -> int:
+    """How many nodes the document holds as written: an aliased node counts once."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, MappingNode):
+            stack.extend(part for pair in node.value for part in pair)
+    return len(seen)
 
 
 def _dotted(path: Path) -> str:

@@ -1,5 +1,7 @@
 """File-level errors: the whole project fails, each error with its exact line and text."""
 
+import time
+
 import pytest
 
 from config.loader import parse_project_text
@@ -225,8 +227,30 @@ def test_billion_laughs_is_refused_quickly():
     for level in "bcdefgh":
         previous = chr(ord(level) - 1)
         rows.append(f"{level}: &{level} [" + ", ".join([f"*{previous}"] * 10) + "]")
-    assert errors("\n".join(rows)) == [
-        "p.yaml:1: bad YAML: more than 500000 values once aliases are expanded"]
+    assert errors("\n".join(rows)) == [f"p.yaml:1: {EXPANSION_ERROR}"]
+
+
+EXPANSION_ERROR = ("bad YAML: aliases expand the document to more than 10,000 values (20 per "
+                   "value written, at least 10,000, at most 500,000)")
+
+
+def test_a_small_alias_bomb_is_refused_in_proportion_to_its_size():
+    # 247 bytes that expanded to 280,000 values (about 90 MB, 0.7 s) before.
+    rows = ['a0: &a0 ["llllllllll","l","l","l","l","l"]']
+    rows += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 6) + "]" for i in range(1, 7)]
+    source = "\n".join(rows) + "\n"
+    assert len(source) == 247
+    started = time.perf_counter()
+    assert errors(source) == [f"p.yaml:1: {EXPANSION_ERROR}"]
+    assert time.perf_counter() - started < 0.5
+
+
+def test_merge_keys_reused_by_many_jobs_stay_within_the_bound():
+    base = "defaults_anchor: &base {timezone: UTC, timeout: 1m, retry: {max_attempts: 3}}\n"
+    jobs = "".join(f"  - {{<<: *base, id: j{i}, schedule: triggered, target: {{noop: {{}}}}}}\n"
+                   for i in range(3000))
+    errors_found = errors(base.replace("defaults_anchor", "x-anchor") + "jobs:\n" + jobs)
+    assert not any("aliases expand" in error for error in errors_found), errors_found[:2]
 
 
 def test_deep_nesting_is_refused():

@@ -123,8 +123,10 @@ FAST_ENV = {
 class Server:
     """`python main.py serve` in a subprocess on a free port."""
 
-    def __init__(self, configs: Path, db: Path, log: Path, env: dict | None = None, port: int | None = None):
+    def __init__(self, configs: Path, db: Path, log: Path, env: dict | None = None, port: int | None = None,
+                 wrapper: tuple[str, ...] = ()):
         self.configs, self.db, self.log_path = configs, db, log
+        self.wrapper = wrapper  # a command the server runs under, e.g. setpriv
         self.port = port or free_port()
         self.env = {**os.environ, **FAST_ENV, **(env or {})}
         self.process: subprocess.Popen | None = None
@@ -136,7 +138,7 @@ class Server:
     def start(self, timeout: float = 20.0) -> "Server":
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
-            [sys.executable, "main.py", "serve", "--port", str(self.port),
+            [*self.wrapper, sys.executable, "main.py", "serve", "--port", str(self.port),
              "--db", str(self.db), "--configs", str(self.configs)],
             cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
         )
