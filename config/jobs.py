@@ -73,7 +73,8 @@ def _timezone(check: Checker, path: Path, value: Any) -> str:
 def _name(check: Checker, path: Path, value: Any) -> str:
     name = check.string(path, value, empty=False)
     if not JOB_ID.fullmatch(name):
-        check.fail(path, f"{name!r} is not a valid name (letters, digits, '_', '.', '-')")
+        check.fail(path, f"{name!r} is not a valid name (letters, digits, '_', '.', '-'; "
+                         "not only dots)")
     return name
 
 
@@ -209,7 +210,7 @@ def entry_id(check: Checker, path: Path, entry: dict) -> str | None:
     if not isinstance(value, str) or not JOB_ID.fullmatch(value):
         shown = repr(value) if isinstance(value, str) else str(value)
         check.report(path + ("id",), f"{shown} is not a valid job id: use 1 to 100 letters, "
-                                     "digits, '_', '.' or '-'")
+                                     "digits, '_', '.' or '-', not only dots")
         return None
     return value
 

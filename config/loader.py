@@ -112,7 +112,7 @@ def parse_job_entry(entry: Any, project: ProjectConfig | Mapping | None, job_id:
     if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
         raise ProjectConfigError([ConfigError(filename, lines.default, (
             f"{job_id!r} is not a valid job id: use 1 to 100 letters, digits, '_', '.' "
-            "or '-'"))])
+            "or '-', not only dots"))])
     entry = check.attempt(lambda: check.mapping((), entry, "{schedule: ..., target: ...}"))
     if entry is not None and entry.get("id") is not None \
             and entry_id(check, (), entry) not in (None, job_id):

@@ -26,21 +26,28 @@ CASES = [
             schedule: triggered
             {NOOP}
         """, ["p.yaml:2: jobs[0]: id: 'bad id!' is not a valid job id: use 1 to 100 letters, "
-              "digits, '_', '.' or '-'"]),
+              "digits, '_', '.' or '-', not only dots"]),
+    ("id of only dots", f"""
+        jobs:
+          - id: ".."
+            schedule: triggered
+            {NOOP}
+        """, ["p.yaml:2: jobs[0]: id: '..' is not a valid job id: use 1 to 100 letters, "
+              "digits, '_', '.' or '-', not only dots"]),
     ("id too long", f"""
         jobs:
           - id: {"x" * 101}
             schedule: triggered
             {NOOP}
         """, [f"p.yaml:2: jobs[0]: id: '{'x' * 101}' is not a valid job id: use 1 to 100 "
-              "letters, digits, '_', '.' or '-'"]),
+              "letters, digits, '_', '.' or '-', not only dots"]),
     ("id is a number", f"""
         jobs:
           - id: 42
             schedule: triggered
             {NOOP}
         """, ["p.yaml:2: jobs[0]: id: 42 is not a valid job id: use 1 to 100 letters, "
-              "digits, '_', '.' or '-'"]),
+              "digits, '_', '.' or '-', not only dots"]),
     ("duplicate id", f"""
         jobs:
           - id: a

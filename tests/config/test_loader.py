@@ -416,7 +416,11 @@ def test_parse_job_entry_errors_have_line_zero():
     ({**ENTRY, "id": "other"}, "j", "<api>:0: job 'j': id: 'other' does not match the job id "
                                     "'j'"),
     (ENTRY, "bad id", "<api>:0: 'bad id' is not a valid job id: use 1 to 100 letters, "
-                      "digits, '_', '.' or '-'"),
+                      "digits, '_', '.' or '-', not only dots"),
+    (ENTRY, ".", "<api>:0: '.' is not a valid job id: use 1 to 100 letters, "
+                 "digits, '_', '.' or '-', not only dots"),
+    (ENTRY, "...", "<api>:0: '...' is not a valid job id: use 1 to 100 letters, "
+                   "digits, '_', '.' or '-', not only dots"),
     ({**ENTRY, "target": {"http": {"url": "http://169.254.169.254/"}}}, "j",
      "<api>:0: job 'j': target.http.url: host 169.254.169.254 is a link-local address, "
      "refused as a target unless the project's allowed_hosts lists '169.254.169.254'"),

@@ -166,3 +166,18 @@ def test_metrics_show_a_project_only_to_its_readers(secured):
 
     assert projects_in_metrics("tok-reader") == {"alpha"}
     assert projects_in_metrics("tok-x") == {"beta"}
+
+
+@pytest.mark.parametrize("job_id", ["..", "...", "."])
+def test_a_job_id_of_only_dots_is_refused(open_server, job_id):
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", open_server.port, timeout=10)
+    body = json.dumps({"schedule": "triggered", "target": {"noop": {}}})
+    conn.request("PUT", f"/api/v1/projects/beta/jobs/{job_id}", body=body,
+                 headers={"Content-Type": "application/json"})  # sent as written, not normalised
+    answer = conn.getresponse()
+    assert answer.status in (400, 404), answer.status
+    assert json.loads(answer.read())["error"]["code"] in ("INVALID_ARGUMENT", "NOT_FOUND")
+    conn.close()
+    assert [j["id"] for j in open_server.get("/api/v1/projects/beta/jobs")["jobs"]] == []

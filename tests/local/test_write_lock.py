@@ -121,3 +121,22 @@ def test_the_lock_file_sits_next_to_the_database(tmp_path):
     in_memory = WriteLock(":memory:")  # nothing to share: the thread lock alone
     with in_memory:
         pass
+
+
+def test_the_database_and_its_directory_are_private_whatever_the_umask(tmp_path):
+    import os
+    import stat
+
+    from engine.adapters.local.sqlite_store import SqliteJobStore
+
+    old = os.umask(0o002)
+    try:
+        path = tmp_path / "state" / "s.db"
+        store = SqliteJobStore(path)
+        store.shared_secret(lambda: "secret")  # writes: the -wal and -shm files exist now
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.parent.iterdir()}
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        assert modes and all(mode == 0o600 for mode in modes.values()), modes
+        assert {"s.db", "s.db-wal"} <= set(modes)
+    finally:
+        os.umask(old)

@@ -6,7 +6,9 @@ comparisons are plain numbers.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+from pathlib import Path
 
 MIGRATIONS: list[str] = [
     # 1: jobs, their invocations, projects, and the task queue in the same file
@@ -99,3 +101,15 @@ def migrate(conn: sqlite3.Connection) -> int:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def create_private(path: Path) -> None:
+    """The database holds the task secret, which forges tasks and completion tokens:
+    its directory (when we make it) and its file are created readable by their owner
+    only, whatever the umask. SQLite gives its -wal and -shm files the database's mode."""
+    if not path.parent.exists():
+        path.parent.mkdir(parents=True, mode=0o700)
+        path.parent.chmod(0o700)  # mkdir's mode is masked by the umask
+    if not path.exists():
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        path.chmod(0o600)

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterator
 
-from engine.adapters.local.schema import migrate
+from engine.adapters.local.schema import create_private, migrate
 from engine.adapters.local.write_lock import WriteLock
 from engine.ports import InvocationRow, ProjectRow, StoredJob, StoreError, Task
 from statemachine.durations import UTC
@@ -64,7 +64,7 @@ class SqliteJobStore:
         # process they cost more than they save (see run_in_transaction).
         self.optimistic = optimistic
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            create_private(Path(self.path))
         self._local = threading.local()
         # One writer at a time, among this process's threads and among the processes
         # serving this database: SQLite's busy handler sleeps while its lock sits

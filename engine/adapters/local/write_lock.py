@@ -31,7 +31,7 @@ class WriteLock:
         self._threads = threading.Lock()
         self._fd: int | None = None
         if db_path != ":memory:" and not db_path.startswith("file:"):
-            self._fd = os.open(lock_path(db_path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self._fd = os.open(lock_path(db_path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
     def __enter__(self) -> "WriteLock":
         self._threads.acquire()
