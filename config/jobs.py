@@ -108,6 +108,22 @@ def _positive(check: Checker, path: Path, value: Any) -> int:
     return check.integer(path, value, 1)
 
 
+def _min_backoff(check: Checker, path: Path, value: Any) -> timedelta:
+    backoff = check.duration(path, value)
+    if backoff < limits.MIN_BACKOFF:
+        check.fail(path, f"must be at least {format_duration(limits.MIN_BACKOFF)}, got "
+                         f"{format_duration(backoff)} (a failing target is not retried flat out)")
+    return backoff
+
+
+def _check_timeout(check: Checker, path: Path, timeout: timedelta, backend: str) -> None:
+    most = limits.MAX_JOB_TIMEOUT[backend]
+    if timeout > most:
+        check.report(path + ("timeout",), f"{format_duration(timeout)} is more than the "
+                                          f"{format_duration(most)} an invocation may run on the "
+                                          f"{backend} backend")
+
+
 _MISSING = object()
 
 _SHARED: dict[str, Parser] = {
@@ -123,8 +139,8 @@ _SHARED: dict[str, Parser] = {
     }, "{policy: latest, window: 1h}"),
     "timeout": lambda check, path, value: check.duration(path, value, positive=True),
     "retry": _submap({
-        "max_attempts": _positive,
-        "min_backoff": _duration,
+        "max_attempts": lambda check, path, value: check.integer(path, value, 1, limits.MAX_ATTEMPTS),
+        "min_backoff": _min_backoff,
         "max_backoff": _duration,
     }, "{max_attempts: 3, min_backoff: 1s, max_backoff: 5m}"),
     "fanout": _submap({
@@ -230,6 +246,7 @@ def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
                                                         entry["on_failure"], context.rules))
     if "retry" in own:
         _check_backoff(check, path, resolved["retry"])
+    _check_timeout(check, path, resolved["timeout"], context.rules.backend)
     if own.get("max_concurrent", 1) > 1 and resolved["overlap"] is not Overlap.ALLOW:
         check.report(path + ("max_concurrent",), "only meaningful with overlap: allow "
                      f"(this job's overlap is {resolved['overlap'].value})")

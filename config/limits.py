@@ -1,5 +1,6 @@
-"""The size limits of jobs and API requests, in one place: the validator, the API, the
-OpenAPI document and the README all quote these numbers.
+"""The size limits of jobs and API requests, and the limits that protect the service
+from one project's jobs, in one place: the validator, the API, the OpenAPI document and
+the README all quote these numbers.
 
 Why these numbers: a job row holds its definition and its record (with every `at`
 time) and is read and written on every step of the job, and on Cloud Datastore an
@@ -8,6 +9,8 @@ of headers, 1,000 `at` times twice over) stays well under that, and a step stays
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 KIB = 1024
 
@@ -44,6 +47,19 @@ LIMITS = {
     "request_id_chars": MAX_REQUEST_ID_CHARS,
     "completion_message_chars": MAX_MESSAGE_CHARS,
 }
+
+
+# Rates and deadlines (CONTRACT section 6). `every` fires at most once per second
+# (statemachine.schedule.MIN_PERIOD). A failed attempt waits at least MIN_BACKOFF,
+# and `continuously` waits like a retry after a failed invocation.
+MIN_BACKOFF = timedelta(milliseconds=100)
+MAX_ATTEMPTS = 100
+# An invocation's `timeout` on each backend: the deadline of a whole (async) run.
+MAX_JOB_TIMEOUT = {"local": timedelta(days=7), "cloud": timedelta(days=7)}
+# One attempt's `timeout` (http): on the cloud backend the attempt runs inside a task
+# handler, which App Engine stops after 10 minutes (automatic scaling); a minute is
+# left for the handler's own writes. Longer work answers 202 with `async: true`.
+MAX_ATTEMPT_TIMEOUT = {"local": timedelta(hours=1), "cloud": timedelta(minutes=9)}
 
 
 def size_error(what: str, size: int, limit: int) -> str:

@@ -104,9 +104,9 @@ def _http(check: Checker, path: Path, value: Any, rules: TargetRules) -> dict:
     fields = check.mapping(path, value, "{url: https://example.com/run}")
     check.known_fields(path, fields, _HTTP_FIELDS)
     url = check.attempt(lambda: _url(check, path + ("url",), fields.get("url"), rules), "")
-    timeout = check.attempt(lambda: check.duration(
-        path + ("timeout",), _given(fields, "timeout", "60s"), positive=True),
-        DEFAULT_ATTEMPT_TIMEOUT)
+    timeout = check.attempt(lambda: _attempt_timeout(check, path + ("timeout",),
+                                                     _given(fields, "timeout", "60s"), rules.backend),
+                            DEFAULT_ATTEMPT_TIMEOUT)
     return {
         "url": url,
         "method": check.attempt(lambda: _method(check, path, fields), "POST"),
@@ -118,6 +118,16 @@ def _http(check: Checker, path: Path, value: Any, rules: TargetRules) -> dict:
         "async": check.attempt(lambda: check.boolean(
             path + ("async",), _given(fields, "async", False)), False),
     }
+
+
+def _attempt_timeout(check: Checker, path: Path, value: Any, backend: str) -> timedelta:
+    timeout = check.duration(path, value, positive=True)
+    most = limits.MAX_ATTEMPT_TIMEOUT[backend]
+    if timeout > most:
+        check.fail(path, f"{format_duration(timeout)} is more than the {format_duration(most)} one "
+                         f"attempt may take on the {backend} backend; for longer work answer 202 "
+                         "and set async: true")
+    return timeout
 
 
 def _pubsub(check: Checker, path: Path, value: Any) -> dict:

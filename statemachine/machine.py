@@ -106,7 +106,7 @@ def _arm_next(record: JobRecord, now: datetime) -> tuple[JobRecord, list]:
     if isinstance(schedule, IntervalSchedule):
         if record.active or record.buffered:
             return _arm(record, None)
-        at = now + schedule.interval
+        at = now + max(schedule.interval, _failure_backoff(record))
         if record.scheduled_until is not None and at <= record.scheduled_until:
             # Occurrence ids have millisecond resolution: a run shorter than that
             # must not give the next occurrence the same scheduled time.
@@ -115,6 +115,17 @@ def _arm_next(record: JobRecord, now: datetime) -> tuple[JobRecord, list]:
     if not is_clock_driven(schedule):
         return _arm(record, None)
     return _arm(record, next_fire(schedule, record.scheduled_until or now))
+
+
+def _failure_backoff(record: JobRecord) -> timedelta:
+    """After failed invocations a relative schedule (`continuously`) waits like a retry:
+    `min_backoff`, doubling per consecutive failure up to `max_backoff`, so a failing
+    target is not called flat out. Without jitter, so it never waits less."""
+    failures = record.consecutive_failures
+    if not failures or record.policy is None:
+        return timedelta(0)
+    retry = record.policy.retry
+    return min(retry.min_backoff * (2 ** min(failures - 1, 40)), retry.max_backoff)
 
 
 def _on_tick(record: JobRecord, event: ev.TickArrived, now, tuning) -> tuple[JobRecord, list]:

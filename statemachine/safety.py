@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+import re
 
 # Set by Sundial or by the HTTP client for the connection, never by a target.
 FRAMING_HEADERS = frozenset({
@@ -113,11 +113,13 @@ class OwnService:
         return None
 
 
+_ORIGIN = re.compile(r"\s*([A-Za-z][A-Za-z0-9+.-]*)://(?:[^@/?#]*@)?(\[[^\]/]*\]|[^:/?#]*)(?::(\d*))?")
+
+
 def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url.strip())
-    scheme = parts.scheme.lower()
-    try:
-        port = parts.port or {"http": 80, "https": 443}.get(scheme)
-    except ValueError:
-        port = None
-    return scheme, (parts.hostname or "").rstrip("."), port
+    """(scheme, host, port) of an absolute URL, the port defaulted by the scheme."""
+    match = _ORIGIN.match(url)
+    if not match:
+        return "", url, None
+    scheme, host, port = match.group(1).lower(), match.group(2).lower().rstrip("."), match.group(3)
+    return scheme, host, int(port) if port else {"http": 80, "https": 443}.get(scheme)

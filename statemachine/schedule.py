@@ -40,6 +40,9 @@ _MILLISECOND = timedelta(milliseconds=1)
 # Zones whose offset never changes: their wall time is UTC plus a constant.
 _FIXED_ZONE = re.compile(r"(Etc/)?(UTC|UCT|GMT|GMT0|GMT[+-]\d{1,2}|Universal|Zulu|Greenwich)")
 _EVERY = re.compile(r"every\s+(\S+)(?:\s+offset\s+(\S+))?", re.IGNORECASE)
+# A clock-driven schedule fires at most once per second (CONTRACT section 6): finer
+# rates are a load one project could put on every other project's jobs.
+MIN_PERIOD = timedelta(seconds=1)
 _INTERVAL = re.compile(r"with\s+(\S+)\s+interval", re.IGNORECASE)
 
 
@@ -100,8 +103,9 @@ class EverySchedule:
     def __post_init__(self) -> None:
         _require_duration("period", self.period)
         _require_duration("offset", self.offset)
-        if self.period <= timedelta(0):
-            raise ScheduleError(f"'every' needs a period above zero, got "
+        if self.period < MIN_PERIOD:
+            raise ScheduleError(f"'every' fires at most once per second: the period must be "
+                                f"at least {format_duration(MIN_PERIOD)}, got "
                                 f"{format_duration(self.period)}")
         if not timedelta(0) <= self.offset < self.period:
             raise ScheduleError(f"offset {format_duration(self.offset)} must be less than "

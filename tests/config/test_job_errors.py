@@ -280,7 +280,7 @@ CASES = [
             schedule: triggered
             retry: {{max_attempts: 0}}
             {NOOP}
-        """, ["p.yaml:4: job 'a': retry.max_attempts: must be 1 or more, got 0"]),
+        """, ["p.yaml:4: job 'a': retry.max_attempts: must be between 1 and 100, got 0"]),
     ("min_backoff above max_backoff", f"""
         jobs:
           - id: a

@@ -7,7 +7,7 @@ import pytest
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.machine import InvalidTransition
-from statemachine.policy import Catchup, Overlap
+from statemachine.policy import Catchup, Overlap, RetryPolicy
 
 from tests.unit.machine_helpers import (
     Scenario,
@@ -130,6 +130,25 @@ def test_continuously_starts_again_as_soon_as_it_ends():
     job.tick(first)
     actions = job.run_through(occurrence_id(first), "10:04")
     assert actions[-1] == act.ScheduleTick(clock("10:04"), "1.2")
+
+
+def test_continuously_waits_like_a_retry_after_failed_invocations():
+    job = Scenario()
+    retry = RetryPolicy(max_attempts=1, min_backoff=timedelta(seconds=2), max_backoff=timedelta(seconds=5))
+    due = clock("10:00:00.001")
+    job.enable("10:00", schedule_text="continuously", retry=retry)
+    waits = []
+    for _ in range(4):  # each failure doubles the wait, up to max_backoff
+        job.tick(due)
+        ended = due + timedelta(seconds=1)
+        actions = job.run_through(job.record.active[0].invocation_id, ended, succeeded=False, reason="http 500")
+        due = actions[-1].at
+        waits.append(due - ended)
+    assert waits == [timedelta(seconds=2), timedelta(seconds=4), timedelta(seconds=5), timedelta(seconds=5)]
+    job.tick(due)
+    ended = due + timedelta(seconds=1)
+    actions = job.run_through(job.record.active[0].invocation_id, ended)  # a success ends the backoff
+    assert actions[-1].at == ended
 
 
 # --- overlap --------------------------------------------------------------------------

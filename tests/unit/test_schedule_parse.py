@@ -94,7 +94,9 @@ ERRORS = [
     ("", "schedule is empty"),
     ("   ", "schedule is empty"),
     ("whenever you like", "unrecognised schedule 'whenever you like'"),
-    ("every 0s", "'every' needs a period above zero"),
+    ("every 0s", "'every' fires at most once per second: the period must be at least 1s, got 0s"),
+    ("every 999ms", "'every' fires at most once per second: the period must be at least 1s, got 999ms"),
+    ("every 1ms", "'every' fires at most once per second"),
     ("every 1h offset 1h", "offset 1h must be less than the period 1h"),
     ("every 1h offset 90m", "offset 1h30m must be less than the period 1h"),
     ("every", "bad schedule 'every'"),
@@ -178,7 +180,7 @@ def test_parse_at_accepts_aware_datetimes_from_yaml():
 
 @pytest.mark.parametrize("text", [
     "0 * * * *", "0 15 10 ? * 6L 2002-2005", "@weekly", "every 10m", "every 1h offset 15m",
-    "every 250ms", "with 10m interval", "with 1h30m interval", "continuously", "triggered",
+    "every 1500ms", "with 10m interval", "with 1h30m interval", "continuously", "triggered",
 ])
 @pytest.mark.parametrize("zone", ["UTC", "America/Los_Angeles"])
 def test_describe_round_trips(text, zone):
@@ -213,7 +215,8 @@ def test_relative_and_triggered_schedules_never_fire_by_the_clock(schedule):
 
 
 @pytest.mark.parametrize("build, message", [
-    (lambda: EverySchedule(timedelta(0)), "period above zero"),
+    (lambda: EverySchedule(timedelta(0)), "at most once per second"),
+    (lambda: EverySchedule(timedelta(milliseconds=250)), "at most once per second"),
     (lambda: EverySchedule(timedelta(hours=1), timedelta(minutes=-1)), "must be less than"),
     (lambda: EverySchedule(60), "period must be a timedelta"),
     (lambda: IntervalSchedule(timedelta(seconds=-1)), "must not be negative"),
