@@ -26,7 +26,7 @@ __all__ = [
 
 PROJECT_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 # Not only dots: `.` and `..` are path segments no browser or HTTP client sends as a name.
-JOB_ID = re.compile(r"(?!\.+\Z)[A-Za-z0-9_.-]{1,100}")
+JOB_ID = re.compile(r"(?!\.+$)[A-Za-z0-9_.-]{1,100}")
 
 # Where the contract is silent these follow Cloud Scheduler and Temporal: one attempt,
 # no overlap, catch up the latest missed occurrence of the last hour.
