@@ -67,11 +67,11 @@ def _render_value(value: object, context: TemplateContext) -> object:
 
 def _secret_value(reference: dict, project: str, secrets) -> str:
     # Never templated: a secret's text is sent as it is, and a `${` in it means nothing.
-    from engine.secrets import SecretError
+    from engine.secrets import UnknownSecret
 
     name = str(reference.get("secret", ""))
-    if secrets is None:
-        raise SecretError(f"secret {name!r}: no secret store on this server")
+    if secrets is None:  # a server without a secret store has no secrets at all
+        raise UnknownSecret(name)
     return str(reference.get("prefix", "")) + secrets(project, name)
 
 

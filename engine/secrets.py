@@ -25,7 +25,7 @@ from statemachine.safety import SENSITIVE_HEADERS
 
 REDACTED = "<redacted>"
 __all__ = ["LocalSecrets", "REDACTED", "SENSITIVE_HEADERS", "SecretError", "UnknownSecret",
-           "redact_headers", "secret_manager_id"]
+           "masked_definition", "redact_headers", "secret_manager_id"]
 
 
 class SecretError(ValueError):
@@ -76,3 +76,23 @@ def redact_headers(headers: Mapping[str, object], secret_backed: frozenset = fro
     """Headers as they may be shown or logged: credentials and secret-backed values hidden."""
     return {name: REDACTED if name.lower() in SENSITIVE_HEADERS or name in secret_backed else value
             for name, value in headers.items()}
+
+
+def masked_definition(definition: dict) -> dict:
+    """A job definition as it may be shown to any reader: the credential headers of its
+    target and hooks masked (a secret reference shows only the secret's name). Only what
+    is shown is masked; the stored definition keeps its values."""
+    shown = dict(definition)
+    for field in ("target", "on_failure"):
+        target = shown.get(field)
+        if isinstance(target, dict):
+            shown[field] = {kind: _masked_spec(spec) for kind, spec in target.items()}
+    return shown
+
+
+def _masked_spec(spec):
+    if not isinstance(spec, dict) or not isinstance(spec.get("headers"), dict):
+        return spec
+    headers = {name: value if isinstance(value, dict) else redact_headers({name: value})[name]
+               for name, value in spec["headers"].items()}
+    return {**spec, "headers": headers}

@@ -24,6 +24,7 @@ from werkzeug.exceptions import HTTPException
 from engine import operations as ops
 from engine.operations import Refused
 from engine.ports import ProjectRow, StoreError
+from engine.secrets import masked_definition
 from engine.service import NotFound
 from statemachine.machine import InvalidTransition
 from web import access, ui_format
@@ -109,7 +110,7 @@ def job_page(project: str, job_id: str):
             project, job_id, ui_format.STATUS_FILTERS[status], HISTORY_PAGE_SIZE, token)
     else:
         history, next_token = store.list_invocations(project, job_id, HISTORY_PAGE_SIZE, token)
-    definition = job.definition
+    definition = masked_definition(job.definition)  # credential headers, for every reader
     return render_template(
         "ui/job.html", project=row, job=job, record=job.record, definition=definition,
         schedule=ui_format.schedule_text(definition), plain=ui_format.plain_schedule(definition),

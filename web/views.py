@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.ports import InvocationRow, StoredJob
+from engine.secrets import masked_definition
 from statemachine.durations import rfc3339_millis
 
 
@@ -11,7 +12,8 @@ def time_or_none(value):
 
 
 def job_view(job: StoredJob, last: InvocationRow | None) -> dict:
-    record, definition = job.record, job.definition
+    # Credential headers are masked for every reader (CONTRACT 6); a PUT sends them anew.
+    record, definition = job.record, masked_definition(job.definition)
     view = {
         "id": record.job_id,
         "project": record.project,
