@@ -61,6 +61,40 @@ def _loopback_unless_tokens(settings):
     return settings
 
 
+def listener_options() -> dict:
+    """waitress's settings for a listener that may face the network. Its defaults (100
+    connections, 120 s of silence before a connection is dropped, bodies of up to 1 GiB
+    spooled to disk) let one client with 100 idle sockets stop the server, and read a
+    huge body before the app can refuse it. The connection limit stays within the
+    process's file descriptors, raised to the hard limit where it allows."""
+    from config.limits import MAX_REQUEST_BYTES
+
+    return {
+        "threads": 16,
+        "ident": "sundial",
+        "connection_limit": min(MAX_CONNECTIONS, _file_descriptors() - 100),
+        "channel_timeout": CHANNEL_TIMEOUT_SECONDS,
+        "cleanup_interval": 10,
+        "max_request_body_size": MAX_REQUEST_BYTES,  # refused (413) before it is read
+    }
+
+
+MAX_CONNECTIONS = 1000
+CHANNEL_TIMEOUT_SECONDS = 30  # a connection silent this long is closed
+
+
+def _file_descriptors() -> int:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = MAX_CONNECTIONS + 400  # the connections, the database, the sender's pool
+    if soft != resource.RLIM_INFINITY and soft < wanted and (hard == resource.RLIM_INFINITY or hard > soft):
+        new = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+        soft = new
+    return MAX_CONNECTIONS + 100 if soft == resource.RLIM_INFINITY else soft
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -74,7 +108,7 @@ def run_serve(args) -> int:
     settings = _settings(args)
     configure_logging()
     runtime = build_cloud(settings) if settings.backend == "cloud" else build_local(settings)
-    server = create_server(runtime.app, host=settings.host, port=settings.port, threads=16, ident="sundial")
+    server = create_server(runtime.app, host=settings.host, port=settings.port, **listener_options())
     print(f"sundial: serving on http://{settings.host}:{settings.port} "
           f"(database {settings.db_path}, configs {settings.config_dir}); "
           "no API tokens set, so every caller on this machine is an owner"

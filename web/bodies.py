@@ -1,16 +1,21 @@
 """Reading API request bodies: JSON objects with known fields, or clear 400s.
 
 The size limit (config.limits.MAX_REQUEST_BYTES) is Flask's MAX_CONTENT_LENGTH, set
-by the app factory: reading a larger body raises 413, which web/errors.py words.
+by the app factory: reading a larger body raises 413, which web/errors.py words (and
+the HTTP server refuses a body past it before it is read: cli/serve.py). JSON nested
+deeper than MAX_DEPTH levels (the config files' bound) is a 400 before it is parsed:
+Python's parser would otherwise recurse until it fails with a 500.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from flask import request
 
+from config.yamlsource import MAX_DEPTH
 from web.errors import ApiError
 
 
@@ -33,6 +38,9 @@ def json_object(optional: bool = False) -> dict:
         if optional:
             return {}
         raise ApiError("INVALID_ARGUMENT", "the request needs a JSON object as its body")
+    if nesting_depth(text) > MAX_DEPTH:
+        raise ApiError("INVALID_ARGUMENT", f"the request body is nested more than {MAX_DEPTH} "
+                                           "levels deep")
     try:
         value = json.loads(text, parse_constant=_no_constants)
     except ValueError as error:
@@ -41,6 +49,22 @@ def json_object(optional: bool = False) -> dict:
         raise ApiError("INVALID_ARGUMENT", f"the request body must be a JSON object, "
                                            f"got {type(value).__name__}")
     return value
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def nesting_depth(text: str) -> int:
+    """How deep [ and { nest in JSON text (brackets in strings do not count); 0 when it
+    cannot pass MAX_DEPTH."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return 0  # cannot nest deeper than it opens: most bodies stop here
+    depth = deepest = 0
+    for match in _BRACKET.finditer(_STRING.sub("", text)):
+        depth += 1 if match.group() in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def fields(body: dict, allowed: dict[str, type]) -> dict:
