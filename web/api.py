@@ -8,6 +8,7 @@ from __future__ import annotations
 from flask import Blueprint, current_app, jsonify, request
 
 from config.limits import MAX_PAGE_SIZE
+from config.model import JOB_ID
 from engine import operations as ops
 from engine.ports import ProjectRow, StoredJob
 from web.access import READ, authorize, readable
@@ -16,11 +17,24 @@ from web.views import invocation_view, job_view
 
 api = Blueprint("api", __name__, url_prefix="/api/v1")
 
-DEFAULT_PAGE_SIZE = 50
+DEFAULT_PAGE_SIZE = 50  # invocations
+DEFAULT_JOBS_PAGE_SIZE = 100
 
 
 def engine():
     return current_app.config["SUNDIAL_ENGINE"]
+
+
+def refuse_bad_job_id(endpoint, values) -> None:
+    """Every job path, whatever its method: an id no job can have is a 400 (as the
+    OpenAPI document says), never a 404 or a 204 that reads as "done"."""
+    job_id = (values or {}).get("job_id")
+    if job_id is not None and not JOB_ID.fullmatch(job_id):
+        raise ApiError("INVALID_ARGUMENT", f"{job_id[:120]!r} is not a valid job id: use 1 to 100 "
+                                           "letters, digits, '_', '.' or '-', not only dots")
+
+
+api.url_value_preprocessor(refuse_bad_job_id)
 
 
 def project_or_404(project: str, permission: str = READ) -> ProjectRow:
@@ -52,8 +66,15 @@ def list_projects():
 
 @api.get("/projects/<project>/jobs")
 def list_jobs(project: str):
+    """One page of jobs in id order (like the invocations: page_size, page_token); each
+    job's last invocation comes from one query for the whole page."""
     project_or_404(project)
-    return jsonify({"jobs": [full_job_view(job) for job in ops.list_jobs(engine(), project)]})
+    store = engine().store
+    page, token = store.list_jobs_page(project, _page_size(DEFAULT_JOBS_PAGE_SIZE), request.args.get("page_token") or None)
+    page = [job for job in page if ops.visible(job)]
+    last = store.recent_invocations(project, [job.record.job_id for job in page], 1)
+    jobs = [job_view(job, (last.get(job.record.job_id) or [None])[0]) for job in page]
+    return jsonify({"jobs": jobs, "next_page_token": token})
 
 
 @api.get("/projects/<project>/jobs/<id:job_id>")
@@ -64,11 +85,15 @@ def get_job(project: str, job_id: str):
 @api.get("/projects/<project>/jobs/<id:job_id>/invocations")
 def list_invocations(project: str, job_id: str):
     job_or_404(project, job_id)
-    raw_size = request.args.get("page_size", str(DEFAULT_PAGE_SIZE))
+    page, token = engine().store.list_invocations(project, job_id, _page_size(), request.args.get("page_token"))
+    return jsonify({"invocations": [invocation_view(row) for row in page], "next_page_token": token})
+
+
+def _page_size(default: int = DEFAULT_PAGE_SIZE) -> int:
+    raw_size = request.args.get("page_size", str(default))
     if not (raw_size.isascii() and raw_size.isdigit()) or not 1 <= int(raw_size) <= MAX_PAGE_SIZE:
         raise ApiError("INVALID_ARGUMENT", f"page_size must be a whole number from 1 to {MAX_PAGE_SIZE}")
-    page, token = engine().store.list_invocations(project, job_id, int(raw_size), request.args.get("page_token"))
-    return jsonify({"invocations": [invocation_view(row) for row in page], "next_page_token": token})
+    return int(raw_size)
 
 
 @api.get("/projects/<project>/jobs/<id:job_id>/invocations/<id:invocation_id>")

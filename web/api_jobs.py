@@ -10,12 +10,13 @@ from config.limits import MAX_JOBS_PER_PROJECT, MAX_MESSAGE_CHARS, MAX_REASON_CH
 from config.loader import ProjectConfigError, parse_job_entry
 from engine import operations as ops
 from web.access import OWN, TRIGGER
-from web.api import engine, full_job_view, project_or_404
+from web.api import engine, full_job_view, project_or_404, refuse_bad_job_id
 from web.bodies import fields, json_object, text
 from web.errors import ApiError
 from web.views import invocation_view
 
 jobs_api = Blueprint("api_jobs", __name__, url_prefix="/api/v1")
+jobs_api.url_value_preprocessor(refuse_bad_job_id)
 
 JOB = "/projects/<project>/jobs/<id:job_id>"
 COMPLETION_HEADER = "X-Sundial-Completion-Token"

@@ -32,6 +32,11 @@ def create_app(engine, settings, cron_jobs: dict | None = None, queue_depth=None
     app.config["SUNDIAL_QUEUE_DEPTH"] = queue_depth
     app.json.sort_keys = False
     app.url_map.converters["id"] = SegmentConverter
+    # Werkzeug answers `//` and `%2F` in a path, and a missing trailing slash, with a
+    # redirect built from the request's Host header: a redirect to any host a caller
+    # names. Such paths are simply not found here.
+    app.url_map.merge_slashes = False
+    app.url_map.strict_slashes = False
     # Reading a larger body raises 413 (PAYLOAD_TOO_LARGE); tasks are far smaller.
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     errors.install(app)

@@ -72,7 +72,8 @@ def _paths() -> dict:
     return {
         "/projects": {"get": _operation("List projects", _ok(200, "ProjectList", "the projects"), ())},
         "/projects/{project}/jobs": {"get": _operation(
-            "List a project's jobs", _ok(200, "JobList", "the jobs, in id order"), (404,), params=(_PROJECT,))},
+            "List a project's jobs", _ok(200, "JobList", "one page of the jobs, in id order"), (400, 404),
+            params=(_PROJECT, {**page[0], "schema": {**page[0]["schema"], "default": 100}}, page[1]))},
         job: {
             "get": _operation("Get a job", _ok(200, "Job", "the job"), (404,), params=(_PROJECT, _JOB),
                               description="Also a job removed from its config file (state DISABLED)."),

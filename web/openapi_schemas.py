@@ -48,10 +48,14 @@ def _string_map(value_limit: int, most: int) -> dict:
             "additionalProperties": {"type": "string", "description": f"a template of at most {value_limit:,} bytes"}}
 
 
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
+
+
 def _targets() -> dict:
     http = _obj({
-        "url": {"type": "string", "description": f"a template; at most {limits.MAX_URL_BYTES:,} bytes"},
-        "method": {"type": "string", "enum": ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]},
+        "url": {"type": "string", "minLength": 1,
+                "description": f"a template; at most {limits.MAX_URL_BYTES:,} bytes"},
+        "method": {"type": "string", "enum": METHODS},
         "headers": _header_map(limits.MAX_HEADER_VALUE_BYTES, limits.MAX_HEADERS),
         "body": {"type": "string", "description": f"a template; at most {limits.MAX_BODY_BYTES:,} bytes"},
         "timeout": DURATION,
@@ -64,7 +68,7 @@ def _targets() -> dict:
     }, ["topic"], closed=True)
     cloud_tasks = _obj({
         "queue": {"type": "string", "example": "projects/P/locations/L/queues/Q"},
-        "url": {"type": "string"}, "method": {"type": "string"},
+        "url": {"type": "string", "minLength": 1}, "method": {"type": "string", "enum": METHODS},
         "headers": _header_map(limits.MAX_HEADER_VALUE_BYTES, limits.MAX_HEADERS),
         "body": {"type": "string"},
     }, ["queue", "url"], closed=True)
@@ -89,18 +93,18 @@ def _job_entry() -> dict:
         "catchup": _obj({"policy": {"type": "string", "enum": ["none", "latest", "all"]},
                          "window": DURATION}, closed=True),
         "timeout": DURATION,
-        "retry": _obj({"max_attempts": {"type": "integer", "minimum": 1},
+        "retry": _obj({"max_attempts": {"type": "integer", "minimum": 1, "maximum": limits.MAX_ATTEMPTS},
                        "min_backoff": DURATION, "max_backoff": DURATION}, closed=True),
         "fanout": _obj({"count": {"type": "integer", "minimum": 1, "maximum": 10_000},
                         "spread": DURATION}, closed=True),
-        "throttle": {"type": "string"},
+        "throttle": {"type": "string", "minLength": 1},
         "triggers": {"type": "array", "items": {"type": "string", "pattern": JOB_ID_PATTERN}},
         "pause_after_failures": {"type": "integer", "minimum": 1,
                                  "description": "pause the job after this many consecutive FAILED invocations"},
         "target": ref("Target"),
         "on_failure": {"allOf": [ref("Target")], "description": "notified with the invocation's summary "
                                                        "(JSON) when an invocation ends FAILED"},
-    }, ["target"], closed=True,
+    }, ["target"], closed=True, **{"not": {"required": ["schedule", "at"]}},
         description="A config file's job entry without its id (CONTRACT section 2): "
                     "give exactly one of `schedule` and `at`.",
         example={"at": ["2030-01-04T09:00:00Z"], "timezone": "UTC",
@@ -157,7 +161,8 @@ def _project_config() -> dict:
         "throttles": {"type": "object", "additionalProperties": _obj(
             {"max_in_flight": {"type": "integer", "minimum": 1}}, ["max_in_flight"], closed=True)},
         "jobs": {"type": "array", "items": entry},
-    }, closed=True, description="A project config file (CONTRACT section 2).")
+    }, description="A project config file. POST /validate reports unknown fields (and every "
+                   "other problem) as errors in its answer rather than refusing the request.")
 
 
 def schemas() -> dict:
@@ -170,7 +175,8 @@ def schemas() -> dict:
         "Target": _targets(),
         "JobEntry": _job_entry(),
         "Job": _job(),
-        "JobList": _obj({"jobs": {"type": "array", "items": ref("Job")}}, ["jobs"]),
+        "JobList": _obj({"jobs": {"type": "array", "items": ref("Job")},
+                         "next_page_token": nullable({"type": "string"})}, ["jobs", "next_page_token"]),
         "Invocation": _invocation(with_log=False),
         "InvocationWithLog": _invocation(with_log=True),
         "InvocationList": _obj({"invocations": {"type": "array", "items": ref("Invocation")},
@@ -181,8 +187,10 @@ def schemas() -> dict:
                          "job_errors": {"type": "array", "items": {"type": "string"}}},
                         ["id", "job_count", "config_error"]),
         "ProjectList": _obj({"projects": {"type": "array", "items": ref("Project")}}, ["projects"]),
-        "PauseRequest": _obj({"reason": {"type": "string", "maxLength": limits.MAX_REASON_CHARS}}, closed=True),
-        "AbortRequest": _obj({"reason": {"type": "string", "maxLength": limits.MAX_REASON_CHARS}}, closed=True),
+        "PauseRequest": _obj({"reason": nullable({"type": "string", "maxLength": limits.MAX_REASON_CHARS})},
+                             closed=True),
+        "AbortRequest": _obj({"reason": nullable({"type": "string", "maxLength": limits.MAX_REASON_CHARS})},
+                             closed=True),
         "TriggerRequest": _obj({"request_id": {
             "type": "string", "maxLength": limits.MAX_REQUEST_ID_CHARS,
             "description": "idempotency key: the same id again returns the first request's invocation"}},

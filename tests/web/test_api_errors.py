@@ -133,3 +133,36 @@ def test_an_unexpected_failure_is_a_500_in_json_and_storage_trouble_a_503(api, m
 
     monkeypatch.setattr(operations, "resume", unavailable)
     assert error_of(api.post("j", ":resume")) == (503, "UNAVAILABLE")
+
+
+@pytest.mark.parametrize("method, suffix", [("DELETE", "?allow_missing=true"), ("GET", ""),
+                                            ("POST", ":pause"), ("GET", "/invocations")])
+@pytest.mark.parametrize("job_id", ["%C2%84", "..", "...", "bad$id"])
+def test_an_id_no_job_can_have_is_a_400_on_every_job_path(api, method, suffix, job_id):
+    response = api.client.open(f"/api/v1/projects/demo/jobs/{job_id}{suffix}", method=method)
+    assert response.status_code == 400, (method, suffix, response.status_code)
+    assert "is not a valid job id" in message_of(response)
+
+
+def test_a_null_reason_is_what_the_document_allows(api):
+    from web.openapi_schemas import schemas
+
+    assert schemas()["PauseRequest"]["properties"]["reason"]["nullable"] is True
+    api.put("j", {"schedule": "triggered", "target": {"noop": {}}})
+    assert api.post("j", ":pause", {"reason": None}).status_code == 200
+
+
+def test_the_job_entry_schema_says_schedule_and_at_exclude_each_other(api):
+    from web.openapi_schemas import schemas
+
+    entry = schemas()["JobEntry"]
+    assert entry["not"] == {"required": ["schedule", "at"]}
+    assert entry["properties"]["throttle"]["minLength"] == 1
+    body = {"schedule": "triggered", "at": ["2030-01-01T00:00:00Z"], "target": {"noop": {}}}
+    assert api.put("both", body).status_code == 400
+
+
+@pytest.mark.parametrize("path", ["/api/v1/projects/demo%2F/jobs", "/api/v1//projects", "/api/v1/projects//demo/jobs"])
+def test_no_redirect_is_built_from_the_callers_host(api, path):
+    response = api.client.get(path, headers={"Host": "localhost:8080"})
+    assert response.status_code == 404 and "Location" not in response.headers

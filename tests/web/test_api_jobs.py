@@ -173,3 +173,24 @@ def test_api_jobs_are_left_alone_by_config_edits(api):
     api.put("mine", noop_job(schedule="every 1m"))
     api.write_config("demo", "jobs: []\n")
     assert api.job("mine")["state"] == "SCHEDULED" and api.job("mine")["source"] == "api"
+
+
+def test_the_jobs_list_pages_like_the_invocations(api):
+    for index in range(230):
+        assert api.put(f"job-{index:03}", {"schedule": "triggered", "target": {"noop": {}}}).status_code == 201
+    url = "/api/v1/projects/demo/jobs"
+    first = api.get(url).get_json()
+    assert len(first["jobs"]) == 100 and first["next_page_token"]
+    seen, token = [], None
+    while True:
+        page = api.get(url + "?page_size=70" + (f"&page_token={token}" if token else "")).get_json()
+        seen += [job["id"] for job in page["jobs"]]
+        token = page["next_page_token"]
+        if not token:
+            break
+    assert [j for j in seen if j.startswith("job-")] == [f"job-{index:03}" for index in range(230)]
+    assert len(seen) == len(set(seen))
+    for bad in ("0", "1001", "x", "-1"):
+        answer = api.get(f"{url}?page_size={bad}")
+        assert answer.status_code == 400 and "page_size" in answer.get_json()["error"]["message"]
+    assert len(api.get(url + "?page_size=1000").get_json()["jobs"]) == len(seen)
