@@ -38,6 +38,8 @@ def _json(schema_name: str) -> dict:
 def _operation(summary: str, ok: dict, errors: tuple[int, ...], *, params=(), body: str | None = None,
                body_required: bool = False, description: str = "", secured: bool = True) -> dict:
     responses = dict(ok)
+    if _JOB in params:  # an id outside the job id pattern is a 400 on every job path
+        errors = (*errors, 400)
     for status in sorted(set(errors) | (set(SECURED) if secured else set())):
         responses[str(status)] = {"description": ERRORS[status], "content": _json("Error")}
     operation = {"summary": summary, "responses": responses}
