@@ -17,6 +17,7 @@ each has a default that suits one machine:
 | SUNDIAL_TASK_LEASE | 30s | how long a taken task is its taker's |
 | SUNDIAL_TICK_GRACE, SUNDIAL_START_GRACE, SUNDIAL_LATE_TOLERANCE | 30s, 60s, 60s | the chain's timings (statemachine.policy.Tuning) |
 | SUNDIAL_TASK_SECRET | generated, kept in the database | the secret on every task |
+| SUNDIAL_SECRETS_DIR | | one machine: secrets of header values, one folder per project (`<dir>/<project>/<NAME>`) |
 | GOOGLE_CLOUD_PROJECT | | cloud backend: the project of Datastore and Cloud Tasks |
 | SUNDIAL_TASKS_LOCATION, SUNDIAL_TASKS_QUEUE | us-central1, sundial | cloud backend: the chain's queue |
 | SUNDIAL_SERVICE_URL | http://HOST:PORT, or https://PROJECT.appspot.com on App Engine | where Cloud Tasks calls back |
