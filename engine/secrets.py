@@ -12,7 +12,11 @@ own) anywhere. Where (project, NAME) is looked up:
   (engine/adapters/cloud/secret_manager.py); project ids hold no `_`, so no two
   (project, name) pairs share a secret.
 
-Every store is a callable `(project, name) -> value` raising SecretError.
+Every store is a callable `(project, name) -> value` raising SecretError. A store that
+can tell cheaply whether a secret exists (the directory) also has `exists(project,
+name)`, and a job PUT through the API naming a secret its project lacks is refused; a
+config file's job is not (its file is imported once, and the secret may come later),
+nor on Secret Manager (a remote call per PUT): those fail at the attempt instead.
 """
 
 from __future__ import annotations
@@ -50,6 +54,11 @@ class LocalSecrets:
     def __init__(self, env: Mapping[str, str] | None = None, directory: str | None = None):
         env = os.environ if env is None else env
         self._directory = directory if directory is not None else env.get("SUNDIAL_SECRETS_DIR", "")
+
+    def exists(self, project: str, name: str) -> bool:
+        """Whether `project` has secret `name` (checked when a job is PUT)."""
+        return bool(self._directory) and _plain(project) and _plain(name) \
+            and (Path(self._directory) / project / name).is_file()
 
     def __call__(self, project: str, name: str) -> str:
         if not self._directory or not _plain(project) or not _plain(name):
@@ -96,3 +105,15 @@ def _masked_spec(spec):
     headers = {name: value if isinstance(value, dict) else redact_headers({name: value})[name]
                for name, value in spec["headers"].items()}
     return {**spec, "headers": headers}
+
+
+def secret_names(definition: dict) -> list[tuple[str, str]]:
+    """(field path, secret name) of every secret reference in a definition's target and hook."""
+    found = []
+    for field in ("target", "on_failure"):
+        for kind, spec in (definition.get(field) or {}).items():
+            headers = spec.get("headers") if isinstance(spec, dict) else None
+            for header, value in (headers or {}).items():
+                if isinstance(value, dict) and "secret" in value:
+                    found.append((f"{field}.{kind}.headers.{header}", str(value["secret"])))
+    return found

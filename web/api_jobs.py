@@ -9,6 +9,7 @@ from flask import Blueprint, current_app, jsonify, request, url_for
 from config.limits import MAX_JOBS_PER_PROJECT, MAX_MESSAGE_CHARS, MAX_REASON_CHARS, MAX_REQUEST_ID_CHARS
 from config.loader import ProjectConfigError, parse_job_entry
 from engine import operations as ops
+from engine.secrets import secret_names
 from web.access import OWN, TRIGGER
 from web.api import engine, full_job_view, project_or_404, refuse_bad_job_id
 from web.bodies import fields, json_object, text
@@ -33,6 +34,7 @@ def put_job(project: str, job_id: str):
     except ProjectConfigError as failure:
         messages = [error.message for error in failure.errors]
         raise ApiError("INVALID_ARGUMENT", "; ".join(messages), messages) from None
+    _refuse_unknown_secrets(project, job.definition)
     put = ops.put_job(engine(), project, job_id, job.policy, job.definition, job.disabled,
                       MAX_JOBS_PER_PROJECT)
     response = jsonify(full_job_view(put.job))
@@ -40,6 +42,17 @@ def put_job(project: str, job_id: str):
         response.status_code = 201
         response.headers["Location"] = url_for("api.get_job", project=project, job_id=job_id)
     return response
+
+
+def _refuse_unknown_secrets(project: str, definition: dict) -> None:
+    """A secret the project does not have is a validation error where the store can tell."""
+    exists = getattr(engine().secrets, "exists", None)
+    if exists is None:
+        return
+    missing = [f"{where}: unknown secret {name} (project {project} has no secret of that name)"
+               for where, name in secret_names(definition) if not exists(project, name)]
+    if missing:
+        raise ApiError("INVALID_ARGUMENT", "; ".join(missing), missing)
 
 
 @jobs_api.delete(JOB)

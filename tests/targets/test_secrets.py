@@ -178,12 +178,30 @@ def test_a_missing_secret_fails_the_attempt_with_its_name(tmp_path):
     from tests.web.conftest import Api
 
     api = Api(tmp_path)
-    api.engine.secrets = secrets_dir(tmp_path, "other-project", nope="another project's")
+    api.engine.secrets = secrets_dir(tmp_path, "demo", nope="there at PUT")
+    secrets_dir(tmp_path, "other-project", nope="another project's")
     body = {"schedule": "triggered", "target": {"http": {
         "url": "http://127.0.0.1:9/run", "headers": {"X-Key": {"secret": "nope"}}}}}
-    api.put("j", body)
+    assert api.put("j", body).status_code == 201
+    (tmp_path / "secrets" / "demo" / "nope").unlink()  # removed after the job was made
     invocation = api.post("j", ":trigger").get_json()["id"]
     api.until(1)
     row = api.client.get(api.url("j", f"/invocations/{invocation}")).get_json()
     assert row["status"] == "FAILED" and row["reason"] == "unknown secret nope"
     assert api.delivered("j") == []
+
+
+def test_a_put_naming_a_secret_the_project_lacks_is_refused(tmp_path):
+    from tests.web.conftest import Api
+
+    api = Api(tmp_path)
+    api.engine.secrets = secrets_dir(tmp_path, "demo", api_token="tok")
+    secrets_dir(tmp_path, "other", their_key="not yours")
+    def body(name):
+        return {"schedule": "triggered", "target": {"http": {
+            "url": "http://127.0.0.1:9/run", "headers": {"X-Key": {"secret": name}}}}}
+    answer = api.put("j", body("their-key"))
+    assert answer.status_code == 400
+    assert answer.get_json()["error"]["message"] == (
+        "target.http.headers.X-Key: unknown secret their-key (project demo has no secret of that name)")
+    assert api.put("j", body("api-token")).status_code == 201
