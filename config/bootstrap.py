@@ -227,7 +227,7 @@ def _secrets(settings: Settings, env=None):
 def _runtime(settings: Settings, engine: Engine, dispatcher, loops: bool, queue_depth=None,
              after_import: Callable[[], None] | None = None) -> Runtime:
     def import_configs() -> int:
-        imported = import_directory(engine, settings.config_dir, settings.backend)
+        imported = import_directory(engine, settings.config_dir, settings.backend, _own(settings))
         if after_import is not None:
             after_import()
         return imported

@@ -17,11 +17,13 @@ from engine.config_import import (
     remove_project,
 )
 from engine.logs import log_event
+from statemachine.safety import OwnService
 
 log = logging.getLogger("sundial.config")
 
 
-def import_directory(engine, directory: str | Path, backend: str = "local") -> int:
+def import_directory(engine, directory: str | Path, backend: str = "local",
+                     own: OwnService | None = None) -> int:
     """Import every `<project>.yaml`; a project whose file is gone is removed.
 
     Returns how many project files were read and parsed (unchanged files are not).
@@ -35,7 +37,7 @@ def import_directory(engine, directory: str | Path, backend: str = "local") -> i
             log_event(log, "config file ignored", file=str(path),
                       error="a project id must match ^[a-z0-9][a-z0-9-]{0,62}$")
             continue
-        parsed += _import_file(engine, project, path, backend)
+        parsed += _import_file(engine, project, path, backend, own)
     for row in engine.store.list_projects():
         if row.id not in files:
             remove_project(engine, row.id)
@@ -61,7 +63,7 @@ def _project_files(directory: Path) -> dict[str, Path] | None:
     return {name[: -len(".yaml")]: directory / name for name in names}
 
 
-def _import_file(engine, project: str, path: Path, backend: str) -> int:
+def _import_file(engine, project: str, path: Path, backend: str, own: OwnService | None) -> int:
     try:
         data = path.read_bytes()
     except OSError as error:  # removed or unreadable between listing and reading
@@ -70,14 +72,15 @@ def _import_file(engine, project: str, path: Path, backend: str) -> int:
     digest = hashlib.sha256(data).hexdigest()
     if is_unchanged(engine.store, project, digest):
         return 0
-    import_project(engine, snapshot_of(project, path, data, digest, backend))
+    import_project(engine, snapshot_of(project, path, data, digest, backend, own))
     return 1
 
 
-def snapshot_of(project: str, path: Path, data: bytes, digest: str, backend: str) -> ProjectSnapshot:
+def snapshot_of(project: str, path: Path, data: bytes, digest: str, backend: str,
+                own: OwnService | None = None) -> ProjectSnapshot:
     try:
         text = decode_project_file(data, str(path))  # exactly as `main.py validate` reads it
-        config = parse_project_text(project, text, str(path), backend=backend)
+        config = parse_project_text(project, text, str(path), backend=backend, own=own)
     except ProjectConfigError as error:
         return ProjectSnapshot(project, digest, error="\n".join(str(e) for e in error.errors))
     return ProjectSnapshot(

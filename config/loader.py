@@ -26,6 +26,7 @@ from config.checks import Checker
 from config.jobs import JobContext, entry_id, parse_defaults, parse_entry
 from config.model import JOB_ID, ConfigError, JobConfig, ProjectConfig, ProjectConfigError
 from config.targets import BACKENDS, TargetRules
+from statemachine.safety import OwnService
 from config.validate import validate_project
 from config.yamlsource import LineMap, load_yaml
 
@@ -44,22 +45,25 @@ def _require_backend(backend: str) -> None:
 
 
 def parse_project_text(project_id: str | None, text: str, filename: str,
-                       backend: str = "local", *, path: str = "") -> ProjectConfig:
+                       backend: str = "local", *, path: str = "",
+                       own: OwnService | None = None) -> ProjectConfig:
     """The project `text` describes; ProjectConfigError if it fails as a whole.
 
     `project_id` None skips the project id check (POST /validate has no file name).
-    content_hash is the sha256 of the text's UTF-8 bytes.
+    content_hash is the sha256 of the text's UTF-8 bytes. `own` is the running server's
+    service and chain queue (no cloud_tasks target may name them); None takes them from
+    the environment.
     """
     return _parse(project_id, text, filename, backend, path,
-                  hashlib.sha256(text.encode("utf-8")).hexdigest())
+                  hashlib.sha256(text.encode("utf-8")).hexdigest(), own)
 
 
 def _parse(project_id: str | None, text: str, filename: str, backend: str, path: str,
-           content_hash: str) -> ProjectConfig:
+           content_hash: str, own: OwnService | None = None) -> ProjectConfig:
     _require_backend(backend)
     document, lines = load_yaml(text, filename)
     return validate_project(project_id, document, lines, filename, path or filename,
-                            content_hash, backend)
+                            content_hash, backend, own)
 
 
 def load_project_file(path: str | Path, backend: str = "local") -> ProjectConfig:
@@ -89,7 +93,8 @@ def decode_project_file(data: bytes, filename: str) -> str:
 
 def parse_job_entry(entry: Any, project: ProjectConfig | Mapping | None, job_id: str,
                     filename: str = "<api>", *, known_jobs: Collection[str] | None = None,
-                    backend: str = "local", lines: LineMap | None = None) -> JobConfig:
+                    backend: str = "local", lines: LineMap | None = None,
+                    own: OwnService | None = None) -> JobConfig:
     """One job entry checked the way the project file's own entries are.
 
     entry: the entry as plain data (JSON or YAML values); it may omit `id` (the REST API
@@ -102,6 +107,7 @@ def parse_job_entry(entry: Any, project: ProjectConfig | Mapping | None, job_id:
         with config.validate.trigger_cycle over the whole project.
     lines: where the entry's values are, when it came from YAML; without it every
         error is on line 0.
+    own: the running server's service and chain queue; None reads the environment.
 
     Feeding a JobConfig's `definition` back in gives the same definition and revision.
     Raises ProjectConfigError with the entry's errors.
@@ -119,23 +125,23 @@ def parse_job_entry(entry: Any, project: ProjectConfig | Mapping | None, job_id:
         check.report(("id",), f"'{entry['id']}' does not match the job id '{job_id}'")
     if entry is None or check.errors:
         raise ProjectConfigError(check.errors)
-    job = parse_entry(check, (), entry, job_id, _context(project, backend, known_jobs))
+    job = parse_entry(check, (), entry, job_id, _context(project, backend, known_jobs, own))
     if job is None:
         raise ProjectConfigError(check.errors)
     return job
 
 
 def _context(project: ProjectConfig | Mapping | None, backend: str,
-             known_jobs: Collection[str] | None) -> JobContext:
+             known_jobs: Collection[str] | None, own: OwnService | None) -> JobContext:
     if project is None:
-        return JobContext({}, TargetRules((), backend), None, known_jobs)
+        return JobContext({}, TargetRules.of((), backend, own), None, known_jobs)
     settings = project.settings() if isinstance(project, ProjectConfig) else project
     check = Checker("<project settings>", LineMap())
     defaults = parse_defaults(check, ("defaults",), settings.get("defaults"))
     if check.errors:  # settings come from a validated project; this is a caller's bug
         raise ProjectConfigError(check.errors)
     return JobContext(defaults,
-                      TargetRules(tuple(settings.get("allowed_hosts") or ()), backend),
+                      TargetRules.of(settings.get("allowed_hosts") or (), backend, own),
                       throttles=set(settings.get("throttles") or {}),
                       known_jobs=known_jobs)
 

@@ -67,6 +67,13 @@ class TargetRules:
     backend: str = "local"
     own: OwnService = field(default_factory=own_service)
 
+    @classmethod
+    def of(cls, allowed_hosts, backend: str, own: OwnService | None) -> "TargetRules":
+        """Rules for a project; `own` None reads Sundial's service from the environment."""
+        if own is None:
+            return cls(tuple(allowed_hosts), backend)
+        return cls(tuple(allowed_hosts), backend, own)
+
 
 def parse_target(check: Checker, path: Path, value: Any,
                  rules: TargetRules) -> tuple[dict, timedelta]:

@@ -24,6 +24,7 @@ from config.jobs import JobContext, defaults_json, entry_id, parse_defaults, par
 from config.model import JOB_ID, PROJECT_ID, ConfigError, JobConfig, ProjectConfig, \
     ProjectConfigError
 from config.targets import TargetRules
+from statemachine.safety import OwnService
 from config.yamlsource import LineMap
 
 __all__ = ["ACL_ROLES", "TOP_FIELDS", "trigger_cycle", "validate_project"]
@@ -35,7 +36,8 @@ _NOT_A_HOST = re.compile(r"[\s/@?#]")
 
 
 def validate_project(project: str | None, document: Any, lines: LineMap, filename: str,
-                     path: str, content_hash: str, backend: str) -> ProjectConfig:
+                     path: str, content_hash: str, backend: str,
+                     own: OwnService | None = None) -> ProjectConfig:
     """Check a parsed document; `project` None skips the project id check."""
     top = Checker(filename, lines)
     if project is not None and not PROJECT_ID.fullmatch(project):
@@ -56,7 +58,7 @@ def validate_project(project: str | None, document: Any, lines: LineMap, filenam
                            {})
     entries = top.attempt(lambda: _entries(top, document.get("jobs")), [])
     known = _ids(entries)
-    context = JobContext(defaults, TargetRules(allowed_hosts, backend),
+    context = JobContext(defaults, TargetRules.of(allowed_hosts, backend, own),
                          throttles=None if throttles is None else set(throttles),
                          known_jobs=set(known))
     _check_default_references(top, context)

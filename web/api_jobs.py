@@ -10,6 +10,7 @@ from config.limits import MAX_JOBS_PER_PROJECT, MAX_MESSAGE_CHARS, MAX_REASON_CH
 from config.loader import ProjectConfigError, parse_job_entry
 from engine import operations as ops
 from engine.secrets import secret_names
+from statemachine.safety import OwnService
 from web.access import OWN, TRIGGER
 from web.api import engine, full_job_view, project_or_404, refuse_bad_job_id
 from web.bodies import fields, json_object, text
@@ -27,10 +28,11 @@ COMPLETION_HEADER = "X-Sundial-Completion-Token"
 def put_job(project: str, job_id: str):
     row = project_or_404(project, OWN)
     entry = json_object()
-    backend = current_app.config["SUNDIAL_SETTINGS"].backend
+    settings = current_app.config["SUNDIAL_SETTINGS"]
+    own = OwnService(settings.service_url, settings.tasks_queue)  # as this server runs
     try:
         # Known jobs are not checked here: operations checks triggers against the store.
-        job = parse_job_entry(entry, row.settings, job_id, backend=backend)
+        job = parse_job_entry(entry, row.settings, job_id, backend=settings.backend, own=own)
     except ProjectConfigError as failure:
         messages = [error.message for error in failure.errors]
         raise ApiError("INVALID_ARGUMENT", "; ".join(messages), messages) from None

@@ -45,3 +45,11 @@ def test_continuously_against_a_failing_target_backs_off(server):
     # (before the floor: about 580 a second).
     assert 1 <= len(rows) <= 5, len(rows)
     assert all(row["status"] == "FAILED" for row in rows[:-1])
+
+
+def test_a_cloud_tasks_target_may_not_call_this_server(server):
+    body = {"schedule": "triggered", "target": {"cloud_tasks": {
+        "queue": "projects/p/locations/l/queues/q", "url": f"{server.url}/internal/tasks/trigger",
+        "body": '{"payload": {"project": "victim"}}'}}}
+    status, answer = server.call("PUT", "/api/v1/projects/p/jobs/forge", body)
+    assert status == 400 and "is on Sundial's own service" in answer["error"]["message"], answer
