@@ -12,7 +12,7 @@ from cli import main
 
 def __getattr__(name: str):
     if name == "app":
-        from config.bootstrap import wsgi_app
+        from app.bootstrap import wsgi_app
 
         globals()["app"] = wsgi_app()
         return globals()["app"]

@@ -1,5 +1,5 @@
 """100,000 jobs in config files: what importing them costs, in-process, through the
-import path `serve` runs every 10 s (config/importer.py `import_directory` ->
+import path `serve` runs every 10 s (app/importer.py `import_directory` ->
 engine/config_import.py), on a real SQLite store in a fresh directory.
 
     .venv/bin/python bench/scale.py [--jobs 100000] [--per-project 10000] [--cprofile]
@@ -64,9 +64,9 @@ def write_configs(directory: Path, jobs: int, per_project: int) -> list[Path]:
 
 
 def open_engine(db: Path):
-    """A real SQLite store (counting its writes) and engine, wired as config/bootstrap.py
+    """A real SQLite store (counting its writes) and engine, wired as app/bootstrap.py
     wires them, without the dispatcher: nothing is delivered."""
-    from config.bootstrap import SystemClock
+    from app.bootstrap import SystemClock
     from engine.service import Engine
     from engine.targets import build_targets
     from statemachine.policy import Tuning
@@ -85,7 +85,7 @@ def reset_peak_rss() -> bool:
 
 
 def phase(name: str, engine, store, configs: Path, jobs: int, profile: bool = False) -> dict:
-    from config.importer import import_directory
+    from app.importer import import_directory
 
     resettable = reset_peak_rss()
     rows0, commits0 = store.rows_written(), sum(store.commits.values())

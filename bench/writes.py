@@ -144,7 +144,7 @@ def _engine(db: Path, clock, target):
 
 
 def _import(engine, text: str) -> None:
-    from config.importer import snapshot_of
+    from app.importer import snapshot_of
     from engine.config_import import import_project
 
     data = text.encode()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import signal
 import sys
@@ -102,7 +101,7 @@ def _interrupt(signum, frame):
 def run_serve(args) -> int:
     from waitress import create_server
 
-    from config.bootstrap import build_cloud, build_local
+    from app.bootstrap import build_cloud, build_local
     from engine.logs import configure_logging
 
     settings = _settings(args)
@@ -117,7 +116,6 @@ def run_serve(args) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # stop on SIGTERM exactly as on Ctrl-C
     children = _dispatcher_processes(runtime.settings)
     if children is not None:
-        use_optimistic_transactions(runtime)
         runtime.engine.metrics.other_processes.append(children.snapshots)
     runtime.start()
     try:
@@ -140,14 +138,6 @@ def _dispatcher_processes(settings):
     (on the cloud backend Cloud Tasks spreads the work)."""
     if settings.backend != "local" or settings.processes <= 1:
         return None
-    from cli.processes import DispatcherProcesses
+    from app.processes import DispatcherProcesses
 
     return DispatcherProcesses(settings, settings.processes - 1)
-
-
-def use_optimistic_transactions(runtime) -> None:
-    """With several processes on the database, hold its write lock only to commit
-    (engine/adapters/local/optimistic.py)."""
-    store = runtime.engine.store
-    if hasattr(store, "optimistic"):
-        store.optimistic = True

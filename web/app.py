@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import ipaddress
+import secrets
+
 from flask import Flask, jsonify, request
 from werkzeug.routing import BaseConverter
 
@@ -12,7 +17,10 @@ from web.api_jobs import jobs_api
 from web.api_meta import meta_api
 from web.internal import internal
 from web.metrics import metrics_page
-from web.ui import install_ui
+from web import ui, ui_format
+from web.sessions import SESSION_LIFETIME, csrf_token, signed_in
+from web.signin import signin
+from web.ui_actions import actions
 
 
 class SegmentConverter(BaseConverter):
@@ -59,3 +67,51 @@ def create_app(engine, settings, cron_jobs: dict | None = None, queue_depth=None
             return jsonify({"received": request.headers.get("X-Sundial-Invocation")})
 
     return app
+
+
+# --- the web UI's wiring ----------------------------------------------------------------
+
+# No page of Sundial's may be framed by another site (clickjacking its buttons), sniffed
+# into another type, or leak its URL to the sites it links to.
+SAFETY_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+def _page_safety_headers(response):
+    for name, value in SAFETY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+def _cookie_needs_https(settings) -> bool:
+    """The session cookie travels only over HTTPS unless the server listens on loopback
+    (where there is no network to read it on, and no TLS to ask for)."""
+    if getattr(settings, "on_app_engine", False):
+        return True
+    host = str(getattr(settings, "host", "127.0.0.1")).strip("[]")
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host != "localhost"
+
+
+def install_ui(app: Flask, settings) -> None:
+    """Register the UI's blueprints on `app` and key its session cookie (CSRF tokens)."""
+    # Every process on one database shares the task secret, so a form rendered by one
+    # server may be posted to another; without one, a key of this process only.
+    base = settings.task_secret.encode() if settings.task_secret else secrets.token_bytes(32)
+    app.secret_key = hmac.new(base, b"sundial web ui session", hashlib.sha256).hexdigest()
+    app.config.update(SESSION_COOKIE_NAME="sundial_session", SESSION_COOKIE_SAMESITE="Lax",
+                      SESSION_COOKIE_SECURE=_cookie_needs_https(settings),
+                      PERMANENT_SESSION_LIFETIME=SESSION_LIFETIME)
+    app.after_request(_page_safety_headers)
+    app.jinja_env.globals.update(csrf_token=csrf_token, signed_in=signed_in, utc=ui_format.utc_text,
+                                 relative=ui_format.relative, local=ui_format.local_text,
+                                 log_extras=ui_format.log_extras)
+    app.register_blueprint(ui.ui)
+    app.register_blueprint(actions)
+    app.register_blueprint(signin)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
 from datetime import timedelta
 
 from flask import current_app, request, session
@@ -75,6 +76,14 @@ def session_caller(identifier) -> Caller | None:
 def signed_in() -> bool:
     """Whether this browser holds a session (the page shows a Sign out button)."""
     return isinstance(session.get(SESSION_KEY), dict)
+
+
+def csrf_token() -> str:
+    """This session's CSRF token, made on first use (the hidden field of every form)."""
+    token = session.get(CSRF_FIELD)
+    if not token:
+        token = session[CSRF_FIELD] = secrets.token_urlsafe(32)
+    return token
 
 
 def csrf_matches() -> bool:

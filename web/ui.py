@@ -12,13 +12,9 @@ costs a bounded number of reads, whatever the size of the project or the history
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import ipaddress
 import logging
-import secrets
 
-from flask import Blueprint, Flask, current_app, render_template, request
+from flask import Blueprint, current_app, render_template, request
 from werkzeug.exceptions import HTTPException
 
 from engine import operations as ops
@@ -30,7 +26,6 @@ from statemachine.machine import InvalidTransition
 from web import access, ui_format
 from web.access import OWN, READ, TRIGGER
 from web.errors import STATUS, ApiError
-from web.sessions import SESSION_LIFETIME, signed_in
 
 log = logging.getLogger("sundial.ui")
 
@@ -169,53 +164,3 @@ def _unexpected(error: Exception):
 
 
 error_pages(ui)
-
-
-# --- wiring ----------------------------------------------------------------------------------
-
-# No page of Sundial's may be framed by another site (clickjacking its buttons), sniffed
-# into another type, or leak its URL to the sites it links to.
-SAFETY_HEADERS = {
-    "X-Frame-Options": "DENY",
-    "Content-Security-Policy": "frame-ancestors 'none'",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-}
-
-
-def _page_safety_headers(response):
-    for name, value in SAFETY_HEADERS.items():
-        response.headers.setdefault(name, value)
-    return response
-
-
-def _cookie_needs_https(settings) -> bool:
-    """The session cookie travels only over HTTPS unless the server listens on loopback
-    (where there is no network to read it on, and no TLS to ask for)."""
-    if getattr(settings, "on_app_engine", False):
-        return True
-    host = str(getattr(settings, "host", "127.0.0.1")).strip("[]")
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host != "localhost"
-
-def install_ui(app: Flask, settings) -> None:
-    """Register the UI's blueprints on `app` and key its session cookie (CSRF tokens)."""
-    from web.signin import signin
-    from web.ui_actions import actions, csrf_token  # the actions import this module
-
-    # Every process on one database shares the task secret, so a form rendered by one
-    # server may be posted to another; without one, a key of this process only.
-    base = settings.task_secret.encode() if settings.task_secret else secrets.token_bytes(32)
-    app.secret_key = hmac.new(base, b"sundial web ui session", hashlib.sha256).hexdigest()
-    app.config.update(SESSION_COOKIE_NAME="sundial_session", SESSION_COOKIE_SAMESITE="Lax",
-                      SESSION_COOKIE_SECURE=_cookie_needs_https(settings),
-                      PERMANENT_SESSION_LIFETIME=SESSION_LIFETIME)
-    app.after_request(_page_safety_headers)
-    app.jinja_env.globals.update(csrf_token=csrf_token, signed_in=signed_in, utc=ui_format.utc_text,
-                                 relative=ui_format.relative, local=ui_format.local_text,
-                                 log_extras=ui_format.log_extras)
-    app.register_blueprint(ui)
-    app.register_blueprint(actions)
-    app.register_blueprint(signin)

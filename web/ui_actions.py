@@ -12,9 +12,7 @@ page with a one-line message of what happened.
 
 from __future__ import annotations
 
-import secrets
-
-from flask import Blueprint, flash, redirect, request, session, url_for
+from flask import Blueprint, flash, redirect, request, url_for
 
 from config.limits import MAX_REASON_CHARS
 from engine import operations as ops
@@ -22,21 +20,13 @@ from engine.operations import Refused
 from statemachine.machine import InvalidTransition
 from web.access import OWN, TRIGGER
 from web.errors import ApiError
-from web.sessions import CSRF_FIELD, csrf_matches
+from web.sessions import csrf_matches
 from web.ui import engine, error_pages, readable_project
 
 actions = Blueprint("ui_actions", __name__)
 error_pages(actions)
 
 JOB = "/p/<project>/<id:job_id>"
-
-
-def csrf_token() -> str:
-    """This session's token, made on first use (the hidden field of every form)."""
-    token = session.get(CSRF_FIELD)
-    if not token:
-        token = session[CSRF_FIELD] = secrets.token_urlsafe(32)
-    return token
 
 
 @actions.before_request

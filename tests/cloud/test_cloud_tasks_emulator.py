@@ -90,11 +90,11 @@ def test_tasks_without_the_secret_are_refused_and_never_reach_the_engine(client,
 
 
 def test_the_queues_command_creates_the_chain_queue_and_can_run_again(tasks_emulator, client, monkeypatch, capsys):
-    import config.bootstrap
+    import app.bootstrap
     from cli import main
 
-    if not hasattr(config.bootstrap, "provision_task_queues"):
-        pytest.skip("config.bootstrap.provision_task_queues is not wired yet (the composition root's part)")
+    if not hasattr(app.bootstrap, "provision_task_queues"):
+        pytest.skip("app.bootstrap.provision_task_queues is not wired yet (the composition root's part)")
     monkeypatch.setenv("SUNDIAL_TASKS_EMULATOR_HOST", tasks_emulator.host)
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", PROJECT)
     monkeypatch.setenv("SUNDIAL_TASKS_LOCATION", LOCATION)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from config.bootstrap import build_local
+from app.bootstrap import build_local
 from config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +52,7 @@ def test_gcloudignore_uploads_the_app_and_its_configs_but_no_virtualenv():
         return any(fnmatch.fnmatch(part, pattern.rstrip("/")) for pattern in patterns for part in parts)
 
     for kept in ("main.py", "app.yaml", "requirements.txt", "configs/hello.yaml", "engine/service.py",
-                 "web/guard.py", "statemachine/machine.py", "config/bootstrap.py", "index.yaml"):
+                 "web/guard.py", "statemachine/machine.py", "app/bootstrap.py", "index.yaml"):
         assert not ignored(kept), kept
     for left_out in (".venv/bin/python", ".venv-tasks/bin/python", "tests/cloud/test_guard.py",
                      ".sundial/sundial.db", "engine/__pycache__/service.cpython-311.pyc"):

@@ -15,7 +15,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from config.importer import snapshot_of
+from app.importer import snapshot_of
 from engine.adapters.local.dispatcher import Dispatcher
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore

@@ -113,7 +113,7 @@ def test_forged_identity_headers_on_ui_pages_and_buttons_are_refused(secured, fo
                                           ("0.0.0.0", True), ("10.1.2.3", True), ("sundial.example", True)])
 def test_the_session_cookie_is_secure_off_loopback(tmp_path, host, secure):
     from config.settings import Settings
-    from web.ui import _cookie_needs_https
+    from web.app import _cookie_needs_https
 
     assert _cookie_needs_https(Settings(host=host)) is secure
     assert _cookie_needs_https(Settings(host=host, on_app_engine=True)) is True

@@ -58,4 +58,97 @@ def test_only_the_composition_root_picks_adapters():
         and any(n.startswith("engine.adapters") for n in _imports(path))
         and "adapters" not in path.parts
     ]
-    assert [p.relative_to(ROOT).as_posix() for p in pickers] == ["config/bootstrap.py"]
+    assert [p.relative_to(ROOT).as_posix() for p in pickers] == ["app/bootstrap.py"]
+
+
+PRODUCT = ("statemachine", "engine", "config", "web", "cli", "app")
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Every product module and the product modules it imports, at its top or inside a
+    function alike (a lazy import hides a cycle; it does not remove it)."""
+    modules = {}
+    for path in ROOT.glob("*/**/*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if parts[0] in PRODUCT:
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules[name] = path
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for name, path in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets |= {known(alias.name) for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets.add(known(node.module))
+                targets |= {known(f"{node.module}.{alias.name}") for alias in node.names}
+        graph[name] = targets - {None, name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, on_stack, stack, found, counter = {}, {}, set(), [], [], [0]
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter[0]
+                    counter[0] += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycle_anywhere_in_the_product():
+    graph = _module_graph()
+    assert len(graph) > 80
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_config_is_a_leaf_beside_the_engine():
+    for path in (ROOT / "config").glob("*.py"):
+        reached = _roots(_imports(path)) & {"web", "engine", "cli", "app"}
+        assert not reached, f"config/{path.name} imports {sorted(reached)}"
+
+
+def test_nothing_below_the_composition_root_imports_it():
+    for package in ("statemachine", "engine", "config", "web"):
+        for path in (ROOT / package).rglob("*.py"):
+            assert "app" not in _roots(_imports(path)), path

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from config.importer import import_directory
+from app.importer import import_directory
 from config.settings import Settings
 from engine.ports import DeliveryResult
 from tests.engine.harness import START, Harness

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from config.bootstrap import build_local
+from app.bootstrap import build_local
 from config.settings import from_environment
 from tests.contract import samples
 from tests.engine.harness import FakeClock

@@ -15,7 +15,7 @@ this; it runs again the classic way, inside `BEGIN IMMEDIATE`.
 
 from __future__ import annotations
 
-from engine.adapters.local import sqlite_store as sql
+from engine.adapters.local import sqlite_rows as sql
 from engine.ports import ProjectRow, StoredJob, Task
 
 
@@ -55,7 +55,7 @@ class BufferedTransaction(sql.SqliteTransaction):
             pending = self._jobs[(project, job_id)]
             return None if pending is None else pending[0]
         row = self._read("job", sql.SELECT_JOB, (project, job_id))
-        return None if row is None else sql._job(row)
+        return None if row is None else sql.job_from_row(row)
 
     def put_job(self, job: StoredJob) -> None:
         # Encoded now, outside the lock; StoredJob and its record are immutable.
@@ -67,9 +67,9 @@ class BufferedTransaction(sql.SqliteTransaction):
     def get_invocation(self, project: str, job_id: str, invocation_id: str):
         pending = self._pending.get((project, job_id, invocation_id))
         if pending is not None:
-            return sql._copy(pending)
+            return sql.copy_invocation(pending)
         row = self._read("invocation", sql.SELECT_INVOCATION, (project, job_id, invocation_id))
-        return None if row is None else sql._invocation(row)
+        return None if row is None else sql.invocation_from_row(row)
 
     def enqueue(self, task: Task) -> None:
         self._tasks.append(sql.task_values(task))
@@ -80,7 +80,7 @@ class BufferedTransaction(sql.SqliteTransaction):
             pending = self._projects[project]
             return None if pending is None else pending[0]
         row = self._read("project", sql.SELECT_PROJECT, (project,))
-        return None if row is None else sql._project(row)
+        return None if row is None else sql.project_from_row(row)
 
     def put_project(self, row: ProjectRow) -> None:
         self._projects[row.id] = (row, sql.project_values(row))

@@ -22,7 +22,8 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from engine.adapters.local.sqlite_store import SqliteJobStore, from_seconds
+from engine.adapters.local.sqlite_rows import from_seconds
+from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.ports import Task
 
 

@@ -50,7 +50,7 @@ class DispatcherProcesses:
         blob = pickle.dumps(self.settings)
         for index in range(1, self.count + 1):
             child = subprocess.Popen(
-                [sys.executable, "-c", "from cli.processes import child_main; child_main()",
+                [sys.executable, "-c", "from app.processes import child_main; child_main()",
                  str(os.getpid())],
                 cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             )
@@ -93,7 +93,7 @@ class DispatcherProcesses:
 
 def child_main() -> None:
     """The entry point of a child: run a dispatcher until told to stop."""
-    from config.bootstrap import build_local
+    from app.bootstrap import build_local
     from engine.logs import configure_logging
 
     parent = int(sys.argv[1])  # the serve process; if it is gone already, so are we
@@ -103,10 +103,7 @@ def child_main() -> None:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    from cli.serve import use_optimistic_transactions
-
-    runtime = build_local(settings)
-    use_optimistic_transactions(runtime)
+    runtime = build_local(settings)  # settings.processes > 1: optimistic transactions
     runtime.dispatcher.start()  # only the dispatcher: the parent runs the API and the loops
     log_event(log, "dispatcher process started", pid=os.getpid())
     while not stop.wait(1.0):

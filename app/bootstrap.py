@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Callable
 
-from config.importer import import_directory
+from app.importer import import_directory
 from config.settings import Settings
 from engine.adapters.local.dispatcher import Dispatcher
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
@@ -78,7 +78,9 @@ class PeriodicLoop:
 def build_local(settings: Settings, clock=None) -> Runtime:
     """The embedded backend: SQLite store and queue, in-process dispatcher."""
     clock = clock or SystemClock()
-    store = SqliteJobStore(settings.db_path)
+    # With several processes on the database, each holds its write lock only to commit
+    # (engine/adapters/local/optimistic.py); in one process that costs more than it saves.
+    store = SqliteJobStore(settings.db_path, optimistic=settings.processes > 1)
     settings = _with_secret(settings, store)
     engine = _engine(settings, store, build_targets("local", own=_own(settings)), clock)
     queue = SqliteTaskQueue(store)
