@@ -120,7 +120,10 @@ def provision_task_queues(project: str, location: str, queue: str, emulator_host
     """Create or update the queues Sundial needs (the `queues` command): the chain's,
     and one per throttle ("PROJECT/THROTTLE" -> max_in_flight)."""
     from engine.adapters.cloud.cloud_tasks_queue import (
-        QueueSpec, build_tasks_client, provision_queues, throttle_specs,
+        QueueSpec,
+        build_tasks_client,
+        provision_queues,
+        throttle_specs,
     )
 
     specs = [QueueSpec(queue)] + throttle_specs(queue, throttles or {})
@@ -185,7 +188,8 @@ def _ensure_chain_queue(tasks, settings: Settings) -> None:
     from engine.adapters.cloud.cloud_tasks_queue import QueueSpec, ensure_queue
 
     try:
-        ensure_queue(tasks, settings.gcp_project, settings.tasks_location, QueueSpec(settings.tasks_queue), update=False)
+        ensure_queue(tasks, settings.gcp_project, settings.tasks_location, QueueSpec(settings.tasks_queue),
+                     update=False)
     except Exception as error:  # no permission to create queues: an operator runs `main.py queues`
         log_event(log, "task queue not ensured", queue=settings.tasks_queue, error=repr(error),
                   hint="run `python main.py queues` with a role that may create queues")

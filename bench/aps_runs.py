@@ -14,11 +14,19 @@ import threading
 import time
 from pathlib import Path
 
-from bench.analysis import (burst_figures, expected_occurrences, overlap_figures, print_burst, print_overlap,
-                            print_steady, steady_figures, wait_for_burst, wait_for_occurrences)
+from bench.analysis import (
+    burst_figures,
+    expected_occurrences,
+    overlap_figures,
+    print_burst,
+    print_overlap,
+    print_steady,
+    steady_figures,
+    wait_for_burst,
+    wait_for_occurrences,
+)
 from bench.output import ROOT, iso_z, line, note
-from bench.scenarios import (PERIOD, overlap_jobs, sleep_with_progress, spread_offset_ms, steady_jobs,
-                             steady_window)
+from bench.scenarios import PERIOD, overlap_jobs, sleep_with_progress, spread_offset_ms, steady_jobs, steady_window
 from bench.server_process import proc_cpu_seconds, proc_status, report_process
 
 

@@ -46,7 +46,9 @@ BUCKETS = [
     ("HTTP target other (address check, headers)", re.compile(r"HttpTarget\.")),
     ("structured logging (log_event/JSON)", re.compile(r"log_event")),
     ("state machine step", re.compile(r"^step \(statemachine/machine\.py")),
-    ("record/row (de)serialisation", re.compile(r"(_job|record_from_dict|record_to_dict|put_job|get_job|put_invocation|get_invocation|_invocation) \(")),
+    ("record/row (de)serialisation", re.compile(
+        r"(job_from_row|record_from_dict|record_to_dict|put_job|get_job|put_invocation|get_invocation"
+        r"|invocation_from_row) \(")),
     ("template rendering", re.compile(r"render_target")),
     ("config import", re.compile(r"import_directory|import_project")),
     ("waitress/flask", re.compile(r"waitress|flask|werkzeug")),

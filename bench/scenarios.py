@@ -13,12 +13,20 @@ import sys
 import time
 from pathlib import Path
 
-from bench.analysis import (burst_figures, expected_occurrences, overlap_figures, print_burst, print_overlap,
-                            print_steady, steady_figures, wait_for_burst, wait_for_occurrences)
+from bench.analysis import (
+    burst_figures,
+    expected_occurrences,
+    overlap_figures,
+    print_burst,
+    print_overlap,
+    print_steady,
+    steady_figures,
+    wait_for_burst,
+    wait_for_occurrences,
+)
 from bench.output import PROJECT, ROOT, iso_z, line, note
 from bench.receiver import make_receiver
-from bench.server_process import (Fleet, invocation_counts, invocation_outcomes, report_process, server_env,
-                                  write_config)
+from bench.server_process import Fleet, invocation_counts, invocation_outcomes, report_process, server_env, write_config
 
 
 def receiver_ceiling(args) -> None:

@@ -159,7 +159,8 @@ def _per_invocation(prefix: str, store, invocations: int, commits_before: Counte
     line(f"{prefix} transactions per invocation", f"{total / invocations:.2f} "
          f"({total:,} commits for {invocations:,} invocations)")
     line(f"{prefix} rows written per invocation", f"{rows / invocations:.2f} ({rows:,} rows)")
-    parts = ", ".join(f"{kind} {count / invocations:.2f}" for kind, count in sorted(commits.items(), key=lambda kv: -kv[1]))
+    by_count = sorted(commits.items(), key=lambda kv: -kv[1])
+    parts = ", ".join(f"{kind} {count / invocations:.2f}" for kind, count in by_count)
     line(f"{prefix} commits per invocation by kind", parts)
     return commits
 

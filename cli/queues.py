@@ -6,8 +6,9 @@ That is the chain's queue (SUNDIAL_TASKS_QUEUE) and one queue per throttle of th
 project files in --configs (SUNDIAL_CONFIG_DIR), with `max_concurrent_dispatches` set to
 the throttle's `max_in_flight`; its id is `{chain queue}-t-{project}-{throttle}-{hash}`
 (engine.adapters.cloud.cloud_tasks_queue.throttle_queue_id). A file that does not
-validate is reported and its throttles left as they are. The composition root picks the Cloud Tasks adapter (app.bootstrap); this module
-only reads the command line and the environment and prints what happened.
+validate is reported and its throttles left as they are. The composition root picks
+the Cloud Tasks adapter (app.bootstrap); this module only reads the command line and
+the environment and prints what happened.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ import sys
 from dataclasses import replace
 
 
-
 def add_serve(subparsers) -> None:
     parser = subparsers.add_parser(
         "serve",

@@ -26,9 +26,9 @@ from config.checks import Checker
 from config.jobs import JobContext, entry_id, parse_defaults, parse_entry
 from config.model import JOB_ID, ConfigError, JobConfig, ProjectConfig, ProjectConfigError
 from config.targets import BACKENDS, TargetRules
-from statemachine.safety import OwnService
 from config.validate import validate_project
 from config.yamlsource import LineMap, load_yaml
+from statemachine.safety import OwnService
 
 __all__ = [
     "ConfigError", "JobConfig", "ProjectConfig", "ProjectConfigError", "expand_paths",

@@ -9,8 +9,9 @@ The literal-address rule of CONTRACT section 6 is applied to http urls here, at
 validation time: a host that is the metadata server or a literal link-local address
 (on the cloud backend also loopback, private, multicast or other non-public addresses,
 IPv6 outside global unicast, IPv4 inside NAT64/6to4/compatible forms, and `localhost`;
-statemachine/safety.py decides, for delivery too) is an error unless the project's `allowed_hosts` lists it. Names that only
-resolve to such addresses are caught at delivery, which re-checks every address.
+statemachine/safety.py decides, for delivery too) is an error unless the project's
+`allowed_hosts` lists it. Names that only resolve to such addresses are caught at
+delivery, which re-checks every address.
 cloud_tasks urls are exempt: Cloud Tasks calls them from Google's network, not Sundial's.
 
 Headers named `X-Sundial-*`, framing and hop-by-hop headers (`Content-Length`, `Host`,
@@ -31,9 +32,9 @@ from urllib.parse import urlsplit
 
 from config import limits
 from config.checks import Checker
+from config.settings import own_service
 from config.yamlsource import Path
 from statemachine.durations import format_duration, parse_duration
-from config.settings import own_service
 from statemachine.safety import OwnService, address_refusal, is_framing_header
 from statemachine.template import TemplateError, validate_template
 

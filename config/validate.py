@@ -21,11 +21,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from config.checks import Checker, describe_value
 from config.jobs import JobContext, defaults_json, entry_id, parse_defaults, parse_entry
-from config.model import JOB_ID, PROJECT_ID, ConfigError, JobConfig, ProjectConfig, \
-    ProjectConfigError
+from config.model import JOB_ID, PROJECT_ID, ConfigError, JobConfig, ProjectConfig, ProjectConfigError
 from config.targets import TargetRules
-from statemachine.safety import OwnService
 from config.yamlsource import LineMap
+from statemachine.safety import OwnService
 
 __all__ = ["ACL_ROLES", "TOP_FIELDS", "trigger_cycle", "validate_project"]
 

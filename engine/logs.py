@@ -16,7 +16,7 @@ import time
 from datetime import date, datetime, timedelta
 from typing import TextIO
 
-from statemachine.durations import UTC, rfc3339_millis
+from statemachine.durations import rfc3339_millis
 
 _RESERVED = ("time", "level", "event", "logger", "error")
 

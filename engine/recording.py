@@ -10,8 +10,8 @@ from datetime import datetime
 
 from engine.ports import InvocationRow, Task, Transaction
 from statemachine import actions as act
-from statemachine.record import ActiveInvocation
 from statemachine.durations import rfc3339_millis
+from statemachine.record import ActiveInvocation
 
 LOG_LIMIT = 200  # entries kept per invocation: the head and the tail of a long story
 LOG_HEAD = 50

@@ -18,8 +18,8 @@ from engine.batch import BATCHED_KINDS, stepped_from, task_event
 from engine.delivery import deliver
 from engine.logs import log_event
 from engine.metrics import Metrics
-from engine.ports import Clock, ConflictError, DeliveryResult, StoredJob, Task
 from engine.notify import send_notification
+from engine.ports import Clock, ConflictError, DeliveryResult, StoredJob, Task
 from engine.recording import append_log, materialize, record_action, throttle_queue
 from statemachine import actions as act
 from statemachine import events as ev

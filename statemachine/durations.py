@@ -6,8 +6,8 @@ Shared by schedules (`every 10m`), job policies (`timeout: 10m`) and templates.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 
 _UNITS = {
     "ms": timedelta(milliseconds=1),

@@ -11,8 +11,8 @@ from datetime import datetime
 
 from statemachine import actions as act
 from statemachine import events as ev
-from statemachine.policy import Catchup, Overlap, Tuning, compute_backoff, fanout_offsets
 from statemachine.pausing import count_outcome
+from statemachine.policy import Catchup, Overlap, Tuning, compute_backoff, fanout_offsets
 from statemachine.record import ActiveInvocation, JobRecord, Occurrence, evolve
 
 SUCCEEDED = "SUCCEEDED"

@@ -18,8 +18,8 @@ standard library only.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 import re
+from dataclasses import dataclass
 
 # Set by Sundial or by the HTTP client for the connection, never by a target.
 FRAMING_HEADERS = frozenset({

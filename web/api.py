@@ -70,7 +70,8 @@ def list_jobs(project: str):
     job's last invocation comes from one query for the whole page."""
     project_or_404(project)
     store = engine().store
-    page, token = store.list_jobs_page(project, _page_size(DEFAULT_JOBS_PAGE_SIZE), request.args.get("page_token") or None)
+    page, token = store.list_jobs_page(project, _page_size(DEFAULT_JOBS_PAGE_SIZE),
+                                       request.args.get("page_token") or None)
     page = [job for job in page if ops.visible(job)]
     last = store.recent_invocations(project, [job.record.job_id for job in page], 1)
     jobs = [job_view(job, (last.get(job.record.job_id) or [None])[0]) for job in page]

@@ -11,13 +11,12 @@ from flask import Flask, jsonify, request
 from werkzeug.routing import BaseConverter
 
 from config.limits import MAX_REQUEST_BYTES
-from web import access, errors, origins
+from web import access, errors, origins, ui, ui_format
 from web.api import api
 from web.api_jobs import jobs_api
 from web.api_meta import meta_api
 from web.internal import internal
 from web.metrics import metrics_page
-from web import ui, ui_format
 from web.sessions import SESSION_LIFETIME, csrf_token, signed_in
 from web.signin import signin
 from web.ui_actions import actions

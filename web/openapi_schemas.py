@@ -196,7 +196,8 @@ def schemas() -> dict:
             "description": "idempotency key: the same id again returns the first request's invocation"}},
             closed=True),
         "CompleteRequest": _obj({"status": {"type": "string", "enum": ["SUCCEEDED", "FAILED"]},
-                                 "message": {"type": "string", "maxLength": limits.MAX_MESSAGE_CHARS}}, ["status"], closed=True),
+                                 "message": {"type": "string", "maxLength": limits.MAX_MESSAGE_CHARS}},
+                                ["status"], closed=True),
         "ProjectConfig": _project_config(),
         "ValidationResult": _obj({"errors": {"type": "array", "items": _obj(
             {"line": {"type": "integer", "minimum": 0}, "message": {"type": "string"}},

@@ -31,7 +31,8 @@ def job_view(job: StoredJob, last: InvocationRow | None) -> dict:
     for key in ("schedule", "at"):
         if key in definition:
             view[key] = definition[key]
-    for key in ("overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout", "throttle", "triggers", "disabled"):
+    for key in ("overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout", "throttle", "triggers",
+                "disabled"):
         if key in definition:
             view[key] = definition[key]
     return view

@@ -98,7 +98,8 @@ def main() -> int:
     configs = tmp / "configs"
     configs.mkdir()
     soon = datetime.now(timezone.utc) + timedelta(days=2)
-    (configs / "shop.yaml").write_text(CONFIG.format(url=receiver.url, at1=iso(soon), at2=iso(soon + timedelta(days=7))))
+    config = CONFIG.format(url=receiver.url, at1=iso(soon), at2=iso(soon + timedelta(days=7)))
+    (configs / "shop.yaml").write_text(config)
     server = Server(configs, tmp / "sundial.db", tmp / "server.log").start()
     driver = start_browser()
     try:

@@ -20,7 +20,10 @@ from engine.ports import DeliveryRequest, DeliveryResult
 from engine.targets.http_pool import Answer, ConnectionPool, Endpoint, parse_endpoint
 from statemachine.durations import parse_duration, rfc3339_millis
 from statemachine.safety import (
-    COMPLETION_TOKEN_HEADER, address_refusal, is_credential_header, is_framing_header,
+    COMPLETION_TOKEN_HEADER,
+    address_refusal,
+    is_credential_header,
+    is_framing_header,
 )
 
 DEFAULT_TIMEOUT = timedelta(seconds=60)

@@ -6,7 +6,6 @@ import pytest
 
 from config.loader import parse_project_text
 from config.model import ProjectConfigError
-
 from tests.config.helpers import NAME, errors, text
 
 TOP = "allowed_hosts, acl, defaults, throttles, jobs"

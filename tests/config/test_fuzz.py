@@ -14,8 +14,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from config.model import ConfigError, ProjectConfigError
 from config.loader import parse_project_text
+from config.model import ConfigError, ProjectConfigError
 from statemachine.template import TemplateContext, TemplateError, render, validate_template
 
 EXAMPLES = int(os.environ.get("SUNDIAL_FUZZ_EXAMPLES", "300"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from datetime import datetime, timezone, timedelta
+from datetime import datetime, timedelta, timezone
 
 from engine.adapters.cloud.datastore_entities import job_key
 from engine.adapters.cloud.datastore_store import DatastoreJobStore

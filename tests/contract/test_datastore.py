@@ -175,7 +175,8 @@ def test_meta_values_are_kept_beside_the_jobs_and_replaced(backend):
 
 def test_the_emulator_gets_exactly_the_indexes_of_index_yaml(tmp_path):
     spec = tmp_path / "index.yaml"
-    spec.write_text("indexes:\n- kind: A\n  ancestor: yes\n  properties:\n  - name: x\n  - name: y\n    direction: desc\n")
+    spec.write_text("indexes:\n- kind: A\n  ancestor: yes\n  properties:\n  - name: x\n"
+                    "  - name: y\n    direction: desc\n")
     xml = datastore_indexes_xml(spec)
     assert '<datastore-index kind="A" ancestor="true">' in xml
     assert '<property name="y" direction="desc"/>' in xml and 'autoGenerate="false"' in xml

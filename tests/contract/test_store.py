@@ -113,7 +113,8 @@ def test_retention_deletes_only_finished_invocations_created_before_the_cutoff(s
     cutoff = T0 + timedelta(days=45)
     old = [samples.invocation(T0 + timedelta(minutes=m), status=s)
            for m, s in enumerate(["SUCCEEDED", "FAILED", "SKIPPED", "ABORTED", "SUCCEEDED"])]
-    running = [samples.invocation(T0 + timedelta(minutes=10 + m), status=s) for m, s in enumerate(["STARTING", "RUNNING"])]
+    running = [samples.invocation(T0 + timedelta(minutes=10 + m), status=s)
+               for m, s in enumerate(["STARTING", "RUNNING"])]
     young = samples.invocation(cutoff + timedelta(seconds=1))
     other_job = samples.invocation(T0, job_id="other", status="FAILED")
     put(store, *old, *running, young, other_job)

@@ -6,7 +6,6 @@ of one job loses no update."""
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
 
 import pytest
 

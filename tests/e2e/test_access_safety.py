@@ -69,7 +69,8 @@ def test_open_mode_serves_its_own_origin_and_programs_without_one(open_server):
 
 @pytest.mark.parametrize("host", ["rebind.evil.example:8080", "evil.example", "10.0.0.1", "127.0.0.1.evil.example"])
 def test_open_mode_refuses_a_host_that_is_not_loopback(open_server, host):
-    for method, path in (("GET", "/api/v1/projects"), ("GET", "/p/alpha"), ("POST", "/api/v1/projects/alpha/jobs/j:pause")):
+    requests_made = (("GET", "/api/v1/projects"), ("GET", "/p/alpha"), ("POST", "/api/v1/projects/alpha/jobs/j:pause"))
+    for method, path in requests_made:
         answer = requests.request(method, open_server.url + path, headers={"Host": host}, timeout=10)
         assert answer.status_code == 403, (method, path)
         assert "alpha" not in answer.text
@@ -128,7 +129,8 @@ def test_an_api_change_by_cookie_needs_the_csrf_token(secured):
     refused = browser.post(url, headers={"Origin": "http://127.0.0.1:9999"}, data="", timeout=10)
     assert refused.status_code == 403 and "CSRF" in refused.json()["error"]["message"]
     owner = {"Authorization": "Bearer tok-owner"}
-    assert requests.get(f"{secured.url}/api/v1/projects/alpha/jobs/j", headers=owner, timeout=10).json()["paused"] is False
+    job = requests.get(f"{secured.url}/api/v1/projects/alpha/jobs/j", headers=owner, timeout=10).json()
+    assert job["paused"] is False
     assert browser.get(f"{secured.url}/api/v1/projects/alpha/jobs/j", timeout=10).status_code == 200  # reads need none
     assert browser.post(url, headers={"X-CSRF-Token": csrf}, timeout=10).status_code == 200
 

@@ -11,7 +11,6 @@ from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.config_import import JobSnapshot, ProjectSnapshot, import_project
 from engine.ports import DeliveryResult, ProjectRow, Task
 from statemachine.policy import NOTIFY_RETRY, JobPolicy, RetryPolicy
-
 from tests.engine.harness import START, Harness
 
 LEASE = timedelta(seconds=30)

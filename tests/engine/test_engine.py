@@ -7,7 +7,6 @@ import pytest
 from engine.config_import import ProjectSnapshot, import_project
 from engine.ports import DeliveryResult, StoreError
 from statemachine.policy import Catchup, RetryPolicy, Tuning
-
 from tests.engine.harness import START, Harness
 
 

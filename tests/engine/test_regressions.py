@@ -10,7 +10,6 @@ from engine.recording import LOG_LIMIT, append_log, start_task, trigger_task
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import FanoutPolicy, JobPolicy, Overlap
-
 from tests.engine.harness import START, Harness
 
 

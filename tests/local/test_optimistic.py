@@ -4,6 +4,7 @@ and a row that changed under it makes it run again, never commit on stale reads.
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 
 import pytest
 
@@ -11,7 +12,6 @@ from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
 from statemachine.durations import UTC
 from statemachine.record import new_record
-from datetime import datetime
 
 AT = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 

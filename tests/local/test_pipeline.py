@@ -255,7 +255,7 @@ def test_a_committed_attempt_never_waits_long_for_a_sender_even_behind_hung_targ
 
 def test_a_result_refused_for_a_reason_other_than_storage_is_given_up_not_retried_forever(tmp_path):
     rig = Rig(tmp_path)
-    ids = rig.import_one_offs(20)
+    rig.import_one_offs(20)
     inner_apply_many = rig.engine.apply_many
     tries = Counter()
 

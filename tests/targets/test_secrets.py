@@ -14,8 +14,8 @@ import pytest
 import requests
 
 from config.loader import parse_project_text
-from engine.rendering import HeaderInjectionError, render_target, secret_backed_headers
 from engine.adapters.cloud.secret_manager import SecretManagerSecrets
+from engine.rendering import HeaderInjectionError, render_target, secret_backed_headers
 from engine.secrets import REDACTED, LocalSecrets, SecretError, redact_headers
 from statemachine.template import TemplateContext
 

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
+from tests.web.conftest import Api
 from web import access
 from web.errors import ApiError
-from tests.web.conftest import Api
 
 ROLES = {  # what each role of CONTRACT section 6 may do
     "owner": {access.READ, access.TRIGGER, access.OWN},

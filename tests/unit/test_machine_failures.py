@@ -6,7 +6,6 @@ from datetime import timedelta
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.record import JobState
-
 from tests.unit.machine_helpers import Scenario, clock, delivered, occurrence_id
 
 

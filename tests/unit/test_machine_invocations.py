@@ -5,8 +5,7 @@ from datetime import timedelta
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import FanoutPolicy, RetryPolicy, compute_backoff
-
-from tests.unit.machine_helpers import Scenario, clock, delivered, occurrence_id, started
+from tests.unit.machine_helpers import Scenario, clock, delivered, occurrence_id
 
 T = clock("10:15")
 INV = occurrence_id(T)

@@ -16,7 +16,6 @@ from statemachine import events as ev
 from statemachine.machine import InvalidTransition, derive_state, step
 from statemachine.policy import Catchup, FanoutPolicy, Overlap, RetryPolicy, Tuning
 from statemachine.record import new_record
-
 from tests.unit.machine_helpers import clock, policy
 
 TUNING = Tuning(scan_limit=20)

@@ -3,7 +3,6 @@
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import Overlap
-
 from tests.unit.machine_helpers import Scenario, clock, policy
 
 

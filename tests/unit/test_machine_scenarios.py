@@ -8,11 +8,10 @@ from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.machine import InvalidTransition
 from statemachine.policy import Catchup, Overlap, RetryPolicy
-
 from tests.unit.machine_helpers import (
     Scenario,
-    delivered,
     clock,
+    delivered,
     manual_id,
     occurrence_id,
     policy,

@@ -8,7 +8,6 @@ from statemachine import events as ev
 from statemachine.machine import IGNORE, TRANSITIONS, InvalidTransition, Refusal, derive_state, step
 from statemachine.record import JobState
 from statemachine.schedule import parse_at
-
 from tests.unit.machine_helpers import Scenario, clock, occurrence_id, policy
 
 INV = occurrence_id(clock("10:15"))

@@ -6,9 +6,19 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from statemachine.schedule import (
-    AtSchedule, CronSchedule, EverySchedule, IntervalSchedule, ScheduleError,
-    TriggeredSchedule, describe, fire_times, is_clock_driven, load_zone, next_fire,
-    parse_at, parse_schedule,
+    AtSchedule,
+    CronSchedule,
+    EverySchedule,
+    IntervalSchedule,
+    ScheduleError,
+    TriggeredSchedule,
+    describe,
+    fire_times,
+    is_clock_driven,
+    load_zone,
+    next_fire,
+    parse_at,
+    parse_schedule,
 )
 
 UTC = timezone.utc

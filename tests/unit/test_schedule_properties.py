@@ -9,7 +9,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from statemachine.schedule import (
-    ScheduleError, fire_times, is_hourly_wild, next_fire, parse_schedule,
+    ScheduleError,
+    fire_times,
+    is_hourly_wild,
+    next_fire,
+    parse_schedule,
 )
 
 UTC = timezone.utc

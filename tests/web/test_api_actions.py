@@ -148,4 +148,5 @@ def test_actions_refuse_unknown_fields_and_wrong_types(api):
         assert error_of(response) == (400, "INVALID_ARGUMENT"), (action, body)
     assert "unknown field 'reasons'" in api.post("j", ":pause", {"reasons": "x"}).get_json()["error"]["message"]
     too_long = api.post("j", ":pause", {"reason": "x" * 1001})
-    assert error_of(too_long) == (400, "INVALID_ARGUMENT") and "at most 1,000" in too_long.get_json()["error"]["message"]
+    assert error_of(too_long) == (400, "INVALID_ARGUMENT")
+    assert "at most 1,000" in too_long.get_json()["error"]["message"]

@@ -2,7 +2,6 @@
 
 from config.loader import ProjectConfigError, parse_project_text
 from engine.ports import DeliveryResult
-
 from tests.web.conftest import error_of, http_job, noop_job
 
 

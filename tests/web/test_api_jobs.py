@@ -101,7 +101,8 @@ def test_triggers_name_jobs_of_the_project_and_may_not_close_a_cycle(api):
     api.put("a", noop_job(schedule="triggered"))
     api.put("b", noop_job(schedule="triggered", triggers=["a"]))
     unknown = api.put("c", noop_job(schedule="triggered", triggers=["nope"]))
-    assert error_of(unknown) == (400, "INVALID_ARGUMENT") and "unknown job 'nope'" in unknown.get_json()["error"]["message"]
+    assert error_of(unknown) == (400, "INVALID_ARGUMENT")
+    assert "unknown job 'nope'" in unknown.get_json()["error"]["message"]
     cycle = api.put("a", noop_job(schedule="triggered", triggers=["b"]))
     assert error_of(cycle) == (400, "INVALID_ARGUMENT")
     assert "trigger cycle: a -> b -> a" in cycle.get_json()["error"]["message"]

@@ -14,8 +14,15 @@ from google.auth import crypt, jwt
 from config.settings import Settings
 from tests.cloud.test_guard import FakeCertsEndpoint, SigningKey
 from web.identity import (
-    GOOGLE_ISSUERS, IAP_ISSUER, OPEN, Caller, Identifier, JwtChecker, Unauthenticated,
-    identifier_from_settings, parse_api_tokens,
+    GOOGLE_ISSUERS,
+    IAP_ISSUER,
+    OPEN,
+    Caller,
+    Identifier,
+    JwtChecker,
+    Unauthenticated,
+    identifier_from_settings,
+    parse_api_tokens,
 )
 
 IAP_AUDIENCE = "/projects/123/apps/sundial-prod"

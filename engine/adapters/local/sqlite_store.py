@@ -24,7 +24,10 @@ from engine.adapters.local.group_commit import GroupCommitter
 from engine.adapters.local.optimistic import BufferedTransaction, NeedsLock
 from engine.adapters.local.schema import create_private, migrate
 from engine.adapters.local.sqlite_rows import (
-    SqliteTransaction, invocation_from_row, job_from_row, project_from_row,
+    SqliteTransaction,
+    invocation_from_row,
+    job_from_row,
+    project_from_row,
 )
 from engine.adapters.local.write_lock import WriteLock
 from engine.ports import InvocationRow, ProjectRow, StoredJob, StoreError
