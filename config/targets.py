@@ -37,6 +37,7 @@ from config.yamlsource import Path
 from statemachine.durations import format_duration, parse_duration
 from statemachine.safety import OwnService, address_refusal, is_framing_header
 from statemachine.template import TemplateError, validate_template
+from statemachine.vocabulary import TargetKind
 
 __all__ = [
     "BACKENDS", "DEFAULT_ATTEMPT_TIMEOUT", "HTTP_METHODS", "TARGET_KINDS", "TargetRules",
@@ -44,7 +45,7 @@ __all__ = [
 ]
 
 BACKENDS = ("local", "cloud")
-TARGET_KINDS = ("http", "pubsub", "cloud_tasks", "noop")
+TARGET_KINDS = tuple(TargetKind)
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 DEFAULT_ATTEMPT_TIMEOUT = timedelta(seconds=60)
 METADATA_HOSTS = frozenset({"metadata.google.internal"})
@@ -90,12 +91,12 @@ def parse_target(check: Checker, path: Path, value: Any,
         check.fail(path, f"needs exactly one of {', '.join(TARGET_KINDS)}; {given}")
     kind = kinds[0]
     where = path + (kind,)
-    if kind == "http":
+    if kind == TargetKind.HTTP:
         http = _http(check, where, target[kind], rules)
         return {"http": http}, parse_duration(http["timeout"])
-    if kind == "pubsub":
+    if kind == TargetKind.PUBSUB:
         return {"pubsub": _pubsub(check, where, target[kind])}, DEFAULT_ATTEMPT_TIMEOUT
-    if kind == "cloud_tasks":
+    if kind == TargetKind.CLOUD_TASKS:
         return {"cloud_tasks": _cloud_tasks(check, where, target[kind], rules.own)}, DEFAULT_ATTEMPT_TIMEOUT
     if target[kind] not in (None, {}):
         check.fail(where, "takes no fields; write noop: {}")

@@ -20,10 +20,11 @@ from engine.logs import log_event
 from engine.ports import DeliveryResult, RetryTask, StoredJob, Task
 from statemachine import actions as act
 from statemachine import events as ev
+from statemachine.vocabulary import TaskKind
 
 log = logging.getLogger("sundial.engine")
 
-BATCHED_KINDS = ("tick", "start")
+BATCHED_KINDS = (TaskKind.TICK, TaskKind.START)
 
 
 @dataclass
@@ -50,9 +51,9 @@ class Sent:
 def task_event(task: Task):
     """The machine event a tick or start task carries."""
     payload = task.payload
-    if task.kind == "tick":
+    if task.kind == TaskKind.TICK:
         return ev.TickArrived(payload["nonce"])
-    if task.kind == "start":
+    if task.kind == TaskKind.START:
         return ev.InvocationStarting(payload["invocation"], payload["event"], payload["attempt"])
     raise ValueError(f"task kind {task.kind!r} is not a step of a job's chain")
 

@@ -27,6 +27,7 @@ from engine.secrets import SecretError
 from statemachine.durations import parse_instant
 from statemachine.policy import NOTIFY_RETRY, compute_backoff
 from statemachine.template import TemplateContext
+from statemachine.vocabulary import TargetKind
 
 log = logging.getLogger("sundial.notify")
 
@@ -34,7 +35,7 @@ SENT, FAILED = "sent", "failed"
 # The field that marks a notification's log entries, and the field of their attempt.
 MARK, ATTEMPT = "on_failure", "notification_attempt"
 # The field of a target that carries the payload, per kind; empty means "the summary".
-_PAYLOAD_FIELD = {"http": "body", "pubsub": "data", "cloud_tasks": "body"}
+_PAYLOAD_FIELD = {TargetKind.HTTP: "body", TargetKind.PUBSUB: "data", TargetKind.CLOUD_TASKS: "body"}
 
 
 def send_notification(engine, payload: dict) -> None:

@@ -28,10 +28,11 @@ from statemachine import ids
 from statemachine.durations import UTC
 from statemachine.machine import manual_invocation_id
 from statemachine.policy import JobPolicy
+from statemachine.vocabulary import TERMINAL_STATUSES, AbortReason, InvocationStatus, Trigger
 
 API, CONFIG = "api", "config"
 DELETED = "deleted"  # marks the definition of an API job whose deletion has begun
-TERMINAL = ("SUCCEEDED", "FAILED", "SKIPPED", "ABORTED")
+TERMINAL = TERMINAL_STATUSES
 # How many of a job's newest invocations a retried trigger request is looked for in.
 REQUEST_LOOKBACK = 100
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -121,7 +122,7 @@ def delete_job(engine: Engine, project: str, job_id: str, allow_missing: bool = 
                                              "project's config file; remove it there")
     marked = {**stored.definition, DELETED: True}
     engine.apply(project, job_id, ev.JobDisabled(), definition=marked, source=stored.source)
-    engine.apply(project, job_id, ev.Aborted("deleted"))
+    engine.apply(project, job_id, ev.Aborted(AbortReason.DELETED))
     engine.write(lambda tx: _remove_if_still_deleted(tx, project, job_id))
 
 
@@ -196,7 +197,7 @@ def trigger(engine: Engine, project: str, job_id: str, request_id: str | None = 
         if earlier is not None:
             return earlier
     at = engine.clock.now()
-    event = ev.ManualTrigger(request_id or uuid.uuid4().hex, "manual", at)
+    event = ev.ManualTrigger(request_id or uuid.uuid4().hex, Trigger.MANUAL, at)
     invocation_id = manual_invocation_id(stored.record, event, at)
     engine.apply(project, job_id, event)
     row = engine.store.get_invocation(project, job_id, invocation_id)
@@ -205,7 +206,7 @@ def trigger(engine: Engine, project: str, job_id: str, request_id: str | None = 
 
 
 def _buffered(project: str, job_id: str, invocation_id: str, at: datetime) -> InvocationRow:
-    return InvocationRow(project, job_id, invocation_id, "STARTING", at, "manual",
+    return InvocationRow(project, job_id, invocation_id, InvocationStatus.STARTING, at, Trigger.MANUAL,
                          reason="buffered", created_time=at)
 
 
@@ -220,10 +221,10 @@ def _earlier_request(engine: Engine, stored: StoredJob, request_id: str) -> Invo
 
     rows, _ = engine.store.list_invocations(project, job_id, REQUEST_LOOKBACK, None)
     for row in rows:
-        if row.trigger == "manual" and made_by_request(row.id):
+        if row.trigger == Trigger.MANUAL and made_by_request(row.id):
             return row
     for waiting in stored.record.buffered:
-        if waiting.trigger == "manual" and made_by_request(waiting.invocation_id):
+        if waiting.trigger == Trigger.MANUAL and made_by_request(waiting.invocation_id):
             return _buffered(project, job_id, waiting.invocation_id, waiting.scheduled_time)
     return None
 
@@ -242,7 +243,7 @@ def complete(engine: Engine, project: str, job_id: str, invocation_id: str, toke
     row = engine.store.get_invocation(project, job_id, invocation_id)
     if row is None:
         raise NotFound(f"invocation {invocation_id!r} of {project}/{job_id} not found")
-    status = "SUCCEEDED" if succeeded else "FAILED"
+    status = InvocationStatus.SUCCEEDED if succeeded else InvocationStatus.FAILED
     if row.status in TERMINAL:
         if row.status == status:
             return row  # the target repeating its callback

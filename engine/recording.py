@@ -12,6 +12,7 @@ from engine.ports import InvocationRow, Task, Transaction
 from statemachine import actions as act
 from statemachine.durations import rfc3339_millis
 from statemachine.record import ActiveInvocation
+from statemachine.vocabulary import InvocationStatus, TaskKind, Trigger
 
 LOG_LIMIT = 200  # entries kept per invocation: the head and the tail of a long story
 LOG_HEAD = 50
@@ -28,7 +29,8 @@ def task_name(kind: str, *parts) -> str:
 
 def tick_task(project: str, job_id: str, action: act.ScheduleTick) -> Task:
     payload = {"project": project, "job": job_id, "nonce": action.nonce}
-    return Task(task_name("tick", project, job_id, action.nonce, millis(action.at)), "tick", payload, action.at)
+    return Task(task_name(TaskKind.TICK, project, job_id, action.nonce, millis(action.at)), TaskKind.TICK,
+                payload, action.at)
 
 
 def throttle_queue(project: str, throttle: str) -> str:
@@ -47,16 +49,18 @@ def start_task(project: str, job_id: str, action: act.EnqueueAttempt, queue: str
     }
     # The ETA is in the name so that a watchdog re-issue of a lost start is a new task.
     name = task_name(
-        "start", project, job_id, action.invocation_id, action.event_index, action.attempt, millis(action.at)
+        TaskKind.START, project, job_id, action.invocation_id, action.event_index, action.attempt,
+        millis(action.at)
     )
-    return Task(name, "start", payload, action.at, queue)
+    return Task(name, TaskKind.START, payload, action.at, queue)
 
 
 def notify_task(project: str, job_id: str, summary: dict, attempt: int, at: datetime) -> Task:
     """One attempt to notify the job's `on_failure` target of a FAILED invocation;
     one name per (invocation, attempt), so a replayed enqueue makes no second task."""
     payload = {"project": project, "job": job_id, "attempt": attempt, "summary": summary}
-    return Task(task_name("notify", project, job_id, summary["invocation_id"], attempt), "notify", payload, at)
+    return Task(task_name(TaskKind.NOTIFY, project, job_id, summary["invocation_id"], attempt), TaskKind.NOTIFY,
+                payload, at)
 
 
 def failure_summary(project: str, job_id: str, action: act.NotifyFailure) -> dict:
@@ -67,7 +71,7 @@ def failure_summary(project: str, job_id: str, action: act.NotifyFailure) -> dic
         "invocation_id": action.invocation_id,
         "scheduled_time": rfc3339_millis(action.scheduled_time),
         "trigger": action.trigger,
-        "status": "FAILED",
+        "status": InvocationStatus.FAILED,
         "reason": action.reason,
         "attempts": action.attempts,
     }
@@ -81,10 +85,10 @@ def trigger_task(project: str, source_job: str, target_job: str, source_invocati
         "project": project,
         "job": target_job,
         "request": source_invocation,
-        "trigger": f"job:{source_job}",
+        "trigger": Trigger.job(source_job),
         "at": rfc3339_millis(source_time),
     }
-    return Task(task_name("trigger", project, target_job, source_invocation), "trigger", payload, now)
+    return Task(task_name(TaskKind.TRIGGER, project, target_job, source_invocation), TaskKind.TRIGGER, payload, now)
 
 
 def append_log(row: InvocationRow, now: datetime, message: str, /, **fields) -> None:
@@ -119,7 +123,7 @@ def record_action(tx: Transaction, project: str, job_id: str, action, now: datet
         pass  # the job record holds it; its history record comes when its attempt ends
     elif isinstance(action, act.StartInvocation):
         row = InvocationRow(
-            project, job_id, action.invocation_id, "STARTING", action.scheduled_time,
+            project, job_id, action.invocation_id, InvocationStatus.STARTING, action.scheduled_time,
             action.trigger, created_time=now, event_count=action.event_count,
         )
         append_log(row, now, "created", trigger=action.trigger)
@@ -142,7 +146,7 @@ def _record_skipped(tx: Transaction, project: str, job_id: str, action: act.Reco
     if tx.get_invocation(project, job_id, action.invocation_id) is not None:
         return  # one occurrence, one record
     row = InvocationRow(
-        project, job_id, action.invocation_id, "SKIPPED", action.scheduled_time, action.trigger,
+        project, job_id, action.invocation_id, InvocationStatus.SKIPPED, action.scheduled_time, action.trigger,
         reason=action.reason, created_time=now, finished_time=now,
     )
     append_log(row, now, f"skipped: {action.reason}")
@@ -156,7 +160,8 @@ def materialize(tx: Transaction, project: str, job_id: str, entry: ActiveInvocat
         return
     began = entry.started_at
     row = InvocationRow(
-        project, job_id, entry.invocation_id, "RUNNING" if entry.has_started else "STARTING",
+        project, job_id, entry.invocation_id,
+        InvocationStatus.RUNNING if entry.has_started else InvocationStatus.STARTING,
         entry.scheduled_time, entry.trigger, created_time=began, started_time=began,
         attempt=max(entry.attempts), event_count=entry.event_count,
     )
@@ -183,7 +188,7 @@ def _attempt_failed(row: InvocationRow, action: act.RecordAttemptFailed, now: da
 
 
 def _delivering(row: InvocationRow, action: act.Deliver, now: datetime) -> None:
-    row.status = "RUNNING"
+    row.status = InvocationStatus.RUNNING
     row.attempt = max(row.attempt, action.attempt)
     row.started_time = row.started_time or now
     append_log(row, now, f"attempt {action.attempt} starting", event=action.event_index)

@@ -27,6 +27,7 @@ from statemachine.durations import parse_instant
 from statemachine.machine import InvalidTransition, Transition, manual_invocation_id, step
 from statemachine.policy import DEFAULT_TUNING, Tuning
 from statemachine.record import new_record
+from statemachine.vocabulary import TaskKind
 
 log = logging.getLogger("sundial.engine")
 
@@ -195,9 +196,9 @@ class Engine:
         try:
             if task.kind in BATCHED_KINDS:
                 self._run_step(task)
-            elif task.kind == "notify":
+            elif task.kind == TaskKind.NOTIFY:
                 send_notification(self, payload)
-            elif task.kind == "trigger":
+            elif task.kind == TaskKind.TRIGGER:
                 at = parse_instant(payload["at"]) if payload.get("at") else None
                 self.apply(project, job_id, ev.ManualTrigger(payload["request"], payload["trigger"], at))
             else:

@@ -15,9 +15,9 @@ from datetime import datetime
 
 from statemachine.policy import Catchup, JobPolicy, Tuning
 from statemachine.schedule import Schedule, fire_times, next_fire
+from statemachine.vocabulary import Trigger
 
-SCHEDULE = "schedule"
-CATCHUP = "catchup"
+SCHEDULE, CATCHUP = Trigger.SCHEDULE, Trigger.CATCHUP
 
 
 @dataclass(frozen=True)

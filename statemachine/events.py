@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from statemachine.policy import JobPolicy
+from statemachine.vocabulary import Trigger
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class ManualTrigger:
     """
 
     request_id: str
-    trigger: str = "manual"
+    trigger: str = Trigger.MANUAL
     at: datetime | None = None
 
 

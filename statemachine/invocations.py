@@ -14,11 +14,10 @@ from statemachine import events as ev
 from statemachine.pausing import count_outcome
 from statemachine.policy import Catchup, Overlap, Tuning, compute_backoff, fanout_offsets
 from statemachine.record import ActiveInvocation, JobRecord, Occurrence, evolve
+from statemachine.vocabulary import JOB_PREFIX, InvocationStatus, SkipReason, Trigger
 
-SUCCEEDED = "SUCCEEDED"
-FAILED = "FAILED"
-ABORTED = "ABORTED"
-SKIPPED = "SKIPPED"
+SUCCEEDED, FAILED = InvocationStatus.SUCCEEDED, InvocationStatus.FAILED
+ABORTED, SKIPPED = InvocationStatus.ABORTED, InvocationStatus.SKIPPED
 
 Result = tuple[JobRecord, list]
 
@@ -34,7 +33,7 @@ def admit(
     if len(record.active) < policy.concurrency_limit():
         return start(record, occurrence, now, tuning, inline)
     if _trigger_storm(record, occurrence, policy):
-        return record, [skipped(occurrence, "overlap")]
+        return record, [skipped(occurrence, SkipReason.OVERLAP)]
     # A caught-up occurrence under `catchup: all` is never dropped for overlap:
     # the policy promises each one is delivered, so they wait their turn.
     if policy.overlap is Overlap.BUFFER_ALL or _kept_for_catchup(occurrence, policy):
@@ -42,9 +41,9 @@ def admit(
     if policy.overlap is Overlap.BUFFER_ONE:
         # The newest replaces what waits, except the caught-up ones promised above.
         kept = tuple(o for o in record.buffered if _kept_for_catchup(o, policy))
-        dropped = [skipped(o, "overlap") for o in record.buffered if not _kept_for_catchup(o, policy)]
+        dropped = [skipped(o, SkipReason.OVERLAP) for o in record.buffered if not _kept_for_catchup(o, policy)]
         return evolve(record, buffered=kept + (occurrence,)), dropped
-    return record, [skipped(occurrence, "overlap")]
+    return record, [skipped(occurrence, SkipReason.OVERLAP)]
 
 
 # Under `buffer_all`, at most this many occurrences started by other jobs' triggers
@@ -55,14 +54,14 @@ MAX_TRIGGERED_WAITING = 100
 
 
 def _trigger_storm(record: JobRecord, occurrence: Occurrence, policy) -> bool:
-    if policy.overlap is not Overlap.BUFFER_ALL or not occurrence.trigger.startswith("job:"):
+    if policy.overlap is not Overlap.BUFFER_ALL or not occurrence.trigger.startswith(JOB_PREFIX):
         return False
-    waiting = sum(1 for o in record.buffered if o.trigger.startswith("job:"))
+    waiting = sum(1 for o in record.buffered if o.trigger.startswith(JOB_PREFIX))
     return waiting >= MAX_TRIGGERED_WAITING
 
 
 def _kept_for_catchup(occurrence: Occurrence, policy) -> bool:
-    return occurrence.trigger == "catchup" and policy.catchup is Catchup.ALL
+    return occurrence.trigger == Trigger.CATCHUP and policy.catchup is Catchup.ALL
 
 
 def skipped(occurrence: Occurrence, reason: str) -> act.RecordSkipped:
@@ -142,7 +141,7 @@ def on_starting(record: JobRecord, event: ev.InvocationStarting, now: datetime, 
         # Nothing is delivered while a job is paused: what was waiting to start
         # ends here; what is in flight finishes on its own.
         status = ABORTED if entry.has_started else SKIPPED
-        return finish(record, entry, status, "paused", now, tuning)
+        return finish(record, entry, status, SkipReason.PAUSED, now, tuning)
     entry = evolve(
         entry,
         started_mask=entry.started_mask | bit,

@@ -19,11 +19,12 @@ from statemachine import actions as act
 from statemachine import events as ev
 from statemachine import ids
 from statemachine import invocations as inv
-from statemachine.catchup import SCHEDULE, plan_due
+from statemachine.catchup import plan_due
 from statemachine.pausing import pause
 from statemachine.policy import DEFAULT_TUNING, Tuning
 from statemachine.record import JobRecord, JobState, Occurrence, evolve
 from statemachine.schedule import IntervalSchedule, is_clock_driven, next_fire
+from statemachine.vocabulary import SkipReason, Trigger
 
 
 class InvalidTransition(Exception):
@@ -141,7 +142,7 @@ def _on_tick(record: JobRecord, event: ev.TickArrived, now, tuning) -> tuple[Job
     horizon = max(now, record.tick_at)
     if isinstance(record.policy.schedule, IntervalSchedule):
         # A relative schedule arms its next tick when the invocation ends.
-        occurrence = _occurrence(record, record.tick_at, SCHEDULE)
+        occurrence = _occurrence(record, record.tick_at, Trigger.SCHEDULE)
         record, actions = _arm(record, None, scheduled_until=horizon)
         record, started = inv.admit(record, occurrence, now, tuning, inline=True)
         return record, actions + started
@@ -170,8 +171,8 @@ def _handle_due(record: JobRecord, horizon: datetime, now, tuning, inline: bool 
     if paused_through is not None and plan.handled_until >= paused_through:
         paused_through = None
     record = evolve(record, scheduled_until=plan.handled_until, paused_through=paused_through)
-    actions = [inv.skipped(_occurrence(record, t, SCHEDULE), "paused") for t in plan.paused]
-    actions += [inv.skipped(_occurrence(record, t, "catchup"), "missed") for t in plan.missed]
+    actions = [inv.skipped(_occurrence(record, t, Trigger.SCHEDULE), SkipReason.PAUSED) for t in plan.paused]
+    actions += [inv.skipped(_occurrence(record, t, Trigger.CATCHUP), SkipReason.MISSED) for t in plan.missed]
     for scheduled_time, trigger in plan.deliver:
         occurrence = _occurrence(record, scheduled_time, trigger)
         record, started = inv.admit(record, occurrence, now, tuning, inline)
@@ -253,7 +254,7 @@ def _on_policy_while_disabled(record: JobRecord, event: ev.ScheduleChanged, now,
 
 def _on_disabled(record: JobRecord, event: ev.JobDisabled, now, tuning):
     """Stop new occurrences; running invocations finish on their own."""
-    dropped = [inv.skipped(o, "disabled") for o in record.buffered]
+    dropped = [inv.skipped(o, SkipReason.DISABLED) for o in record.buffered]
     record, _ = _arm(evolve(record, disabled=True, buffered=()), None)
     return record, dropped
 
@@ -262,7 +263,7 @@ def _on_disabled(record: JobRecord, event: ev.JobDisabled, now, tuning):
 
 def manual_invocation_id(record: JobRecord, event: ev.ManualTrigger, now: datetime) -> str:
     """The invocation a manual or job trigger names; the shell refuses a second one."""
-    kind = ids.MANUAL if event.trigger == "manual" else ids.JOB
+    kind = ids.MANUAL if event.trigger == Trigger.MANUAL else ids.JOB
     return ids.invocation_id(record.project, record.job_id, event.at or now, kind, event.request_id)
 
 
@@ -278,8 +279,8 @@ def _manual_while_stopped(reason: str):
     """A person's trigger is refused (409); another job's trigger is recorded as skipped."""
 
     def handle(record: JobRecord, event: ev.ManualTrigger, now, tuning):
-        if event.trigger == "manual":
-            hint = "; resume it first" if reason == "paused" else ""
+        if event.trigger == Trigger.MANUAL:
+            hint = "; resume it first" if reason == SkipReason.PAUSED else ""
             raise InvalidTransition(f"job {record.project}/{record.job_id} is {reason}{hint}")
         occurrence = Occurrence(manual_invocation_id(record, event, now), event.at or now, event.trigger)
         return record, [inv.skipped(occurrence, reason)]
@@ -394,7 +395,7 @@ def _table() -> dict:
         S.PAUSED: {
             **common,
             ev.TickArrived: IGNORE,
-            ev.ManualTrigger: _manual_while_stopped("paused"),
+            ev.ManualTrigger: _manual_while_stopped(SkipReason.PAUSED),
             ev.Resumed: _on_resumed,
         },
         S.DISABLED: {
@@ -403,7 +404,7 @@ def _table() -> dict:
             ev.JobDisabled: IGNORE,
             ev.ScheduleChanged: _on_policy_while_disabled,
             ev.TickArrived: IGNORE,
-            ev.ManualTrigger: _manual_while_stopped("disabled"),
+            ev.ManualTrigger: _manual_while_stopped(SkipReason.DISABLED),
             ev.Paused: disabled_refusal,
             ev.Resumed: disabled_refusal,
         },

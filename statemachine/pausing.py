@@ -9,8 +9,7 @@ from datetime import datetime
 
 from statemachine import actions as act
 from statemachine.record import JobRecord, evolve
-
-FAILED = "FAILED"
+from statemachine.vocabulary import InvocationStatus, SkipReason
 
 
 def pause(record: JobRecord, reason: str, now: datetime) -> tuple[JobRecord, list]:
@@ -23,7 +22,7 @@ def pause(record: JobRecord, reason: str, now: datetime) -> tuple[JobRecord, lis
     if record.paused:
         return evolve(record, pause_reason=reason), []
     dropped = [
-        act.RecordSkipped(o.invocation_id, o.scheduled_time, o.trigger, "paused") for o in record.buffered
+        act.RecordSkipped(o.invocation_id, o.scheduled_time, o.trigger, SkipReason.PAUSED) for o in record.buffered
     ]
     record = evolve(
         record, paused=True, pause_reason=reason, paused_at=now, buffered=(), tick_at=None, tick_nonce=None
@@ -37,9 +36,9 @@ def count_outcome(record: JobRecord, status: str, reason: str, now: datetime) ->
     A SUCCEEDED invocation resets the count; SKIPPED and ABORTED ones leave it alone
     (they say nothing about the target). A job already paused keeps its reason.
     """
-    if status == "SUCCEEDED":
+    if status == InvocationStatus.SUCCEEDED:
         return (record if record.consecutive_failures == 0 else evolve(record, consecutive_failures=0)), []
-    if status != FAILED:
+    if status != InvocationStatus.FAILED:
         return record, []
     failures = record.consecutive_failures + 1
     record = evolve(record, consecutive_failures=failures)

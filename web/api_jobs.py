@@ -11,6 +11,7 @@ from config.loader import ProjectConfigError, parse_job_entry
 from engine import operations as ops
 from engine.secrets import secret_names
 from statemachine.safety import OwnService
+from statemachine.vocabulary import InvocationStatus
 from web.access import OWN, TRIGGER
 from web.api import engine, full_job_view, project_or_404, refuse_bad_job_id
 from web.bodies import fields, json_object, text
@@ -99,10 +100,10 @@ def complete(project: str, job_id: str, invocation_id: str):
     token = _completion_token()
     body = fields(json_object(), {"status": str, "message": str})
     status = body.get("status")
-    if status not in ("SUCCEEDED", "FAILED"):
+    if status not in (InvocationStatus.SUCCEEDED, InvocationStatus.FAILED):
         raise ApiError("INVALID_ARGUMENT", f"status must be SUCCEEDED or FAILED, got {status!r}")
     message = text(body, "message", MAX_MESSAGE_CHARS)
-    row = ops.complete(engine(), project, job_id, invocation_id, token, status == "SUCCEEDED", message)
+    row = ops.complete(engine(), project, job_id, invocation_id, token, status == InvocationStatus.SUCCEEDED, message)
     return jsonify(invocation_view(row))
 
 

@@ -14,9 +14,10 @@ from flask import Blueprint, current_app, jsonify, request
 
 from engine.ports import RetryTask, StoreError, Task
 from statemachine.durations import parse_instant
+from statemachine.vocabulary import TaskKind
 from web.guard import guard_from_settings
 
-TASK_KINDS = {"tick": "tick", "start-invocation": "start", "trigger": "trigger", "notify": "notify"}
+TASK_KINDS = {kind.handler_path: kind for kind in TaskKind}
 
 internal = Blueprint("internal", __name__, url_prefix="/internal")
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from config import limits
 from config.model import JOB_ID
+from statemachine.record import JobState
+from statemachine.vocabulary import InvocationStatus
 
-STATUSES = ["STARTING", "RUNNING", "SUCCEEDED", "FAILED", "SKIPPED", "ABORTED"]
-JOB_STATES = ["SCHEDULED", "QUEUED", "RUNNING", "PAUSED", "DISABLED", "DONE"]
+STATUSES = [status.value for status in InvocationStatus]
+JOB_STATES = [state.value for state in JobState]
 ERROR_CODES = ["INVALID_ARGUMENT", "UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND",
                "ALREADY_EXISTS", "FAILED_PRECONDITION", "METHOD_NOT_ALLOWED", "PAYLOAD_TOO_LARGE", "INTERNAL",
                "UNAVAILABLE"]
@@ -195,7 +197,8 @@ def schemas() -> dict:
             "type": "string", "maxLength": limits.MAX_REQUEST_ID_CHARS,
             "description": "idempotency key: the same id again returns the first request's invocation"}},
             closed=True),
-        "CompleteRequest": _obj({"status": {"type": "string", "enum": ["SUCCEEDED", "FAILED"]},
+        "CompleteRequest": _obj({"status": {"type": "string", "enum": [InvocationStatus.SUCCEEDED.value,
+                                                                      InvocationStatus.FAILED.value]},
                                  "message": {"type": "string", "maxLength": limits.MAX_MESSAGE_CHARS}},
                                 ["status"], closed=True),
         "ProjectConfig": _project_config(),

@@ -19,16 +19,14 @@ from engine.secrets import REDACTED, redact_headers
 from statemachine.describe import describe_at, describe_schedule
 from statemachine.schedule import ScheduleError, is_clock_driven, load_zone, next_fire
 from statemachine.template import TemplateContext
+from statemachine.vocabulary import ACTIVE_STATUSES, TERMINAL_STATUSES
 
 # The history filters: a name in the query string -> the statuses it shows.
 STATUS_FILTERS = {
-    "active": ("STARTING", "RUNNING"),
-    "succeeded": ("SUCCEEDED",),
-    "failed": ("FAILED",),
-    "skipped": ("SKIPPED",),
-    "aborted": ("ABORTED",),
+    "active": tuple(status.value for status in ACTIVE_STATUSES),
+    **{status.value.lower(): (status.value,) for status in TERMINAL_STATUSES},
 }
-TERMINAL = ("SUCCEEDED", "FAILED", "SKIPPED", "ABORTED")
+TERMINAL = TERMINAL_STATUSES
 # The definition's policy fields, in the order a reader looks for them.
 POLICY_FIELDS = ("overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout", "throttle",
                  "triggers", "pause_after_failures", "on_failure")

@@ -23,10 +23,11 @@ from engine.ports import DeliveryRequest, Target
 from engine.targets.http import HttpTarget
 from engine.targets.noop import NoopTarget, UnavailableTarget
 from statemachine.safety import OwnService
+from statemachine.vocabulary import TargetKind
 
 # The kinds a job target may have (CONTRACT section 2).
-KINDS = ("http", "pubsub", "cloud_tasks", "noop")
-_EMULATOR_VARIABLES = {"pubsub": "PUBSUB_EMULATOR_HOST", "cloud_tasks": "SUNDIAL_TASKS_EMULATOR_HOST"}
+KINDS = tuple(TargetKind)
+_EMULATOR_VARIABLES = {TargetKind.PUBSUB: "PUBSUB_EMULATOR_HOST", TargetKind.CLOUD_TASKS: "SUNDIAL_TASKS_EMULATOR_HOST"}
 
 
 def build_targets(backend: str = "local", env: Mapping[str, str] | None = None,
@@ -35,17 +36,17 @@ def build_targets(backend: str = "local", env: Mapping[str, str] | None = None,
     Sundial's own service and chain queue, which cloud_tasks targets may not name."""
     env = os.environ if env is None else env
     return {
-        "http": HttpTarget(backend=backend),
-        "noop": NoopTarget(),
-        "pubsub": _google_target("pubsub", backend, env, own),
-        "cloud_tasks": _google_target("cloud_tasks", backend, env, own),
+        TargetKind.HTTP: HttpTarget(backend=backend),
+        TargetKind.NOOP: NoopTarget(),
+        TargetKind.PUBSUB: _google_target(TargetKind.PUBSUB, backend, env, own),
+        TargetKind.CLOUD_TASKS: _google_target(TargetKind.CLOUD_TASKS, backend, env, own),
     }
 
 
 def _google_target(kind: str, backend: str, env: Mapping[str, str], own: OwnService) -> Target:
     if backend != "cloud" and not (env.get(_EMULATOR_VARIABLES[kind]) or _has_credentials(env)):
         return UnavailableTarget(kind)
-    if kind == "pubsub":
+    if kind == TargetKind.PUBSUB:
         from engine.targets.pubsub import PubSubTarget
 
         return PubSubTarget()

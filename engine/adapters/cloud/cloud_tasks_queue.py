@@ -46,11 +46,12 @@ from google.protobuf import field_mask_pb2
 from engine.logs import log_event
 from engine.ports import Task
 from statemachine.durations import rfc3339_millis
+from statemachine.vocabulary import TaskKind
 
 log = logging.getLogger("sundial.cloud_tasks")
 
 SECRET_HEADER = "X-Sundial-Task-Secret"
-HANDLER_PATHS = {"tick": "tick", "start": "start-invocation", "trigger": "trigger", "notify": "notify"}
+HANDLER_PATHS = {kind: kind.handler_path for kind in TaskKind}
 # Cloud Tasks' limit is 30 days ahead; a day less leaves room for clock skew.
 MAX_HOP = timedelta(days=29)
 TASK_ID_LIMIT = 500  # Cloud Tasks: [A-Za-z0-9_-]{1,500}

@@ -41,6 +41,7 @@ from engine.ports import InvocationRow, ProjectRow, StoredJob
 from statemachine.durations import UTC
 from statemachine.ids import scheduled_millis
 from statemachine.record import record_from_dict, record_to_dict
+from statemachine.vocabulary import InvocationStatus, Trigger
 
 # Datastore sorts null before every timestamp, so `watchdog_at < now` alone would
 # also match records without a watchdog; queries bound times from below by this.
@@ -184,9 +185,9 @@ def invocation_row(entity: InvocationEntity) -> InvocationRow:
         project=project,
         job_id=job_id,
         id=invocation_id,
-        status=entity.status or "STARTING",
+        status=entity.status or InvocationStatus.STARTING.value,
         scheduled_time=scheduled,
-        trigger=entity.trigger or "schedule",
+        trigger=entity.trigger or Trigger.SCHEDULE.value,
         reason=entity.reason or "",
         created_time=entity.created_time,
         started_time=entity.started_time,

@@ -57,11 +57,12 @@ from engine.adapters.cloud.datastore_entities import (
 )
 from engine.logs import log_event
 from engine.ports import ConflictError, InvocationRow, ProjectRow, StoredJob, StoreError, Task
+from statemachine.vocabulary import TERMINAL_STATUSES
 
 log = logging.getLogger("sundial.datastore")
 
 T = TypeVar("T")
-TERMINAL = ("SUCCEEDED", "FAILED", "SKIPPED", "ABORTED")
+TERMINAL = tuple(status.value for status in TERMINAL_STATUSES)
 MAX_MUTATIONS = 500  # Datastore's limit of mutations in one commit
 COUNTERS = ("reads", "queries", "writes", "enqueues", "enqueue_failures", "transactions", "retries")
 

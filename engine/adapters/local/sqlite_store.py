@@ -31,8 +31,9 @@ from engine.adapters.local.sqlite_rows import (
 )
 from engine.adapters.local.write_lock import WriteLock
 from engine.ports import InvocationRow, ProjectRow, StoredJob, StoreError
+from statemachine.vocabulary import TERMINAL_STATUSES
 
-TERMINAL = ("SUCCEEDED", "FAILED", "SKIPPED", "ABORTED")
+TERMINAL = tuple(status.value for status in TERMINAL_STATUSES)  # plain strings: it is written into SQL
 OPTIMISTIC_TRIES = 3  # lost races before a transaction body runs under the write lock
 
 class SqliteJobStore:
