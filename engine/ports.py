@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Callable, Protocol, TypeVar
+from typing import Any, Callable, Protocol, TypeVar
 
 from statemachine.record import JobRecord
 
@@ -29,7 +29,7 @@ class Task:
 
     name: str
     kind: str  # tick | start | trigger | notify
-    payload: dict
+    payload: dict[str, Any]
     eta: datetime
     # The queue it goes on: "" for the chain's own; "PROJECT/THROTTLE" for the start
     # tasks of a throttled job, whose queue runs at most max_in_flight at once.
@@ -41,7 +41,7 @@ class StoredJob:
     """A job row: the machine's record plus what the shell needs to deliver."""
 
     record: JobRecord
-    definition: dict  # the normalized job entry (target, templates, policies), JSON-ready
+    definition: dict[str, Any]  # the normalized job entry (target, templates, policies), JSON-ready
     source: str = "config"  # config | api
     config_error: str = ""  # the error of a broken job entry that kept this older definition
 
@@ -60,7 +60,7 @@ class InvocationRow:
     finished_time: datetime | None = None
     attempt: int = 0
     event_count: int = 1
-    log: list[dict] = field(default_factory=list)
+    log: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -69,7 +69,7 @@ class ProjectRow:
     config_hash: str = ""
     config_error: str = ""
     job_errors: list[str] = field(default_factory=list)
-    settings: dict = field(default_factory=dict)  # acl, allowed_hosts, throttles, defaults
+    settings: dict[str, Any] = field(default_factory=dict)  # acl, allowed_hosts, throttles, defaults
 
 
 class Transaction(Protocol):
@@ -168,11 +168,11 @@ class DeliveryRequest:
     attempt: int
     event_index: int
     event_count: int
-    target: dict  # {"http": {...}} with template values substituted
+    target: dict[str, Any]  # {"http": {...}} with template values substituted
     allowed_hosts: tuple[str, ...] = ()
     completion_url: str = ""
     completion_token: str = ""
-    secret_headers: frozenset = frozenset()  # names of headers whose values are secrets
+    secret_headers: frozenset[str] = frozenset()  # names of headers whose values are secrets
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,8 @@ def plan_due(
     )
 
 
-def _single_on_time(schedule, since, horizon, now, tuning) -> DuePlan | None:
+def _single_on_time(schedule: Schedule, since: datetime, horizon: datetime, now: datetime,
+                    tuning: Tuning) -> DuePlan | None:
     """The common case, cheaply: exactly one fire time is due, and it is on time."""
     first = next_fire(schedule, since)
     if first is None or first > horizon or first < now - tuning.late_tolerance:

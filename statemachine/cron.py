@@ -16,6 +16,7 @@ from bisect import bisect_left
 from calendar import isleap
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Any
 
 FIRST_YEAR, LAST_YEAR = 1970, 2099  # Quartz's year field range
 _SEARCH_YEARS = 400  # the Gregorian calendar repeats every 400 years
@@ -311,7 +312,7 @@ class _FieldReader:
                             "needs '?' in one of them")
         return DayRule(**dom_parts, **dow_parts)
 
-    def _day_of_month(self, part: str) -> dict:
+    def _day_of_month(self, part: str) -> dict[str, Any]:
         days: set[int] = set()
         last_minus: set[int] = set()
         near: set[int] = set()
@@ -331,7 +332,7 @@ class _FieldReader:
                 "near_weekday": frozenset(near), "last_weekday": last_weekday,
                 "dom_restricted": True}
 
-    def _day_of_week(self, part: str) -> dict:
+    def _day_of_week(self, part: str) -> dict[str, Any]:
         plain: set[int] = set()
         nth: set[tuple[int, int]] = set()
         last_of: set[int] = set()

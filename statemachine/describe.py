@@ -65,10 +65,10 @@ def describe_schedule(text: str, timezone: str = "UTC") -> str | None:
             return sentence
     except ValueError:
         return None
-    sentence = _describe_cron(_MACROS.get(lowered, words))
-    if sentence is None or re.fullmatch(r"every (\d+ (seconds|minutes)|second|minute|hour)", sentence):
-        return sentence  # steps under an hour read the same in every time zone
-    return f"{sentence}, {timezone}"
+    described = _describe_cron(_MACROS.get(lowered, words))
+    if described is None or re.fullmatch(r"every (\d+ (seconds|minutes)|second|minute|hour)", described):
+        return described  # steps under an hour read the same in every time zone
+    return f"{described}, {timezone}"
 
 
 def describe_at(times: list[str], timezone: str = "UTC") -> str:
@@ -158,7 +158,7 @@ def _weekdays(dow: str, quartz: bool) -> str | None:
             return None
         return f"{_DAYS[first]} to {_DAYS[last]}"
     days = [_weekday(part, quartz) for part in dow.split(",")]
-    return None if None in days else _join([_DAYS[d] for d in days])
+    return None if None in days else _join([_DAYS[d] for d in days if d is not None])
 
 
 def _weekday(part: str, quartz: bool) -> int | None:
@@ -173,7 +173,7 @@ def _weekday(part: str, quartz: bool) -> int | None:
     return number % 7 if 0 <= number <= 7 else None
 
 
-def _numbers(field: str, top: int, names: dict | None = None) -> list[int] | None:
+def _numbers(field: str, top: int, names: dict[str, int] | None = None) -> list[int] | None:
     """A comma list of plain numbers (or names), else None."""
     values = []
     for part in field.split(","):

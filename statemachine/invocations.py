@@ -12,14 +12,14 @@ from datetime import datetime
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.pausing import count_outcome
-from statemachine.policy import Catchup, Overlap, Tuning, compute_backoff, fanout_offsets
+from statemachine.policy import Catchup, JobPolicy, Overlap, Tuning, compute_backoff, fanout_offsets
 from statemachine.record import ActiveInvocation, JobRecord, Occurrence, evolve
 from statemachine.vocabulary import JOB_PREFIX, InvocationStatus, SkipReason, Trigger
 
 SUCCEEDED, FAILED = InvocationStatus.SUCCEEDED, InvocationStatus.FAILED
 ABORTED, SKIPPED = InvocationStatus.ABORTED, InvocationStatus.SKIPPED
 
-Result = tuple[JobRecord, list]
+Result = tuple[JobRecord, list[act.Action]]
 
 
 def admit(
@@ -29,7 +29,7 @@ def admit(
 
     `inline`: the caller will deliver right after its commit (see `start`).
     """
-    policy = record.policy
+    policy = record.live_policy
     if len(record.active) < policy.concurrency_limit():
         return start(record, occurrence, now, tuning, inline)
     if _trigger_storm(record, occurrence, policy):
@@ -41,7 +41,8 @@ def admit(
     if policy.overlap is Overlap.BUFFER_ONE:
         # The newest replaces what waits, except the caught-up ones promised above.
         kept = tuple(o for o in record.buffered if _kept_for_catchup(o, policy))
-        dropped = [skipped(o, SkipReason.OVERLAP) for o in record.buffered if not _kept_for_catchup(o, policy)]
+        dropped: list[act.Action] = [skipped(o, SkipReason.OVERLAP) for o in record.buffered
+                                     if not _kept_for_catchup(o, policy)]
         return evolve(record, buffered=kept + (occurrence,)), dropped
     return record, [skipped(occurrence, SkipReason.OVERLAP)]
 
@@ -53,14 +54,14 @@ def admit(
 MAX_TRIGGERED_WAITING = 100
 
 
-def _trigger_storm(record: JobRecord, occurrence: Occurrence, policy) -> bool:
+def _trigger_storm(record: JobRecord, occurrence: Occurrence, policy: JobPolicy) -> bool:
     if policy.overlap is not Overlap.BUFFER_ALL or not occurrence.trigger.startswith(JOB_PREFIX):
         return False
     waiting = sum(1 for o in record.buffered if o.trigger.startswith(JOB_PREFIX))
     return waiting >= MAX_TRIGGERED_WAITING
 
 
-def _kept_for_catchup(occurrence: Occurrence, policy) -> bool:
+def _kept_for_catchup(occurrence: Occurrence, policy: JobPolicy) -> bool:
     return occurrence.trigger == Trigger.CATCHUP and policy.catchup is Catchup.ALL
 
 
@@ -81,7 +82,7 @@ def start(
     A process lost in between is covered like any attempt in flight: the
     watchdog re-issues it once its lease runs out.
     """
-    policy = record.policy
+    policy = record.live_policy
     fanout = policy.fanout
     due = [max(occurrence.scheduled_time + offset, now) for offset in fanout_offsets(fanout)]
     # A throttled job's attempts all wait their turn on the throttle's queue.
@@ -96,7 +97,7 @@ def start(
         attempts=(1,) * fanout.count,
         expect_by=max(due) + tuning.start_grace,
     )
-    actions = [
+    actions: list[act.Action] = [
         act.StartInvocation(entry.invocation_id, entry.scheduled_time, entry.trigger, fanout.count)
     ]
     actions += [
@@ -106,7 +107,7 @@ def start(
 
 
 def _start_inline(record: JobRecord, occurrence: Occurrence, now: datetime, tuning: Tuning) -> Result:
-    policy = record.policy
+    policy = record.live_policy
     lease = policy.attempt_timeout + tuning.start_grace
     entry = ActiveInvocation(
         invocation_id=occurrence.invocation_id,
@@ -117,7 +118,7 @@ def _start_inline(record: JobRecord, occurrence: Occurrence, now: datetime, tuni
         started_at=now,
         expect_by=now + lease,
     )
-    actions = [
+    actions: list[act.Action] = [
         act.StartInvocation(entry.invocation_id, entry.scheduled_time, entry.trigger, 1, deferred=True),
         act.Deliver(entry.invocation_id, entry.scheduled_time, entry.trigger, 0, 1, 1),
     ]
@@ -134,7 +135,7 @@ def on_starting(record: JobRecord, event: ev.InvocationStarting, now: datetime, 
     bit = 1 << event.event_index
     if entry.accepted_mask & bit:
         return record, []  # the target took it (202) and owes us its completion
-    lease = record.policy.attempt_timeout + tuning.start_grace
+    lease = record.live_policy.attempt_timeout + tuning.start_grace
     if entry.started_mask & bit and entry.started_at and now - entry.started_at < lease:
         return record, []  # a duplicate of a start whose attempt is still in flight
     if record.paused:
@@ -175,21 +176,23 @@ def on_started(record: JobRecord, event: ev.InvocationStarted, now: datetime, tu
 
 
 def on_finished(record: JobRecord, event: ev.InvocationFinished, now: datetime, tuning: Tuning) -> Result:
-    if event.attempt is None:
+    attempt = event.attempt
+    if attempt is None:
         return _on_completion(record, event, now, tuning)
-    entry = _current_attempt(record, event.invocation_id, event.event_index, event.attempt)
+    entry = _current_attempt(record, event.invocation_id, event.event_index, attempt)
     if entry is None:
         return record, []
     bit = 1 << event.event_index
     if event.succeeded:
         return _settle_events(record, evolve(entry, done_mask=entry.done_mask | bit), now, tuning)
-    return _attempt_failed(record, entry, event, now, tuning)
+    return _attempt_failed(record, entry, event, attempt, now, tuning)
 
 
-def _attempt_failed(record, entry, event, now, tuning) -> Result:
-    retry = record.policy.retry
+def _attempt_failed(record: JobRecord, entry: ActiveInvocation, event: ev.InvocationFinished, attempt: int,
+                    now: datetime, tuning: Tuning) -> Result:
+    retry = record.live_policy.retry
     reason = event.reason or "failed"
-    index, attempt = event.event_index, event.attempt
+    index = event.event_index
     if attempt < retry.max_attempts:
         retry_at = now + compute_backoff(retry, attempt, f"{entry.invocation_id}/{index}")
         if retry_at < entry.deadline:
@@ -216,7 +219,7 @@ def _attempt_failed(record, entry, event, now, tuning) -> Result:
     return record, [logged] + actions
 
 
-def _on_completion(record, event, now, tuning) -> Result:
+def _on_completion(record: JobRecord, event: ev.InvocationFinished, now: datetime, tuning: Tuning) -> Result:
     """Async completion: it settles every event still in flight or waiting."""
     entry = record.find_active(event.invocation_id)
     if entry is None:
@@ -234,7 +237,7 @@ def _on_completion(record, event, now, tuning) -> Result:
     return _settle_events(record, entry, now, tuning)
 
 
-def _settle_events(record, entry, now, tuning) -> Result:
+def _settle_events(record: JobRecord, entry: ActiveInvocation, now: datetime, tuning: Tuning) -> Result:
     """Store the entry; finish the invocation once every event is done."""
     if not entry.finished:
         return record.with_active(entry), []
@@ -247,7 +250,8 @@ def _settle_events(record, entry, now, tuning) -> Result:
     return finish(record, entry, FAILED, reason, now, tuning)
 
 
-def _current_attempt(record, invocation_id, index, attempt) -> ActiveInvocation | None:
+def _current_attempt(record: JobRecord, invocation_id: str, index: int,
+                     attempt: int | None) -> ActiveInvocation | None:
     """The active entry if (event, attempt) is its current, unfinished attempt."""
     entry = record.find_active(invocation_id)
     if entry is None or not 0 <= index < entry.event_count:
@@ -257,17 +261,18 @@ def _current_attempt(record, invocation_id, index, attempt) -> ActiveInvocation 
     return entry
 
 
-def finish(record: JobRecord, entry: ActiveInvocation, status: str, reason: str, now, tuning) -> Result:
+def finish(record: JobRecord, entry: ActiveInvocation, status: str, reason: str, now: datetime,
+           tuning: Tuning) -> Result:
     """Give the invocation its terminal status and let what waited on it go."""
     record = evolve(
         record,
         active=tuple(e for e in record.active if e.invocation_id != entry.invocation_id),
         last_finished_at=now,
     )
-    actions: list = [act.FinishInvocation(entry.invocation_id, status, reason)]
-    if status == SUCCEEDED and record.policy.triggers:
-        actions.append(act.TriggerJobs(record.policy.triggers, entry.invocation_id, entry.scheduled_time))
-    if status == FAILED and record.policy.notify_failures:
+    actions: list[act.Action] = [act.FinishInvocation(entry.invocation_id, status, reason)]
+    if status == SUCCEEDED and record.live_policy.triggers:
+        actions.append(act.TriggerJobs(record.live_policy.triggers, entry.invocation_id, entry.scheduled_time))
+    if status == FAILED and record.live_policy.notify_failures:
         actions.append(act.NotifyFailure(
             entry.invocation_id, entry.scheduled_time, entry.trigger, reason, max(entry.attempts)
         ))
@@ -278,8 +283,8 @@ def finish(record: JobRecord, entry: ActiveInvocation, status: str, reason: str,
 
 def drain_buffer(record: JobRecord, now: datetime, tuning: Tuning) -> Result:
     """Start buffered occurrences, in order, while the overlap policy allows."""
-    actions: list = []
-    while record.buffered and len(record.active) < record.policy.concurrency_limit():
+    actions: list[act.Action] = []
+    while record.buffered and len(record.active) < record.live_policy.concurrency_limit():
         head, rest = record.buffered[0], record.buffered[1:]
         record, started = start(evolve(record, buffered=rest), head, now, tuning)
         actions += started
@@ -293,12 +298,12 @@ def repair(record: JobRecord, entry: ActiveInvocation, now: datetime, tuning: Tu
     if entry.expect_by is None or now < entry.expect_by:
         return record, []
     lost = entry.all_events_mask & ~entry.done_mask & ~entry.accepted_mask
-    actions = [
+    actions: list[act.Action] = [
         act.EnqueueAttempt(entry.invocation_id, index, entry.attempts[index], now)
         for index in range(entry.event_count)
         if lost >> index & 1
     ]
-    lease = record.policy.attempt_timeout + tuning.start_grace
+    lease = record.live_policy.attempt_timeout + tuning.start_grace
     # Their attempts are lost: the re-issued starts must not be taken for duplicates
     # of an attempt in flight (on_starting's check uses the invocation's one
     # `started_at`, which the first of them to start moves to now).

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any, Callable
 
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine import ids
 from statemachine import invocations as inv
-from statemachine.catchup import plan_due
+from statemachine.catchup import DuePlan, plan_due
 from statemachine.pausing import pause
 from statemachine.policy import DEFAULT_TUNING, Tuning
 from statemachine.record import JobRecord, JobState, Occurrence, evolve
@@ -38,7 +39,7 @@ class InvalidTransition(Exception):
 @dataclass(frozen=True)
 class Transition:
     record: JobRecord
-    actions: tuple = ()
+    actions: tuple[act.Action, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,15 @@ class Refusal:
 
 IGNORE = "ignore"
 _MILLISECOND = timedelta(milliseconds=1)
+Result = tuple[JobRecord, list[act.Action]]
+# A transition's handler: the record and the event in, the record and its actions out.
+Handler = Callable[[JobRecord, Any, datetime, Tuning], Result]
+Entry = Handler | Refusal | str  # a table entry: what to do, why not, or IGNORE
 
 
-def step(record: JobRecord, event, now: datetime, tuning: Tuning = DEFAULT_TUNING) -> Transition:
+def step(record: JobRecord, event: ev.Event, now: datetime, tuning: Tuning = DEFAULT_TUNING) -> Transition:
     outcome = TRANSITIONS[record.state][type(event)]
-    if outcome == IGNORE:
+    if isinstance(outcome, str):  # IGNORE
         return Transition(record)
     if isinstance(outcome, Refusal):
         raise InvalidTransition(outcome.message.format(job=f"{record.project}/{record.job_id}"))
@@ -69,7 +74,7 @@ def derive_state(record: JobRecord) -> JobState:
         return JobState.RUNNING
     if record.active:
         return JobState.QUEUED
-    if record.tick_at is None and not record.buffered and is_clock_driven(record.policy.schedule):
+    if record.tick_at is None and not record.buffered and is_clock_driven(record.live_policy.schedule):
         return JobState.DONE
     return JobState.SCHEDULED
 
@@ -88,7 +93,7 @@ def _settle(record: JobRecord, tuning: Tuning) -> JobRecord:
 
 # --- ticks -------------------------------------------------------------------------
 
-def _arm(record: JobRecord, at: datetime | None, **changes) -> tuple[JobRecord, list]:
+def _arm(record: JobRecord, at: datetime | None, **changes: Any) -> Result:
     """Point the record at a new tick (fresh nonce), or at none; `changes` are
     other fields to set in the same copy."""
     if at is None:
@@ -99,11 +104,11 @@ def _arm(record: JobRecord, at: datetime | None, **changes) -> tuple[JobRecord, 
     return record, [act.ScheduleTick(at, nonce)]
 
 
-def _arm_next(record: JobRecord, now: datetime) -> tuple[JobRecord, list]:
+def _arm_next(record: JobRecord, now: datetime) -> Result:
     """Arm the tick that follows what the record has handled so far."""
     if record.disabled or record.paused:
         return _arm(record, None)
-    schedule = record.policy.schedule
+    schedule = record.live_policy.schedule
     if isinstance(schedule, IntervalSchedule):
         if record.active or record.buffered:
             return _arm(record, None)
@@ -125,53 +130,60 @@ def _failure_backoff(record: JobRecord) -> timedelta:
     failures = record.consecutive_failures
     if not failures or record.policy is None:
         return timedelta(0)
-    retry = record.policy.retry
-    return min(retry.min_backoff * (2 ** min(failures - 1, 40)), retry.max_backoff)
+    retry = record.live_policy.retry
+    backoff: timedelta = retry.min_backoff * (2 ** min(failures - 1, 40))
+    return min(backoff, retry.max_backoff)
 
 
-def _on_tick(record: JobRecord, event: ev.TickArrived, now, tuning) -> tuple[JobRecord, list]:
-    if event.nonce != record.tick_nonce:
+def _on_tick(record: JobRecord, event: ev.TickArrived, now: datetime, tuning: Tuning) -> Result:
+    tick_at = record.tick_at
+    if event.nonce != record.tick_nonce or tick_at is None:
         return record, []  # stale: superseded by a newer tick, or a duplicate
-    early = record.tick_at - now
+    early = tick_at - now
     if early > tuning.rearm_early:
         # A fresh nonce: the task being processed is acknowledged, and a queue
         # that deduplicates by name must not take the new one for it.
-        return _arm(record, record.tick_at)
+        return _arm(record, tick_at)
     if early > tuning.accept_early:
         return record, [act.RetryLater(early)]
-    horizon = max(now, record.tick_at)
-    if isinstance(record.policy.schedule, IntervalSchedule):
+    horizon = max(now, tick_at)
+    if isinstance(record.live_policy.schedule, IntervalSchedule):
         # A relative schedule arms its next tick when the invocation ends.
-        occurrence = _occurrence(record, record.tick_at, Trigger.SCHEDULE)
+        occurrence = _occurrence(record, tick_at, Trigger.SCHEDULE)
         record, actions = _arm(record, None, scheduled_until=horizon)
         record, started = inv.admit(record, occurrence, now, tuning, inline=True)
         return record, actions + started
     record, handled, plan = _handle_due(record, horizon, now, tuning)
+    next_at: datetime | None
     if plan.more:
         next_at = now  # a long backlog continues in the next transaction
     elif plan.following is not None:
         next_at = plan.following
     else:
-        next_at = next_fire(record.policy.schedule, plan.handled_until)
+        next_at = next_fire(record.live_policy.schedule, plan.handled_until)
     record, armed = _arm(record, next_at)
     return record, armed + handled
 
 
-def _handle_due(record: JobRecord, horizon: datetime, now, tuning, inline: bool = True):
+def _handle_due(record: JobRecord, horizon: datetime, now: datetime, tuning: Tuning,
+                inline: bool = True) -> tuple[JobRecord, list[act.Action], DuePlan]:
     """Record or admit every fire time in (scheduled_until, horizon], one batch of them.
 
     `inline`: the first attempts may be delivered right after this commit (ticks);
     other callers enqueue them.
     """
+    if record.scheduled_until is None:
+        raise ValueError(f"job {record.project}/{record.job_id} has no handled time to plan from")
     plan = plan_due(
-        record.policy.schedule, record.scheduled_until, horizon, now, record.policy, tuning,
+        record.live_policy.schedule, record.scheduled_until, horizon, now, record.live_policy, tuning,
         record.paused_through,
     )
     paused_through = record.paused_through
     if paused_through is not None and plan.handled_until >= paused_through:
         paused_through = None
     record = evolve(record, scheduled_until=plan.handled_until, paused_through=paused_through)
-    actions = [inv.skipped(_occurrence(record, t, Trigger.SCHEDULE), SkipReason.PAUSED) for t in plan.paused]
+    actions: list[act.Action] = [
+        inv.skipped(_occurrence(record, t, Trigger.SCHEDULE), SkipReason.PAUSED) for t in plan.paused]
     actions += [inv.skipped(_occurrence(record, t, Trigger.CATCHUP), SkipReason.MISSED) for t in plan.missed]
     for scheduled_time, trigger in plan.deliver:
         occurrence = _occurrence(record, scheduled_time, trigger)
@@ -187,7 +199,7 @@ def _occurrence(record: JobRecord, scheduled_time: datetime, trigger: str) -> Oc
 
 # --- definition changes ------------------------------------------------------------
 
-def _on_enabled(record: JobRecord, event: ev.JobEnabled, now, tuning):
+def _on_enabled(record: JobRecord, event: ev.JobEnabled, now: datetime, tuning: Tuning) -> Result:
     """A disabled (or brand new) job becomes active; it fires from now on."""
     record = evolve(
         record,
@@ -204,13 +216,14 @@ def _not_before(handled: datetime | None, now: datetime) -> datetime:
     return now if handled is None else max(handled, now)
 
 
-def _on_policy(record: JobRecord, event, now, tuning):
+def _on_policy(record: JobRecord, event: ev.JobEnabled | ev.ScheduleChanged, now: datetime,
+               tuning: Tuning) -> Result:
     """A new revision of an enabled job: re-plan only if its timing changed."""
     # Equal policies, not only equal revisions: a record saved before a policy field
     # existed (e.g. `throttle`) takes it up with the next import.
     if record.policy == event.policy:
         return record, []
-    timing_changed = record.policy is None or record.policy.timing_key() != event.policy.timing_key()
+    timing_changed = record.policy is None or record.live_policy.timing_key() != event.policy.timing_key()
     if not timing_changed:
         return evolve(record, policy=event.policy), []
     # What fell due under the old timing is settled under it first.
@@ -229,17 +242,17 @@ def _on_policy(record: JobRecord, event, now, tuning):
 _BACKLOG_BATCHES = 50
 
 
-def _settle_backlog(record: JobRecord, now: datetime, tuning: Tuning):
+def _settle_backlog(record: JobRecord, now: datetime, tuning: Tuning) -> Result:
     """Handle the fire times of the current timing that are due but not yet handled."""
     if (
         record.policy is None
         or record.disabled
         or record.paused
         or record.scheduled_until is None
-        or not is_clock_driven(record.policy.schedule)
+        or not is_clock_driven(record.live_policy.schedule)
     ):
         return record, []
-    actions: list = []
+    actions: list[act.Action] = []
     for _ in range(_BACKLOG_BATCHES):
         record, handled, plan = _handle_due(record, now, now, tuning, inline=False)
         actions += handled
@@ -248,13 +261,14 @@ def _settle_backlog(record: JobRecord, now: datetime, tuning: Tuning):
     return record, actions
 
 
-def _on_policy_while_disabled(record: JobRecord, event: ev.ScheduleChanged, now, tuning):
+def _on_policy_while_disabled(record: JobRecord, event: ev.ScheduleChanged, now: datetime,
+                              tuning: Tuning) -> Result:
     return evolve(record, policy=event.policy), []
 
 
-def _on_disabled(record: JobRecord, event: ev.JobDisabled, now, tuning):
+def _on_disabled(record: JobRecord, event: ev.JobDisabled, now: datetime, tuning: Tuning) -> Result:
     """Stop new occurrences; running invocations finish on their own."""
-    dropped = [inv.skipped(o, SkipReason.DISABLED) for o in record.buffered]
+    dropped: list[act.Action] = [inv.skipped(o, SkipReason.DISABLED) for o in record.buffered]
     record, _ = _arm(evolve(record, disabled=True, buffered=()), None)
     return record, dropped
 
@@ -267,7 +281,7 @@ def manual_invocation_id(record: JobRecord, event: ev.ManualTrigger, now: dateti
     return ids.invocation_id(record.project, record.job_id, event.at or now, kind, event.request_id)
 
 
-def _on_manual(record: JobRecord, event: ev.ManualTrigger, now, tuning):
+def _on_manual(record: JobRecord, event: ev.ManualTrigger, now: datetime, tuning: Tuning) -> Result:
     invocation = manual_invocation_id(record, event, now)
     known = {e.invocation_id for e in record.active} | {o.invocation_id for o in record.buffered}
     if invocation in known:
@@ -275,10 +289,10 @@ def _on_manual(record: JobRecord, event: ev.ManualTrigger, now, tuning):
     return inv.admit(record, Occurrence(invocation, event.at or now, event.trigger), now, tuning)
 
 
-def _manual_while_stopped(reason: str):
+def _manual_while_stopped(reason: str) -> Handler:
     """A person's trigger is refused (409); another job's trigger is recorded as skipped."""
 
-    def handle(record: JobRecord, event: ev.ManualTrigger, now, tuning):
+    def handle(record: JobRecord, event: ev.ManualTrigger, now: datetime, tuning: Tuning) -> Result:
         if event.trigger == Trigger.MANUAL:
             hint = "; resume it first" if reason == SkipReason.PAUSED else ""
             raise InvalidTransition(f"job {record.project}/{record.job_id} is {reason}{hint}")
@@ -288,11 +302,11 @@ def _manual_while_stopped(reason: str):
     return handle
 
 
-def _on_paused(record: JobRecord, event: ev.Paused, now, tuning):
+def _on_paused(record: JobRecord, event: ev.Paused, now: datetime, tuning: Tuning) -> Result:
     return pause(record, event.reason, now)
 
 
-def _on_resumed(record: JobRecord, event: ev.Resumed, now, tuning):
+def _on_resumed(record: JobRecord, event: ev.Resumed, now: datetime, tuning: Tuning) -> Result:
     """Resume from now: what fell due meanwhile is recorded SKIPPED/paused, not caught up.
 
     An immediate tick records it, in batches as long as it needs.
@@ -302,14 +316,14 @@ def _on_resumed(record: JobRecord, event: ev.Resumed, now, tuning):
     # The count starts again: a job paused for its failures gets its full
     # `pause_after_failures` again once someone resumes it.
     record = evolve(record, paused=False, pause_reason="", paused_at=None, consecutive_failures=0)
-    schedule = record.policy.schedule
+    schedule = record.live_policy.schedule
     if isinstance(schedule, IntervalSchedule) or not is_clock_driven(schedule):
         return _arm_next(record, now)
     return _arm(evolve(record, paused_through=now), now)
 
 
-def _on_aborted(record: JobRecord, event: ev.Aborted, now, tuning):
-    actions: list = []
+def _on_aborted(record: JobRecord, event: ev.Aborted, now: datetime, tuning: Tuning) -> Result:
+    actions: list[act.Action] = []
     for entry in record.active:
         if record.find_active(entry.invocation_id) is not None:
             record, finished = inv.finish(record, entry, inv.ABORTED, event.reason, now, tuning)
@@ -317,11 +331,11 @@ def _on_aborted(record: JobRecord, event: ev.Aborted, now, tuning):
     return _after_invocations(record, now, actions)
 
 
-def _on_watchdog(record: JobRecord, event: ev.WatchdogFired, now, tuning):
+def _on_watchdog(record: JobRecord, event: ev.WatchdogFired, now: datetime, tuning: Tuning) -> Result:
     """Repair whatever should have happened by `watchdog_at` and did not."""
     if record.watchdog_at is None or now < record.watchdog_at:
         return record, []
-    actions: list = []
+    actions: list[act.Action] = []
     if record.tick_at is not None and now >= record.tick_at + tuning.tick_grace:
         # For now, not its old time: the tick handles every fire time since the last
         # one anyway, and an old time would leave watchdog_at in the past.
@@ -335,21 +349,21 @@ def _on_watchdog(record: JobRecord, event: ev.WatchdogFired, now, tuning):
     return _after_invocations(record, now, actions)
 
 
-def _with_invocations(handler):
+def _with_invocations(handler: Handler) -> Handler:
     """Run an invocation handler, then re-arm a relative schedule if it went idle."""
 
-    def run(record, event, now, tuning):
+    def run(record: JobRecord, event: Any, now: datetime, tuning: Tuning) -> Result:
         record, actions = handler(record, event, now, tuning)
         return _after_invocations(record, now, actions)
 
     return run
 
 
-def _after_invocations(record: JobRecord, now, actions: list):
+def _after_invocations(record: JobRecord, now: datetime, actions: list[act.Action]) -> Result:
     """A relative schedule's next tick counts from the end of its last invocation."""
     if (
         record.policy is not None
-        and isinstance(record.policy.schedule, IntervalSchedule)
+        and isinstance(record.live_policy.schedule, IntervalSchedule)
         and record.tick_at is None
         and not record.active
         and not record.buffered
@@ -365,16 +379,16 @@ _finished = _with_invocations(inv.on_finished)
 _manual = _with_invocations(_on_manual)
 
 
-def _table() -> dict:
+def _table() -> dict[JobState, dict[type, Entry]]:
     S = JobState
     disabled_refusal = Refusal("job {job} is disabled")
-    invocation_events = {
+    invocation_events: dict[type, Entry] = {
         ev.InvocationStarting: _starting,
         ev.InvocationStarted: _started,
         ev.InvocationFinished: _finished,
     }
-    no_invocations = dict.fromkeys(invocation_events, IGNORE)
-    common = {
+    no_invocations: dict[type, Entry] = dict.fromkeys(invocation_events, IGNORE)
+    common: dict[type, Entry] = {
         ev.JobEnabled: _on_policy,
         ev.JobDisabled: _on_disabled,
         ev.ScheduleChanged: _on_policy,
@@ -386,7 +400,7 @@ def _table() -> dict:
         ev.WatchdogFired: _on_watchdog,
         **invocation_events,
     }
-    idle = {**common, **no_invocations, ev.Aborted: IGNORE}
+    idle: dict[type, Entry] = {**common, **no_invocations, ev.Aborted: IGNORE}
     return {
         S.SCHEDULED: idle,
         S.DONE: {**idle, ev.TickArrived: IGNORE},

@@ -12,7 +12,7 @@ from statemachine.record import JobRecord, evolve
 from statemachine.vocabulary import InvocationStatus, SkipReason
 
 
-def pause(record: JobRecord, reason: str, now: datetime) -> tuple[JobRecord, list]:
+def pause(record: JobRecord, reason: str, now: datetime) -> tuple[JobRecord, list[act.Action]]:
     """Stop new occurrences: drop what waits in the buffer (SKIPPED/paused) and the tick.
 
     Pausing a paused job only updates the reason. Invocations in flight finish on
@@ -21,7 +21,7 @@ def pause(record: JobRecord, reason: str, now: datetime) -> tuple[JobRecord, lis
     """
     if record.paused:
         return evolve(record, pause_reason=reason), []
-    dropped = [
+    dropped: list[act.Action] = [
         act.RecordSkipped(o.invocation_id, o.scheduled_time, o.trigger, SkipReason.PAUSED) for o in record.buffered
     ]
     record = evolve(
@@ -30,7 +30,7 @@ def pause(record: JobRecord, reason: str, now: datetime) -> tuple[JobRecord, lis
     return record, dropped
 
 
-def count_outcome(record: JobRecord, status: str, reason: str, now: datetime) -> tuple[JobRecord, list]:
+def count_outcome(record: JobRecord, status: str, reason: str, now: datetime) -> tuple[JobRecord, list[act.Action]]:
     """Count consecutive failures; pause the job when `pause_after_failures` is reached.
 
     A SUCCEEDED invocation resets the count; SKIPPED and ABORTED ones leave it alone

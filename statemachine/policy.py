@@ -114,7 +114,7 @@ class JobPolicy:
             return schedules.AtSchedule(self.at)
         return schedules.parse_schedule(self.schedule_text, self.timezone)
 
-    def timing_key(self) -> tuple:
+    def timing_key(self) -> tuple[object, ...]:
         """The fields that decide fire times; a change to them re-plans the job."""
         return (self.schedule_text, self.timezone, self.at)
 
@@ -140,7 +140,8 @@ def compute_backoff(retry: RetryPolicy, failed_attempt: int, jitter_key: str) ->
     step = min(step, retry.max_backoff)
     digest = hashlib.blake2b(f"{jitter_key}/{failed_attempt}".encode(), digest_size=8).digest()
     fraction = int.from_bytes(digest, "big") / 2**64
-    return step / 2 + step / 2 * fraction
+    half: timedelta = step / 2
+    return half + half * fraction
 
 
 def fanout_offsets(fanout: FanoutPolicy) -> list[timedelta]:

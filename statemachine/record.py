@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from enum import Enum
 from functools import lru_cache
+from typing import Any, TypeVar
 
 from statemachine.durations import UTC, parse_instant
 from statemachine.policy import (
@@ -25,7 +26,11 @@ RECORD_VERSION = 1
 _FIELD_NAMES: dict[type, frozenset[str]] = {}
 
 
-def evolve(instance, **changes):
+Frozen = TypeVar("Frozen")
+Data = dict[str, Any]  # a JSON-ready dict, as stored
+
+
+def evolve(instance: Frozen, **changes: Any) -> Frozen:
     """A copy of a frozen dataclass with some fields changed.
 
     What `dataclasses.replace` does, without re-running `__init__`: a step copies
@@ -35,10 +40,10 @@ def evolve(instance, **changes):
     kind = type(instance)
     names = _FIELD_NAMES.get(kind)
     if names is None:
-        names = _FIELD_NAMES[kind] = frozenset(f.name for f in fields(kind))
+        names = _FIELD_NAMES[kind] = frozenset(f.name for f in fields(kind))  # type: ignore[arg-type]
     if not changes.keys() <= names:
         raise TypeError(f"{kind.__name__} has no field {sorted(changes.keys() - names)}")
-    clone = object.__new__(kind)
+    clone: Frozen = object.__new__(kind)
     clone.__dict__.update(instance.__dict__)
     clone.__dict__.update(changes)
     return clone
@@ -132,6 +137,14 @@ class JobRecord:
     consecutive_failures: int = 0
     last_finished_at: datetime | None = None
 
+    @property
+    def live_policy(self) -> JobPolicy:
+        """The policy of a job that has been enabled: every step that plans or runs an
+        invocation has one (a record without a policy is only ever enabled)."""
+        if self.policy is None:
+            raise ValueError(f"job {self.project}/{self.job_id} has no policy yet")
+        return self.policy
+
     def find_active(self, invocation_id: str) -> ActiveInvocation | None:
         for entry in self.active:
             if entry.invocation_id == invocation_id:
@@ -171,11 +184,15 @@ def _parse_time(value: str | None) -> datetime | None:
     return None if value is None else parse_instant(value)
 
 
+def _required_time(value: str) -> datetime:
+    return parse_instant(value)
+
+
 def _millis(value: timedelta) -> int:
     return round(value.total_seconds() * 1000)
 
 
-def policy_to_dict(policy: JobPolicy) -> dict:
+def policy_to_dict(policy: JobPolicy) -> Data:
     return {
         "schedule": policy.schedule_text,
         "timezone": policy.timezone,
@@ -200,13 +217,13 @@ def policy_to_dict(policy: JobPolicy) -> dict:
     }
 
 
-def policy_from_dict(data: dict) -> JobPolicy:
+def policy_from_dict(data: Data) -> JobPolicy:
     attempts, min_backoff, max_backoff = data["retry"]
     count, spread = data["fanout"]
     return JobPolicy(
         schedule_text=data["schedule"],
         timezone=data["timezone"],
-        at=tuple(_parse_time(t) for t in data["at"]),
+        at=tuple(_required_time(t) for t in data["at"]),
         overlap=Overlap(data["overlap"]),
         max_concurrent=data["max_concurrent"],
         catchup=Catchup(data["catchup"]),
@@ -224,7 +241,7 @@ def policy_from_dict(data: dict) -> JobPolicy:
     )
 
 
-def _active_to_dict(entry: ActiveInvocation) -> dict:
+def _active_to_dict(entry: ActiveInvocation) -> Data:
     return {
         "id": entry.invocation_id,
         "scheduled_time": _time(entry.scheduled_time),
@@ -243,12 +260,12 @@ def _active_to_dict(entry: ActiveInvocation) -> dict:
     }
 
 
-def _active_from_dict(data: dict) -> ActiveInvocation:
+def _active_from_dict(data: Data) -> ActiveInvocation:
     return ActiveInvocation(
         invocation_id=data["id"],
-        scheduled_time=_parse_time(data["scheduled_time"]),
+        scheduled_time=_required_time(data["scheduled_time"]),
         trigger=data["trigger"],
-        deadline=_parse_time(data["deadline"]),
+        deadline=_required_time(data["deadline"]),
         event_count=data["event_count"],
         attempts=tuple(data["attempts"]),
         started_mask=int(data["started"], 16),
@@ -261,7 +278,7 @@ def _active_from_dict(data: dict) -> ActiveInvocation:
     )
 
 
-def record_to_dict(record: JobRecord) -> dict:
+def record_to_dict(record: JobRecord) -> Data:
     """A JSON-ready dict of the record; `record_from_dict` is its inverse."""
     return {
         "version": RECORD_VERSION,
@@ -289,7 +306,7 @@ def record_to_dict(record: JobRecord) -> dict:
     }
 
 
-def record_from_dict(data: dict) -> JobRecord:
+def record_from_dict(data: Data) -> JobRecord:
     if data.get("version") != RECORD_VERSION:
         raise ValueError(f"job record version {data.get('version')!r} is not {RECORD_VERSION}")
     return JobRecord(
@@ -309,7 +326,7 @@ def record_from_dict(data: dict) -> JobRecord:
         paused_through=_parse_time(data.get("paused_through")),
         active=tuple(_active_from_dict(e) for e in data["active"]),
         buffered=tuple(
-            Occurrence(i, _parse_time(t), trigger) for i, t, trigger in data["buffered"]
+            Occurrence(i, _required_time(t), trigger) for i, t, trigger in data["buffered"]
         ),
         watchdog_at=_parse_time(data["watchdog_at"]),
         consecutive_failures=data["consecutive_failures"],

@@ -319,7 +319,7 @@ def _repeated_hour_pass(spec: CronSpec, tz: ZoneInfo, local: datetime,
         before, after_change = _offsets(tz, wall)
         change = _transition(tz, wall - before, after_utc)
     else:
-        before = local.utcoffset()
+        before = _offset(local)
         probe = after_utc + _DAY
         after_change = _offset_at(tz, probe)
         if after_change >= before:
@@ -341,11 +341,19 @@ def _end_of_repeat(tz: ZoneInfo, wall: datetime) -> datetime:
 def _offsets(tz: ZoneInfo, wall: datetime) -> tuple[timedelta, timedelta]:
     """UTC offsets for a naive wall time at fold=0 and fold=1 (PEP 495): equal when the
     time exists once, first > second when it repeats, first < second in a gap."""
-    return tz.utcoffset(wall.replace(fold=0)), tz.utcoffset(wall.replace(fold=1))
+    return _offset(wall.replace(tzinfo=tz, fold=0)), _offset(wall.replace(tzinfo=tz, fold=1))
 
 
 def _offset_at(tz: ZoneInfo, instant: datetime) -> timedelta:
-    return tz.fromutc(instant.replace(tzinfo=tz)).utcoffset()
+    return _offset(tz.fromutc(instant.replace(tzinfo=tz)))
+
+
+def _offset(aware: datetime) -> timedelta:
+    """The UTC offset of an aware datetime (a ZoneInfo always has one)."""
+    offset = aware.utcoffset()
+    if offset is None:
+        raise ValueError(f"{aware!r} has no UTC offset")
+    return offset
 
 
 def _transition(tz: ZoneInfo, low: datetime, high: datetime) -> datetime:
