@@ -17,7 +17,7 @@ from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.logs import log_event
 from engine.service import Engine
-from engine.targets import build_targets
+from engine.targets import GoogleAccess, build_targets
 from statemachine.durations import UTC
 from statemachine.safety import OwnService
 from web.app import create_app
@@ -82,7 +82,7 @@ def build_local(settings: Settings, clock=None) -> Runtime:
     # (engine/adapters/local/optimistic.py); in one process that costs more than it saves.
     store = SqliteJobStore(settings.db_path, optimistic=settings.processes > 1)
     settings = _with_secret(settings, store)
-    engine = _engine(settings, store, build_targets("local", own=_own(settings)), clock)
+    engine = _engine(settings, store, build_targets("local", _own(settings), google_access(settings)), clock)
     queue = SqliteTaskQueue(store)
     dispatcher = Dispatcher(queue, engine.handle_task, clock, settings.workers, settings.task_lease,
                             engine=engine)
@@ -110,7 +110,7 @@ def build_cloud(settings: Settings, clock=None) -> Runtime:
     settings = _with_secret(settings, store)
     queue.secret = settings.task_secret
     _ensure_chain_queue(tasks, settings)
-    engine = _engine(settings, store, build_targets("cloud", own=_own(settings)), clock)
+    engine = _engine(settings, store, build_targets("cloud", _own(settings), google_access(settings)), clock)
     return _runtime(settings, engine, None, loops=not settings.on_app_engine,
                     after_import=_throttle_queue_keeper(tasks, settings, store))
 
@@ -173,11 +173,9 @@ def wsgi_app():
 
 
 def _ndb_client(settings: Settings):
-    import os
-
     from google.cloud import ndb
 
-    if os.environ.get("DATASTORE_EMULATOR_HOST"):
+    if settings.datastore_emulator_host:
         from google.auth.credentials import AnonymousCredentials
 
         return ndb.Client(project=settings.gcp_project, credentials=AnonymousCredentials())
@@ -202,32 +200,31 @@ def _with_secret(settings: Settings, store) -> Settings:
 
 
 def _engine(settings: Settings, store, targets: dict, clock) -> Engine:
-    engine = Engine(
+    return Engine(
         store, targets, clock, settings.tuning,
-        service_url=settings.service_url, secret=settings.task_secret.encode(),
+        service_url=settings.service_url, secret=settings.task_secret.encode(), secrets=_secrets(settings),
     )
-    engine.secrets = _secrets(settings)
-    return engine
+
+
+def google_access(settings: Settings) -> GoogleAccess:
+    """What this machine has for the Google targets, as the settings found it."""
+    return GoogleAccess(settings.pubsub_emulator_host, settings.tasks_emulator_host, settings.google_credentials)
 
 
 def _own(settings: Settings) -> OwnService:
     return OwnService(settings.service_url, settings.tasks_queue)
 
 
-def _secrets(settings: Settings, env=None):
+def _secrets(settings: Settings):
     """Secret Manager on the cloud backend (unless SUNDIAL_SECRETS=local), else the
     per-project folders of SUNDIAL_SECRETS_DIR (engine/secrets.py)."""
-    import os
-
     from engine.secrets import LocalSecrets
 
-    env = os.environ if env is None else env
-    if settings.backend == "cloud" and env.get("SUNDIAL_SECRETS", "") != "local":
-        from engine.adapters.cloud.secret_manager import SECRET_MANAGER_URL, SecretManagerSecrets
+    if settings.backend == "cloud" and settings.secrets_source != "local":
+        from engine.adapters.cloud.secret_manager import SecretManagerSecrets
 
-        return SecretManagerSecrets(settings.gcp_project,
-                                    base_url=env.get("SUNDIAL_SECRET_MANAGER_URL", SECRET_MANAGER_URL))
-    return LocalSecrets(env)
+        return SecretManagerSecrets(settings.gcp_project, base_url=settings.secret_manager_url)
+    return LocalSecrets(settings.secrets_dir)
 
 
 def _runtime(settings: Settings, engine: Engine, dispatcher, loops: bool, queue_depth=None,

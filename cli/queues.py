@@ -13,10 +13,10 @@ the environment and prints what happened.
 
 from __future__ import annotations
 
-import os
 import sys
 
 from cli.common import UsageError
+from config.settings import variable
 
 DEFAULT_LOCATION = "us-central1"
 DEFAULT_QUEUE = "sundial"
@@ -44,13 +44,12 @@ def add_queues(subparsers) -> None:
 
 def queue_settings(args, env=None) -> tuple[str, str, str, str | None]:
     """(project, location, queue id, emulator host) from the flags, else the environment."""
-    env = os.environ if env is None else env
-    project = args.project or env.get("GOOGLE_CLOUD_PROJECT", "")
+    project = args.project or variable("GOOGLE_CLOUD_PROJECT", env)
     if not project:
         raise UsageError("--project: no Google Cloud project; pass --project or set GOOGLE_CLOUD_PROJECT")
-    location = args.location or env.get("SUNDIAL_TASKS_LOCATION") or DEFAULT_LOCATION
-    queue = args.queue or env.get("SUNDIAL_TASKS_QUEUE") or DEFAULT_QUEUE
-    return project, location, queue, env.get("SUNDIAL_TASKS_EMULATOR_HOST") or None
+    location = args.location or variable("SUNDIAL_TASKS_LOCATION", env) or DEFAULT_LOCATION
+    queue = args.queue or variable("SUNDIAL_TASKS_QUEUE", env) or DEFAULT_QUEUE
+    return project, location, queue, variable("SUNDIAL_TASKS_EMULATOR_HOST", env) or None
 
 
 def run_queues(args) -> int:
@@ -60,7 +59,7 @@ def run_queues(args) -> int:
 
     from app.bootstrap import provision_task_queues
 
-    throttles = config_throttles(args.configs or os.environ.get("SUNDIAL_CONFIG_DIR") or "examples/configs")
+    throttles = config_throttles(args.configs or variable("SUNDIAL_CONFIG_DIR") or "examples/configs")
     try:
         results = provision_task_queues(project, location, queue, emulator, throttles)
     except (gexc.GoogleAPICallError, gexc.RetryError, auth_exceptions.GoogleAuthError) as error:

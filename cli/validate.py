@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from cli.common import UsageError
 from config.loader import expand_paths, validate_paths
+from config.settings import variable
 from config.targets import BACKENDS
 
 _EPILOG = """\
@@ -37,7 +37,7 @@ def add_validate(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    backend = args.backend or os.environ.get("SUNDIAL_BACKEND") or "local"
+    backend = args.backend or variable("SUNDIAL_BACKEND") or "local"
     if backend not in BACKENDS:
         raise UsageError(f"SUNDIAL_BACKEND: expected one of {', '.join(BACKENDS)}, "
                          f"got {backend!r}")

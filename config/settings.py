@@ -24,6 +24,15 @@ each has a default that suits one machine:
 | SUNDIAL_TASKS_EMULATOR_HOST | | host:port of a Cloud Tasks emulator (no TLS) |
 | SUNDIAL_TASKS_SERVICE_ACCOUNT | | the account whose OIDC tokens the task handlers accept |
 | SUNDIAL_FAULT_DUPLICATE_TASKS | 0 | fault injection: create every Cloud Tasks task twice |
+| SUNDIAL_ADMINS | | members (`user:EMAIL`, ...) who own every project, comma-separated |
+| SUNDIAL_GROUPS_FILE | | a YAML file of `{group: [members]}` for ACLs |
+| SUNDIAL_IAP_AUDIENCE | | behind Identity-Aware Proxy: the audience of its assertions |
+| SUNDIAL_ID_TOKEN_AUDIENCE | the service URL on App Engine | the audience of Google ID tokens accepted as callers |
+| SUNDIAL_IAP_CERTS_URL, SUNDIAL_ID_CERTS_URL | IAP's and Google's | where their signing keys are fetched (tests point them at a stand-in) |
+| SUNDIAL_SECRETS | | `local`: read secrets from SUNDIAL_SECRETS_DIR on the cloud backend too |
+| SUNDIAL_SECRET_MANAGER_URL | https://secretmanager.googleapis.com | Secret Manager's API (tests point it at a stand-in) |
+| PUBSUB_EMULATOR_HOST, DATASTORE_EMULATOR_HOST | | Google's own variables for their emulators; Sundial reads them to decide what is available |
+| GOOGLE_APPLICATION_CREDENTIALS, CLOUDSDK_CONFIG, HOME | | where Application Default Credentials are looked for (pubsub and cloud_tasks targets on one machine) |
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from pathlib import Path
 
 from statemachine.durations import parse_duration
 from statemachine.policy import Tuning
@@ -65,6 +75,18 @@ class Settings:
     tasks_service_account: str = ""
     explicit_service_url: str = ""
     fault_duplicate_tasks: bool = False
+    admins: str = ""  # members who own every project, comma-separated
+    groups_file: str = ""  # YAML {group: [members]}
+    iap_audience: str = ""
+    id_token_audience: str = ""
+    iap_certs_url: str = ""  # "" is IAP's own
+    id_certs_url: str = ""  # "" is Google's own
+    secrets_dir: str = ""
+    secrets_source: str = ""  # "local": SUNDIAL_SECRETS_DIR on the cloud backend too
+    secret_manager_url: str = "https://secretmanager.googleapis.com"
+    pubsub_emulator_host: str = ""
+    datastore_emulator_host: str = ""
+    google_credentials: bool = False  # Application Default Credentials set up on this machine
 
     @property
     def service_url(self) -> str:
@@ -130,7 +152,30 @@ def from_environment(env=None) -> Settings:
         tasks_service_account=env.get("SUNDIAL_TASKS_SERVICE_ACCOUNT", ""),
         explicit_service_url=env.get("SUNDIAL_SERVICE_URL", ""),
         fault_duplicate_tasks=env.get("SUNDIAL_FAULT_DUPLICATE_TASKS", "0") == "1",
+        admins=env.get("SUNDIAL_ADMINS", ""),
+        groups_file=env.get("SUNDIAL_GROUPS_FILE", ""),
+        iap_audience=env.get("SUNDIAL_IAP_AUDIENCE", ""),
+        id_token_audience=env.get("SUNDIAL_ID_TOKEN_AUDIENCE", ""),
+        iap_certs_url=env.get("SUNDIAL_IAP_CERTS_URL", ""),
+        id_certs_url=env.get("SUNDIAL_ID_CERTS_URL", ""),
+        secrets_dir=env.get("SUNDIAL_SECRETS_DIR", ""),
+        secrets_source=env.get("SUNDIAL_SECRETS", ""),
+        secret_manager_url=env.get("SUNDIAL_SECRET_MANAGER_URL", defaults.secret_manager_url),
+        pubsub_emulator_host=env.get("PUBSUB_EMULATOR_HOST", ""),
+        datastore_emulator_host=env.get("DATASTORE_EMULATOR_HOST", ""),
+        google_credentials=_has_google_credentials(env),
     )
+
+
+def _has_google_credentials(env) -> bool:
+    """Whether Application Default Credentials are set up on this machine. Only the two
+    places a developer puts them are looked at: asking the metadata server would stall
+    every start of an embedded server that runs off Google Cloud."""
+    if env.get("GOOGLE_APPLICATION_CREDENTIALS"):
+        return True
+    home = Path(env.get("HOME", "~")).expanduser()
+    config = env.get("CLOUDSDK_CONFIG") or str(home / ".config" / "gcloud")
+    return (Path(config) / "application_default_credentials.json").is_file()
 
 
 def own_service(env=None) -> OwnService:
@@ -143,3 +188,10 @@ def own_service(env=None) -> OwnService:
                         explicit_service_url=env.get("SUNDIAL_SERVICE_URL", ""),
                         tasks_queue=env.get("SUNDIAL_TASKS_QUEUE", Settings.tasks_queue))
     return OwnService(settings.service_url, settings.tasks_queue)
+
+
+def variable(name: str, env=None) -> str:
+    """One variable of the table above, for a command that needs it alone (`validate`,
+    `queues`) and reports a bad value in its own words; "" when it is not set."""
+    env = os.environ if env is None else env
+    return env.get(name, "")

@@ -21,7 +21,6 @@ nor on Secret Manager (a remote call per PUT): those fail at the attempt instead
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Mapping
 
@@ -51,9 +50,8 @@ def secret_manager_id(project: str, name: str) -> str:
 class LocalSecrets:
     """`$SUNDIAL_SECRETS_DIR/<project>/<NAME>`; with no directory, no secret exists."""
 
-    def __init__(self, env: Mapping[str, str] | None = None, directory: str | None = None):
-        env = os.environ if env is None else env
-        self._directory = directory if directory is not None else env.get("SUNDIAL_SECRETS_DIR", "")
+    def __init__(self, directory: str = ""):
+        self._directory = directory
 
     def exists(self, project: str, name: str) -> bool:
         """Whether `project` has secret `name` (checked when a job is PUT)."""

@@ -13,6 +13,7 @@ import hmac
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Callable
 
 from engine.batch import BATCHED_KINDS, stepped_from, task_event
 from engine.delivery import deliver
@@ -54,12 +55,13 @@ class Engine:
         tuning: Tuning = DEFAULT_TUNING,
         service_url: str = "http://127.0.0.1:8080",
         secret: bytes = b"",
+        secrets: Callable[[str, str], str] | None = None,
     ):
         self.store, self.targets, self.clock, self.tuning = store, targets, clock, tuning
         self.service_url, self.secret = service_url.rstrip("/"), secret
         self.metrics = Metrics()
         # Reads the secrets that header values name (engine/secrets.py); None: no store.
-        self.secrets = None
+        self.secrets = secrets
         self._settings_cache: dict[str, tuple[datetime, tuple[str, ...]]] = {}
 
     # --- the one way a job changes -------------------------------------------------

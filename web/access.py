@@ -37,7 +37,7 @@ def install(app: Flask, identifier: Identifier | None = None, directory: Directo
     credential gets 401 whatever the endpoint."""
     settings = app.config["SUNDIAL_SETTINGS"]
     app.config["SUNDIAL_IDENTIFIER"] = identifier or identifier_from_settings(settings)
-    app.config["SUNDIAL_DIRECTORY"] = directory or load_directory()
+    app.config["SUNDIAL_DIRECTORY"] = directory or load_directory(settings.admins, settings.groups_file)
 
     @app.before_request
     def _identify():

@@ -13,7 +13,6 @@ owns every project, also those whose file has no `acl`. Emails compare without c
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -61,12 +60,11 @@ def _normal(member: str) -> str:
     return f"{kind}:{name.lower()}" if sep and kind in ("user", "serviceAccount") else member.strip()
 
 
-def load_directory(env: Mapping[str, str] | None = None) -> Directory:
-    """The directory from SUNDIAL_GROUPS_FILE and SUNDIAL_ADMINS; a broken file is an
-    error naming it, raised at start rather than at the first request."""
-    env = os.environ if env is None else env
-    admins = tuple(_normal(m) for m in env.get("SUNDIAL_ADMINS", "").split(",") if m.strip())
-    path = env.get("SUNDIAL_GROUPS_FILE", "")
+def load_directory(admins_text: str = "", path: str = "") -> Directory:
+    """The directory from SUNDIAL_GROUPS_FILE (`path`) and SUNDIAL_ADMINS
+    (`admins_text`); a broken file is an error naming it, raised at start rather than
+    at the first request."""
+    admins = tuple(_normal(m) for m in admins_text.split(",") if m.strip())
     if not path:
         return Directory({}, admins)
     try:

@@ -23,7 +23,6 @@ certificates is injectable (tests hand it certificates of a locally made key).
 from __future__ import annotations
 
 import hmac
-import os
 import threading
 import time
 from typing import Callable, Mapping
@@ -130,10 +129,9 @@ class Guard:
         return scheme.lower() == "bearer" and bool(token.strip()) and self._verify_token(token.strip())
 
 
-def guard_from_settings(settings, env: Mapping[str, str] | None = None) -> Guard:
+def guard_from_settings(settings) -> Guard:
     """The guard for a running app: App Engine or not, the task secret, and OIDC when a
     service account is configured (audience: the service URL, as the queue sets it)."""
-    env = os.environ if env is None else env
-    account = getattr(settings, "tasks_service_account", "") or env.get("SUNDIAL_TASKS_SERVICE_ACCOUNT", "")
+    account = settings.tasks_service_account
     verifier = OidcVerifier(account, settings.service_url.rstrip("/")) if account else None
     return Guard(settings.on_app_engine, settings.task_secret, verifier)

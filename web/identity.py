@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import os
 import threading
 from dataclasses import dataclass
 from typing import Callable, Mapping
@@ -173,21 +172,18 @@ class Identifier:
         raise Unauthenticated("the bearer token is not known or does not verify")
 
 
-def identifier_from_settings(settings, env: Mapping[str, str] | None = None,
-                             fetch: Callable | None = None) -> Identifier:
-    """The running app's identifier. Audiences come from the environment:
+def identifier_from_settings(settings, fetch: Callable | None = None) -> Identifier:
+    """The running app's identifier. Audiences come from the settings:
     `SUNDIAL_IAP_AUDIENCE` (`/projects/NUMBER/apps/PROJECT_ID` behind IAP) and
     `SUNDIAL_ID_TOKEN_AUDIENCE` (default on App Engine: the service URL)."""
-    env = os.environ if env is None else env
     try:
         tokens = parse_api_tokens(settings.api_tokens)
     except ValueError as error:
         raise SystemExit(str(error)) from None
-    iap_audience = env.get("SUNDIAL_IAP_AUDIENCE", "")
-    id_audience = env.get("SUNDIAL_ID_TOKEN_AUDIENCE", "") or (
-        settings.service_url if settings.on_app_engine else "")
-    iap = JwtChecker(env.get("SUNDIAL_IAP_CERTS_URL", IAP_CERTS_URL), iap_audience, (IAP_ISSUER,),
+    iap_audience = settings.iap_audience
+    id_audience = settings.id_token_audience or (settings.service_url if settings.on_app_engine else "")
+    iap = JwtChecker(settings.iap_certs_url or IAP_CERTS_URL, iap_audience, (IAP_ISSUER,),
                      fetch) if iap_audience else None
-    id_tokens = JwtChecker(env.get("SUNDIAL_ID_CERTS_URL", GOOGLE_CERTS_URL), id_audience,
+    id_tokens = JwtChecker(settings.id_certs_url or GOOGLE_CERTS_URL, id_audience,
                            GOOGLE_ISSUERS, fetch) if id_audience else None
     return Identifier(tokens, settings.on_app_engine, iap, id_tokens)

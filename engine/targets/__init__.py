@@ -15,9 +15,7 @@ and the Google libraries, are imported only when such a target is built.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-from typing import Mapping
+from dataclasses import dataclass
 
 from engine.ports import DeliveryRequest, Target
 from engine.targets.http import HttpTarget
@@ -27,24 +25,37 @@ from statemachine.vocabulary import TargetKind
 
 # The kinds a job target may have (CONTRACT section 2).
 KINDS = tuple(TargetKind)
-_EMULATOR_VARIABLES = {TargetKind.PUBSUB: "PUBSUB_EMULATOR_HOST", TargetKind.CLOUD_TASKS: "SUNDIAL_TASKS_EMULATOR_HOST"}
 
 
-def build_targets(backend: str = "local", env: Mapping[str, str] | None = None,
-                  own: OwnService = OwnService()) -> dict[str, Target]:
+@dataclass(frozen=True)
+class GoogleAccess:
+    """What this machine has for the Google targets: emulators (host:port), and whether
+    Application Default Credentials are set up (config.settings decides from the
+    environment)."""
+
+    pubsub_emulator: str = ""
+    tasks_emulator: str = ""
+    credentials: bool = False
+
+    def reaches(self, kind: str) -> bool:
+        emulator = self.pubsub_emulator if kind == TargetKind.PUBSUB else self.tasks_emulator
+        return bool(emulator) or self.credentials
+
+
+def build_targets(backend: str = "local", own: OwnService = OwnService(),
+                  google: GoogleAccess = GoogleAccess()) -> dict[str, Target]:
     """One instance per kind; HttpTarget holds the shared connection pool. `own` is
     Sundial's own service and chain queue, which cloud_tasks targets may not name."""
-    env = os.environ if env is None else env
     return {
         TargetKind.HTTP: HttpTarget(backend=backend),
         TargetKind.NOOP: NoopTarget(),
-        TargetKind.PUBSUB: _google_target(TargetKind.PUBSUB, backend, env, own),
-        TargetKind.CLOUD_TASKS: _google_target(TargetKind.CLOUD_TASKS, backend, env, own),
+        TargetKind.PUBSUB: _google_target(TargetKind.PUBSUB, backend, google, own),
+        TargetKind.CLOUD_TASKS: _google_target(TargetKind.CLOUD_TASKS, backend, google, own),
     }
 
 
-def _google_target(kind: str, backend: str, env: Mapping[str, str], own: OwnService) -> Target:
-    if backend != "cloud" and not (env.get(_EMULATOR_VARIABLES[kind]) or _has_credentials(env)):
+def _google_target(kind: str, backend: str, google: GoogleAccess, own: OwnService) -> Target:
+    if backend != "cloud" and not google.reaches(kind):
         return UnavailableTarget(kind)
     if kind == TargetKind.PUBSUB:
         from engine.targets.pubsub import PubSubTarget
@@ -52,17 +63,7 @@ def _google_target(kind: str, backend: str, env: Mapping[str, str], own: OwnServ
         return PubSubTarget()
     from engine.targets.cloud_tasks import CloudTasksTarget
 
-    return CloudTasksTarget(own=own)
-
-
-def _has_credentials(env: Mapping[str, str]) -> bool:
-    """Whether Application Default Credentials are configured on this machine. Only the
-    two places a developer puts them are checked: asking the metadata server would stall
-    every start of an embedded server that runs off Google Cloud."""
-    if env.get("GOOGLE_APPLICATION_CREDENTIALS"):
-        return True
-    config = env.get("CLOUDSDK_CONFIG") or str(Path(env.get("HOME", "~")).expanduser() / ".config" / "gcloud")
-    return (Path(config) / "application_default_credentials.json").is_file()
+    return CloudTasksTarget(own=own, emulator_host=google.tasks_emulator)
 
 
 def target_kind(target: dict) -> str:
@@ -78,6 +79,7 @@ def target_for(targets: dict[str, Target], request: DeliveryRequest) -> Target:
 
 __all__ = [
     "KINDS",
+    "GoogleAccess",
     "HttpTarget",
     "NoopTarget",
     "UnavailableTarget",

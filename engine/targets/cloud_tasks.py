@@ -16,7 +16,6 @@ it at an emulator, as for the chain's own queue.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import threading
 import time
@@ -36,8 +35,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _RESERVED_PREFIX = "x-sundial-"
 
 
-def _default_client() -> tasks_v2.CloudTasksClient:
-    emulator = os.environ.get("SUNDIAL_TASKS_EMULATOR_HOST")
+def _default_client(emulator: str = "") -> tasks_v2.CloudTasksClient:
     if not emulator:
         return tasks_v2.CloudTasksClient()
     import grpc
@@ -59,8 +57,9 @@ def task_id(request: DeliveryRequest) -> str:
 class CloudTasksTarget:
     """Delivers `{"cloud_tasks": {queue, url, method, headers, body}}` targets."""
 
-    def __init__(self, client=None, make_client=_default_client, own: OwnService = OwnService()):
-        self._client, self._make_client = client, make_client
+    def __init__(self, client=None, make_client=None, own: OwnService = OwnService(), emulator_host: str = ""):
+        self._client = client
+        self._make_client = make_client or (lambda: _default_client(emulator_host))
         self._own = own  # Sundial's own service and queues: refused, as at validation
         self._lock = threading.Lock()
 

@@ -248,8 +248,8 @@ def test_on_app_engine_the_cron_header_admits_cron_and_the_secret_still_works():
 
 
 def test_guard_from_settings_uses_the_service_account_and_the_service_url():
-    settings = Settings(task_secret=SECRET, explicit_service_url=SERVICE_URL + "/")
-    guard = guard_from_settings(settings, env={"SUNDIAL_TASKS_SERVICE_ACCOUNT": ACCOUNT})
+    settings = Settings(task_secret=SECRET, explicit_service_url=SERVICE_URL + "/", tasks_service_account=ACCOUNT)
+    guard = guard_from_settings(settings)
     verifier = guard._verify_token
     assert (verifier.service_account, verifier.audience) == (ACCOUNT, SERVICE_URL)
-    assert guard_from_settings(Settings(task_secret=SECRET), env={})._verify_token is None
+    assert guard_from_settings(Settings(task_secret=SECRET))._verify_token is None

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from engine.targets import UnavailableTarget, build_targets
+from app.bootstrap import google_access
+from config.settings import from_environment
+from engine.targets import UnavailableTarget
+from engine.targets import build_targets as build
 from engine.targets.cloud_tasks import CloudTasksTarget
 from engine.targets.pubsub import PubSubTarget
+
+
+def build_targets(backend: str, env: dict):
+    """The targets as `serve` builds them in an environment like `env`."""
+    return build(backend, google=google_access(from_environment(env)))
 
 
 def kinds(targets) -> dict[str, str]:

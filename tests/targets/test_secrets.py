@@ -54,7 +54,7 @@ def secrets_dir(tmp_path, project: str = "p", **values: str) -> LocalSecrets:
     folder.mkdir(parents=True, exist_ok=True)
     for name, value in values.items():
         (folder / name.replace("_", "-")).write_text(value)
-    return LocalSecrets({}, str(tmp_path / "secrets"))
+    return LocalSecrets(str(tmp_path / "secrets"))
 
 
 def test_local_secrets_come_from_the_projects_own_directory(tmp_path):
@@ -69,7 +69,9 @@ def test_a_project_never_reads_another_projects_secret_or_the_servers(tmp_path):
     (tmp_path / "secrets" / "prod-db").write_text("server-level")  # the old global layout
     env = {"SUNDIAL_SECRET_PROD_DB": "env-value", "SUNDIAL_SECRET_ALPHA_KEY": "env-value",
            "SUNDIAL_SECRETS_DIR": str(tmp_path / "secrets")}
-    for store in (secrets, LocalSecrets(env)):
+    from config.settings import from_environment
+
+    for store in (secrets, LocalSecrets(from_environment(env).secrets_dir)):
         assert store("alpha", "alpha-key") == "alpha-value"
         for project, name in (("beta", "alpha-key"), ("beta", "prod-db"), ("alpha", "prod-db"),
                               ("beta", ".."), ("..", "alpha-key"), ("alpha/..", "prod-db")):

@@ -63,8 +63,8 @@ class Secured(Api):
         super().__init__(tmp_path)
         groups = tmp_path / "groups.yaml"
         groups.write_text(GROUPS)
-        monkeypatch.setenv("SUNDIAL_GROUPS_FILE", str(groups))
-        self.app = create_app(self.engine, Settings(task_secret="t", demo_echo=False, api_tokens=TOKENS))
+        self.app = create_app(self.engine, Settings(task_secret="t", demo_echo=False, api_tokens=TOKENS,
+                                                    groups_file=str(groups)))
         self.client = self.app.test_client()
         self.write_config("demo", ACL)
 
@@ -122,8 +122,8 @@ def test_the_project_list_shows_only_readable_projects(secured, who):
 
 def test_a_project_without_an_acl_is_seen_by_administrators_only(secured, monkeypatch):
     secured.write_config("plain", "jobs: []\n")
-    monkeypatch.setenv("SUNDIAL_ADMINS", "user:stranger@example.com")
-    app = create_app(secured.engine, Settings(task_secret="t", demo_echo=False, api_tokens=TOKENS))
+    app = create_app(secured.engine, Settings(task_secret="t", demo_echo=False, api_tokens=TOKENS,
+                                              admins="user:stranger@example.com"))
     as_admin = app.test_client().get("/api/v1/projects", headers=CALLERS["outsider"]).get_json()
     assert sorted(p["id"] for p in as_admin["projects"]) == ["demo", "plain"]
     as_owner = secured.client.get("/api/v1/projects/plain/jobs", headers=CALLERS["owner"])

@@ -116,7 +116,7 @@ def test_api_tokens_and_anonymous_callers(identifier):
 
 
 def test_with_nothing_configured_every_caller_is_an_owner():
-    identifier = identifier_from_settings(Settings(), env={})
+    identifier = identifier_from_settings(Settings())
     assert identifier.open_access
     assert identifier.identify({"Authorization": "Bearer anything"}) is OPEN
 
@@ -130,4 +130,4 @@ def test_malformed_api_tokens_name_the_variable_and_the_entry_not_the_token():
         assert "SUNDIAL_API_TOKENS entry 2" in str(error.value)
         assert "secret-token" not in str(error.value)
     with pytest.raises(SystemExit):
-        identifier_from_settings(Settings(api_tokens="oops"), env={})
+        identifier_from_settings(Settings(api_tokens="oops"))
