@@ -152,3 +152,14 @@ def test_nothing_below_the_composition_root_imports_it():
     for package in ("statemachine", "engine", "config", "web"):
         for path in (ROOT / package).rglob("*.py"):
             assert "app" not in _roots(_imports(path)), path
+
+
+def test_only_the_settings_module_reads_the_environment():
+    readers = []
+    for package in PRODUCT:
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv") \
+                        and isinstance(node.value, ast.Name) and node.value.id == "os":
+                    readers.append(path.relative_to(ROOT).as_posix())
+    assert sorted(set(readers)) == ["config/settings.py"]
