@@ -1,4 +1,6 @@
-"""The one place where exceptions become HTTP answers: `{"error": {"code", "message"}}`."""
+"""The one place where exceptions become HTTP answers: `{"error": {"code", "message"}}`
+for the API and the internal handlers, and the same code and words on the UI's error
+pages (web/ui.py renders them). `classify` is the table; nothing else decides a status."""
 
 from __future__ import annotations
 
@@ -28,14 +30,34 @@ STATUS = {
     "UNAVAILABLE": 503,
 }
 
-# Werkzeug's own refusals (routing, body size, malformed requests) in the API's words.
-_HTTP_CODES = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 413: "PAYLOAD_TOO_LARGE"}
-
-
 class ApiError(Exception):
     def __init__(self, code: str, message: str, details: list[str] | None = None):
         super().__init__(message)
         self.code, self.message, self.details = code, message, details or []
+
+
+# Every error a request may end with on purpose; anything else is a bug (INTERNAL).
+KNOWN_ERRORS = (ApiError, Refused, NotFound, InvalidTransition, StoreError)
+
+
+def classify(error: Exception) -> tuple[str, str, list[str]]:
+    """(code, message, details) of one of KNOWN_ERRORS."""
+    if isinstance(error, ApiError):
+        return error.code, error.message, error.details
+    if isinstance(error, (Refused, InvalidTransition)):
+        return error.code, str(error), []
+    if isinstance(error, NotFound):
+        return "NOT_FOUND", str(error), []
+    if isinstance(error, StoreError):
+        return "UNAVAILABLE", f"storage is failing: {error}; try again in a moment", []
+    raise TypeError(f"not a known error: {error!r}")
+
+
+def http_code(error: HTTPException) -> str:
+    """Werkzeug's own refusals (routing, methods, body size, malformed requests) in the API's words."""
+    if error.code in (404, 405, 413):
+        return {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}[error.code]
+    return "INVALID_ARGUMENT" if (error.code or 500) < 500 else "INTERNAL"
 
 
 def error_response(code: str, message: str, details: list[str] | None = None):
@@ -54,9 +76,8 @@ def _http_error(error: HTTPException):
     if error.code == 413:
         return error_response("PAYLOAD_TOO_LARGE", f"the request body is larger than "
                                                    f"{MAX_REQUEST_BYTES:,} bytes, the limit")
-    code = _HTTP_CODES.get(error.code, "INVALID_ARGUMENT" if (error.code or 500) < 500 else "INTERNAL")
     message = "no such resource" if error.code == 404 else (error.description or error.name)
-    response, _ = error_response(code, message)
+    response, _ = error_response(http_code(error), message)
     return response, error.code
 
 
@@ -67,10 +88,7 @@ def _unexpected(error: Exception):
 
 
 def install(app: Flask) -> None:
-    app.register_error_handler(ApiError, lambda e: error_response(e.code, e.message, e.details))
-    app.register_error_handler(Refused, lambda e: error_response(e.code, str(e)))
-    app.register_error_handler(NotFound, lambda e: error_response("NOT_FOUND", str(e)))
-    app.register_error_handler(InvalidTransition, lambda e: error_response(e.code, str(e)))
-    app.register_error_handler(StoreError, lambda e: error_response("UNAVAILABLE", f"storage: {e}"))
+    for kind in KNOWN_ERRORS:
+        app.register_error_handler(kind, lambda e: error_response(*classify(e)))
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected)

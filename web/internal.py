@@ -15,6 +15,7 @@ from flask import Blueprint, current_app, jsonify, request
 from engine.ports import RetryTask, StoreError, Task
 from statemachine.durations import parse_instant
 from statemachine.vocabulary import TaskKind
+from web.errors import classify, error_response
 from web.guard import guard_from_settings
 
 TASK_KINDS = {kind.handler_path: kind for kind in TaskKind}
@@ -30,7 +31,7 @@ def _allowed(cron: bool) -> bool:
 
 
 def _forbidden():
-    return jsonify({"error": {"code": "PERMISSION_DENIED", "message": "internal endpoint"}}), 403
+    return error_response("PERMISSION_DENIED", "internal endpoint")
 
 
 @internal.post("/tasks/<kind>")
@@ -38,7 +39,7 @@ def run_task(kind: str):
     if not _allowed(cron=False):
         return _forbidden()
     if kind not in TASK_KINDS:
-        return jsonify({"error": {"code": "NOT_FOUND", "message": f"no task kind {kind!r}"}}), 404
+        return error_response("NOT_FOUND", f"no task kind {kind!r}")
     body = request.get_json(silent=True) or {}
     engine = current_app.config["SUNDIAL_ENGINE"]
     try:
@@ -52,7 +53,7 @@ def run_task(kind: str):
         seconds = max(retry.delay / timedelta(seconds=1), 0.001)
         return jsonify({"retry_in_s": seconds}), 503, {"Retry-After": f"{seconds:.3f}"}
     except StoreError as error:
-        return jsonify({"error": {"code": "UNAVAILABLE", "message": str(error)}}), 503
+        return error_response(*classify(error))
     return jsonify({"done": True})
 
 
@@ -62,5 +63,5 @@ def run_cron(name: str):
         return _forbidden()
     jobs = current_app.config["SUNDIAL_CRON"]
     if name not in jobs:
-        return jsonify({"error": {"code": "NOT_FOUND", "message": f"no cron job {name!r}"}}), 404
+        return error_response("NOT_FOUND", f"no cron job {name!r}")
     return jsonify({name: jobs[name]()})

@@ -18,14 +18,12 @@ from flask import Blueprint, current_app, render_template, request
 from werkzeug.exceptions import HTTPException
 
 from engine import operations as ops
-from engine.operations import Refused
-from engine.ports import ProjectRow, StoreError
+from engine.ports import ProjectRow
 from engine.secrets import masked_definition
 from engine.service import NotFound
-from statemachine.machine import InvalidTransition
 from web import access, ui_format
 from web.access import OWN, READ, TRIGGER
-from web.errors import STATUS, ApiError
+from web.errors import KNOWN_ERRORS, STATUS, ApiError, classify, http_code
 
 log = logging.getLogger("sundial.ui")
 
@@ -140,22 +138,10 @@ def _page(code: str, message: str):
 
 def error_pages(blueprint: Blueprint) -> None:
     """Errors of the blueprint's views as HTML pages, with the API's status codes."""
-    handlers = (
-        (ApiError, lambda e: _page(e.code, e.message)),
-        (Refused, lambda e: _page(e.code, str(e))),
-        (NotFound, lambda e: _page("NOT_FOUND", str(e))),
-        (InvalidTransition, lambda e: _page(e.code, str(e))),
-        (StoreError, lambda e: _page("UNAVAILABLE", f"storage is failing: {e}; try again in a moment")),
-        (HTTPException, _http_error),
-        (Exception, _unexpected),
-    )
-    for kind, handler in handlers:
-        blueprint.register_error_handler(kind, handler)
-
-
-def _http_error(error: HTTPException):
-    code = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(error.code, "INTERNAL")
-    return _page(code, error.description or error.name)
+    for kind in KNOWN_ERRORS:
+        blueprint.register_error_handler(kind, lambda e: _page(*classify(e)[:2]))
+    blueprint.register_error_handler(HTTPException, lambda e: _page(http_code(e), e.description or e.name))
+    blueprint.register_error_handler(Exception, _unexpected)
 
 
 def _unexpected(error: Exception):
