@@ -52,14 +52,23 @@ class Runtime:
 
 
 class PeriodicLoop:
-    """Runs `work` now and then every `period` on a thread, logging failures."""
+    """Runs `work` now and then every `period` on a thread, logging failures.
 
-    def __init__(self, name: str, period: timedelta, work: Callable[[], object]):
+    `first_in_start`: the first run happens in `start()` itself, so that what it does
+    (the first config import) is done before the server answers anyone: a project whose
+    file is in the configs directory exists from the first request on.
+    """
+
+    def __init__(self, name: str, period: timedelta, work: Callable[[], object],
+                 first_in_start: bool = False):
         self.name, self.period, self.work = name, period, work
+        self.first_in_start = first_in_start
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"sundial-{name}", daemon=True)
 
     def start(self) -> None:
+        if self.first_in_start:
+            self._once()
         self._thread.start()
 
     def stop(self) -> None:
@@ -67,12 +76,17 @@ class PeriodicLoop:
         self._thread.join(10)
 
     def _run(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                self.work()
-            except Exception as error:  # a bad moment of storage must not end the loop
-                log_event(log, f"{self.name} failed", error=repr(error))
+        if self.first_in_start:
             self._stopped.wait(self.period.total_seconds())
+        while not self._stopped.is_set():
+            self._once()
+            self._stopped.wait(self.period.total_seconds())
+
+    def _once(self) -> None:
+        try:
+            self.work()
+        except Exception as error:  # a bad moment of storage must not end the loop
+            log_event(log, f"{self.name} failed", error=repr(error))
 
 
 def build_local(settings: Settings, clock=None) -> Runtime:
@@ -242,7 +256,7 @@ def _runtime(settings: Settings, engine: Engine, dispatcher, loops: bool, queue_
     }
     app = create_app(engine, settings, cron, queue_depth)
     periodic = [
-        PeriodicLoop("import-configs", settings.import_period, cron["import-configs"]),
+        PeriodicLoop("import-configs", settings.import_period, cron["import-configs"], first_in_start=True),
         PeriodicLoop("watchdog", settings.watchdog_period, cron["watchdog"]),
         PeriodicLoop("cleanup", settings.cleanup_period, cron["cleanup"]),
     ]

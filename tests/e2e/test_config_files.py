@@ -79,3 +79,13 @@ def test_an_unreadable_configs_directory_changes_nothing(tmp_path, configs):
         assert all(later - earlier == 1 for earlier, later in zip(seconds, seconds[1:])), times
     finally:
         server.stop()
+
+
+def test_the_first_import_is_done_before_the_server_answers(tmp_path, configs):
+    jobs = "".join(f"  - id: j{i}\n    schedule: triggered\n    target: {{noop: {{}}}}\n" for i in range(2000))
+    (configs / "big.yaml").write_text("jobs:\n" + jobs)
+    server = Server(configs, tmp_path / "s.db", tmp_path / "s.log").start(timeout=60)
+    try:
+        assert projects(server)["big"]["job_count"] == 2000  # the very first answer after /healthz
+    finally:
+        server.stop()
