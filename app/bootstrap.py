@@ -16,7 +16,7 @@ from engine.adapters.local.dispatcher import Dispatcher
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.logs import log_event
-from engine.service import Engine
+from engine.service import Engine, build_engine
 from engine.targets import GoogleAccess, build_targets
 from statemachine.durations import UTC
 from statemachine.safety import OwnService
@@ -98,8 +98,8 @@ def build_local(settings: Settings, clock=None) -> Runtime:
     settings = _with_secret(settings, store)
     engine = _engine(settings, store, build_targets("local", _own(settings), google_access(settings)), clock)
     queue = SqliteTaskQueue(store)
-    dispatcher = Dispatcher(queue, engine.handle_task, clock, settings.workers, settings.task_lease,
-                            engine=engine)
+    dispatcher = Dispatcher(queue, engine.tasks.handle, clock, settings.workers, settings.task_lease,
+                            runner=engine.tasks)
     return _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending)
 
 
@@ -214,7 +214,7 @@ def _with_secret(settings: Settings, store) -> Settings:
 
 
 def _engine(settings: Settings, store, targets: dict, clock) -> Engine:
-    return Engine(
+    return build_engine(
         store, targets, clock, settings.tuning,
         service_url=settings.service_url, secret=settings.task_secret.encode(), secrets=_secrets(settings),
     )
@@ -244,15 +244,15 @@ def _secrets(settings: Settings):
 def _runtime(settings: Settings, engine: Engine, dispatcher, loops: bool, queue_depth=None,
              after_import: Callable[[], None] | None = None) -> Runtime:
     def import_configs() -> int:
-        imported = import_directory(engine, settings.config_dir, settings.backend, _own(settings))
+        imported = import_directory(engine.configs, settings.config_dir, settings.backend, _own(settings))
         if after_import is not None:
             after_import()
         return imported
 
     cron = {
-        "watchdog": engine.run_watchdog,
+        "watchdog": engine.maintenance.run_watchdog,
         "import-configs": import_configs,
-        "cleanup": lambda: engine.cleanup(settings.history),
+        "cleanup": lambda: engine.maintenance.cleanup(settings.history),
     }
     app = create_app(engine, settings, cron, queue_depth)
     periodic = [

@@ -9,20 +9,14 @@ from pathlib import Path
 
 from config.loader import ProjectConfigError, decode_project_file, parse_project_text
 from config.model import PROJECT_ID
-from engine.config_import import (
-    JobSnapshot,
-    ProjectSnapshot,
-    import_project,
-    is_unchanged,
-    remove_project,
-)
+from engine.config_import import ConfigImport, JobSnapshot, ProjectSnapshot
 from engine.logs import log_event
 from statemachine.safety import OwnService
 
 log = logging.getLogger("sundial.config")
 
 
-def import_directory(engine, directory: str | Path, backend: str = "local",
+def import_directory(configs: ConfigImport, directory: str | Path, backend: str = "local",
                      own: OwnService | None = None) -> int:
     """Import every `<project>.yaml`; a project whose file is gone is removed.
 
@@ -37,10 +31,10 @@ def import_directory(engine, directory: str | Path, backend: str = "local",
             log_event(log, "config file ignored", file=str(path),
                       error="a project id must match ^[a-z0-9][a-z0-9-]{0,62}$")
             continue
-        parsed += _import_file(engine, project, path, backend, own)
-    for row in engine.store.list_projects():
-        if row.id not in files:
-            remove_project(engine, row.id)
+        parsed += _import_file(configs, project, path, backend, own)
+    for project in configs.project_ids():
+        if project not in files:
+            configs.remove_project(project)
     return parsed
 
 
@@ -63,16 +57,16 @@ def _project_files(directory: Path) -> dict[str, Path] | None:
     return {name[: -len(".yaml")]: directory / name for name in names}
 
 
-def _import_file(engine, project: str, path: Path, backend: str, own: OwnService | None) -> int:
+def _import_file(configs: ConfigImport, project: str, path: Path, backend: str, own: OwnService | None) -> int:
     try:
         data = path.read_bytes()
     except OSError as error:  # removed or unreadable between listing and reading
         log_event(log, "config file unreadable", file=str(path), error=str(error))
         return 0
     digest = hashlib.sha256(data).hexdigest()
-    if is_unchanged(engine.store, project, digest):
+    if configs.is_unchanged(project, digest):
         return 0
-    import_project(engine, snapshot_of(project, path, data, digest, backend, own))
+    configs.import_project(snapshot_of(project, path, data, digest, backend, own))
     return 1
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.adapters.cloud.datastore_store import DatastoreJobStore  # noqa: E402
-from engine.config_import import JobSnapshot, ProjectSnapshot, import_project  # noqa: E402
+from engine.config_import import JobSnapshot, ProjectSnapshot  # noqa: E402
 from engine.ports import DeliveryResult  # noqa: E402
-from engine.service import Engine  # noqa: E402
+from engine.service import build_engine  # noqa: E402
 from statemachine.policy import JobPolicy  # noqa: E402
 from tests.contract.queues import EtaQueue  # noqa: E402
 from tests.engine.harness import FakeClock  # noqa: E402
@@ -56,17 +56,17 @@ def main() -> None:
 def run(emulator, jobs: int, minutes: int) -> None:
     clock, queue, target = FakeClock(), EtaQueue(), CountingTarget()
     store = DatastoreJobStore(emulator.client(), queue)
-    engine = Engine(store, {"http": target, "noop": target}, clock, secret=b"bench")
+    engine = build_engine(store, {"http": target, "noop": target}, clock, secret=b"bench")
     snapshots = tuple(
         JobSnapshot(f"cron-{i}", JobPolicy(schedule_text="0 * * * * ?", revision="r"),
                     {"id": f"cron-{i}", "target": {"noop": {}}, "timezone": "UTC"}, False)
         for i in range(jobs)
     )
-    import_project(engine, ProjectSnapshot("bench", "v1", jobs=snapshots))
+    engine.configs.import_project(ProjectSnapshot("bench", "v1", jobs=snapshots))
     store.reset_counters()
     until = clock.current + timedelta(minutes=minutes)
     while True:
-        queue.run_due(clock.current, engine.handle_task)
+        queue.run_due(clock.current, engine.tasks.handle)
         wake = queue.next_wake()
         if wake is None or wake > until:
             break

@@ -67,13 +67,13 @@ def open_engine(db: Path):
     """A real SQLite store (counting its writes) and engine, wired as app/bootstrap.py
     wires them, without the dispatcher: nothing is delivered."""
     from app.bootstrap import SystemClock
-    from engine.service import Engine
+    from engine.service import build_engine
     from engine.targets import build_targets
     from statemachine.policy import Tuning
 
     store_class, _ = _counting_classes()
     store = store_class(db)
-    return store, Engine(store, build_targets("local"), SystemClock(), Tuning(), secret=b"bench")
+    return store, build_engine(store, build_targets("local"), SystemClock(), Tuning(), secret=b"bench")
 
 
 def reset_peak_rss() -> bool:
@@ -93,7 +93,7 @@ def phase(name: str, engine, store, configs: Path, jobs: int, profile: bool = Fa
     began, cpu0 = time.perf_counter(), time.process_time()
     if profiler:
         profiler.enable()
-    parsed = import_directory(engine, configs)
+    parsed = import_directory(engine.configs, configs)
     if profiler:
         profiler.disable()
     took, cpu = time.perf_counter() - began, time.process_time() - cpu0

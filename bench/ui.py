@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from config.settings import Settings  # noqa: E402
 from engine.adapters.local.sqlite_store import SqliteJobStore  # noqa: E402
 from engine.ports import InvocationRow, ProjectRow, StoredJob  # noqa: E402
-from engine.service import Engine  # noqa: E402
+from engine.service import build_engine  # noqa: E402
 from statemachine import ids  # noqa: E402
 from statemachine.policy import JobPolicy  # noqa: E402
 from statemachine.record import JobRecord, JobState  # noqa: E402
@@ -102,7 +102,8 @@ def main() -> None:
     fill(store, args.jobs, args.invocations)
     print(f"filled {args.jobs:,} jobs and {args.invocations:,} invocations of {BUSY} "
           f"in {time.perf_counter() - began:.1f}s")
-    client = create_app(Engine(store, {}, FixedClock()), Settings(task_secret="bench", demo_echo=False)).test_client()
+    engine = build_engine(store, {}, FixedClock())
+    client = create_app(engine, Settings(task_secret="bench", demo_echo=False)).test_client()
     deep = store.list_invocations(PROJECT, BUSY, 1, None)[0][0].id
     for _ in range(20):  # a page token deep in the history: ~1,000 pages of 50 down
         page, token = store.list_invocations(PROJECT, BUSY, 5000, deep)

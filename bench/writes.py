@@ -131,7 +131,7 @@ class CountingNoop:
 
 
 def _engine(db: Path, clock, target):
-    from engine.service import Engine
+    from engine.service import build_engine
     from engine.targets import build_targets
     from statemachine.policy import Tuning
 
@@ -139,17 +139,16 @@ def _engine(db: Path, clock, target):
     store = store_class(db)
     targets = build_targets("local")
     targets["noop"] = target
-    engine = Engine(store, targets, clock, Tuning(), secret=b"bench")
+    engine = build_engine(store, targets, clock, Tuning(), secret=b"bench")
     return store, engine, queue_class(store)
 
 
 def _import(engine, text: str) -> None:
     from app.importer import snapshot_of
-    from engine.config_import import import_project
 
     data = text.encode()
     snapshot = snapshot_of(PROJECT, Path(f"{PROJECT}.yaml"), data, hashlib.sha256(data).hexdigest(), "local")
-    import_project(engine, snapshot)
+    engine.configs.import_project(snapshot)
 
 
 def _per_invocation(prefix: str, store, invocations: int, commits_before: Counter, rows_before: int) -> Counter:
@@ -188,7 +187,7 @@ def _inline(args, workdir: Path) -> None:
     store, engine, queue = _engine(workdir / "inline.db", clock, target)
     _import(engine, "jobs:\n" + "".join(
         f"  - id: w{i:05d}\n    schedule: \"* * * * * ?\"\n    target: {{noop: {{}}}}\n" for i in range(n)))
-    dispatcher = Dispatcher(queue, engine.handle_task, clock)
+    dispatcher = Dispatcher(queue, engine.tasks.handle, clock)
     commits0, rows0 = Counter(store.commits), store.rows_written()
     store.spent.clear()
     until = clock.current + timedelta(seconds=60)
@@ -237,7 +236,7 @@ def _threaded(args, workdir: Path) -> None:
         f"  - id: t{i:05d}\n    at: [\"{stamp}\"]\n    target: {{noop: {{}}}}\n" for i in range(n)))
     imported = time.time() - began
     workers = int(server_env(args).get("SUNDIAL_WORKERS", 32))
-    dispatcher = Dispatcher(queue, engine.handle_task, SystemClock(), workers, engine=engine)
+    dispatcher = Dispatcher(queue, engine.tasks.handle, SystemClock(), workers, runner=engine.tasks)
     commits0, rows0, leased0 = Counter(store.commits), store.rows_written(), queue.leased
     time.sleep(max(0.0, fire_at - time.time()))
     store.wait_s = store.hold_s = 0.0

@@ -17,9 +17,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from engine.changes import JobChanges
 from engine.logs import log_event
-from engine.operations import API, visible
-from engine.ports import ProjectRow
+from engine.ports import JobSource, JobStore, ProjectRow
+from engine.queries import visible
 from statemachine import events as ev
 from statemachine.policy import JobPolicy
 
@@ -47,74 +48,83 @@ class ProjectSnapshot:
     settings: dict = field(default_factory=dict)
 
 
-def is_unchanged(store, project: str, content_hash: str) -> bool:
-    current = store.get_project(project)
-    return current is not None and current.config_hash == content_hash
+class ConfigImport:
+    """Applies project snapshots through the unit of work; reads the rows it compares with."""
 
+    def __init__(self, changes: JobChanges, store: JobStore):
+        self.changes, self.store = changes, store
 
-def import_project(engine, snapshot: ProjectSnapshot) -> int:
-    """Apply one project's snapshot; returns how many jobs' schedules changed."""
-    store = engine.store
-    current = store.get_project(snapshot.project)
-    if current is not None and current.config_hash == snapshot.content_hash:
-        return 0
-    # A file that comes back, even broken, brings its project back.
-    changed = 0 if current is not None else _restore_api_jobs(engine, snapshot.project)
-    if snapshot.error:
-        _save_project(engine, _broken(current, snapshot))
-        log_event(log, "config error", project=snapshot.project, error=snapshot.error)
+    def project_ids(self) -> list[str]:
+        """Every project imported so far (broken ones too)."""
+        return [row.id for row in self.store.list_projects()]
+
+    def is_unchanged(self, project: str, content_hash: str) -> bool:
+        current = self.store.get_project(project)
+        return current is not None and current.config_hash == content_hash
+
+    def import_project(self, snapshot: ProjectSnapshot) -> int:
+        """Apply one project's snapshot; returns how many jobs' schedules changed."""
+        current = self.store.get_project(snapshot.project)
+        if current is not None and current.config_hash == snapshot.content_hash:
+            return 0
+        # A file that comes back, even broken, brings its project back.
+        changed = 0 if current is not None else self._restore_api_jobs(snapshot.project)
+        if snapshot.error:
+            self._save_project(_broken(current, snapshot))
+            log_event(log, "config error", project=snapshot.project, error=snapshot.error)
+            return changed
+        config_jobs = sorted({job.id for job in snapshot.jobs} | snapshot.broken_job_ids)
+        settings = {**snapshot.settings, "config_jobs": config_jobs}
+        # The settings (allowed_hosts, ACL) go in before any job can fire under them;
+        # the new hash only after every job is applied, so a crash midway re-imports.
+        self._save_project(ProjectRow(
+            snapshot.project, current.config_hash if current else "", "", list(snapshot.job_errors), settings,
+        ))
+        for job in snapshot.jobs:
+            event = ev.JobDisabled() if job.disabled else ev.JobEnabled(job.policy)
+            applied = self.changes.apply(snapshot.project, job.id, event, definition=job.definition,
+                                         source=JobSource.CONFIG)
+            changed += bool(applied.transition.actions)
+        changed += self._disable_removed(snapshot)
+        # config_jobs: the ids the file defines; the API refuses to create or delete those.
+        self._save_project(ProjectRow(
+            snapshot.project, snapshot.content_hash, "", list(snapshot.job_errors), settings,
+        ))
+        for error in snapshot.job_errors:
+            log_event(log, "config job error", project=snapshot.project, error=error)
         return changed
-    config_jobs = sorted({job.id for job in snapshot.jobs} | snapshot.broken_job_ids)
-    settings = {**snapshot.settings, "config_jobs": config_jobs}
-    # The settings (allowed_hosts, ACL) go in before any job can fire under them;
-    # the new hash only after every job is applied, so a crash midway re-imports.
-    _save_project(engine, ProjectRow(
-        snapshot.project, current.config_hash if current else "", "", list(snapshot.job_errors), settings,
-    ))
-    for job in snapshot.jobs:
-        event = ev.JobDisabled() if job.disabled else ev.JobEnabled(job.policy)
-        applied = engine.apply(snapshot.project, job.id, event, definition=job.definition, source="config")
-        changed += bool(applied.transition.actions)
-    changed += _disable_removed(engine, snapshot)
-    # config_jobs: the ids the file defines; the API refuses to create or delete those.
-    _save_project(engine, ProjectRow(
-        snapshot.project, snapshot.content_hash, "", list(snapshot.job_errors), settings,
-    ))
-    for error in snapshot.job_errors:
-        log_event(log, "config job error", project=snapshot.project, error=error)
-    return changed
 
+    def remove_project(self, project: str) -> None:
+        """The project's file is gone: its jobs (API jobs too) stop, its row goes, history stays."""
+        for stored in self.store.list_jobs(project):
+            if not stored.record.disabled:
+                self.changes.apply(project, stored.record.job_id, ev.JobDisabled())
+        self.changes.write(lambda tx: tx.delete_project(project))
+        log_event(log, "project removed", project=project)
 
-def _disable_removed(engine, snapshot: ProjectSnapshot) -> int:
-    keep = {job.id for job in snapshot.jobs} | snapshot.broken_job_ids
-    removed = 0
-    for stored in engine.store.list_jobs(snapshot.project):
-        job_id = stored.record.job_id
-        if stored.source == "config" and job_id not in keep and not stored.record.disabled:
-            engine.apply(snapshot.project, job_id, ev.JobDisabled())
-            removed += 1
-    return removed
+    def _disable_removed(self, snapshot: ProjectSnapshot) -> int:
+        keep = {job.id for job in snapshot.jobs} | snapshot.broken_job_ids
+        removed = 0
+        for stored in self.store.list_jobs(snapshot.project):
+            job_id = stored.record.job_id
+            if stored.source == JobSource.CONFIG and job_id not in keep and not stored.record.disabled:
+                self.changes.apply(snapshot.project, job_id, ev.JobDisabled())
+                removed += 1
+        return removed
 
+    def _restore_api_jobs(self, project: str) -> int:
+        """Enable again the API jobs that remove_project disabled (see the module's doc)."""
+        restored = 0
+        for stored in self.store.list_jobs(project):
+            record, definition = stored.record, stored.definition
+            if (stored.source == JobSource.API and record.disabled and record.policy is not None
+                    and not definition.get("disabled") and visible(stored)):
+                self.changes.apply(project, record.job_id, ev.JobEnabled(record.policy))
+                restored += 1
+        return restored
 
-def _restore_api_jobs(engine, project: str) -> int:
-    """Enable again the API jobs that remove_project disabled (see the module's doc)."""
-    restored = 0
-    for stored in engine.store.list_jobs(project):
-        record, definition = stored.record, stored.definition
-        if (stored.source == API and record.disabled and record.policy is not None
-                and not definition.get("disabled") and visible(stored)):
-            engine.apply(project, record.job_id, ev.JobEnabled(record.policy))
-            restored += 1
-    return restored
-
-
-def remove_project(engine, project: str) -> None:
-    """The project's file is gone: its jobs (API jobs too) stop, its row goes, history stays."""
-    for stored in engine.store.list_jobs(project):
-        if not stored.record.disabled:
-            engine.apply(project, stored.record.job_id, ev.JobDisabled())
-    engine.write(lambda tx: tx.delete_project(project))
-    log_event(log, "project removed", project=project)
+    def _save_project(self, row: ProjectRow) -> None:
+        self.changes.write(lambda tx: tx.put_project(row))
 
 
 def _broken(current: ProjectRow | None, snapshot: ProjectSnapshot) -> ProjectRow:
@@ -124,7 +134,3 @@ def _broken(current: ProjectRow | None, snapshot: ProjectSnapshot) -> ProjectRow
     return ProjectRow(
         snapshot.project, snapshot.content_hash, snapshot.error, current.job_errors, current.settings
     )
-
-
-def _save_project(engine, row: ProjectRow) -> None:
-    engine.write(lambda tx: tx.put_project(row))

@@ -19,8 +19,10 @@ from __future__ import annotations
 import json
 import logging
 
+from engine.changes import JobChanges
+from engine.deliveries import Deliveries
 from engine.logs import log_event
-from engine.ports import DeliveryRequest, DeliveryResult, InvocationRow
+from engine.ports import Clock, DeliveryRequest, DeliveryResult, InvocationRow, JobStore, StoredJob
 from engine.recording import append_log, notify_task
 from engine.rendering import render_target, secret_backed_headers
 from engine.secrets import SecretError
@@ -38,24 +40,32 @@ MARK, ATTEMPT = "on_failure", "notification_attempt"
 _PAYLOAD_FIELD = {TargetKind.HTTP: "body", TargetKind.PUBSUB: "data", TargetKind.CLOUD_TASKS: "body"}
 
 
-def send_notification(engine, payload: dict) -> None:
-    """Run one notification task (kind `notify`)."""
-    project, job_id, attempt = payload["project"], payload["job"], payload["attempt"]
-    summary = payload["summary"]
-    invocation_id = summary["invocation_id"]
-    if not engine.retrying(lambda: engine.store.run_in_transaction(
-            lambda tx: _begin(tx, project, job_id, invocation_id, attempt, engine.clock.now()))):
-        return
-    stored = engine.store.get_job(project, job_id)
-    target = stored.definition.get("on_failure") if stored is not None else None
-    if not target:
-        result = DeliveryResult("failed", "the job no longer has an on_failure target")
-        _settle(engine, project, job_id, invocation_id, summary, attempt, result, final=True)
-        return
-    result = _deliver(engine, stored, target, summary, attempt)
-    log_event(log, "notified", job=f"{project}/{job_id}", invocation=invocation_id,
-              attempt=attempt, outcome=result.outcome, reason=result.reason)
-    _settle(engine, project, job_id, invocation_id, summary, attempt, result)
+class Notifications:
+    """Runs notification tasks (kind `notify`)."""
+
+    def __init__(self, changes: JobChanges, store: JobStore, clock: Clock, deliveries: Deliveries):
+        self.changes, self.store, self.clock, self.deliveries = changes, store, clock, deliveries
+
+    def run(self, payload: dict) -> None:
+        """Run one notification task.
+
+        :raises StoreError: nothing was sent; the queue retries the task.
+        """
+        project, job_id, attempt = payload["project"], payload["job"], payload["attempt"]
+        summary = payload["summary"]
+        invocation_id = summary["invocation_id"]
+        if not self.changes.write(lambda tx: _begin(tx, project, job_id, invocation_id, attempt, self.clock.now())):
+            return
+        stored = self.store.get_job(project, job_id)
+        target = stored.definition.get("on_failure") if stored is not None else None
+        if stored is None or not target:
+            result = DeliveryResult("failed", "the job no longer has an on_failure target")
+            _settle(self, project, job_id, invocation_id, summary, attempt, result, final=True)
+            return
+        result = _deliver(self.deliveries, stored, target, summary, attempt)
+        log_event(log, "notified", job=f"{project}/{job_id}", invocation=invocation_id,
+                  attempt=attempt, outcome=result.outcome, reason=result.reason)
+        _settle(self, project, job_id, invocation_id, summary, attempt, result)
 
 
 def _begin(tx, project: str, job_id: str, invocation_id: str, attempt: int, now) -> bool:
@@ -76,7 +86,8 @@ def _settled(row: InvocationRow, attempt: int) -> bool:
     return False
 
 
-def _deliver(engine, stored, target: dict, summary: dict, attempt: int) -> DeliveryResult:
+def _deliver(deliveries: Deliveries, stored: StoredJob, target: dict, summary: dict,
+             attempt: int) -> DeliveryResult:
     project, job_id = stored.record.project, stored.record.job_id
     context = TemplateContext(
         scheduled_time=parse_instant(summary["scheduled_time"]),
@@ -85,19 +96,19 @@ def _deliver(engine, stored, target: dict, summary: dict, attempt: int) -> Deliv
         attempt=attempt, event_index=0, event_count=1,
     )
     try:
-        rendered = _with_summary(render_target(target, context, engine.secrets), summary)
+        rendered = _with_summary(render_target(target, context, deliveries.secrets), summary)
     except SecretError as error:
         return DeliveryResult("failed", str(error))
     except ValueError as error:
         return DeliveryResult("failed", f"bad request: {error}")
     kind = next(iter(rendered))
-    sender = engine.targets.get(kind)
+    sender = deliveries.targets.get(kind)
     if sender is None:
         return DeliveryResult("failed", f"target {kind} is not available on this backend")
     request = DeliveryRequest(
         project=project, job_id=job_id, invocation_id=summary["invocation_id"],
         scheduled_time=context.scheduled_time, attempt=attempt, event_index=0, event_count=1,
-        target=rendered, allowed_hosts=engine._allowed_hosts(project),
+        target=rendered, allowed_hosts=deliveries.allowed_hosts(project),
         secret_headers=secret_backed_headers(target),
     )
     return sender.deliver(request)
@@ -116,8 +127,9 @@ def _with_summary(target: dict, summary: dict) -> dict:
     return {kind: spec}
 
 
-def _settle(engine, project, job_id, invocation_id, summary, attempt, result, final=False) -> None:
-    now = engine.clock.now()
+def _settle(notifications: Notifications, project: str, job_id: str, invocation_id: str, summary: dict,
+            attempt: int, result: DeliveryResult, final: bool = False) -> None:
+    now = notifications.clock.now()
     sent = result.outcome in ("succeeded", "accepted")
     more = not sent and not final and attempt < NOTIFY_RETRY.max_attempts
     retry_at = now + compute_backoff(NOTIFY_RETRY, attempt, f"notify/{invocation_id}") if more else None
@@ -137,4 +149,4 @@ def _settle(engine, project, job_id, invocation_id, summary, attempt, result, fi
         if retry_at is not None:
             tx.enqueue(notify_task(project, job_id, summary, attempt + 1, retry_at))
 
-    engine.write(change)
+    notifications.changes.write(change)

@@ -1,6 +1,6 @@
 """The REST API's use cases: API-managed jobs, operator actions, async completion.
 
-Every change to a job still goes through `Engine.apply` (load -> step -> save +
+Every change to a job still goes through `engine.changes.apply` (load -> step -> save +
 enqueue in one transaction); this module decides which events a request means and
 what it may not do. Entries arrive here already validated (config.loader checks a
 PUT body the way it checks a config file's entry); the checks that need the store
@@ -21,8 +21,11 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from engine.ports import InvocationRow, ProjectRow, StoredJob
-from engine.service import Engine, NotFound
+from engine.changes import Note
+from engine.errors import NotFound, Refused
+from engine.ports import InvocationRow, JobSource, ProjectRow, StoredJob
+from engine.queries import DELETED, visible
+from engine.service import Engine
 from statemachine import events as ev
 from statemachine import ids
 from statemachine.durations import UTC
@@ -30,52 +33,17 @@ from statemachine.machine import manual_invocation_id
 from statemachine.policy import JobPolicy
 from statemachine.vocabulary import TERMINAL_STATUSES, AbortReason, InvocationStatus, Trigger
 
-API, CONFIG = "api", "config"
-DELETED = "deleted"  # marks the definition of an API job whose deletion has begun
+API, CONFIG = JobSource.API, JobSource.CONFIG
 TERMINAL = TERMINAL_STATUSES
 # How many of a job's newest invocations a retried trigger request is looked for in.
 REQUEST_LOOKBACK = 100
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-class Refused(Exception):
-    """The request is well-formed but not allowed; `code` is the API's error code."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
-
-
 @dataclass(frozen=True)
 class Put:
     job: StoredJob
     created: bool  # a new API job (201), not a replacement (200)
-
-
-# --- reading ---------------------------------------------------------------------------
-
-def visible(stored: StoredJob) -> bool:
-    """False for a job whose deletion has begun: the API shows it nowhere."""
-    return not stored.definition.get(DELETED)
-
-
-def project_row(engine: Engine, project: str) -> ProjectRow:
-    """The project; NotFound when it has no config file."""
-    row = engine.store.get_project(project)
-    if row is None:
-        raise NotFound(f"project {project!r} not found")
-    return row
-
-
-def get_job(engine: Engine, project: str, job_id: str) -> StoredJob:
-    stored = engine.store.get_job(project, job_id)
-    if stored is None or not visible(stored):
-        raise NotFound(f"job {project}/{job_id} not found")
-    return stored
-
-
-def list_jobs(engine: Engine, project: str) -> list[StoredJob]:
-    return [stored for stored in engine.store.list_jobs(project) if visible(stored)]
 
 
 def config_defines(row: ProjectRow, stored: StoredJob | None, job_id: str) -> bool:
@@ -94,25 +62,25 @@ def config_defines(row: ProjectRow, stored: StoredJob | None, job_id: str) -> bo
 def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, definition: dict,
             disabled: bool, max_jobs: int) -> Put:
     """Create or replace an API job. The same definition again changes nothing."""
-    row = project_row(engine, project)
-    stored = engine.store.get_job(project, job_id)
+    row = engine.queries.project(project)
+    stored = engine.queries.stored_job(project, job_id)
     if config_defines(row, stored, job_id):
         raise Refused("ALREADY_EXISTS", f"job {project}/{job_id} is defined in the project's "
                                         "config file; change it there")
-    if stored is None and engine.store.count_jobs(project) >= max_jobs:
+    if stored is None and engine.queries.job_count(project) >= max_jobs:
         raise Refused("FAILED_PRECONDITION", f"project {project} has {max_jobs:,} jobs, the "
                                              "most a project may have; delete some first")
     _check_triggers(engine, project, job_id, tuple(definition.get("triggers") or ()))
     event = ev.JobDisabled() if disabled else ev.JobEnabled(policy)
-    applied = engine.apply(project, job_id, event, definition=definition, source=API)
+    applied = engine.changes.apply(project, job_id, event, definition=definition, source=API)
     created = stored is None or stored.source != API or not visible(stored)
     return Put(applied.job, created)
 
 
 def delete_job(engine: Engine, project: str, job_id: str, allow_missing: bool = False) -> None:
     """Stop the job for good: nothing pending is delivered afterwards."""
-    row = project_row(engine, project)
-    stored = engine.store.get_job(project, job_id)
+    row = engine.queries.project(project)
+    stored = engine.queries.stored_job(project, job_id)
     if stored is None or not visible(stored):
         if allow_missing:
             return
@@ -121,9 +89,9 @@ def delete_job(engine: Engine, project: str, job_id: str, allow_missing: bool = 
         raise Refused("FAILED_PRECONDITION", f"job {project}/{job_id} is defined in the "
                                              "project's config file; remove it there")
     marked = {**stored.definition, DELETED: True}
-    engine.apply(project, job_id, ev.JobDisabled(), definition=marked, source=stored.source)
-    engine.apply(project, job_id, ev.Aborted(AbortReason.DELETED))
-    engine.write(lambda tx: _remove_if_still_deleted(tx, project, job_id))
+    engine.changes.apply(project, job_id, ev.JobDisabled(), definition=marked, source=stored.source)
+    engine.changes.apply(project, job_id, ev.Aborted(AbortReason.DELETED))
+    engine.changes.write(lambda tx: _remove_if_still_deleted(tx, project, job_id))
 
 
 def _remove_if_still_deleted(tx, project: str, job_id: str) -> None:
@@ -135,16 +103,11 @@ def _remove_if_still_deleted(tx, project: str, job_id: str) -> None:
 
 def _check_triggers(engine: Engine, project: str, job_id: str, triggers: tuple[str, ...]) -> None:
     for name in triggers:
-        if name != job_id and _find(engine, project, name) is None:
+        if name != job_id and engine.queries.find_job(project, name) is None:
             raise Refused("INVALID_ARGUMENT", f"triggers: unknown job '{name}' in project {project}")
     cycle = _cycle_through(engine, project, job_id, triggers)
     if cycle:
         raise Refused("INVALID_ARGUMENT", f"triggers: trigger cycle: {' -> '.join(cycle)}")
-
-
-def _find(engine: Engine, project: str, job_id: str) -> StoredJob | None:
-    stored = engine.store.get_job(project, job_id)
-    return stored if stored is not None and visible(stored) else None
 
 
 def _cycle_through(engine: Engine, project: str, job_id: str,
@@ -160,7 +123,7 @@ def _cycle_through(engine: Engine, project: str, job_id: str,
         name = frontier.pop(0)
         if name == job_id:
             return paths[name]
-        stored = _find(engine, project, name)
+        stored = engine.queries.find_job(project, name)
         for following in (stored.definition.get("triggers") or ()) if stored else ():
             if following not in paths:
                 paths[following] = paths[name] + [following]
@@ -171,18 +134,18 @@ def _cycle_through(engine: Engine, project: str, job_id: str,
 # --- operator actions --------------------------------------------------------------------
 
 def pause(engine: Engine, project: str, job_id: str, reason: str = "") -> StoredJob:
-    get_job(engine, project, job_id)
-    return engine.apply(project, job_id, ev.Paused(reason)).job
+    engine.queries.job(project, job_id)
+    return engine.changes.apply(project, job_id, ev.Paused(reason)).job
 
 
 def resume(engine: Engine, project: str, job_id: str) -> StoredJob:
-    get_job(engine, project, job_id)
-    return engine.apply(project, job_id, ev.Resumed()).job
+    engine.queries.job(project, job_id)
+    return engine.changes.apply(project, job_id, ev.Resumed()).job
 
 
 def abort(engine: Engine, project: str, job_id: str, reason: str = "") -> StoredJob:
-    get_job(engine, project, job_id)
-    return engine.apply(project, job_id, ev.Aborted(reason or "aborted")).job
+    engine.queries.job(project, job_id)
+    return engine.changes.apply(project, job_id, ev.Aborted(reason or "aborted")).job
 
 
 def trigger(engine: Engine, project: str, job_id: str, request_id: str | None = None) -> InvocationRow:
@@ -191,7 +154,7 @@ def trigger(engine: Engine, project: str, job_id: str, request_id: str | None = 
     The same `request_id` again (a client retrying) returns the invocation the first
     request made, as long as it is among the job's newest REQUEST_LOOKBACK ones.
     """
-    stored = get_job(engine, project, job_id)
+    stored = engine.queries.job(project, job_id)
     if request_id:
         earlier = _earlier_request(engine, stored, request_id)
         if earlier is not None:
@@ -199,8 +162,8 @@ def trigger(engine: Engine, project: str, job_id: str, request_id: str | None = 
     at = engine.clock.now()
     event = ev.ManualTrigger(request_id or uuid.uuid4().hex, Trigger.MANUAL, at)
     invocation_id = manual_invocation_id(stored.record, event, at)
-    engine.apply(project, job_id, event)
-    row = engine.store.get_invocation(project, job_id, invocation_id)
+    engine.changes.apply(project, job_id, event)
+    row = engine.queries.find_invocation(project, job_id, invocation_id)
     # No row yet: the overlap policy buffered it behind an active invocation.
     return row or _buffered(project, job_id, invocation_id, at)
 
@@ -219,7 +182,7 @@ def _earlier_request(engine: Engine, stored: StoredJob, request_id: str) -> Invo
         at = _EPOCH + timedelta(milliseconds=ids.scheduled_millis(invocation_id), microseconds=500)
         return ids.invocation_id(project, job_id, at, ids.MANUAL, request_id) == invocation_id
 
-    rows, _ = engine.store.list_invocations(project, job_id, REQUEST_LOOKBACK, None)
+    rows, _ = engine.queries.invocations(project, job_id, REQUEST_LOOKBACK, None)
     for row in rows:
         if row.trigger == Trigger.MANUAL and made_by_request(row.id):
             return row
@@ -237,12 +200,10 @@ def complete(engine: Engine, project: str, job_id: str, invocation_id: str, toke
     if not token:
         raise Refused("UNAUTHENTICATED", "a completion token is required, in "
                                          "X-Sundial-Completion-Token or Authorization: Bearer")
-    expected = engine.completion_token(invocation_id)
+    expected = engine.deliveries.completion_token(invocation_id)
     if not hmac.compare_digest(token.encode("utf-8", "surrogateescape"), expected.encode()):
         raise Refused("PERMISSION_DENIED", f"wrong completion token for invocation {invocation_id}")
-    row = engine.store.get_invocation(project, job_id, invocation_id)
-    if row is None:
-        raise NotFound(f"invocation {invocation_id!r} of {project}/{job_id} not found")
+    row = engine.queries.invocation(project, job_id, invocation_id)
     status = InvocationStatus.SUCCEEDED if succeeded else InvocationStatus.FAILED
     if row.status in TERMINAL:
         if row.status == status:
@@ -251,7 +212,7 @@ def complete(engine: Engine, project: str, job_id: str, invocation_id: str, toke
         raise Refused("FAILED_PRECONDITION",
                       f"invocation {invocation_id} has already finished: {row.status}{reason}")
     reason = "" if succeeded else (message or "failed")
-    note = (invocation_id, f"completion: {status}", {"detail": message} if message else {})
-    engine.apply(project, job_id, ev.InvocationFinished(invocation_id, succeeded, reason, attempt=None),
+    note = Note(invocation_id, f"completion: {status}", {"detail": message} if message else {})
+    engine.changes.apply(project, job_id, ev.InvocationFinished(invocation_id, succeeded, reason, attempt=None),
                  note=note)
-    return engine.store.get_invocation(project, job_id, invocation_id) or row
+    return engine.queries.find_invocation(project, job_id, invocation_id) or row

@@ -8,19 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any, Callable, Protocol, TypeVar
 
+from engine.errors import ConflictError as ConflictError
+from engine.errors import StoreError as StoreError
 from statemachine.record import JobRecord
 
 T = TypeVar("T")
-
-
-class StoreError(Exception):
-    """Storage failed; the transaction did not commit and may be retried."""
-
-
-class ConflictError(StoreError):
-    """Another writer changed the data this transaction read; retry it."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +29,13 @@ class Task:
     # The queue it goes on: "" for the chain's own; "PROJECT/THROTTLE" for the start
     # tasks of a throttled job, whose queue runs at most max_in_flight at once.
     queue: str = ""
+
+
+class JobSource(StrEnum):
+    """Who defines a job: its project's config file, or the REST API."""
+
+    CONFIG = "config"
+    API = "api"
 
 
 @dataclass
@@ -96,7 +98,20 @@ class Transaction(Protocol):
     def delete_project(self, project: str) -> None: ...
 
 
-class JobStore(Protocol):
+class MetaStore(Protocol):
+    """Small values kept beside the jobs (the shared task secret, sign-out generations)."""
+
+    def read_meta(self, key: str) -> str | None:
+        """The value; None when never written.
+
+        :raises StoreError: storage is failing.
+        """
+
+    def write_meta(self, key: str, value: str) -> None:
+        """:raises StoreError: storage is failing; the value may or may not be written."""
+
+
+class JobStore(MetaStore, Protocol):
     def run_in_transaction(self, body: Callable[[Transaction], T]) -> T:
         """Run `body(tx)` in one transaction; commit if it returns, roll back if it raises.
 
@@ -109,11 +124,6 @@ class JobStore(Protocol):
 
     def jobs_due_for_watchdog(self, now: datetime, limit: int) -> list[tuple[str, str]]:
         """(project, job_id) of records whose watchdog_at is before `now` (indexed)."""
-
-    def read_meta(self, key: str) -> str | None:
-        """A small value kept beside the jobs; None when never written."""
-
-    def write_meta(self, key: str, value: str) -> None: ...
 
     def list_projects(self) -> list[ProjectRow]: ...
 
@@ -150,6 +160,14 @@ class JobStore(Protocol):
     def recent_invocations(self, project: str, job_ids: list[str], count: int) -> dict[str, list[InvocationRow]]:
         """Each job's newest `count` invocations, newest first, without their logs;
         for a page of jobs at once (a job without history maps to [])."""
+
+
+class SecretReader(Protocol):
+    def __call__(self, project: str, name: str) -> str:
+        """The value of the project's secret `name`.
+
+        :raises engine.secrets.SecretError: no such secret, or it cannot be read.
+        """
 
 
 class Clock(Protocol):

@@ -21,6 +21,7 @@ from statemachine import events as ev
 from statemachine import ids
 from statemachine import invocations as inv
 from statemachine.catchup import DuePlan, plan_due
+from statemachine.errors import SundialError
 from statemachine.pausing import pause
 from statemachine.policy import DEFAULT_TUNING, Tuning
 from statemachine.record import JobRecord, JobState, Occurrence, evolve
@@ -28,7 +29,7 @@ from statemachine.schedule import IntervalSchedule, is_clock_driven, next_fire
 from statemachine.vocabulary import SkipReason, Trigger
 
 
-class InvalidTransition(Exception):
+class InvalidTransition(SundialError):
     """The event is not allowed in the job's state; `code` is the API error code."""
 
     def __init__(self, message: str, code: str = "FAILED_PRECONDITION"):

@@ -16,9 +16,8 @@ from typing import Mapping
 
 from flask import Flask, current_app, g, request
 
-from engine.operations import Refused
+from engine.errors import NotFound, Refused
 from engine.ports import ProjectRow
-from engine.service import NotFound
 from web.acl import OWN, READ, TRIGGER, Directory, load_directory, permissions
 from web.errors import ApiError
 from web.identity import IAP_HEADER, Caller, Identifier, Unauthenticated, identifier_from_settings

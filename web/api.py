@@ -5,13 +5,13 @@ The changes are in web/api_jobs.py, /validate and /openapi.json in web/api_meta.
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, jsonify, request
 
 from config.limits import MAX_PAGE_SIZE
 from config.model import JOB_ID
-from engine import operations as ops
 from engine.ports import ProjectRow, StoredJob
 from web.access import READ, authorize, readable
+from web.context import queries
 from web.errors import ApiError
 from web.views import invocation_view, job_view
 
@@ -19,10 +19,6 @@ api = Blueprint("api", __name__, url_prefix="/api/v1")
 
 DEFAULT_PAGE_SIZE = 50  # invocations
 DEFAULT_JOBS_PAGE_SIZE = 100
-
-
-def engine():
-    return current_app.config["SUNDIAL_ENGINE"]
 
 
 def refuse_bad_job_id(endpoint, values) -> None:
@@ -39,27 +35,25 @@ api.url_value_preprocessor(refuse_bad_job_id)
 
 def project_or_404(project: str, permission: str = READ) -> ProjectRow:
     """The project, after the access check; every endpoint that names one starts here."""
-    row = ops.project_row(engine(), project)
+    row = queries().project(project)
     authorize(row, permission)
     return row
 
 
 def job_or_404(project: str, job_id: str, permission: str = READ) -> StoredJob:
     project_or_404(project, permission)
-    return ops.get_job(engine(), project, job_id)
+    return queries().job(project, job_id)
 
 
 def full_job_view(job: StoredJob) -> dict:
-    page, _ = engine().store.list_invocations(job.record.project, job.record.job_id, 1, None)
-    return job_view(job, page[0] if page else None)
+    return job_view(job, queries().last_invocation(job))
 
 
 @api.get("/projects")
 def list_projects():
-    store = engine().store
     projects = []
-    for row in filter(readable, store.list_projects()):
-        projects.append({"id": row.id, "job_count": store.count_jobs(row.id),
+    for row in filter(readable, queries().projects()):
+        projects.append({"id": row.id, "job_count": queries().job_count(row.id),
                          "config_error": row.config_error or None, "job_errors": row.job_errors})
     return jsonify({"projects": projects})
 
@@ -69,11 +63,9 @@ def list_jobs(project: str):
     """One page of jobs in id order (like the invocations: page_size, page_token); each
     job's last invocation comes from one query for the whole page."""
     project_or_404(project)
-    store = engine().store
-    page, token = store.list_jobs_page(project, _page_size(DEFAULT_JOBS_PAGE_SIZE),
-                                       request.args.get("page_token") or None)
-    page = [job for job in page if ops.visible(job)]
-    last = store.recent_invocations(project, [job.record.job_id for job in page], 1)
+    page, token = queries().jobs_page(project, _page_size(DEFAULT_JOBS_PAGE_SIZE),
+                                      request.args.get("page_token") or None)
+    last = queries().recent_invocations(page, 1)
     jobs = [job_view(job, (last.get(job.record.job_id) or [None])[0]) for job in page]
     return jsonify({"jobs": jobs, "next_page_token": token})
 
@@ -86,7 +78,7 @@ def get_job(project: str, job_id: str):
 @api.get("/projects/<project>/jobs/<id:job_id>/invocations")
 def list_invocations(project: str, job_id: str):
     job_or_404(project, job_id)
-    page, token = engine().store.list_invocations(project, job_id, _page_size(), request.args.get("page_token"))
+    page, token = queries().invocations(project, job_id, _page_size(), request.args.get("page_token"))
     return jsonify({"invocations": [invocation_view(row) for row in page], "next_page_token": token})
 
 
@@ -100,7 +92,5 @@ def _page_size(default: int = DEFAULT_PAGE_SIZE) -> int:
 @api.get("/projects/<project>/jobs/<id:job_id>/invocations/<id:invocation_id>")
 def get_invocation(project: str, job_id: str, invocation_id: str):
     job_or_404(project, job_id)
-    row = engine().store.get_invocation(project, job_id, invocation_id)
-    if row is None:
-        raise ApiError("NOT_FOUND", f"invocation {invocation_id!r} of {project}/{job_id} not found")
+    row = queries().invocation(project, job_id, invocation_id)
     return jsonify(invocation_view(row, with_log=True))

@@ -13,8 +13,9 @@ from engine.secrets import secret_names
 from statemachine.safety import OwnService
 from statemachine.vocabulary import InvocationStatus
 from web.access import OWN, TRIGGER
-from web.api import engine, full_job_view, project_or_404, refuse_bad_job_id
+from web.api import full_job_view, project_or_404, refuse_bad_job_id
 from web.bodies import fields, json_object, text
+from web.context import current_engine
 from web.errors import ApiError
 from web.views import invocation_view
 
@@ -38,7 +39,7 @@ def put_job(project: str, job_id: str):
         messages = [error.message for error in failure.errors]
         raise ApiError("INVALID_ARGUMENT", "; ".join(messages), messages) from None
     _refuse_unknown_secrets(project, job.definition)
-    put = ops.put_job(engine(), project, job_id, job.policy, job.definition, job.disabled,
+    put = ops.put_job(current_engine(), project, job_id, job.policy, job.definition, job.disabled,
                       MAX_JOBS_PER_PROJECT)
     response = jsonify(full_job_view(put.job))
     if put.created:
@@ -49,7 +50,7 @@ def put_job(project: str, job_id: str):
 
 def _refuse_unknown_secrets(project: str, definition: dict) -> None:
     """A secret the project does not have is a validation error where the store can tell."""
-    exists = getattr(engine().secrets, "exists", None)
+    exists = getattr(current_engine().deliveries.secrets, "exists", None)
     if exists is None:
         return
     missing = [f"{where}: unknown secret {name} (project {project} has no secret of that name)"
@@ -61,7 +62,7 @@ def _refuse_unknown_secrets(project: str, definition: dict) -> None:
 @jobs_api.delete(JOB)
 def delete_job(project: str, job_id: str):
     project_or_404(project, OWN)
-    ops.delete_job(engine(), project, job_id, allow_missing=_flag("allow_missing"))
+    ops.delete_job(current_engine(), project, job_id, allow_missing=_flag("allow_missing"))
     return "", 204
 
 
@@ -69,21 +70,21 @@ def delete_job(project: str, job_id: str):
 def pause(project: str, job_id: str):
     project_or_404(project, TRIGGER)
     body = fields(json_object(optional=True), {"reason": str})
-    return jsonify(full_job_view(ops.pause(engine(), project, job_id, text(body, "reason", MAX_REASON_CHARS))))
+    return jsonify(full_job_view(ops.pause(current_engine(), project, job_id, text(body, "reason", MAX_REASON_CHARS))))
 
 
 @jobs_api.post(JOB + ":resume")
 def resume(project: str, job_id: str):
     project_or_404(project, TRIGGER)
     fields(json_object(optional=True), {})
-    return jsonify(full_job_view(ops.resume(engine(), project, job_id)))
+    return jsonify(full_job_view(ops.resume(current_engine(), project, job_id)))
 
 
 @jobs_api.post(JOB + ":abort")
 def abort(project: str, job_id: str):
     project_or_404(project, OWN)
     body = fields(json_object(optional=True), {"reason": str})
-    return jsonify(full_job_view(ops.abort(engine(), project, job_id, text(body, "reason", MAX_REASON_CHARS))))
+    return jsonify(full_job_view(ops.abort(current_engine(), project, job_id, text(body, "reason", MAX_REASON_CHARS))))
 
 
 @jobs_api.post(JOB + ":trigger")
@@ -91,7 +92,7 @@ def trigger(project: str, job_id: str):
     project_or_404(project, TRIGGER)
     body = fields(json_object(optional=True), {"request_id": str})
     request_id = text(body, "request_id", MAX_REQUEST_ID_CHARS)
-    return jsonify(invocation_view(ops.trigger(engine(), project, job_id, request_id or None)))
+    return jsonify(invocation_view(ops.trigger(current_engine(), project, job_id, request_id or None)))
 
 
 @jobs_api.post(JOB + "/invocations/<id:invocation_id>:complete")
@@ -103,7 +104,8 @@ def complete(project: str, job_id: str, invocation_id: str):
     if status not in (InvocationStatus.SUCCEEDED, InvocationStatus.FAILED):
         raise ApiError("INVALID_ARGUMENT", f"status must be SUCCEEDED or FAILED, got {status!r}")
     message = text(body, "message", MAX_MESSAGE_CHARS)
-    row = ops.complete(engine(), project, job_id, invocation_id, token, status == InvocationStatus.SUCCEEDED, message)
+    succeeded = status == InvocationStatus.SUCCEEDED
+    row = ops.complete(current_engine(), project, job_id, invocation_id, token, succeeded, message)
     return jsonify(invocation_view(row))
 
 

@@ -10,9 +10,7 @@ from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from config.limits import MAX_REQUEST_BYTES
-from engine.operations import Refused
-from engine.ports import StoreError
-from engine.service import NotFound
+from engine.errors import NotFound, Refused, StoreError
 from statemachine.machine import InvalidTransition
 
 log = logging.getLogger("sundial.api")

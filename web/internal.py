@@ -15,6 +15,7 @@ from flask import Blueprint, current_app, jsonify, request
 from engine.ports import RetryTask, StoreError, Task
 from statemachine.durations import parse_instant
 from statemachine.vocabulary import TaskKind
+from web.context import current_engine
 from web.errors import classify, error_response
 from web.guard import guard_from_settings
 
@@ -41,14 +42,13 @@ def run_task(kind: str):
     if kind not in TASK_KINDS:
         return error_response("NOT_FOUND", f"no task kind {kind!r}")
     body = request.get_json(silent=True) or {}
-    engine = current_app.config["SUNDIAL_ENGINE"]
     try:
         task = Task(body.get("name", ""), TASK_KINDS[kind], body["payload"], parse_instant(body["eta"]))
     except (KeyError, TypeError, ValueError) as error:
         # A malformed task will never succeed: answer 2xx so the queue drops it.
         return jsonify({"dropped": f"malformed task: {error!r}"}), 200
     try:
-        engine.handle_task(task)
+        current_engine().tasks.handle(task)
     except RetryTask as retry:
         seconds = max(retry.delay / timedelta(seconds=1), 0.001)
         return jsonify({"retry_in_s": seconds}), 503, {"Retry-After": f"{seconds:.3f}"}

@@ -8,18 +8,18 @@ from __future__ import annotations
 from flask import Blueprint, Response, current_app
 
 from web.access import readable
+from web.context import current_engine, queries
 
 metrics_page = Blueprint("metrics", __name__)
 
 
 @metrics_page.get("/metrics")
 def metrics():
-    engine = current_app.config["SUNDIAL_ENGINE"]
     gauges = []
     depth = current_app.config.get("SUNDIAL_QUEUE_DEPTH")
     if depth is not None:  # the cloud backend's queue is Cloud Tasks' to report
         gauges.append(("sundial_queue_depth", {}, depth()))
-    for project in filter(readable, engine.store.list_projects()):
-        gauges.append(("sundial_jobs", {"project": project.id}, engine.store.count_jobs(project.id)))
-    text = engine.metrics.render(gauges)
+    for project in filter(readable, queries().projects()):
+        gauges.append(("sundial_jobs", {"project": project.id}, queries().job_count(project.id)))
+    text = current_engine().metrics.render(gauges)
     return Response(text, content_type="text/plain; version=0.0.4; charset=utf-8")

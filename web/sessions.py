@@ -25,6 +25,7 @@ from datetime import timedelta
 
 from flask import current_app, request, session
 
+from web.context import current_engine
 from web.identity import Caller, Unauthenticated
 
 SESSION_KEY = "sundial_signed_in"
@@ -103,4 +104,4 @@ def _meta_key(digest: str) -> str:
 
 
 def _store():
-    return current_app.config["SUNDIAL_ENGINE"].store
+    return current_engine().meta

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, current_app, render_template, request
+from flask import Blueprint, render_template, request
 from werkzeug.exceptions import HTTPException
 
-from engine import operations as ops
 from engine.ports import ProjectRow
 from engine.secrets import masked_definition
-from engine.service import NotFound
 from web import access, ui_format
 from web.access import OWN, READ, TRIGGER
+from web.context import current_engine, queries
 from web.errors import KNOWN_ERRORS, STATUS, ApiError, classify, http_code
 
 log = logging.getLogger("sundial.ui")
@@ -35,12 +34,8 @@ HISTORY_PAGE_SIZE = 50
 STRIP_LENGTH = 10  # recent outcomes shown per job in the jobs list
 
 
-def engine():
-    return current_app.config["SUNDIAL_ENGINE"]
-
-
 def readable_project(project: str, permission: str = READ) -> ProjectRow:
-    row = ops.project_row(engine(), project)
+    row = queries().project(project)
     access.authorize(row, permission)
     return row
 
@@ -52,10 +47,10 @@ def buttons(row: ProjectRow) -> dict:
 
 @ui.get("/")
 def projects():
-    store, shown = engine().store, []
-    for row in store.list_projects():
+    shown = []
+    for row in queries().projects():
         if access.may(row, READ):  # a project the caller may not read does not exist for them
-            shown.append({"row": row, "job_count": store.count_jobs(row.id)})
+            shown.append({"row": row, "job_count": queries().job_count(row.id)})
     return render_template("ui/projects.html", projects=shown)
 
 
@@ -64,13 +59,12 @@ def jobs(project: str):
     row = readable_project(project)
     prefix = request.args.get("q", "").strip()
     token = request.args.get("page_token") or None
-    store, now = engine().store, engine().clock.now()
-    page, next_token = store.list_jobs_page(project, JOBS_PAGE_SIZE, token, prefix)
-    page = [job for job in page if ops.visible(job)]
-    recent = store.recent_invocations(project, [job.record.job_id for job in page], STRIP_LENGTH)
+    now = current_engine().clock.now()
+    page, next_token = queries().jobs_page(project, JOBS_PAGE_SIZE, token, prefix)
+    recent = queries().recent_invocations(page, STRIP_LENGTH)
     lines = [_job_line(job, recent.get(job.record.job_id, []), now) for job in page]
     return render_template("ui/jobs.html", project=row, lines=lines, prefix=prefix,
-                           next_token=next_token, paged=bool(token), job_count=store.count_jobs(project),
+                           next_token=next_token, paged=bool(token), job_count=queries().job_count(project),
                            now=now)
 
 
@@ -91,18 +85,15 @@ def _job_line(job, recent, now) -> dict:
 @ui.get("/p/<project>/<id:job_id>")
 def job_page(project: str, job_id: str):
     row = readable_project(project)
-    job = ops.get_job(engine(), project, job_id)
+    job = queries().job(project, job_id)
     status = request.args.get("status", "")
     if status and status not in ui_format.STATUS_FILTERS:
         raise ApiError("INVALID_ARGUMENT", f"no status filter {status!r}; choose one of "
                                            + ", ".join(ui_format.STATUS_FILTERS))
     token = request.args.get("page_token") or None
-    store, now = engine().store, engine().clock.now()
-    if status:
-        history, next_token = store.list_invocations_with_status(
-            project, job_id, ui_format.STATUS_FILTERS[status], HISTORY_PAGE_SIZE, token)
-    else:
-        history, next_token = store.list_invocations(project, job_id, HISTORY_PAGE_SIZE, token)
+    now = current_engine().clock.now()
+    statuses = ui_format.STATUS_FILTERS[status] if status else ()
+    history, next_token = queries().invocations(project, job_id, HISTORY_PAGE_SIZE, token, statuses)
     definition = masked_definition(job.definition)  # credential headers, for every reader
     return render_template(
         "ui/job.html", project=row, job=job, record=job.record, definition=definition,
@@ -118,14 +109,12 @@ def job_page(project: str, job_id: str):
 @ui.get("/p/<project>/<id:job_id>/<id:invocation_id>")
 def invocation_page(project: str, job_id: str, invocation_id: str):
     row = readable_project(project)
-    job = ops.get_job(engine(), project, job_id)
-    invocation = engine().store.get_invocation(project, job_id, invocation_id)
-    if invocation is None:
-        raise NotFound(f"invocation {invocation_id!r} of {project}/{job_id} not found")
+    job = queries().job(project, job_id)
+    invocation = queries().invocation(project, job_id, invocation_id)
     return render_template(
         "ui/invocation.html", project=row, job=job, inv=invocation,
         attempts=ui_format.attempts(invocation.log), request_sent=ui_format.request_sent(job, invocation),
-        timezone=job.definition.get("timezone", "UTC"), can=buttons(row), now=engine().clock.now(),
+        timezone=job.definition.get("timezone", "UTC"), can=buttons(row), now=current_engine().clock.now(),
     )
 
 

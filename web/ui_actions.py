@@ -16,12 +16,13 @@ from flask import Blueprint, flash, redirect, request, url_for
 
 from config.limits import MAX_REASON_CHARS
 from engine import operations as ops
-from engine.operations import Refused
+from engine.errors import Refused
 from statemachine.machine import InvalidTransition
 from web.access import OWN, TRIGGER
+from web.context import current_engine
 from web.errors import ApiError
 from web.sessions import csrf_matches
-from web.ui import engine, error_pages, readable_project
+from web.ui import error_pages, readable_project
 
 actions = Blueprint("ui_actions", __name__)
 error_pages(actions)
@@ -52,14 +53,14 @@ def _back(project: str, job_id: str, message: str, category: str = "ok"):
 def pause(project: str, job_id: str):
     readable_project(project, TRIGGER)
     reason = _reason()
-    ops.pause(engine(), project, job_id, reason)
+    ops.pause(current_engine(), project, job_id, reason)
     return _back(project, job_id, "Paused" + (f": {reason}" if reason else "."))
 
 
 @actions.post(JOB + ":resume")
 def resume(project: str, job_id: str):
     readable_project(project, TRIGGER)
-    ops.resume(engine(), project, job_id)
+    ops.resume(current_engine(), project, job_id)
     return _back(project, job_id, "Resumed.")
 
 
@@ -67,7 +68,7 @@ def resume(project: str, job_id: str):
 def trigger(project: str, job_id: str):
     readable_project(project, TRIGGER)
     try:
-        row = ops.trigger(engine(), project, job_id)
+        row = ops.trigger(current_engine(), project, job_id)
     except (Refused, InvalidTransition) as refused:
         # A paused job refuses a trigger (409): say so on the job's page.
         return _back(project, job_id, f"Not triggered: {refused}", "error")
@@ -78,6 +79,6 @@ def trigger(project: str, job_id: str):
 @actions.post(JOB + ":abort")
 def abort(project: str, job_id: str):
     readable_project(project, OWN)
-    ops.abort(engine(), project, job_id, _reason() or "aborted from the web UI")
+    ops.abort(current_engine(), project, job_id, _reason() or "aborted from the web UI")
     return _back(project, job_id, "Aborted the active invocations.")
 

@@ -13,9 +13,9 @@ from google.api_core import exceptions as gexc
 from config.settings import Settings
 from engine.adapters.cloud.cloud_tasks_queue import MAX_HOP, CloudTasksQueue, task_id
 from engine.adapters.local.sqlite_store import SqliteJobStore
-from engine.config_import import JobSnapshot, ProjectSnapshot, import_project
+from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.ports import Task
-from engine.service import Engine
+from engine.service import build_engine
 from statemachine.policy import JobPolicy
 from tests.cloud.fakes import FakeTasksClient, schedule_time
 from tests.engine.harness import START, FakeClock, RecordingTarget
@@ -146,12 +146,12 @@ def test_a_60_day_tick_is_chained_in_hops_and_fires_once_on_time(tmp_path):
     queue, _, _ = make_queue(clock, client=client)
     target = RecordingTarget()
     store = AfterCommitStore(SqliteJobStore(tmp_path / "db.sqlite"), queue)
-    engine = Engine(store, {"noop": target}, clock, service_url=SERVICE_URL, secret=b"sek")
+    engine = build_engine(store, {"noop": target}, clock, service_url=SERVICE_URL, secret=b"sek")
     app = create_app(engine, Settings(task_secret="sek"))
     fire_at = START + timedelta(days=60)
     policy = JobPolicy(at=(fire_at,), revision="v1")
     job = JobSnapshot("job", policy, {"id": "job", "target": {"noop": {}}, "timezone": "UTC"}, False)
-    import_project(engine, ProjectSnapshot("proj", "v1", jobs=(job,)))
+    engine.configs.import_project(ProjectSnapshot("proj", "v1", jobs=(job,)))
 
     ticks = []
     with app.test_client() as http:

@@ -17,7 +17,7 @@ from tests.engine.harness import START
 class ApiScenario(Scenario):
     def __init__(self, backend):
         super().__init__(backend)
-        self.engine.write(lambda tx: tx.put_project(ProjectRow("proj", settings={"config_jobs": []})))
+        self.engine.changes.write(lambda tx: tx.put_project(ProjectRow("proj", settings={"config_jobs": []})))
 
     def put(self, job_id: str, entry: dict) -> ops.Put:
         job = parse_job_entry(entry, {}, job_id)
@@ -70,7 +70,7 @@ def test_an_async_invocation_completes_through_operations(api):
     api.target.answers.append(DeliveryResult("accepted"))
     invocation = ops.trigger(api.engine, "proj", "j").id
     api.run_until(START + timedelta(seconds=1))
-    token = api.engine.completion_token(invocation)
+    token = api.engine.deliveries.completion_token(invocation)
     with pytest.raises(ops.Refused):
         ops.complete(api.engine, "proj", "j", invocation, "wrong", True)
     assert api.backend.store.get_invocation("proj", "j", invocation).status == "RUNNING"
@@ -83,8 +83,8 @@ def test_retention_removes_old_finished_history_in_batches_and_leaves_jobs_alone
     assert len(api.invocations("j")) == 5
     job_before = api.backend.store.get_job("proj", "j")
     api.clock.current = START + timedelta(days=45, minutes=3, seconds=30)  # three are older than 45 days
-    assert api.engine.cleanup(timedelta(days=45), batch=2) == 3
+    assert api.engine.maintenance.cleanup(timedelta(days=45), batch=2) == 3
     left = api.invocations("j")
     assert [r.scheduled_time for r in left] == [START + timedelta(minutes=m) for m in (4, 5)]
     assert api.backend.store.get_job("proj", "j") == job_before
-    assert api.engine.cleanup(timedelta(days=45), batch=2) == 0
+    assert api.engine.maintenance.cleanup(timedelta(days=45), batch=2) == 0

@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from engine.config_import import JobSnapshot, ProjectSnapshot, import_project
-from engine.service import Engine
+from engine.config_import import JobSnapshot, ProjectSnapshot
+from engine.service import build_engine
 from statemachine.policy import JobPolicy, Tuning
 from tests.engine.harness import START, FakeClock, RecordingTarget
 
@@ -17,14 +17,14 @@ class Scenario:
     def __init__(self, backend):
         self.backend, self.clock, self.target = backend, FakeClock(), RecordingTarget()
         targets = {"http": self.target, "noop": self.target}
-        self.engine = Engine(backend.store, targets, self.clock, Tuning(), secret=b"s")
-        self.handle = self.engine.handle_task
+        self.engine = build_engine(backend.store, targets, self.clock, Tuning(), secret=b"s")
+        self.handle = self.engine.tasks.handle
 
     def define(self, job_id: str = "job", schedule: str = "every 1m") -> None:
         policy = JobPolicy(schedule_text=schedule, revision="v1")
         definition = {"id": job_id, "target": {"noop": {}}, "timezone": "UTC", "rev": "v1"}
         job = JobSnapshot(job_id, policy, definition, False)
-        import_project(self.engine, ProjectSnapshot("proj", "v1", jobs=(job,)))
+        self.engine.configs.import_project(ProjectSnapshot("proj", "v1", jobs=(job,)))
 
     def run_until(self, when: datetime) -> None:
         """Advance the clock through every task ETA up to `when`, running what is due."""
@@ -63,8 +63,8 @@ def test_an_every_minute_job_delivers_once_per_occurrence(scenario):
 
 def test_every_task_delivered_twice_still_delivers_each_occurrence_once(scenario):
     def twice(task):
-        scenario.engine.handle_task(task)
-        scenario.engine.handle_task(task)
+        scenario.engine.tasks.handle(task)
+        scenario.engine.tasks.handle(task)
 
     scenario.handle = twice
     scenario.define()
@@ -83,7 +83,7 @@ def test_the_watchdog_repairs_a_lost_tick(scenario):
         scenario.backend.queue.__init__()  # the queue lost everything
     assert scenario.backend.next_wake() is None
     scenario.clock.current = START + timedelta(minutes=5)
-    assert scenario.engine.run_watchdog() == 1
+    assert scenario.engine.maintenance.run_watchdog() == 1
     scenario.run_until(START + timedelta(minutes=6, seconds=30))
     times = [r.scheduled_time for r in scenario.invocations()]
     assert times[0] == START + timedelta(minutes=1) and times[-1] == START + timedelta(minutes=6)

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from engine.ports import ProjectRow, Task
-from engine.service import Engine
+from engine.service import build_engine
 from statemachine import events as ev
 from statemachine.policy import JobPolicy, Overlap, Tuning
 from tests.contract import samples
@@ -99,16 +99,16 @@ def test_one_task_name_enqueued_twice_in_a_transaction_is_one_task(backend):
 def test_concurrent_triggers_of_one_job_lose_no_update(backend):
     """N threads step the same job through the real engine at once; each step is
     a read-modify-write of the job record. Every trigger must survive."""
-    engine = Engine(backend.store, {}, FixedClock(T0), Tuning(), secret=b"s")
+    engine = build_engine(backend.store, {}, FixedClock(T0), Tuning(), secret=b"s")
     policy = JobPolicy(schedule_text="triggered", overlap=Overlap.ALLOW, max_concurrent=100, revision="r1")
-    engine.apply("proj", "job", ev.JobEnabled(policy), definition={"id": "job"}, source="api")
+    engine.changes.apply("proj", "job", ev.JobEnabled(policy), definition={"id": "job"}, source="api")
     count, errors = 8, []
     gate = threading.Barrier(count)
 
     def trigger(number: int) -> None:
         try:
             gate.wait()
-            engine.apply("proj", "job", ev.ManualTrigger(f"request-{number}"))
+            engine.changes.apply("proj", "job", ev.ManualTrigger(f"request-{number}"))
         except Exception as error:  # reported below: an exception in a thread is otherwise lost
             errors.append(error)
 

@@ -26,9 +26,9 @@ from typing import Callable
 from engine.adapters.local.dispatcher import Dispatcher
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
-from engine.config_import import JobSnapshot, ProjectSnapshot, import_project
+from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.ports import ConflictError, DeliveryResult, StoreError
-from engine.service import Engine
+from engine.service import build_engine
 from statemachine import events as ev
 from statemachine.durations import UTC
 from statemachine.policy import JobPolicy, Tuning
@@ -225,13 +225,13 @@ class Harness:
         self.store = FlakyStore(inner)
         self.target = RecordingTarget()
         targets = {"http": self.target, "noop": self.target}
-        self.engine = Engine(self.store, targets, self.clock, tuning or Tuning(), secret=b"s")
+        self.engine = build_engine(self.store, targets, self.clock, tuning or Tuning(), secret=b"s")
         self.sources: list = []  # more things with next_wake() and run_due(now)
         if backend is None:
             self.queue = SqliteTaskQueue(self.store.inner)
-            self.dispatcher = Dispatcher(self.queue, self.engine.handle_task, self.clock)
+            self.dispatcher = Dispatcher(self.queue, self.engine.tasks.handle, self.clock)
         else:
-            self.handle = self.engine.handle_task
+            self.handle = self.engine.tasks.handle
             self._lose_tasks_on_demand(getattr(backend, "queue", None))
 
     def _lose_tasks_on_demand(self, queue) -> None:
@@ -287,13 +287,22 @@ class Harness:
 
     def tag_steps(self) -> None:
         """Let `store.fault` see which step of the chain each transaction is."""
-        apply, write = self.engine.apply, self.engine.write
+        changes = self.engine.changes
+        apply, apply_many, write = changes.apply, changes.apply_many, changes.write
         store = self.store
 
         def tagged_apply(project, job_id, event, **kwargs):
             outer, store.step = store.step, step_of(event, kwargs.get("note"))
             try:
                 return apply(project, job_id, event, **kwargs)
+            finally:
+                store.step = outer
+
+        def tagged_apply_many(many):
+            # The chain's tasks run one at a time here: the batch is one change.
+            outer, store.step = store.step, step_of(many[0].event, many[0].note) if many else "write"
+            try:
+                return apply_many(many)
             finally:
                 store.step = outer
 
@@ -304,7 +313,7 @@ class Harness:
             finally:
                 store.step = outer
 
-        self.engine.apply, self.engine.write = tagged_apply, tagged_write
+        changes.apply, changes.apply_many, changes.write = tagged_apply, tagged_apply_many, tagged_write
 
     # --- jobs and time --------------------------------------------------------------
 
@@ -313,7 +322,7 @@ class Harness:
         policy.setdefault("revision", content)
         definition = {"id": job_id, "target": {"noop": {}}, "timezone": "UTC", "rev": content}
         job = JobSnapshot(job_id, JobPolicy(**policy), definition, False)
-        import_project(self.engine, ProjectSnapshot(project, content, jobs=(job,)))
+        self.engine.configs.import_project(ProjectSnapshot(project, content, jobs=(job,)))
 
     def run_until(self, when: datetime) -> int:
         """Advance the clock to `when` through every task ETA on the way, running tasks."""

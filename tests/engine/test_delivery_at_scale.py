@@ -8,7 +8,7 @@ import pytest
 
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
-from engine.config_import import JobSnapshot, ProjectSnapshot, import_project
+from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.ports import DeliveryResult, ProjectRow, Task
 from statemachine.policy import NOTIFY_RETRY, JobPolicy, RetryPolicy
 from tests.engine.harness import START, Harness
@@ -78,7 +78,7 @@ def _define(h: Harness, jobs: dict[str, JobPolicy], definitions: dict | None = N
                                      **(definitions or {}).get(job_id, {})}, False)
         for job_id, policy in jobs.items()
     )
-    import_project(h.engine, ProjectSnapshot("proj", "v1", jobs=snapshots,
+    h.engine.configs.import_project(ProjectSnapshot("proj", "v1", jobs=snapshots,
                                              settings={"throttles": throttles or {}}))
 
 
@@ -200,7 +200,7 @@ def test_a_notification_that_never_gets_through_gives_up_after_its_attempts(h):
 
 
 def test_every_task_delivered_twice_still_notifies_once(h):
-    original = h.engine.handle_task
+    original = h.engine.tasks.handle
 
     def twice(task):
         original(task)

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from engine.config_import import ProjectSnapshot, import_project
+from engine.config_import import ProjectSnapshot
 from engine.ports import DeliveryResult, StoreError
 from statemachine.policy import Catchup, RetryPolicy, Tuning
 from tests.engine.harness import START, Harness
@@ -28,7 +28,7 @@ def test_an_every_minute_job_delivers_once_per_occurrence(h):
 
 
 def test_every_task_delivered_twice_still_delivers_each_occurrence_once(h):
-    original = h.engine.handle_task
+    original = h.engine.tasks.handle
 
     def twice(task):
         original(task)
@@ -67,25 +67,26 @@ def test_storage_failing_before_delivery_sends_nothing_and_recovers(h):
 def test_a_failure_between_delivery_and_result_redelivers_under_the_same_id(h):
     h.define(retry=RetryPolicy(max_attempts=1))
     h.run_until(START + timedelta(seconds=59))
-    original = h.engine.apply
+    original = h.engine.changes.apply_many
     failed = []
 
-    def flaky_apply(*args, **kwargs):
-        if kwargs.get("note") and not failed:  # the first save of an attempt's result
-            failed.append(args[2])
+    def flaky_apply_many(changes):
+        results = [change.event for change in changes if change.note is not None]
+        if results and not failed:  # the first save of an attempt's result
+            failed.append(results[0])
             raise StoreError("injected: result could not be saved")
-        return original(*args, **kwargs)
+        return original(changes)
 
-    h.engine.apply = flaky_apply
+    h.engine.changes.apply_many = flaky_apply_many
     h.run_until(START + timedelta(minutes=1, seconds=1))
-    h.engine.apply = original
+    h.engine.changes.apply_many = original
     # Started by its tick, the invocation lives in the job record until a result is saved.
     active = h.store.get_job("proj", "job").record.active
     assert failed and [entry.invocation_id for entry in active] == [failed[0].invocation_id]
     # The retried start task sees the attempt in flight and leaves it; the
     # watchdog re-issues it once the attempt's lease has run out.
     h.run_until(START + timedelta(minutes=3, seconds=5))
-    assert h.engine.run_watchdog() == 1
+    assert h.engine.maintenance.run_watchdog() == 1
     h.run_until(START + timedelta(minutes=5))
     first = h.invocations()[0]
     assert first.status == "SUCCEEDED"
@@ -102,11 +103,11 @@ def test_watchdog_repairs_a_job_whose_tasks_were_purged(h):
     h.clock.advance(minutes=1)  # the 10:02 tick is lost
     assert h.dispatcher.run_due_now() == 0
     h.clock.advance(seconds=30)  # past tick time + grace
-    assert h.engine.run_watchdog() == 1
+    assert h.engine.maintenance.run_watchdog() == 1
     h.run_until(START + timedelta(minutes=3, seconds=1))
     times = [r.scheduled_time for r in h.invocations()]
     assert times == [START + timedelta(minutes=m) for m in (1, 2, 3)]
-    assert h.engine.run_watchdog() == 0
+    assert h.engine.maintenance.run_watchdog() == 0
 
 
 def test_catch_up_after_downtime_follows_the_policy(tmp_path):
@@ -135,7 +136,7 @@ def test_retention_removes_old_finished_history_only(h):
     h.define()
     h.run_until(START + timedelta(minutes=3, seconds=1))
     h.clock.advance(days=46)
-    assert h.engine.cleanup(timedelta(days=45), batch=2) == 3
+    assert h.engine.maintenance.cleanup(timedelta(days=45), batch=2) == 3
     assert h.invocations() == []
     assert h.store.get_job("proj", "job") is not None
 
@@ -151,7 +152,7 @@ def test_reimporting_an_unchanged_project_writes_nothing(h):
 def test_a_job_removed_from_its_config_is_disabled_and_keeps_history(h):
     h.define()
     h.run_until(START + timedelta(minutes=1, seconds=1))
-    import_project(h.engine, ProjectSnapshot("proj", "v2", jobs=()))
+    h.engine.configs.import_project(ProjectSnapshot("proj", "v2", jobs=()))
     job = h.store.get_job("proj", "job")
     assert job.record.state.value == "DISABLED"
     h.run_until(START + timedelta(minutes=10))
@@ -160,7 +161,7 @@ def test_a_job_removed_from_its_config_is_disabled_and_keeps_history(h):
 
 def test_a_broken_project_file_changes_nothing_but_its_error(h):
     h.define()
-    import_project(h.engine, ProjectSnapshot("proj", "broken", error="proj.yaml:3: bad"))
+    h.engine.configs.import_project(ProjectSnapshot("proj", "broken", error="proj.yaml:3: bad"))
     assert h.store.get_project("proj").config_error == "proj.yaml:3: bad"
     assert h.store.get_job("proj", "job").record.state.value == "SCHEDULED"
     h.run_until(START + timedelta(minutes=1, seconds=1))
@@ -184,7 +185,7 @@ def test_a_short_tuning_is_honoured_by_the_watchdog(tmp_path):
     h.define()
     h.store.inner.connection().execute("DELETE FROM tasks")
     h.clock.advance(minutes=1, seconds=3)
-    assert h.engine.run_watchdog() == 1
+    assert h.engine.maintenance.run_watchdog() == 1
     h.run_until(h.clock.current + timedelta(seconds=1))
     assert len(h.invocations()) == 1
 
@@ -194,7 +195,7 @@ def test_a_job_defined_disabled_is_stored_and_readable(h):
     from statemachine.policy import JobPolicy
 
     job = JobSnapshot("off", JobPolicy(schedule_text="every 1m", revision="r"), {"id": "off"}, True)
-    import_project(h.engine, ProjectSnapshot("proj", "v1", jobs=(job,)))
+    h.engine.configs.import_project(ProjectSnapshot("proj", "v1", jobs=(job,)))
     stored = h.store.get_job("proj", "off")
     assert stored is not None and stored.record.state.value == "DISABLED"
     h.run_until(START + timedelta(minutes=3))

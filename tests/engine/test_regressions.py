@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from engine.config_import import JobSnapshot, ProjectSnapshot, import_project
+from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.ports import DeliveryResult, InvocationRow
 from engine.recording import LOG_LIMIT, append_log, start_task, trigger_task
 from statemachine import actions as act
@@ -24,7 +24,7 @@ def _two_jobs(h, **b_policy):
                     {"id": "a", "target": {"noop": {}}, "timezone": "UTC"}, False)
     b = JobSnapshot("b", JobPolicy(schedule_text="triggered", revision="b1", **b_policy),
                     {"id": "b", "target": {"noop": {}}, "timezone": "UTC"}, False)
-    import_project(h.engine, ProjectSnapshot("proj", "v1", jobs=(a, b)))
+    h.engine.configs.import_project(ProjectSnapshot("proj", "v1", jobs=(a, b)))
 
 
 def test_a_tick_more_than_a_second_early_is_rearmed_not_lost(h):
@@ -47,14 +47,14 @@ def test_a_redelivered_job_trigger_task_starts_no_second_invocation(h):
     died between commit and delete, the lease ran out) must not start b again:
     the invocation it names comes from a's scheduled time, not from when it is handled."""
     _two_jobs(h)
-    h.engine.apply("proj", "a", ev.ManualTrigger("req-1"))
+    h.engine.changes.apply("proj", "a", ev.ManualTrigger("req-1"))
     h.run_until(START + timedelta(seconds=1))
     source = h.invocations("a")[0].id
     assert [r.status for r in h.invocations("b")] == ["SUCCEEDED"]
     # The same trigger task comes again 30 s later (lease expiry after a crash).
     task = trigger_task("proj", "a", "b", source, h.invocations("a")[0].scheduled_time, START)
     h.clock.advance(seconds=30)
-    h.engine.handle_task(task)
+    h.engine.tasks.handle(task)
     h.run_until(h.clock.current + timedelta(seconds=1))
     assert len(h.invocations("b")) == 1, [(r.id, r.trigger) for r in h.invocations("b")]
 
@@ -64,9 +64,9 @@ def test_a_job_trigger_redelivered_while_the_first_is_active_starts_once(h):
     invocation is still active, must be recognised as the same request."""
     _two_jobs(h, overlap=Overlap.ALLOW, max_concurrent=5)
     task = trigger_task("proj", "a", "b", "src-invocation", h.clock.now(), h.clock.now())
-    h.engine.handle_task(task)
+    h.engine.tasks.handle(task)
     h.clock.advance(milliseconds=1)
-    h.engine.handle_task(task)
+    h.engine.tasks.handle(task)
     assert len(h.store.get_job("proj", "b").record.active) == 1
 
 
@@ -77,10 +77,10 @@ def test_an_occurrence_due_but_unhandled_when_paused_is_still_recorded(h):
     h.define()
     h.run_until(START + timedelta(seconds=59))
     h.clock.advance(seconds=1, milliseconds=500)  # 10:01:00.5, tick not yet run
-    h.engine.apply("proj", "job", ev.Paused("ops"))
+    h.engine.changes.apply("proj", "job", ev.Paused("ops"))
     h.clock.current = START + timedelta(minutes=5, seconds=10)
     h.run_until(h.clock.current)
-    h.engine.apply("proj", "job", ev.Resumed())
+    h.engine.changes.apply("proj", "job", ev.Resumed())
     h.run_until(h.clock.current)  # resume's immediate tick records the pause
     times = {r.scheduled_time for r in h.invocations()}
     assert START + timedelta(minutes=1) in times, sorted(times)
@@ -93,7 +93,7 @@ def test_a_paused_job_delivers_nothing_not_even_later_fanout_events(h):
     h.define(fanout=FanoutPolicy(count=2, spread=timedelta(minutes=30)))
     h.run_until(START + timedelta(minutes=1, seconds=1))  # event 0 delivered at 10:01
     assert len(h.target.requests) == 1
-    h.engine.apply("proj", "job", ev.Paused("maintenance"))
+    h.engine.changes.apply("proj", "job", ev.Paused("maintenance"))
     assert h.store.get_job("proj", "job").record.state.value == "PAUSED"
     h.run_until(START + timedelta(minutes=20))  # event 1 due at 10:16
     assert len(h.target.requests) == 1, "delivered while paused"
@@ -128,9 +128,9 @@ def test_resume_records_every_paused_occurrence_beyond_the_scan_limit(h):
     scan_limit (1000). Resume must record each of them SKIPPED/paused, in
     batches as the tick path does, not only the first scan_limit."""
     h.define(schedule_text="every 1s")
-    h.engine.apply("proj", "job", ev.Paused())
+    h.engine.changes.apply("proj", "job", ev.Paused())
     h.clock.advance(minutes=30)  # 1800 fire times during the pause
-    h.engine.apply("proj", "job", ev.Resumed())
+    h.engine.changes.apply("proj", "job", ev.Resumed())
     h.run_until(h.clock.current)  # resume's immediate tick records the pause, in batches
     skipped = [r for r in h.invocations() if r.status == "SKIPPED" and r.reason == "paused"]
     assert len(skipped) == 1800, len(skipped)
@@ -147,7 +147,7 @@ def test_a_stale_start_task_does_not_redeliver_an_accepted_async_attempt(h):
     assert row.status == "RUNNING" and len(h.target.requests) == 1
     h.clock.advance(minutes=3)
     stale = start_task("proj", "job", act.EnqueueAttempt(row.id, 0, 1, START + timedelta(minutes=1)))
-    h.engine.handle_task(stale)
+    h.engine.tasks.handle(stale)
     assert len(h.target.requests) == 1, "a stale start task re-called an accepted async target"
 
 
@@ -155,8 +155,8 @@ def test_a_job_trigger_of_a_paused_job_is_recorded_skipped(h):
     """a succeeds and triggers b, which is paused. The run b would have had must
     be recorded SKIPPED/paused, so that 'why didn't b run?' is answerable from the API."""
     _two_jobs(h)
-    h.engine.apply("proj", "b", ev.Paused("ops"))
-    h.engine.apply("proj", "a", ev.ManualTrigger("req-1"))
+    h.engine.changes.apply("proj", "b", ev.Paused("ops"))
+    h.engine.changes.apply("proj", "a", ev.ManualTrigger("req-1"))
     h.run_until(START + timedelta(seconds=1))
     assert [r.status for r in h.invocations("a")] == ["SUCCEEDED"]
     assert [(r.status, r.reason) for r in h.invocations("b")] == [("SKIPPED", "paused")]

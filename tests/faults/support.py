@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from engine.config_import import JobSnapshot, ProjectSnapshot, import_project
+from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.ports import DeliveryResult, RetryTask, Task
 from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
 from statemachine.schedule import fire_times
@@ -66,7 +66,7 @@ class Workload:
         return [j for j, p in self.policies.items() if p.schedule_text != "triggered"]
 
     def import_into(self, h: Harness) -> None:
-        import_project(h.engine, self.snapshot())
+        h.engine.configs.import_project(self.snapshot())
 
     def snapshot(self, content: str | None = None) -> ProjectSnapshot:
         jobs = tuple(
@@ -142,7 +142,7 @@ class ChaoticDelivery:
 
     def __init__(self, h: Harness, rng: random.Random, copies: int = 2, late: float = 0.1,
                  max_delay: timedelta = timedelta(seconds=90)):
-        self.handle, self.clock, self.rng = h.engine.handle_task, h.clock, rng
+        self.handle, self.clock, self.rng = h.engine.tasks.handle, h.clock, rng
         self.copies, self.late, self.max_delay = copies, late, max_delay
         self.held: list[tuple[datetime, int, Task]] = []
         self.order = itertools.count()
@@ -271,7 +271,7 @@ def settle(h: Harness, workload: Workload, quiet: timedelta = timedelta(minutes=
     flight finish; returns each job's last handled fire time, read before the stop."""
     handled = {j: h.store.get_job(PROJECT, j).record.scheduled_until for j in workload.clock_jobs}
     h.store.fault = None
-    import_project(h.engine, ProjectSnapshot(PROJECT, "settled", jobs=()))
+    h.engine.configs.import_project(ProjectSnapshot(PROJECT, "settled", jobs=()))
     h.run_until(h.clock.now() + quiet)
     return handled
 
@@ -350,5 +350,5 @@ def assert_clean(result: Audit, min_occurrences: int = 0) -> None:
 
 def run_workload(h: Harness, until: datetime, watchdog: timedelta = timedelta(seconds=30)) -> None:
     """Run the chain as serve does: the queue, and the watchdog every `watchdog`."""
-    h.every(watchdog, h.engine.run_watchdog)
+    h.every(watchdog, h.engine.maintenance.run_watchdog)
     h.run_until(until)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from engine.config_import import JobSnapshot, ProjectSnapshot, import_project
+from engine.config_import import JobSnapshot, ProjectSnapshot
 from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, Tuning
 from tests.engine.harness import AFTER_COMMIT, START, Harness
 
@@ -40,7 +40,7 @@ def test_a_watchdog_repair_restarts_every_lost_event_of_a_fanout_at_once(tmp_pat
     h.tag_steps()
     lost = iter(range(3))  # the first three start commits land, and their callers fail
     h.store.fault = lambda step: AFTER_COMMIT if step == "start" and next(lost, None) is not None else None
-    h.every(timedelta(seconds=30), h.engine.run_watchdog)
+    h.every(timedelta(seconds=30), h.engine.maintenance.run_watchdog)
     first = START + timedelta(minutes=1)
     h.run_until(first + timedelta(seconds=1))
     assert h.target.requests == []  # all three committed as starting, none sent
@@ -57,12 +57,12 @@ def test_a_job_firing_during_its_projects_import_sees_the_projects_allowed_hosts
     0.1 s after the cloud server started, FAILED 'forbidden target 127.0.0.1' although
     the project's file lists 127.0.0.1 in allowed_hosts. import_project enables every
     job (arming its first tick) and only then saves the project row that carries
-    allowed_hosts; a tick handled in between reads no row, and Engine._allowed_hosts
+    allowed_hosts; a tick handled in between reads no row, and Deliveries.allowed_hosts
     caches that empty answer for 5 s. A big project's first import takes long enough
     for any job with a short schedule to hit it; so does a file that adds a host and
     a job using it at once."""
     h = Harness(tmp_path)
-    apply = h.engine.apply
+    apply = h.engine.changes.apply
     importing = []
 
     def an_import_that_takes_a_minute(project, job_id, event, **kwargs):
@@ -73,11 +73,11 @@ def test_a_job_firing_during_its_projects_import_sees_the_projects_allowed_hosts
             h.dispatcher.run_due_now()
         return applied
 
-    h.engine.apply = an_import_that_takes_a_minute
+    h.engine.changes.apply = an_import_that_takes_a_minute
     jobs = tuple(
         JobSnapshot(j, JobPolicy(schedule_text="every 1m", revision=j), {"id": j, "target": {"noop": {}}}, False)
         for j in ("first", "second")
     )
     snapshot = ProjectSnapshot("proj", "v1", jobs=jobs, settings={"allowed_hosts": ["metadata.internal"]})
-    import_project(h.engine, snapshot)
+    h.engine.configs.import_project(snapshot)
     assert [r.allowed_hosts for r in h.target.requests] == [("metadata.internal",)]

@@ -47,7 +47,7 @@ def test_every_job_fires_again_after_the_queue_is_purged(make_harness, backend_n
     h.target.check = written = WriteBeforeCall(h.store)
     h.target.respond = flaky_answers(0.1, seed=SEED + 2)
     workload.import_into(h)
-    h.every(WATCHDOG, h.engine.run_watchdog)
+    h.every(WATCHDOG, h.engine.maintenance.run_watchdog)
     purges = scaled(6, sqlite, small=1)
     instant = START + timedelta(minutes=1)
     lost: list[tuple[datetime, dict]] = []  # (purge instant, job -> (handled until, lost tick))

@@ -20,7 +20,6 @@ from datetime import timedelta
 
 import pytest
 
-from engine.config_import import import_project
 from tests.engine.harness import LOSE_TASKS, MODES, START, Harness
 from tests.faults.support import (
     PERIODS,
@@ -108,7 +107,7 @@ def run_storage_trial(h: Harness, step: str, sqlite: bool) -> None:
             h.store.step = "import"
             try:
                 variant = variants[int((h.clock.now() - START).total_seconds() // 20) % 2]
-                import_project(h.engine, variant.snapshot())
+                h.engine.configs.import_project(variant.snapshot())
             finally:
                 h.store.step = ""
 

@@ -19,9 +19,8 @@ from app.importer import snapshot_of
 from engine.adapters.local.dispatcher import Dispatcher
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
-from engine.config_import import import_project
 from engine.ports import StoreError
-from engine.service import Engine
+from engine.service import build_engine
 from statemachine.actions import Deliver
 from statemachine.durations import UTC
 from statemachine.events import TickArrived
@@ -41,15 +40,15 @@ class Rig:
     def __init__(self, tmp_path, workers: int = 8, tuning: Tuning | None = None):
         self.store = FlakyStore(SqliteJobStore(tmp_path / "sundial.db"))
         self.target = RecordingTarget()
-        self.engine = Engine(self.store, {"noop": self.target}, SystemClock(), tuning or Tuning(), secret=b"s")
+        self.engine = build_engine(self.store, {"noop": self.target}, SystemClock(), tuning or Tuning(), secret=b"s")
         self.queue = SqliteTaskQueue(self.store.inner)
         self.workers = workers
         self.restart()
 
     def restart(self) -> None:
         """A new dispatcher, as the next `serve` would start (a stopped one stays stopped)."""
-        self.dispatcher = Dispatcher(self.queue, self.engine.handle_task, SystemClock(), self.workers,
-                                     engine=self.engine)
+        self.dispatcher = Dispatcher(self.queue, self.engine.tasks.handle, SystemClock(), self.workers,
+                                     runner=self.engine.tasks)
 
     def import_one_offs(self, count: int, lead: float = 1.0) -> list[str]:
         """`count` jobs, each one occurrence at the first whole second `lead` s from now."""
@@ -60,7 +59,7 @@ class Rig:
                                    for job in ids)
         data = text.encode()
         snapshot = snapshot_of(PROJECT, Path(f"{PROJECT}.yaml"), data, hashlib.sha256(data).hexdigest(), "local")
-        import_project(self.engine, snapshot)
+        self.engine.configs.import_project(snapshot)
         return ids
 
     def run_until_delivered(self, count: int, seconds: float = 30) -> None:
@@ -203,17 +202,17 @@ def test_stop_finishes_what_was_sent_and_hands_back_the_rest(tmp_path):
 def test_a_store_error_in_a_batch_is_retried_one_by_one(tmp_path):
     rig = Rig(tmp_path)
     ids = rig.import_one_offs(30)
-    inner_apply_many = rig.engine.apply_many
+    inner_apply_many = rig.engine.changes.apply_many
     sizes = []
 
     def apply_many(changes):
-        if isinstance(changes[0][2], TickArrived):  # the step stage's, not the record stage's
+        if isinstance(changes[0].event, TickArrived):  # the step stage's, not the record stage's
             sizes.append(len(changes))
             if len(sizes) == 1 and len(changes) > 1:
                 raise StoreError("injected: the first batch fails")
         return inner_apply_many(changes)
 
-    rig.engine.apply_many = apply_many
+    rig.engine.changes.apply_many = apply_many
     rig.run_until_delivered(len(ids))
     _assert_each_delivered_once(rig, ids)
     assert sizes[0] > 1 and sizes[1:1 + sizes[0]] == [1] * sizes[0]
@@ -226,7 +225,7 @@ def test_a_committed_attempt_never_waits_long_for_a_sender_even_behind_hung_targ
     rig = Rig(tmp_path, workers=2, tuning=Tuning(start_grace=timedelta(seconds=2)))
     ids = rig.import_one_offs(24)
     lock, committed, waited = threading.Lock(), {}, []
-    inner_apply_many = rig.engine.apply_many
+    inner_apply_many = rig.engine.changes.apply_many
 
     def apply_many(changes):
         results = inner_apply_many(changes)
@@ -245,7 +244,7 @@ def test_a_committed_attempt_never_waits_long_for_a_sender_even_behind_hung_targ
         if first_two:
             time.sleep(2.0)  # both fixed senders stuck, as behind hung targets
 
-    rig.engine.apply_many = apply_many
+    rig.engine.changes.apply_many = apply_many
     rig.target.check = hang_the_first_two
     rig.run_until_delivered(len(ids))
     _assert_each_delivered_once(rig, ids)
@@ -256,16 +255,16 @@ def test_a_committed_attempt_never_waits_long_for_a_sender_even_behind_hung_targ
 def test_a_result_refused_for_a_reason_other_than_storage_is_given_up_not_retried_forever(tmp_path):
     rig = Rig(tmp_path)
     rig.import_one_offs(20)
-    inner_apply_many = rig.engine.apply_many
+    inner_apply_many = rig.engine.changes.apply_many
     tries = Counter()
 
     def apply_many(changes):
-        if any(job == "j0003" and not isinstance(event, TickArrived) for _, job, event, _ in changes):
+        if any(c.job_id == "j0003" and not isinstance(c.event, TickArrived) for c in changes):
             tries["j0003"] += 1
             raise ValueError("a bug while recording")
         return inner_apply_many(changes)
 
-    rig.engine.apply_many = apply_many
+    rig.engine.changes.apply_many = apply_many
     rig.dispatcher.start()
     try:
         deadline = time.monotonic() + 20

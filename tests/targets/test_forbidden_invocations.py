@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from engine.config_import import JobSnapshot, ProjectSnapshot, import_project
+from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.targets.http import HttpTarget
 from statemachine.policy import JobPolicy
 from tests.engine.harness import START, Harness
@@ -19,10 +19,10 @@ from tests.engine.harness import START, Harness
 
 def run_job(tmp_path, backend: str, url: str, allowed_hosts=()) -> dict:
     h = Harness(tmp_path)
-    h.engine.targets["http"] = HttpTarget(backend)
+    h.engine.deliveries.targets["http"] = HttpTarget(backend)
     definition = {"id": "j", "timezone": "UTC", "target": {"http": {"url": url, "timeout": "2s"}}}
     job = JobSnapshot("j", JobPolicy(schedule_text="every 1m", revision="v1"), definition, False)
-    import_project(h.engine, ProjectSnapshot("proj", "v1", jobs=(job,),
+    h.engine.configs.import_project(ProjectSnapshot("proj", "v1", jobs=(job,),
                                              settings={"allowed_hosts": list(allowed_hosts)}))
     h.run_until(START + timedelta(minutes=1, seconds=5))
     rows = h.invocations("j")

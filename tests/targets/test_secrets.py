@@ -164,7 +164,7 @@ def test_a_delivery_carries_the_secret_and_nothing_stored_holds_it(tmp_path):
     from tests.web.conftest import Api
 
     api = Api(tmp_path)
-    api.engine.secrets = secrets_dir(tmp_path, "demo", api_token="tok-9f3a")
+    api.engine.deliveries.secrets = secrets_dir(tmp_path, "demo", api_token="tok-9f3a")
     body = {"schedule": "triggered", "target": {"http": {
         "url": "http://127.0.0.1:9/run", "headers": {"Authorization": {"secret": "api-token", "prefix": "Bearer "}}}}}
     assert api.put("j", body).status_code == 201
@@ -180,7 +180,7 @@ def test_a_missing_secret_fails_the_attempt_with_its_name(tmp_path):
     from tests.web.conftest import Api
 
     api = Api(tmp_path)
-    api.engine.secrets = secrets_dir(tmp_path, "demo", nope="there at PUT")
+    api.engine.deliveries.secrets = secrets_dir(tmp_path, "demo", nope="there at PUT")
     secrets_dir(tmp_path, "other-project", nope="another project's")
     body = {"schedule": "triggered", "target": {"http": {
         "url": "http://127.0.0.1:9/run", "headers": {"X-Key": {"secret": "nope"}}}}}
@@ -197,7 +197,7 @@ def test_a_put_naming_a_secret_the_project_lacks_is_refused(tmp_path):
     from tests.web.conftest import Api
 
     api = Api(tmp_path)
-    api.engine.secrets = secrets_dir(tmp_path, "demo", api_token="tok")
+    api.engine.deliveries.secrets = secrets_dir(tmp_path, "demo", api_token="tok")
     secrets_dir(tmp_path, "other", their_key="not yours")
     def body(name):
         return {"schedule": "triggered", "target": {"http": {

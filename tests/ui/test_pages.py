@@ -146,7 +146,7 @@ def test_the_request_sent_hides_secret_backed_and_credential_headers(ui, tmp_pat
 
     (tmp_path / "secrets" / "demo").mkdir(parents=True)
     (tmp_path / "secrets" / "demo" / "vendor-key").write_text("vk-51f0")
-    ui.engine.secrets = LocalSecrets(str(tmp_path / "secrets"))
+    ui.engine.deliveries.secrets = LocalSecrets(str(tmp_path / "secrets"))
     ui.put("vendor", {"schedule": "triggered", "target": {"http": {
         "url": "http://127.0.0.1:9/run", "headers": {
             "X-Vendor": {"secret": "vendor-key"}, "Authorization": "Basic abc", "X-Trace": "t-1"}}}})

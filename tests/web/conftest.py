@@ -40,7 +40,7 @@ class Api(Harness):
         self.reimport()
 
     def reimport(self) -> None:
-        import_directory(self.engine, self.configs)
+        import_directory(self.engine.configs, self.configs)
 
     def url(self, job: str, suffix: str = "", project: str = "demo") -> str:
         return f"/api/v1/projects/{project}/jobs/{job}{suffix}"

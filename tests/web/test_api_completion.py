@@ -73,7 +73,7 @@ def test_no_token_is_401(api, running):
 
 def test_another_invocations_token_is_refused(api, running):
     invocation, _ = running
-    other = api.engine.completion_token("0" * 22)
+    other = api.engine.deliveries.completion_token("0" * 22)
     assert error_of(complete(api, invocation, {"status": "SUCCEEDED"}, other)) == (403, "PERMISSION_DENIED")
 
 
@@ -89,7 +89,7 @@ def test_the_same_completion_again_is_200_a_different_one_409(api, running):
 def test_without_a_callback_the_invocation_times_out(api, running):
     invocation, token = running
     api.until(5 * 60 + 1)
-    api.engine.run_watchdog()
+    api.engine.maintenance.run_watchdog()
     assert status_of(api, invocation) == ("FAILED", "timeout")
     assert error_of(complete(api, invocation, {"status": "SUCCEEDED"}, token)) == (409, "FAILED_PRECONDITION")
 
@@ -105,5 +105,5 @@ def test_a_malformed_completion_is_400(api, running):
 
 def test_an_unknown_invocation_with_its_own_valid_token_is_404(api, running):
     unknown = "f" * 22
-    response = complete(api, unknown, {"status": "SUCCEEDED"}, api.engine.completion_token(unknown))
+    response = complete(api, unknown, {"status": "SUCCEEDED"}, api.engine.deliveries.completion_token(unknown))
     assert error_of(response) == (404, "NOT_FOUND")

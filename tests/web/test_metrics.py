@@ -17,9 +17,9 @@ def test_metrics_count_deliveries_skips_and_lateness(api):
     api.app.config["SUNDIAL_QUEUE_DEPTH"] = api.queue.pending
     api.target.answers = [DeliveryResult("succeeded"), DeliveryResult("failed", "http 500")]
     api.until(120.5)  # the every-minute config job: 10:01 and 10:02
-    api.engine.apply("demo", "from-config", ev.Paused())
+    api.engine.changes.apply("demo", "from-config", ev.Paused())
     api.until(300)
-    api.engine.apply("demo", "from-config", ev.Resumed())
+    api.engine.changes.apply("demo", "from-config", ev.Resumed())
     api.until(301)  # the resume's tick records 10:03 .. 10:05 as paused
     response = api.get("/metrics")
     assert response.status_code == 200

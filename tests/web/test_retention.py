@@ -18,7 +18,7 @@ def test_the_cleanup_cron_keeps_history_days_of_history(tmp_path):
     assert settings.history == timedelta(days=7)
     clock = FakeClock(samples.T0 + timedelta(days=10))
     runtime = build_local(settings, clock)
-    store = runtime.engine.store
+    store = runtime.engine.queries.store
     old, young = samples.invocation(samples.T0), samples.invocation(samples.T0 + timedelta(days=4))
     store.run_in_transaction(lambda tx: [tx.put_job(samples.job()), tx.put_invocation(old), tx.put_invocation(young)])
     client = runtime.app.test_client()

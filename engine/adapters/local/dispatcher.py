@@ -16,9 +16,9 @@ from typing import Callable
 
 from engine.adapters.local.pipeline import TaskPipeline
 from engine.adapters.local.sqlite_queue import LeasedTask, SqliteTaskQueue
-from engine.batch import BATCHED_KINDS
 from engine.logs import log_event
 from engine.ports import Clock, RetryTask, Task
+from engine.tasks import CHAIN_KINDS, TaskRunner
 
 log = logging.getLogger("sundial.dispatcher")
 
@@ -40,9 +40,9 @@ class Dispatcher:
         workers: int = 32,
         lease: timedelta = timedelta(seconds=30),
         max_sleep: timedelta = timedelta(seconds=1),
-        engine=None,
+        runner: TaskRunner | None = None,
     ):
-        """With `engine`, tick and start tasks take the batched path (pipeline.py);
+        """With `runner`, tick and start tasks take the batched path (pipeline.py);
         every other task, and every task without it, runs through `handle`."""
         self.queue, self.handle, self.clock = queue, handle, clock
         self.workers, self.lease, self.max_sleep = workers, lease, max_sleep
@@ -53,7 +53,7 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
-        self._pipeline = None if engine is None else TaskPipeline(engine, workers, self._settle_pipelined)
+        self._pipeline = None if runner is None else TaskPipeline(runner, workers, self._settle_pipelined)
         self._wake_at: datetime | None = None  # when the loop means to look; None: it is looking
         queue.store.enqueue_listeners.append(self._enqueued)
 
@@ -132,7 +132,7 @@ class Dispatcher:
         with self._lock:
             self._inflight.update((item.id, item) for item in leased)
         for item in leased:
-            if self._pipeline is not None and item.task.kind in BATCHED_KINDS:
+            if self._pipeline is not None and item.task.kind in CHAIN_KINDS:
                 self._pipeline.submit(item)
             else:
                 self._pool.submit(self._run, item)

@@ -1,6 +1,6 @@
 """The dispatcher's path for tick and start tasks: through storage many at a time.
 
-    leased tasks -> step thread: one transaction steps them all (engine/batch.py)
+    leased tasks -> step thread: one transaction steps them all (engine/tasks.py)
                  -> send pool: one request per thread
                  -> record thread: one transaction records every result that has come back
                  -> the task is settled (deleted, or handed back to run again)
@@ -28,9 +28,9 @@ from typing import Callable
 
 from engine.adapters.local.send_pool import SendPool
 from engine.adapters.local.sqlite_queue import LeasedTask
-from engine.batch import Sent, record_results, step_tasks
 from engine.logs import log_event
 from engine.ports import ConflictError, StoreError
+from engine.tasks import Sent, TaskRunner
 
 log = logging.getLogger("sundial.dispatcher")
 
@@ -86,11 +86,12 @@ class _Inbox:
 class TaskPipeline:
     """`settle(item, error)`: the task is done (error None) or is to run again."""
 
-    def __init__(self, engine, senders: int, settle: Callable[[LeasedTask, BaseException | None], None]):
-        self.engine, self.settle = engine, settle
+    def __init__(self, runner: TaskRunner, senders: int,
+                 settle: Callable[[LeasedTask, BaseException | None], None]):
+        self.runner, self.settle = runner, settle
         self._steps, self._results = _Inbox(), _Inbox()
         # A request may wait for a sender a quarter of the start grace at most (and 5 s).
-        longest_wait = min(engine.tuning.start_grace.total_seconds() / 4, 5.0)
+        longest_wait = min(runner.changes.tuning.start_grace.total_seconds() / 4, 5.0)
         self._sends = SendPool(senders, longest_wait)
         self._lock = threading.Lock()
         self._unrecorded: dict[int, int] = {}  # task id -> its requests not yet recorded
@@ -148,7 +149,7 @@ class TaskPipeline:
 
     def _step(self, batch: list[LeasedTask]) -> None:
         try:
-            stepped = step_tasks(self.engine, [item.task for item in batch])
+            stepped = self.runner.step_many([item.task for item in batch])
         except Exception as error:
             if len(batch) == 1:
                 self.settle(batch[0], error)
@@ -169,7 +170,7 @@ class TaskPipeline:
 
     def _send(self, item: LeasedTask, job, action) -> None:
         try:
-            result = self.engine.send(job, action)
+            result = self.runner.deliveries.send(job, action)
         except Exception as error:  # not the target's failure (that is a result): ours
             self._settle_part(item, error)
             return
@@ -179,7 +180,7 @@ class TaskPipeline:
 
     def _record(self, batch: list[_Result]) -> None:
         try:
-            record_results(self.engine, [result.sent for result in batch])
+            self.runner.record_many([result.sent for result in batch])
         except Exception as error:
             if len(batch) == 1:
                 self._record_later(batch[0], error)

@@ -1,0 +1,179 @@
+"""The one way a job changes: load -> step -> save + enqueue, in one transaction.
+
+`JobChanges` is the unit of work. Every writer (task handlers, the API's use cases,
+the config importer, the watchdog) steps a job through `apply` or `apply_many`, and
+nothing else writes a job's record. Deliveries happen after the commit, elsewhere
+(engine/deliveries.py): write before any external call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, TypeVar
+
+from engine.errors import ConflictError, NotFound
+from engine.metrics import Metrics
+from engine.ports import Clock, JobStore, StoredJob, Transaction
+from engine.recording import append_log, materialize, record_action, throttle_queue
+from statemachine import actions as act
+from statemachine import events as ev
+from statemachine.machine import InvalidTransition, Transition, manual_invocation_id, step
+from statemachine.policy import DEFAULT_TUNING, Tuning
+from statemachine.record import JobRecord, new_record
+
+T = TypeVar("T")
+
+# Runs of a transaction that keeps losing its commit to another writer before the
+# conflict reaches the caller (a Datastore store also retries inside each run).
+CONFLICT_RETRIES = 5
+
+
+@dataclass(frozen=True)
+class Note:
+    """A line for an invocation's log, written in the same transaction as the change."""
+
+    invocation_id: str
+    message: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One event for one job, as `apply_many` takes it."""
+
+    project: str
+    job_id: str
+    event: ev.Event
+    note: Note | None = None
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What a change decided (the machine's transition) and the job as saved."""
+
+    transition: Transition
+    job: StoredJob
+
+
+# The refusals `apply_many` returns in place of a change's `Applied`.
+Refusal = NotFound | InvalidTransition
+
+
+class JobChanges:
+    def __init__(self, store: JobStore, clock: Clock, metrics: Metrics, tuning: Tuning = DEFAULT_TUNING):
+        self.store, self.clock, self.metrics, self.tuning = store, clock, metrics, tuning
+
+    def apply(self, project: str, job_id: str, event: ev.Event, *, definition: dict | None = None,
+              source: str | None = None, note: Note | None = None) -> Applied:
+        """Step the job with one event and save everything it decided, atomically.
+
+        `definition`/`source` replace the stored job's definition (config import,
+        API); a missing job is created only when a definition is given.
+
+        :raises NotFound: no such job, and no definition to create it from.
+        :raises InvalidTransition: the job's state refuses the event; nothing changed.
+        :raises StoreError: nothing was committed.
+        """
+        change = Change(project, job_id, event, note)
+        applied = self.write(lambda tx: self._apply_in(tx, change, definition, source))
+        self._count_outcomes(applied.transition.actions)  # counted once, after the commit
+        return applied
+
+    def apply_many(self, changes: list[Change]) -> list[Applied | Refusal]:
+        """`apply` for many changes in one transaction.
+
+        Returns, for each change in order, its `Applied`, or the refusal that stopped
+        it: refusals are decided before a change writes anything, so they cannot spoil
+        the others. Changes to one job see each other, in order.
+
+        :raises StoreError: nothing was committed.
+        """
+        def body(tx: Transaction) -> list[Applied | Refusal]:
+            results: list[Applied | Refusal] = []
+            for change in changes:
+                try:
+                    results.append(self._apply_in(tx, change, None, None))
+                except (NotFound, InvalidTransition) as refused:
+                    results.append(refused)
+            return results
+
+        results = self.write(body)
+        for applied in results:
+            if isinstance(applied, Applied):
+                self._count_outcomes(applied.transition.actions)
+        return results
+
+    def write(self, body: Callable[[Transaction], T]) -> T:
+        """Run `body(tx)` in a transaction of its own, run again when its commit loses a race.
+
+        :raises ConflictError: it lost CONFLICT_RETRIES times.
+        :raises StoreError: storage is failing.
+        """
+        for attempt in range(1, CONFLICT_RETRIES + 1):
+            try:
+                return self.store.run_in_transaction(body)
+            except ConflictError:
+                if attempt == CONFLICT_RETRIES:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _count_outcomes(self, actions: tuple[act.Action, ...]) -> None:
+        for action in actions:
+            if isinstance(action, act.RecordSkipped):
+                self.metrics.inc("sundial_skips_total", reason=action.reason)
+            elif isinstance(action, act.FinishInvocation):
+                self.metrics.inc("sundial_invocations_finished_total", status=action.status)
+
+    def _apply_in(self, tx: Transaction, change: Change, definition: dict | None, source: str | None) -> Applied:
+        """The body of `apply`: may run more than once; only its last run commits."""
+        now = self.clock.now()
+        project, job_id, event, note = change.project, change.job_id, change.event, change.note
+        stored = tx.get_job(project, job_id)
+        created = stored is None
+        if stored is None:
+            if definition is None:
+                raise NotFound(f"job {project}/{job_id} not found")
+            stored = StoredJob(new_record(project, job_id), definition, source or "config")
+        elif isinstance(event, ev.ManualTrigger):
+            invocation = manual_invocation_id(stored.record, event, now)
+            if tx.get_invocation(project, job_id, invocation) is not None:
+                return Applied(Transition(stored.record), stored)  # one request, one invocation
+        transition = step(stored.record, event, now, self.tuning)
+        changed = created or transition.record != stored.record or bool(transition.actions)
+        if definition is not None and (definition != stored.definition or source != stored.source):
+            stored = StoredJob(stored.record, definition, source or stored.source)
+            changed = True
+        _materialize_deferred(tx, stored.record, transition, note)
+        if note is not None:
+            _write_note(tx, project, job_id, note, now)
+        if not changed:
+            return Applied(transition, stored)
+        stored = StoredJob(transition.record, stored.definition, stored.source, stored.config_error)
+        tx.put_job(stored)
+        policy = transition.record.policy
+        queue = throttle_queue(project, policy.throttle) if policy is not None else ""
+        for action in transition.actions:
+            record_action(tx, project, job_id, action, now, queue)
+        return Applied(transition, stored)
+
+
+def _materialize_deferred(tx: Transaction, before: JobRecord, transition: Transition, note: Note | None) -> None:
+    """Give a deferred invocation (see StartInvocation.deferred) its history record
+    as soon as anything is to be written about it."""
+    named = {
+        a.invocation_id for a in transition.actions
+        if isinstance(a, (act.Deliver, act.FinishInvocation, act.RecordAttemptFailed))
+    }
+    if note is not None:
+        named.add(note.invocation_id)
+    for invocation_id in named:
+        entry = before.find_active(invocation_id)
+        if entry is not None:
+            materialize(tx, before.project, before.job_id, entry)
+
+
+def _write_note(tx: Transaction, project: str, job_id: str, note: Note, now) -> None:
+    row = tx.get_invocation(project, job_id, note.invocation_id)
+    if row is not None:
+        append_log(row, now, note.message, **note.fields)
+        tx.put_invocation(row)

@@ -1,0 +1,96 @@
+"""Sending attempts that are already committed as starting, and what they need.
+
+`Deliveries` renders and sends one attempt (engine/delivery.py), counts and logs its
+result, and turns the result into the change that records it. It also owns what a
+delivery needs besides the job: the project's `allowed_hosts` (cached briefly) and the
+completion token an async target answers with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+from datetime import datetime, timedelta
+
+from engine.changes import Change, Note
+from engine.delivery import deliver
+from engine.logs import log_event
+from engine.metrics import Metrics
+from engine.ports import Clock, DeliveryResult, JobStore, SecretReader, StoredJob, Target
+from statemachine import actions as act
+from statemachine import events as ev
+
+log = logging.getLogger("sundial.engine")
+
+# How long a project's allowed_hosts are used before they are read again.
+SETTINGS_TTL = timedelta(seconds=5)
+
+
+class Deliveries:
+    def __init__(self, store: JobStore, targets: dict[str, Target], clock: Clock, metrics: Metrics, *,
+                 service_url: str = "http://127.0.0.1:8080", secret: bytes = b"",
+                 secrets: SecretReader | None = None):
+        """`secret` keys the completion tokens; `secrets` reads the values that header
+        fields name (engine/secrets.py), None where the server has no secret store."""
+        self.store, self.targets, self.clock, self.metrics = store, targets, clock, metrics
+        self.service_url, self.secret, self.secrets = service_url.rstrip("/"), secret, secrets
+        self._settings_cache: dict[str, tuple[datetime, tuple[str, ...]]] = {}
+
+    def send(self, job: StoredJob, action: act.Deliver) -> DeliveryResult:
+        """Send one attempt already committed as starting; count and log its result.
+        Never raises for the target's or the job's own failures."""
+        project, job_id = job.record.project, job.record.job_id
+        started = self.clock.now()
+        result = deliver(self.targets, job, action, self.allowed_hosts(project),
+                         self._completion(project, job_id, action), self.secrets)
+        lateness = started - action.scheduled_time
+        self.metrics.inc("sundial_deliveries_total", outcome=result.outcome)
+        if action.attempt == 1 and action.event_count == 1:
+            self.metrics.observe_lateness(max(lateness.total_seconds(), 0.0))
+        log_event(log, "delivered", job=f"{project}/{job_id}", invocation=action.invocation_id,
+                  scheduled_time=action.scheduled_time, attempt=action.attempt, event=action.event_index,
+                  outcome=result.outcome, reason=result.reason,
+                  lateness_ms=int(lateness.total_seconds() * 1000),
+                  duration_ms=int(result.duration.total_seconds() * 1000))
+        return result
+
+    def allowed_hosts(self, project: str) -> tuple[str, ...]:
+        """The project's `allowed_hosts`, read at most once per SETTINGS_TTL.
+
+        The project row also lists every job id of its file, so reading it on
+        every delivery cost more than the delivery; a change takes effect within
+        the TTL, as a config change takes up to the import period anyway.
+        """
+        now = self.clock.now()
+        cached = self._settings_cache.get(project)
+        if cached is not None and now < cached[0]:
+            return cached[1]
+        row = self.store.get_project(project)
+        hosts = tuple((row.settings if row else {}).get("allowed_hosts", ()))
+        self._settings_cache[project] = (now + SETTINGS_TTL, hosts)
+        return hosts
+
+    def completion_token(self, invocation_id: str) -> str:
+        """What an async target must send back to complete this invocation."""
+        return hmac.new(self.secret, f"complete/{invocation_id}".encode(), hashlib.sha256).hexdigest()
+
+    def _completion(self, project: str, job_id: str, action: act.Deliver) -> tuple[str, str]:
+        url = f"{self.service_url}/api/v1/projects/{project}/jobs/{job_id}/invocations/{action.invocation_id}:complete"
+        return url, self.completion_token(action.invocation_id)
+
+
+def outcome_change(job: StoredJob, action: act.Deliver, result: DeliveryResult) -> Change:
+    """The change that records an attempt's result, with its line for the invocation's log."""
+    note = Note(action.invocation_id, f"attempt {action.attempt}: {result.outcome}",
+                {"event": action.event_index, "detail": result.detail,
+                 "duration_ms": int(result.duration.total_seconds() * 1000)})
+    return Change(job.record.project, job.record.job_id, _outcome_event(action, result), note)
+
+
+def _outcome_event(action: act.Deliver, result: DeliveryResult) -> ev.Event:
+    if result.outcome == "accepted":
+        return ev.InvocationStarted(action.invocation_id, action.event_index, action.attempt)
+    return ev.InvocationFinished(
+        action.invocation_id, result.outcome == "succeeded", result.reason, action.event_index, action.attempt
+    )

@@ -1,0 +1,93 @@
+"""The read side: what the API, the UI and /metrics show, with the visibility rule applied once.
+
+A job whose deletion has begun is invisible: no reader sees it, in any list or page.
+Readers go through `Queries`; the use cases that must see such a job (to revive it with
+a PUT, or to finish deleting it) ask for it by name with `stored_job`.
+"""
+
+from __future__ import annotations
+
+from engine.errors import NotFound
+from engine.ports import InvocationRow, JobStore, ProjectRow, StoredJob
+
+DELETED = "deleted"  # marks the definition of an API job whose deletion has begun
+
+
+def visible(stored: StoredJob) -> bool:
+    """False for a job whose deletion has begun: the API shows it nowhere."""
+    return not stored.definition.get(DELETED)
+
+
+class Queries:
+    """Reads only; each method's :raises StoreError: (storage failing) goes without saying."""
+
+    def __init__(self, store: JobStore):
+        self.store = store
+
+    def projects(self) -> list[ProjectRow]:
+        return self.store.list_projects()
+
+    def project(self, project: str) -> ProjectRow:
+        """:raises NotFound: the project has no config file."""
+        row = self.store.get_project(project)
+        if row is None:
+            raise NotFound(f"project {project!r} not found")
+        return row
+
+    def job_count(self, project: str) -> int:
+        """How many job rows the project has (hidden ones too: they count against its limit)."""
+        return self.store.count_jobs(project)
+
+    def job(self, project: str, job_id: str) -> StoredJob:
+        """:raises NotFound: no such job, or its deletion has begun."""
+        stored = self.store.get_job(project, job_id)
+        if stored is None or not visible(stored):
+            raise NotFound(f"job {project}/{job_id} not found")
+        return stored
+
+    def find_job(self, project: str, job_id: str) -> StoredJob | None:
+        """The job, or None where `job` would raise NotFound."""
+        stored = self.store.get_job(project, job_id)
+        return stored if stored is not None and visible(stored) else None
+
+    def stored_job(self, project: str, job_id: str) -> StoredJob | None:
+        """The job's row even while its deletion is under way; for the use cases only."""
+        return self.store.get_job(project, job_id)
+
+    def jobs(self, project: str) -> list[StoredJob]:
+        return [stored for stored in self.store.list_jobs(project) if visible(stored)]
+
+    def jobs_page(self, project: str, page_size: int, page_token: str | None,
+                  prefix: str = "") -> tuple[list[StoredJob], str | None]:
+        """One page of the project's jobs in id order (fewer when some are hidden)."""
+        page, token = self.store.list_jobs_page(project, page_size, page_token, prefix)
+        return [job for job in page if visible(job)], token
+
+    def recent_invocations(self, jobs: list[StoredJob], count: int) -> dict[str, list[InvocationRow]]:
+        """Each job's newest `count` invocations, newest first, without their logs,
+        from one query for jobs of one project."""
+        if not jobs:
+            return {}
+        project = jobs[0].record.project
+        return self.store.recent_invocations(project, [job.record.job_id for job in jobs], count)
+
+    def last_invocation(self, job: StoredJob) -> InvocationRow | None:
+        page, _ = self.store.list_invocations(job.record.project, job.record.job_id, 1, None)
+        return page[0] if page else None
+
+    def invocations(self, project: str, job_id: str, page_size: int, page_token: str | None,
+                    statuses: tuple[str, ...] = ()) -> tuple[list[InvocationRow], str | None]:
+        """Newest first, one page; only those of `statuses` when given."""
+        if statuses:
+            return self.store.list_invocations_with_status(project, job_id, statuses, page_size, page_token)
+        return self.store.list_invocations(project, job_id, page_size, page_token)
+
+    def invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow:
+        """:raises NotFound: no such invocation (or it was cleaned up)."""
+        row = self.store.get_invocation(project, job_id, invocation_id)
+        if row is None:
+            raise NotFound(f"invocation {invocation_id!r} of {project}/{job_id} not found")
+        return row
+
+    def find_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
+        return self.store.get_invocation(project, job_id, invocation_id)

@@ -1,0 +1,156 @@
+"""Running the chain's tasks: each task kind to the part of the engine that handles it.
+
+Tick and start tasks step their job; many of them can go through storage at once
+(`step_many`, then `record_many`), which is how the embedded dispatcher runs them
+(engine/adapters/local/pipeline.py). `handle` runs one task by the very same path, so
+a job gets exactly the same events, in the same order, whichever runs it: its attempt
+is committed as starting before the request leaves, and the result after.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Callable
+
+from engine.changes import Applied, Change, JobChanges, Refusal
+from engine.deliveries import Deliveries, outcome_change
+from engine.errors import NotFound
+from engine.logs import log_event
+from engine.ports import DeliveryResult, RetryTask, StoredJob, Task
+from statemachine import actions as act
+from statemachine import events as ev
+from statemachine.durations import parse_instant
+from statemachine.machine import InvalidTransition
+from statemachine.vocabulary import TaskKind
+
+log = logging.getLogger("sundial.engine")
+
+# The kinds that step a job's chain, and so may go many at a time.
+CHAIN_KINDS = (TaskKind.TICK, TaskKind.START)
+
+
+@dataclass
+class Stepped:
+    """What stepping a job with one task's event decided."""
+
+    deliveries: list[tuple[StoredJob, act.Deliver]] = field(default_factory=list)
+    retry_in: timedelta | None = None  # hand the task back, to run again after this
+
+    def retry(self) -> RetryTask | None:
+        """What hands the task back, when the tick came before its time."""
+        return None if self.retry_in is None else RetryTask(self.retry_in, "tick arrived early")
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One attempt's request and its result, waiting to be recorded."""
+
+    job: StoredJob
+    action: act.Deliver
+    result: DeliveryResult
+
+
+class TaskRunner:
+    def __init__(self, changes: JobChanges, deliveries: Deliveries, notify: Callable[[dict], None]):
+        """`notify` runs one on_failure notification task (engine/notify.py)."""
+        self.changes, self.deliveries, self.notify = changes, deliveries, notify
+
+    def handle(self, task: Task) -> None:
+        """Run one task. Returns when it is done or no longer relevant.
+
+        :raises RetryTask: hand it back to the queue (a tick that came early).
+        :raises StoreError: storage failed; the queue retries.
+        """
+        if task.kind in CHAIN_KINDS:
+            self._run_chain_task(task)
+        elif task.kind == TaskKind.NOTIFY:
+            self.notify(task.payload)
+        elif task.kind == TaskKind.TRIGGER:
+            self._run_trigger(task)
+        else:
+            log_event(log, "unknown task kind", task=task.name, kind=task.kind)
+
+    def step_many(self, tasks: list[Task]) -> list[Stepped]:
+        """Step each task's job in one transaction; a task whose job is gone, or whose
+        event the job refuses, has nothing left to do.
+
+        :raises StoreError: nothing was committed; every task is to be retried.
+        """
+        changes = [Change(task.payload["project"], task.payload["job"], task_event(task)) for task in tasks]
+        stepped = []
+        for task, applied in zip(tasks, self.changes.apply_many(changes)):
+            if isinstance(applied, Applied):
+                stepped.append(_stepped_from(task, applied))
+            else:
+                log_refused(task, applied)
+                stepped.append(Stepped())
+        return stepped
+
+    def record_many(self, sent: list[Sent]) -> None:
+        """Record every attempt's result in one transaction. A job deleted while its
+        request was out has nothing to record it on.
+
+        :raises StoreError: nothing was committed.
+        """
+        changes = [outcome_change(one.job, one.action, one.result) for one in sent]
+        for one, applied in zip(sent, self.changes.apply_many(changes)):
+            if not isinstance(applied, Applied):
+                log_event(log, "result refused", job=f"{one.job.record.project}/{one.job.record.job_id}",
+                          invocation=one.action.invocation_id, attempt=one.action.attempt, reason=str(applied))
+
+    def _run_chain_task(self, task: Task) -> None:
+        """A start task's request is sent here, before the task counts as done: a
+        throttle is the concurrency of its queue, so the request must be over when
+        the task is."""
+        stepped = self.step_many([task])[0]
+        retry = stepped.retry()
+        if retry is not None:
+            raise retry
+        for job, action in stepped.deliveries:
+            self.record_many([Sent(job, action, self.deliveries.send(job, action))])
+
+    def _run_trigger(self, task: Task) -> None:
+        payload = task.payload
+        at = parse_instant(payload["at"]) if payload.get("at") else None
+        event = ev.ManualTrigger(payload["request"], payload["trigger"], at)
+        try:
+            self.changes.apply(payload["project"], payload["job"], event)
+        except (NotFound, InvalidTransition) as refused:
+            log_refused(task, refused)
+
+
+def task_event(task: Task) -> ev.Event:
+    """The machine event a tick or start task carries."""
+    payload = task.payload
+    if task.kind == TaskKind.TICK:
+        return ev.TickArrived(payload["nonce"])
+    if task.kind == TaskKind.START:
+        return ev.InvocationStarting(payload["invocation"], payload["event"], payload["attempt"])
+    raise ValueError(f"task kind {task.kind!r} is not a step of a job's chain")
+
+
+def log_refused(task: Task, error: Refusal) -> None:
+    """A task with nothing left to do: its job is gone, or the job refuses its event
+    (e.g. another job's trigger of a paused job)."""
+    if isinstance(error, NotFound):
+        log_event(log, "task for a missing job", task=task.name)
+    else:
+        log_event(log, "task refused", task=task.name, reason=str(error))
+
+
+def _stepped_from(task: Task, applied: Applied) -> Stepped:
+    """Read an `Applied` for what is left to do: deliveries, or a retry."""
+    actions = applied.transition.actions
+    for action in actions:
+        if isinstance(action, act.RetryLater):
+            return Stepped(retry_in=action.delay)
+    payload = task.payload
+    for action in actions:
+        if isinstance(action, act.RecordSkipped):
+            log_event(log, "skipped", job=f"{payload['project']}/{payload['job']}",
+                      invocation=action.invocation_id, scheduled_time=action.scheduled_time,
+                      reason=action.reason)
+    # Committed as starting: they are to be sent now.
+    return Stepped([(applied.job, action) for action in actions if isinstance(action, act.Deliver)])
