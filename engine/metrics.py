@@ -82,7 +82,8 @@ def is_snapshot(value) -> bool:
 
 
 def _histogram_rows(buckets: list[int], total: float) -> list[tuple[str, dict, float]]:
-    rows, running = [], 0
+    rows: list[tuple[str, dict, float]] = []
+    running = 0
     for bound, count in zip(LATENESS_BUCKETS, buckets):
         running += count
         rows.append(("sundial_lateness_seconds_bucket", {"le": repr(bound)}, running))

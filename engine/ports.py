@@ -14,6 +14,7 @@ from typing import Any, Callable, Protocol, TypeVar
 from engine.errors import ConflictError as ConflictError
 from engine.errors import StoreError as StoreError
 from statemachine.record import JobRecord
+from statemachine.vocabulary import TaskKind
 
 T = TypeVar("T")
 
@@ -23,7 +24,7 @@ class Task:
     """One task-queue task. `name` makes enqueueing idempotent while it is pending."""
 
     name: str
-    kind: str  # tick | start | trigger | notify
+    kind: TaskKind
     payload: dict[str, Any]
     eta: datetime
     # The queue it goes on: "" for the chain's own; "PROJECT/THROTTLE" for the start
@@ -126,6 +127,8 @@ class JobStore(MetaStore, Protocol):
         """(project, job_id) of records whose watchdog_at is before `now` (indexed)."""
 
     def list_projects(self) -> list[ProjectRow]: ...
+
+    def get_project(self, project: str) -> ProjectRow | None: ...
 
     def list_jobs(self, project: str) -> list[StoredJob]: ...
 

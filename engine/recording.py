@@ -158,7 +158,8 @@ def materialize(tx: Transaction, project: str, job_id: str, entry: ActiveInvocat
     record (one started by its own tick), as it stands: created and attempt 1 started."""
     if tx.get_invocation(project, job_id, entry.invocation_id) is not None:
         return
-    began = entry.started_at
+    # A deferred invocation gets its history record once its first attempt started.
+    began = entry.started_at or entry.scheduled_time
     row = InvocationRow(
         project, job_id, entry.invocation_id,
         InvocationStatus.RUNNING if entry.has_started else InvocationStatus.STARTING,

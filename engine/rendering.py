@@ -44,7 +44,7 @@ def render_target(target: dict, context: TemplateContext,
 
 
 def _render_spec(spec: dict, context: TemplateContext, secrets) -> dict:
-    out = {}
+    out: dict[str, object] = {}
     for name, value in spec.items():
         if name in _TEXT_FIELDS and isinstance(value, str):
             out[name] = render(value, context)
@@ -55,8 +55,9 @@ def _render_spec(spec: dict, context: TemplateContext, secrets) -> dict:
             out[name] = {key: _render_value(item, context) for key, item in value.items()}
         else:
             out[name] = copy.deepcopy(value)
-    if isinstance(out.get("headers"), dict):
-        _refuse_line_breaks(out["headers"])
+    headers = out.get("headers")
+    if isinstance(headers, dict):
+        _refuse_line_breaks(headers)
     return out
 
 

@@ -12,8 +12,6 @@ may read but not do this gets PERMISSION_DENIED.
 
 from __future__ import annotations
 
-from typing import Mapping
-
 from flask import Flask, current_app, g, request
 
 from engine.errors import NotFound, Refused
@@ -62,7 +60,7 @@ def caller() -> Caller:
 def _identify(identifier: Identifier) -> Caller:
     """The request's own credentials, else the UI's signed-in session (web/sessions.py:
     a browser cannot send a bearer token itself)."""
-    headers: Mapping[str, str] = request.headers
+    headers = request.headers
     if headers.get("Authorization") or headers.get(IAP_HEADER) or identifier.open_access:
         return identifier.identify(headers)
     from_session = session_caller(identifier)

@@ -66,7 +66,7 @@ def list_jobs(project: str):
     page, token = queries().jobs_page(project, _page_size(DEFAULT_JOBS_PAGE_SIZE),
                                       request.args.get("page_token") or None)
     last = queries().recent_invocations(page, 1)
-    jobs = [job_view(job, (last.get(job.record.job_id) or [None])[0]) for job in page]
+    jobs = [job_view(job, next(iter(last.get(job.record.job_id, [])), None)) for job in page]
     return jsonify({"jobs": jobs, "next_page_token": token})
 
 

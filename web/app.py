@@ -8,6 +8,7 @@ import ipaddress
 import secrets
 
 from flask import Flask, jsonify, request
+from flask.json.provider import DefaultJSONProvider
 from werkzeug.routing import BaseConverter
 
 from config.limits import MAX_REQUEST_BYTES
@@ -37,7 +38,8 @@ def create_app(engine, settings, cron_jobs: dict | None = None, queue_depth=None
     app.config["SUNDIAL_SETTINGS"] = settings
     app.config["SUNDIAL_CRON"] = cron_jobs or {}
     app.config["SUNDIAL_QUEUE_DEPTH"] = queue_depth
-    app.json.sort_keys = False
+    if isinstance(app.json, DefaultJSONProvider):  # fields in the order the views give them
+        app.json.sort_keys = False
     app.url_map.converters["id"] = SegmentConverter
     # Werkzeug answers `//` and `%2F` in a path, and a missing trailing slash, with a
     # redirect built from the request's Host header: a redirect to any host a caller

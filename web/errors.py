@@ -59,7 +59,7 @@ def http_code(error: HTTPException) -> str:
 
 
 def error_response(code: str, message: str, details: list[str] | None = None):
-    body = {"code": code, "message": message}
+    body: dict[str, object] = {"code": code, "message": message}
     if details:
         body["details"] = details
     return jsonify({"error": body}), STATUS.get(code, 500)
@@ -69,7 +69,7 @@ def _http_error(error: HTTPException):
     if error.code == 405:
         # A method the path does not have: HTTP's own answer, with its Allow header.
         response, _ = error_response("METHOD_NOT_ALLOWED", f"{request.method} is not allowed here")
-        response.headers["Allow"] = ", ".join(error.valid_methods or ())
+        response.headers["Allow"] = ", ".join(getattr(error, "valid_methods", None) or ())
         return response, 405
     if error.code == 413:
         return error_response("PAYLOAD_TOO_LARGE", f"the request body is larger than "

@@ -25,7 +25,12 @@ from __future__ import annotations
 import hmac
 import threading
 import time
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Union
+
+from werkzeug.datastructures import Headers
+
+# A request's headers: Werkzeug's, or a plain mapping (tests, tasks built by hand).
+RequestHeaders = Union[Mapping[str, str], Headers]
 
 SECRET_HEADER = "X-Sundial-Task-Secret"
 TASK_HEADER = "X-AppEngine-QueueName"
@@ -103,18 +108,18 @@ class Guard:
         self._secret = secret.encode("utf-8")
         self._verify_token = verify_token
 
-    def admits(self, headers: Mapping[str, str], cron: bool) -> bool:
+    def admits(self, headers: RequestHeaders, cron: bool) -> bool:
         if self.on_app_engine and self._platform_vouches(headers, cron):
             return True
         return self._has_secret(headers) or self._has_token(headers)
 
     @staticmethod
-    def _platform_vouches(headers: Mapping[str, str], cron: bool) -> bool:
+    def _platform_vouches(headers: RequestHeaders, cron: bool) -> bool:
         if cron:
             return headers.get(CRON_HEADER) == "true"
         return bool(headers.get(TASK_HEADER))
 
-    def _has_secret(self, headers: Mapping[str, str]) -> bool:
+    def _has_secret(self, headers: RequestHeaders) -> bool:
         given = headers.get(SECRET_HEADER, "")
         # Bytes, not str: compare_digest refuses non-ASCII str, and a forged header may
         # carry anything.
@@ -122,7 +127,7 @@ class Guard:
             given.encode("utf-8", "surrogateescape"), self._secret
         )
 
-    def _has_token(self, headers: Mapping[str, str]) -> bool:
+    def _has_token(self, headers: RequestHeaders) -> bool:
         if self._verify_token is None:
             return False
         scheme, _, token = headers.get("Authorization", "").partition(" ")

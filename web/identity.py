@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from web.guard import default_certs_request
+from web.guard import RequestHeaders, default_certs_request
 
 ANONYMOUS = "anonymous"
 IAP_HEADER = "X-Goog-IAP-JWT-Assertion"
@@ -130,7 +130,7 @@ class Identifier:
         """No identities configured anywhere: the one-machine mode (every caller an owner)."""
         return not (self._tokens or self.on_app_engine or self._iap or self._id_tokens)
 
-    def identify(self, headers: Mapping[str, str]) -> Caller:
+    def identify(self, headers: RequestHeaders) -> Caller:
         if self.open_access:
             return OPEN
         assertion = headers.get(IAP_HEADER, "").strip()

@@ -15,7 +15,7 @@ metrics_page = Blueprint("metrics", __name__)
 
 @metrics_page.get("/metrics")
 def metrics():
-    gauges = []
+    gauges: list[tuple[str, dict, float]] = []
     depth = current_app.config.get("SUNDIAL_QUEUE_DEPTH")
     if depth is not None:  # the cloud backend's queue is Cloud Tasks' to report
         gauges.append(("sundial_queue_depth", {}, depth()))

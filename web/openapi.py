@@ -8,6 +8,7 @@ path in it is a route; schemathesis then checks the live server against it.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from config import limits
 from config.model import PROJECT_ID
@@ -53,7 +54,7 @@ def _operation(summary: str, ok: dict, errors: tuple[int, ...], *, params=(), bo
 
 
 def _ok(status: int, schema: str | None, description: str) -> dict:
-    response = {"description": description}
+    response: dict[str, object] = {"description": description}
     if schema:
         response["content"] = _json(schema)
     return {str(status): response}
@@ -66,8 +67,7 @@ def _job_action(summary: str, description: str, body: str | None, errors=(400, 4
 
 def _paths() -> dict:
     job = "/projects/{project}/jobs/{job}"
-    invocation = job + "/invocations/{invocation}"
-    page = ({"name": "page_size", "in": "query", "schema": {
+    page: tuple[dict[str, Any], ...] = ({"name": "page_size", "in": "query", "schema": {
                 "type": "integer", "minimum": 1, "maximum": limits.MAX_PAGE_SIZE, "default": 50}},
             {"name": "page_token", "in": "query", "schema": {"type": "string"},
              "description": "the previous page's next_page_token"})
@@ -76,65 +76,87 @@ def _paths() -> dict:
         "/projects/{project}/jobs": {"get": _operation(
             "List a project's jobs", _ok(200, "JobList", "one page of the jobs, in id order"), (400, 404),
             params=(_PROJECT, {**page[0], "schema": {**page[0]["schema"], "default": 100}}, page[1]))},
-        job: {
-            "get": _operation("Get a job", _ok(200, "Job", "the job"), (404,), params=(_PROJECT, _JOB),
-                              description="Also a job removed from its config file (state DISABLED)."),
-            "put": _operation(
-                "Create or replace an API-managed job",
-                {**_ok(200, "Job", "replaced (or unchanged: the same body again changes nothing)"),
-                 **_ok(201, "Job", "created")},
-                (400, 404, 409, 413), params=(_PROJECT, _JOB), body="JobEntry", body_required=True,
-                description=f"Replacing the timing re-plans the job. 409 for a job its project's config "
-                            f"file defines; 404 for a project without a config file. A project holds at "
-                            f"most {limits.MAX_JOBS_PER_PROJECT:,} jobs (409 beyond)."),
-            "delete": _operation(
-                "Delete an API-managed job", {"204": {"description": "deleted"}}, (400, 404, 409),
-                params=(_PROJECT, _JOB, {"name": "allow_missing", "in": "query", "schema": {"type": "boolean"},
-                                         "description": "204 also when there is no such job"}),
-                description="Nothing pending is delivered afterwards: its invocations not yet finished "
-                            "are ABORTED with reason `deleted`. 409 for a job its config file defines."),
-        },
-        job + ":pause": _job_action("Pause a job", "No occurrence is delivered while paused; occurrences "
-                                    "meanwhile are SKIPPED/paused, not caught up.", "PauseRequest"),
-        job + ":resume": _job_action("Resume a job", "", None),
-        job + ":abort": _job_action("Abort the job's active invocations", "They end ABORTED.", "AbortRequest"),
-        job + ":trigger": {"post": _operation(
-            "Start an invocation now", _ok(200, "Invocation", "the invocation (SKIPPED/overlap under "
-                                                              "`overlap: skip`; STARTING/buffered when queued)"),
-            (400, 404, 409, 413), params=(_PROJECT, _JOB), body="TriggerRequest",
-            description="The overlap policy applies. 409 for a paused or disabled job.")},
-        job + "/invocations": {"get": _operation(
-            "List invocations, newest first", _ok(200, "InvocationList", "one page"), (400, 404),
-            params=(_PROJECT, _JOB, *page),
-            description="Page tokens are stable: new invocations never shift later pages.")},
-        invocation: {"get": _operation("Get an invocation with its log",
-                                       _ok(200, "InvocationWithLog", "the invocation"), (404,),
-                                       params=(_PROJECT, _JOB, _INVOCATION))},
-        invocation + ":complete": {"post": _operation(
-            "Complete an async invocation", _ok(200, "Invocation", "the invocation afterwards (also when "
-                                                                   "the same completion comes again)"),
-            (400, 401, 403, 404, 409, 413), body="CompleteRequest", body_required=True, secured=False,
-            params=(_PROJECT, _JOB, _INVOCATION,
-                    {"name": "X-Sundial-Completion-Token", "in": "header", "schema": {"type": "string"},
-                     "description": "the token of the delivery's X-Sundial-Completion-Token header; "
-                                    "or send it as `Authorization: Bearer <token>`"}),
-            description="For targets with `async: true` that answered 202. 401 without a token, 403 "
-                        "with a wrong one (nothing changes); 409 if the invocation already ended "
-                        "otherwise.")},
-        "/validate": {"post": {**_operation(
-            "Validate a project config", _ok(200, "ValidationResult", "the errors, by line (none: valid)"),
-            (400, 413), params=({"name": "project", "in": "query", "schema": {
-                "type": "string", "pattern": f"^{PROJECT_ID.pattern}$"},
-                "description": "also check this project id"},)),
-            "requestBody": {"required": False, "content": {
-                "application/yaml": {"schema": ref("ProjectConfig")},
-                "application/json": {"schema": ref("ProjectConfig")}}}}},
-        "/openapi.json": {"get": {"summary": "This document",
-                                  "responses": {"200": {"description": "OpenAPI 3",
-                                                        "content": {"application/json": {"schema": {
-                                                            "type": "object"}}}}}}},
+        job: _job_methods(),
+        **_job_actions(job),
+        **_invocation_paths(job, page),
+        **_meta_paths(),
     }
 
+
+def _job_methods() -> dict:
+    return {
+        "get": _operation("Get a job", _ok(200, "Job", "the job"), (404,), params=(_PROJECT, _JOB),
+                          description="Also a job removed from its config file (state DISABLED)."),
+        "put": _operation(
+            "Create or replace an API-managed job",
+            {**_ok(200, "Job", "replaced (or unchanged: the same body again changes nothing)"),
+             **_ok(201, "Job", "created")},
+            (400, 404, 409, 413), params=(_PROJECT, _JOB), body="JobEntry", body_required=True,
+            description=f"Replacing the timing re-plans the job. 409 for a job its project's config "
+                        f"file defines; 404 for a project without a config file. A project holds at "
+                        f"most {limits.MAX_JOBS_PER_PROJECT:,} jobs (409 beyond)."),
+        "delete": _operation(
+            "Delete an API-managed job", {"204": {"description": "deleted"}}, (400, 404, 409),
+            params=(_PROJECT, _JOB, {"name": "allow_missing", "in": "query", "schema": {"type": "boolean"},
+                                     "description": "204 also when there is no such job"}),
+            description="Nothing pending is delivered afterwards: its invocations not yet finished "
+                        "are ABORTED with reason `deleted`. 409 for a job its config file defines."),
+    }
+
+
+def _job_actions(job: str) -> dict:
+    return {
+    job + ":pause": _job_action("Pause a job", "No occurrence is delivered while paused; occurrences "
+                                "meanwhile are SKIPPED/paused, not caught up.", "PauseRequest"),
+    job + ":resume": _job_action("Resume a job", "", None),
+    job + ":abort": _job_action("Abort the job's active invocations", "They end ABORTED.", "AbortRequest"),
+    job + ":trigger": {"post": _operation(
+        "Start an invocation now", _ok(200, "Invocation", "the invocation (SKIPPED/overlap under "
+                                                          "`overlap: skip`; STARTING/buffered when queued)"),
+        (400, 404, 409, 413), params=(_PROJECT, _JOB), body="TriggerRequest",
+        description="The overlap policy applies. 409 for a paused or disabled job.")},
+    }
+
+
+def _invocation_paths(job: str, page: tuple[dict[str, Any], ...]) -> dict:
+    invocation = job + "/invocations/{invocation}"
+    return {
+    job + "/invocations": {"get": _operation(
+        "List invocations, newest first", _ok(200, "InvocationList", "one page"), (400, 404),
+        params=(_PROJECT, _JOB, *page),
+        description="Page tokens are stable: new invocations never shift later pages.")},
+    invocation: {"get": _operation("Get an invocation with its log",
+                                   _ok(200, "InvocationWithLog", "the invocation"), (404,),
+                                   params=(_PROJECT, _JOB, _INVOCATION))},
+    invocation + ":complete": {"post": _operation(
+        "Complete an async invocation", _ok(200, "Invocation", "the invocation afterwards (also when "
+                                                               "the same completion comes again)"),
+        (400, 401, 403, 404, 409, 413), body="CompleteRequest", body_required=True, secured=False,
+        params=(_PROJECT, _JOB, _INVOCATION,
+                {"name": "X-Sundial-Completion-Token", "in": "header", "schema": {"type": "string"},
+                 "description": "the token of the delivery's X-Sundial-Completion-Token header; "
+                                "or send it as `Authorization: Bearer <token>`"}),
+        description="For targets with `async: true` that answered 202. 401 without a token, 403 "
+                    "with a wrong one (nothing changes); 409 if the invocation already ended "
+                    "otherwise.")},
+    }
+
+
+def _meta_paths() -> dict:
+    return {
+    "/validate": {"post": {**_operation(
+        "Validate a project config", _ok(200, "ValidationResult", "the errors, by line (none: valid)"),
+        (400, 413), params=({"name": "project", "in": "query", "schema": {
+            "type": "string", "pattern": f"^{PROJECT_ID.pattern}$"},
+            "description": "also check this project id"},)),
+        "requestBody": {"required": False, "content": {
+            "application/yaml": {"schema": ref("ProjectConfig")},
+            "application/json": {"schema": ref("ProjectConfig")}}}}},
+    "/openapi.json": {"get": {"summary": "This document",
+                              "responses": {"200": {"description": "OpenAPI 3",
+                                                    "content": {"application/json": {"schema": {
+                                                        "type": "object"}}}}}}},
+    }
 
 def _description() -> str:
     rows = "\n".join(f"| {name} | {value:,} |" for name, value in limits.LIMITS.items())

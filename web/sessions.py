@@ -37,7 +37,8 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def token_digest(token: str) -> str:
-    key = current_app.secret_key.encode() if isinstance(current_app.secret_key, str) else current_app.secret_key
+    secret = current_app.secret_key or b""  # install_ui always sets one
+    key = secret.encode() if isinstance(secret, str) else secret
     return hmac.new(key, b"ui session\0" + token.encode("utf-8", "surrogateescape"),
                     hashlib.sha256).hexdigest()
 

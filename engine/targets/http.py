@@ -89,7 +89,7 @@ def _resolve(name: str, port: int) -> list[str]:
     except ValueError:
         pass
     infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
-    return [sockaddr[0] for *_, sockaddr in infos]
+    return [str(sockaddr[0]) for *_, sockaddr in infos]
 
 
 # --- the target ----------------------------------------------------------------------
@@ -185,9 +185,9 @@ class HttpTarget:
 def _without_credentials(headers: dict[str, str], secret_backed: frozenset) -> dict[str, str]:
     """Credentials were meant for the first host only: every credential header, every
     secret-backed header and the completion token stay behind on another host."""
-    secret_backed = {name.lower() for name in secret_backed}
+    secret_names = {name.lower() for name in secret_backed}
     return {name: value for name, value in headers.items()
-            if not (is_credential_header(name) or name.lower() in secret_backed
+            if not (is_credential_header(name) or name.lower() in secret_names
                     or name.lower() == COMPLETION_TOKEN_HEADER.lower())}
 
 

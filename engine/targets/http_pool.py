@@ -133,9 +133,10 @@ class ConnectionPool:
         while True:
             with self._lock:
                 conns = self._idle.get(key)
-                idle_since, conn = conns.pop() if conns else (None, None)
-            if conn is None:
+                taken = conns.pop() if conns else None
+            if taken is None:
                 return self._open(key, timeout), False
+            idle_since, conn = taken
             if now - idle_since > IDLE_SECONDS or _dropped(conn):
                 conn.close()
                 continue
@@ -145,28 +146,31 @@ class ConnectionPool:
 
     def _open(self, key: tuple, timeout: float) -> http.client.HTTPConnection:
         scheme, host, port, address, _ = key
+        conn: http.client.HTTPConnection
         if scheme == "https":
             conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=self._tls)
         else:
             conn = http.client.HTTPConnection(host, port, timeout=timeout)
         if address is not None:
-            conn._create_connection = _connect_to(address)
+            # Connect to the address that was checked, not to what the name resolves to now.
+            setattr(conn, "_create_connection", _connect_to(address))
         # Connect here, so that a failure inside request() can only be a send failure.
         conn.connect()
         self.opened += 1
         return conn
 
     def _give_back(self, key: tuple, conn: http.client.HTTPConnection) -> None:
-        evicted = []
+        evicted: list[http.client.HTTPConnection] = []
         with self._lock:
             conns = self._idle.setdefault(key, [])
             self._idle.move_to_end(key)
             if len(conns) < self.max_idle_per_host:
                 conns.append((time.monotonic(), conn))
-                conn = None
+            else:
+                evicted.append(conn)
             while len(self._idle) > self.max_hosts:
                 evicted.extend(c for _, c in self._idle.popitem(last=False)[1])
-        for extra in evicted + ([conn] if conn is not None else []):
+        for extra in evicted:
             extra.close()
 
 

@@ -279,7 +279,7 @@ class DatastoreJobStore:
         with self.call("list jobs page"):
             query = JobEntity.query(JobEntity.project == project)
             low = job_key(project, page_token) if page_token else None
-            if prefix and (low is None or page_token < prefix):
+            if prefix and (page_token is None or page_token < prefix):
                 query = query.filter(JobEntity.key >= job_key(project, prefix))
             elif low is not None:
                 query = query.filter(JobEntity.key > low)

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from engine.adapters.local.sqlite_rows import from_seconds
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.ports import Task
+from statemachine.vocabulary import TaskKind
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class SqliteTaskQueue:
             ).fetchall()
         rows.sort(key=lambda row: row[4])
         return [
-            LeasedTask(task_id, Task(name, kind, json.loads(payload), from_seconds(eta), queue), attempts)
+            LeasedTask(task_id, Task(name, TaskKind(kind), json.loads(payload), from_seconds(eta), queue), attempts)
             for task_id, name, kind, payload, eta, attempts, queue in rows
         ]
 
