@@ -7,7 +7,7 @@ import logging
 import secrets
 import threading
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Callable
 
 from app.importer import import_directory
@@ -15,19 +15,14 @@ from config.settings import Settings
 from engine.adapters.local.dispatcher import Dispatcher
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.clock import SystemClock
 from engine.logs import log_event
 from engine.service import Engine, build_engine
 from engine.targets import GoogleAccess, build_targets
-from statemachine.durations import UTC
 from statemachine.safety import OwnService
 from web.app import create_app
 
 log = logging.getLogger("sundial.serve")
-
-
-class SystemClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
 
 
 @dataclass
@@ -95,7 +90,7 @@ def build_local(settings: Settings, clock=None) -> Runtime:
     # With several processes on the database, each holds its write lock only to commit
     # (engine/adapters/local/optimistic.py); in one process that costs more than it saves.
     store = SqliteJobStore(settings.db_path, optimistic=settings.processes > 1)
-    settings = _with_secret(settings, store)
+    settings = _with_secret(settings, store.shared_secret)
     engine = _engine(settings, store, build_targets("local", _own(settings), google_access(settings)), clock)
     queue = SqliteTaskQueue(store)
     dispatcher = Dispatcher(queue, engine.tasks.handle, clock, settings.workers, settings.task_lease,
@@ -109,20 +104,21 @@ def build_cloud(settings: Settings, clock=None) -> Runtime:
     On App Engine, cron.yaml calls the periodic work; elsewhere `serve` runs it.
     """
     from engine.adapters.cloud.cloud_tasks_queue import CloudTasksQueue, build_tasks_client
-    from engine.adapters.cloud.datastore_store import DatastoreJobStore
+    from engine.adapters.cloud.datastore_store import DatastoreJobStore, read_shared_secret
 
     if not settings.gcp_project:
         raise SystemExit("SUNDIAL_BACKEND=cloud needs GOOGLE_CLOUD_PROJECT")
     clock = clock or SystemClock()
     tasks = build_tasks_client(settings.tasks_emulator_host or None)
+    client = _ndb_client(settings)
+    # The queue puts the shared secret on every task, so it is read before the queue is built.
+    settings = _with_secret(settings, lambda generate: read_shared_secret(client, generate))
     queue = CloudTasksQueue(
         tasks, settings.gcp_project, settings.tasks_location, settings.tasks_queue,
-        settings.service_url, "", settings.tasks_service_account,
+        settings.service_url, settings.task_secret, settings.tasks_service_account,
+        clock=clock, copies=2 if settings.fault_duplicate_tasks else 1,
     )
-    queue.copies = 2 if settings.fault_duplicate_tasks else 1
-    store = DatastoreJobStore(_ndb_client(settings), queue)
-    settings = _with_secret(settings, store)
-    queue.secret = settings.task_secret
+    store = DatastoreJobStore(client, queue)
     _ensure_chain_queue(tasks, settings)
     engine = _engine(settings, store, build_targets("cloud", _own(settings), google_access(settings)), clock)
     return _runtime(settings, engine, None, loops=not settings.on_app_engine,
@@ -207,10 +203,12 @@ def _ensure_chain_queue(tasks, settings: Settings) -> None:
                   hint="run `python main.py queues` with a role that may create queues")
 
 
-def _with_secret(settings: Settings, store) -> Settings:
+def _with_secret(settings: Settings, shared_secret: Callable[[Callable[[], str]], str]) -> Settings:
+    """The settings with the task secret: the configured one, else the one every process
+    on the store shares (`shared_secret(generate)` makes it the first time)."""
     if settings.task_secret:
         return settings
-    return replace(settings, task_secret=store.shared_secret(lambda: secrets.token_urlsafe(32)))
+    return replace(settings, task_secret=shared_secret(lambda: secrets.token_urlsafe(32)))
 
 
 def _engine(settings: Settings, store, targets: dict, clock) -> Engine:

@@ -66,7 +66,7 @@ def write_configs(directory: Path, jobs: int, per_project: int) -> list[Path]:
 def open_engine(db: Path):
     """A real SQLite store (counting its writes) and engine, wired as app/bootstrap.py
     wires them, without the dispatcher: nothing is delivered."""
-    from app.bootstrap import SystemClock
+    from engine.clock import SystemClock
     from engine.service import build_engine
     from engine.targets import build_targets
     from statemachine.policy import Tuning

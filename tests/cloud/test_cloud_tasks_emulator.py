@@ -12,6 +12,7 @@ from werkzeug.serving import make_server
 
 from config.settings import Settings
 from engine.adapters.cloud.cloud_tasks_queue import CloudTasksQueue, QueueSpec, build_tasks_client, ensure_queue
+from engine.clock import SystemClock
 from engine.ports import Task
 from web.app import create_app
 
@@ -65,7 +66,8 @@ def test_ensure_queue_is_idempotent(client):
 def test_the_emulator_posts_each_task_to_its_handler_at_its_eta(client, service):
     url, engine = service
     ensure_queue(client, PROJECT, LOCATION, QueueSpec("chain-dispatch"))
-    queue = CloudTasksQueue(client, PROJECT, LOCATION, "chain-dispatch", url, "emulator-secret")
+    queue = CloudTasksQueue(client, PROJECT, LOCATION, "chain-dispatch", url, "emulator-secret",
+                            clock=SystemClock())
     eta = datetime.now(timezone.utc) + timedelta(seconds=1)
     tick = Task("tick-p-j-1.1-1", "tick", {"project": "p", "job": "j", "nonce": "1.1"}, eta)
     start = Task("start-p-j-inv-0-1-1", "start",
@@ -82,7 +84,8 @@ def test_the_emulator_posts_each_task_to_its_handler_at_its_eta(client, service)
 def test_tasks_without_the_secret_are_refused_and_never_reach_the_engine(client, service):
     url, engine = service
     ensure_queue(client, PROJECT, LOCATION, QueueSpec("chain-unsigned"))
-    queue = CloudTasksQueue(client, PROJECT, LOCATION, "chain-unsigned", url, "a-wrong-secret")
+    queue = CloudTasksQueue(client, PROJECT, LOCATION, "chain-unsigned", url, "a-wrong-secret",
+                            clock=SystemClock())
     queue.enqueue_now([Task("tick-x", "tick", {"project": "p", "job": "j", "nonce": "n"},
                             datetime.now(timezone.utc))])
     time.sleep(1.0)  # the emulator retries a 403 again and again; none may get through

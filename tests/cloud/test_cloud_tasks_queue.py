@@ -28,7 +28,7 @@ QUEUE = "projects/proj/locations/us-central1/queues/chain"
 def make_queue(clock=None, account="", client=None):
     clock = clock or FakeClock()
     client = client or FakeTasksClient(clock)
-    queue = CloudTasksQueue(client, "proj", "us-central1", "chain", SERVICE_URL + "/", "sek", account, clock)
+    queue = CloudTasksQueue(client, "proj", "us-central1", "chain", SERVICE_URL + "/", "sek", account, clock=clock)
     return queue, client, clock
 
 

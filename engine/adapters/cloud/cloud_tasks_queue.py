@@ -36,7 +36,7 @@ import re
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 from google.api_core import exceptions as gexc
 from google.api_core import retry as gretry
@@ -44,7 +44,7 @@ from google.cloud import tasks_v2
 from google.protobuf import field_mask_pb2
 
 from engine.logs import log_event
-from engine.ports import Task
+from engine.ports import Clock, Task
 from statemachine.durations import rfc3339_millis
 from statemachine.vocabulary import TaskKind
 
@@ -68,11 +68,6 @@ _RETRY = gretry.Retry(
     ),
     initial=0.1, maximum=2.0, multiplier=2.0, timeout=30.0,
 )
-
-
-class _SystemClock:
-    def now(self) -> datetime:
-        return datetime.now(timezone.utc)
 
 
 def build_tasks_client(emulator_host: str | None = None) -> tasks_v2.CloudTasksClient:
@@ -117,8 +112,13 @@ class CloudTasksQueue:
         service_url: str,
         secret: str,
         service_account_email: str = "",
-        clock=None,
+        *,
+        clock: Clock,
+        copies: int = 1,
     ) -> None:
+        """`copies`: create every task this many times (fault injection: the real service
+        refuses the copies by name; an emulator that does not deduplicate delivers each one,
+        which is how tests prove duplicates are harmless)."""
         if not service_url:
             raise ValueError("CloudTasksQueue needs the service URL that Cloud Tasks calls back")
         self.client = client
@@ -128,13 +128,10 @@ class CloudTasksQueue:
         self.service_url = service_url.rstrip("/")
         self.secret = secret
         self.service_account_email = service_account_email
-        self.clock = clock or _SystemClock()
+        self.clock = clock
         self.counters: Counter[str] = Counter()
         self._lock = threading.Lock()
-        # Fault injection: create every task this many times. The real service
-        # refuses the copies (same name); an emulator that does not deduplicate
-        # delivers each one, which is how tests prove duplicates are harmless.
-        self.copies = 1
+        self.copies = copies
 
     def enqueue_now(self, tasks: list[Task]) -> None:
         """Create one Cloud Tasks task per Task. Never raises for Cloud Tasks' failures:

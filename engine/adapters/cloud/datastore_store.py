@@ -82,6 +82,35 @@ def storage_errors(what: str) -> Iterator[None]:
         raise StoreError(f"datastore: {what}: {error}") from error
 
 
+@contextmanager
+def ndb_context(client: ndb.Client) -> Iterator[None]:
+    """An ndb context for this thread, or the one already open in it."""
+    if ndb.get_context(False) is not None:
+        yield
+        return
+    with client.context(cache_policy=False, global_cache_policy=False):
+        yield
+
+
+def read_shared_secret(client: ndb.Client, generate: Callable[[], str], retries: int = 3) -> str:
+    """The secret every process on this Datastore puts on the tasks it creates (made by
+    `generate` the first time). A function of the client, not of a store, because the
+    task queue a store is built with needs it first.
+
+    :raises StoreError: Datastore is failing.
+    """
+    def body() -> str:
+        entity = meta_key("task_secret").get()
+        if entity is not None and entity.value:
+            return str(entity.value)
+        secret = generate()
+        MetaEntity(key=meta_key("task_secret"), value=secret).put()
+        return secret
+
+    with ndb_context(client), storage_errors("shared secret"):
+        return str(ndb.transaction(body, retries=retries))
+
+
 class DatastoreJobStore:
     def __init__(self, client: ndb.Client, queue, retries: int = 3):
         """`queue` has `enqueue_now(tasks: list[Task])`; `retries` is how many times
@@ -108,10 +137,7 @@ class DatastoreJobStore:
     @contextmanager
     def context(self) -> Iterator[None]:
         """An ndb context for this thread, or the one already open in it."""
-        if ndb.get_context(False) is not None:
-            yield
-            return
-        with self.client.context(cache_policy=False, global_cache_policy=False):
+        with ndb_context(self.client):
             yield
 
     # --- transactions -------------------------------------------------------------------
@@ -155,17 +181,9 @@ class DatastoreJobStore:
 
     def shared_secret(self, generate: Callable[[], str]) -> str:
         """The secret every process on this Datastore puts on the tasks it creates."""
-        def body() -> str:
-            entity = meta_key("task_secret").get()
-            self.count(reads=1)
-            if entity is not None and entity.value:
-                return entity.value
-            secret = generate()
-            MetaEntity(key=meta_key("task_secret"), value=secret).put()
-            return secret
-
-        with self.call("shared secret"):
-            return ndb.transaction(body, retries=self.retries)
+        secret = read_shared_secret(self.client, generate, self.retries)
+        self.count(reads=1)
+        return secret
 
     def read_meta(self, key: str) -> str | None:
         """A small value kept beside the jobs (e.g. the UI's sign-out generations)."""
