@@ -163,3 +163,27 @@ def test_only_the_settings_module_reads_the_environment():
                         and isinstance(node.value, ast.Name) and node.value.id == "os":
                     readers.append(path.relative_to(ROOT).as_posix())
     assert sorted(set(readers)) == ["config/settings.py"]
+
+
+def _attributes(path: Path) -> set[str]:
+    return {node.attr for node in ast.walk(ast.parse(path.read_text(), str(path))) if isinstance(node, ast.Attribute)}
+
+
+def test_web_reads_through_the_read_side_never_the_store():
+    # engine/queries.py applies the visibility rules once; a view that reached the
+    # store itself could show a job whose deletion has begun.
+    readers = [path.name for path in (ROOT / "web").glob("*.py") if "store" in _attributes(path)]
+    assert readers == []
+
+
+def test_the_engines_parts_are_reached_by_name_not_through_one_bag():
+    # Each part takes what it uses in its constructor (engine/service.py builds them);
+    # only the composition, the API's use cases and the web layer hold the whole Engine.
+    holders = sorted(
+        path.relative_to(ROOT).as_posix() for path in ROOT.glob("*/**/*.py")
+        if path.relative_to(ROOT).parts[0] in PRODUCT
+        and "Engine" in {alias.name for node in ast.walk(ast.parse(path.read_text()))
+                         if isinstance(node, ast.ImportFrom) and node.module == "engine.service"
+                         for alias in node.names}
+    )
+    assert holders == ["app/bootstrap.py", "engine/operations.py", "web/context.py"]
