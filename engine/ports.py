@@ -76,27 +76,40 @@ class ProjectRow:
 
 
 class Transaction(Protocol):
-    """One unit of work. Reads see the transaction's own writes."""
+    """One unit of work, handed to the body of `JobStore.run_in_transaction`.
 
-    def get_job(self, project: str, job_id: str) -> StoredJob | None: ...
+    Reads see the transaction's own writes. Nothing is visible to others, and no task
+    is enqueued, until the body returns and the store commits. Every method may raise
+    StoreError (storage failing), which rolls the whole transaction back.
+    """
 
-    def put_job(self, job: StoredJob) -> None: ...
+    def get_job(self, project: str, job_id: str) -> StoredJob | None:
+        """The job's row; None when there is none."""
+
+    def put_job(self, job: StoredJob) -> None:
+        """Create or replace the job's row (record, definition, source, config error)."""
 
     def delete_job(self, project: str, job_id: str) -> None:
         """Remove the job row; its invocations stay until retention removes them."""
 
-    def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None: ...
+    def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
+        """The invocation's history record; None when there is none (yet, or any more)."""
 
-    def put_invocation(self, row: InvocationRow) -> None: ...
+    def put_invocation(self, row: InvocationRow) -> None:
+        """Create or replace one invocation's history record."""
 
     def enqueue(self, task: Task) -> None:
-        """Enqueue with the commit (SQLite), or right after it (Cloud Tasks)."""
+        """Enqueue with the commit (SQLite), or right after it (Cloud Tasks). A task
+        whose name is already pending is not enqueued twice."""
 
-    def get_project(self, project: str) -> ProjectRow | None: ...
+    def get_project(self, project: str) -> ProjectRow | None:
+        """The project's row; None for a project without a config file."""
 
-    def put_project(self, row: ProjectRow) -> None: ...
+    def put_project(self, row: ProjectRow) -> None:
+        """Create or replace the project's row."""
 
-    def delete_project(self, project: str) -> None: ...
+    def delete_project(self, project: str) -> None:
+        """Remove the project's row (its jobs are the caller's to stop first)."""
 
 
 class MetaStore(Protocol):
@@ -113,6 +126,12 @@ class MetaStore(Protocol):
 
 
 class JobStore(MetaStore, Protocol):
+    """Where jobs, their invocations and projects live (SQLite, Cloud Datastore).
+
+    Every read below runs outside any transaction and sees committed data only; each
+    :raises StoreError: when storage is failing, and changes nothing.
+    """
+
     def run_in_transaction(self, body: Callable[[Transaction], T]) -> T:
         """Run `body(tx)` in one transaction; commit if it returns, roll back if it raises.
 
@@ -126,23 +145,28 @@ class JobStore(MetaStore, Protocol):
     def jobs_due_for_watchdog(self, now: datetime, limit: int) -> list[tuple[str, str]]:
         """(project, job_id) of records whose watchdog_at is before `now` (indexed)."""
 
-    def list_projects(self) -> list[ProjectRow]: ...
+    def list_projects(self) -> list[ProjectRow]:
+        """Every project's row, broken ones included."""
 
-    def get_project(self, project: str) -> ProjectRow | None: ...
+    def get_project(self, project: str) -> ProjectRow | None:
+        """The project's row; None for a project without a config file."""
 
-    def list_jobs(self, project: str) -> list[StoredJob]: ...
+    def list_jobs(self, project: str) -> list[StoredJob]:
+        """Every job row of the project, hidden ones included (for the config import)."""
 
     def count_jobs(self, project: str) -> int:
         """How many job rows the project has, without loading them."""
 
-    def get_job(self, project: str, job_id: str) -> StoredJob | None: ...
+    def get_job(self, project: str, job_id: str) -> StoredJob | None:
+        """The job's row; None when there is none."""
 
     def list_invocations(
         self, project: str, job_id: str, page_size: int, page_token: str | None
     ) -> tuple[list[InvocationRow], str | None]:
         """Newest first; the token is the id to continue after."""
 
-    def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None: ...
+    def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
+        """One invocation's history record with its log; None when there is none."""
 
     def delete_invocations_before(self, cutoff: datetime, limit: int) -> int:
         """Remove up to `limit` invocations created before `cutoff`; returns how many."""
@@ -205,8 +229,16 @@ class DeliveryResult:
 
 
 class Target(Protocol):
+    """Sends one attempt somewhere (HTTP, Pub/Sub, Cloud Tasks)."""
+
     def deliver(self, request: DeliveryRequest) -> DeliveryResult:
-        """Never raises for the target's own failures: they are a failed result."""
+        """Send the request and say how it went.
+
+        Never raises for the target's own failures (refused, timed out, an error
+        answer, a forbidden address): they are a failed result. Anything it raises is
+        a bug: the task goes back to its queue, and the watchdog issues the attempt
+        again under the same invocation id.
+        """
 
 
 
