@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, Protocol, TypeVar
 
+from statemachine.notification import NO_NOTIFICATION, NotificationState
 from statemachine.record import JobRecord
 
 T = TypeVar("T")
@@ -60,7 +61,10 @@ class InvocationRow:
     finished_time: datetime | None = None
     attempt: int = 0
     event_count: int = 1
+    # The story for people to read; nothing decides anything from it.
     log: list[dict[str, Any]] = field(default_factory=list)
+    # Its `on_failure` notification (statemachine/notification.py).
+    notification: NotificationState = NO_NOTIFICATION
 
 
 @dataclass

@@ -16,10 +16,10 @@ from datetime import datetime, timedelta
 from typing import Callable
 
 from engine.batch import BATCHED_KINDS, stepped_from, task_event
-from engine.delivery import deliver
+from engine.delivery import deliver, deliver_notification
 from engine.logs import log_event
 from engine.metrics import Metrics
-from engine.notify import send_notification
+from engine.notify import Notifications
 from engine.ports import Clock, ConflictError, DeliveryResult, StoredJob, Task
 from engine.recording import append_log, materialize, record_action, throttle_queue
 from statemachine import actions as act
@@ -63,6 +63,12 @@ class Engine:
         # Reads the secrets that header values name (engine/secrets.py); None: no store.
         self.secrets = secrets
         self._settings_cache: dict[str, tuple[datetime, tuple[str, ...]]] = {}
+        self.notifications = Notifications(
+            lambda body: self.retrying(lambda: self.store.run_in_transaction(body)),
+            lambda project, job_id: self.store.get_job(project, job_id), clock,
+            lambda job, target, summary, attempt: deliver_notification(
+                self.targets, job, target, summary, attempt, self._allowed_hosts(job.record.project), self.secrets),
+        )
 
     # --- the one way a job changes -------------------------------------------------
 
@@ -199,7 +205,7 @@ class Engine:
             if task.kind in BATCHED_KINDS:
                 self._run_step(task)
             elif task.kind == TaskKind.NOTIFY:
-                send_notification(self, payload)
+                self.notifications.run_task(payload)
             elif task.kind == TaskKind.TRIGGER:
                 at = parse_instant(payload["at"]) if payload.get("at") else None
                 self.apply(project, job_id, ev.ManualTrigger(payload["request"], payload["trigger"], at))
