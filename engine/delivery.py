@@ -8,9 +8,9 @@ invocation, whose payload is the invocation's summary (`deliver_notification`).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable, Mapping
 
-from engine.ports import DeliveryRequest, DeliveryResult, StoredJob
+from engine.ports import DeliveryRequest, DeliveryResult, StoredJob, Target
 from engine.rendering import render_target, secret_backed_headers
 from engine.secrets import SecretError
 from statemachine import actions as act
@@ -18,14 +18,17 @@ from statemachine.durations import parse_instant
 from statemachine.template import TemplateContext
 from statemachine.vocabulary import TargetKind
 
+Targets = Mapping[str, Target]  # the sender of each target kind this backend has
+Secrets = Callable[[str, str], str] | None  # (project, name) -> value (engine/secrets.py)
+
 
 def deliver(
-    targets: dict,
+    targets: Targets,
     job: StoredJob,
     action: act.Deliver,
     allowed_hosts: tuple[str, ...],
     completion: tuple[str, str],
-    secrets=None,
+    secrets: Secrets = None,
 ) -> DeliveryResult:
     """One attempt of one event. Never raises for a problem of the job's own making:
     that is a failed attempt."""
@@ -43,13 +46,13 @@ def deliver(
 
 
 def deliver_notification(
-    targets: dict,
+    targets: Targets,
     job: StoredJob,
-    target: dict,
+    target: dict[str, Any],
     summary: dict[str, Any],
     attempt: int,
     allowed_hosts: tuple[str, ...],
-    secrets=None,
+    secrets: Secrets = None,
 ) -> DeliveryResult:
     """One attempt to tell `target` (the job's `on_failure`) that an invocation ended
     FAILED; `summary` (recording.failure_summary) is the payload unless the target
@@ -68,11 +71,11 @@ def deliver_notification(
 
 
 def send_to_target(
-    targets: dict,
-    target: dict,
+    targets: Targets,
+    target: dict[str, Any],
     context: TemplateContext,
     allowed_hosts: tuple[str, ...],
-    secrets=None,
+    secrets: Secrets = None,
     completion: tuple[str, str] = ("", ""),
     payload: dict[str, Any] | None = None,
 ) -> DeliveryResult:
@@ -106,7 +109,7 @@ def send_to_target(
     return sender.deliver(request)
 
 
-def with_payload(target: dict, payload: dict[str, Any]) -> dict:
+def with_payload(target: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
     """`payload` as JSON in the field of its kind that carries one (TargetKind.payload_field),
     unless the target gives a payload of its own there."""
     kind, spec = next(iter(target.items()))

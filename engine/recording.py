@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any
 
 from engine.ports import InvocationRow, Task, Transaction
 from statemachine import actions as act
@@ -205,7 +206,7 @@ ENQUEUED, GIVING_UP = "on_failure: notification enqueued", "; giving up"
 NONE_TEXT = "{}"  # the stored form of NO_NOTIFICATION
 
 
-def record_notification(tx: Transaction, project: str, job_id: str, summary: dict, event: note.Event,
+def record_notification(tx: Transaction, project: str, job_id: str, summary: dict[str, Any], event: note.Event,
                         now: datetime, detail: str = "") -> list[note.Action]:
     """Step the invocation's notification with `event` and write what it decided: the
     state, a log line, the next attempt's task. Returns the actions; the caller performs
@@ -226,7 +227,7 @@ def record_notification(tx: Transaction, project: str, job_id: str, summary: dic
     return actions
 
 
-def _notification_entry(event: note.Event, actions: list[note.Action]) -> tuple[str, dict]:
+def _notification_entry(event: note.Event, actions: list[note.Action]) -> tuple[str, dict[str, Any]]:
     """The log line that tells people what `event` led to."""
     if isinstance(event, note.NotificationRequested):
         return ENQUEUED, {}
@@ -246,7 +247,7 @@ def notification_text(state: note.NotificationState) -> str:
     return json.dumps(note.state_to_dict(state), separators=(",", ":"))
 
 
-def stored_notification(text: str | None, log: list[dict]) -> note.NotificationState:
+def stored_notification(text: str | None, log: list[dict[str, Any]]) -> note.NotificationState:
     """A row's notification from its stored form. A row written before the field
     existed has none (NULL, or no property) and gets it from its log instead; the
     next write of the row stores it, so each row is upgraded once."""
@@ -255,7 +256,7 @@ def stored_notification(text: str | None, log: list[dict]) -> note.NotificationS
     return note.NO_NOTIFICATION if text == NONE_TEXT else note.state_from_dict(json.loads(text))
 
 
-def legacy_notification(log: list[dict]) -> note.NotificationState:
+def legacy_notification(log: list[dict[str, Any]]) -> note.NotificationState:
     """The notification as older versions told it in the log: the enqueued line, then
     entries marked `on_failure: sending | sent | failed` with their `notification_attempt`."""
     S = NotificationStatus

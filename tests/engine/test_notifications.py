@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from engine.delivery import with_payload
 from engine.notify import NO_TARGET, Notifications
 from engine.ports import DeliveryResult
 from statemachine.durations import parse_instant
@@ -99,3 +100,22 @@ def test_a_job_that_lost_its_target_gives_up_without_sending(h):
     assert sent == []
     assert row.notification == NotificationState(S.GAVE_UP, 1, NO_TARGET)
     assert row.log[-1]["message"] == f"on_failure attempt 1 failed: {NO_TARGET}; giving up"
+
+
+SUMMARY = {"invocation_id": "inv-1", "status": "FAILED"}
+AS_JSON = '{"invocation_id":"inv-1","status":"FAILED"}'
+
+
+@pytest.mark.parametrize("target, sent", [
+    ({"http": {"url": "u", "body": "", "headers": {}}},
+     {"http": {"url": "u", "body": AS_JSON, "headers": {"Content-Type": "application/json"}}}),
+    ({"http": {"url": "u", "body": "", "headers": {"content-type": "text/plain"}}},
+     {"http": {"url": "u", "body": AS_JSON, "headers": {"content-type": "text/plain"}}}),
+    ({"cloud_tasks": {"queue": "q", "url": "u", "body": ""}},
+     {"cloud_tasks": {"queue": "q", "url": "u", "body": AS_JSON}}),
+    ({"pubsub": {"topic": "t", "data": ""}}, {"pubsub": {"topic": "t", "data": AS_JSON}}),
+    ({"http": {"url": "u", "body": "its own", "headers": {}}}, None),
+    ({"noop": {}}, None),
+])
+def test_the_summary_is_the_payload_unless_the_target_has_one(target, sent):
+    assert with_payload(target, SUMMARY) == (target if sent is None else sent)
