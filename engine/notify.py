@@ -41,14 +41,14 @@ class RunTransaction(Protocol):
 
 
 # (job, its on_failure target, the invocation's summary, attempt) -> the result
-SendNotification = Callable[[StoredJob, dict[str, Any], dict[str, Any], int], DeliveryResult]
+NotificationSender = Callable[[StoredJob, dict[str, Any], dict[str, Any], int], DeliveryResult]
 
 
 class Notifications:
     """Runs the `notify` tasks."""
 
     def __init__(self, run_transaction: RunTransaction, read_job: Callable[[str, str], StoredJob | None],
-                 clock: Clock, deliver: SendNotification):
+                 clock: Clock, deliver: NotificationSender):
         self._run_transaction, self._read_job = run_transaction, read_job
         self._clock, self._deliver = clock, deliver
 
