@@ -12,9 +12,10 @@ import hashlib
 import hmac
 import logging
 from datetime import datetime, timedelta
+from typing import Any
 
 from engine.changes import Change, Note
-from engine.delivery import deliver
+from engine.delivery import deliver, deliver_notification
 from engine.logs import log_event
 from engine.metrics import Metrics
 from engine.ports import Clock, DeliveryResult, JobStore, SecretReader, StoredJob, Target
@@ -54,6 +55,13 @@ class Deliveries:
                   lateness_ms=int(lateness.total_seconds() * 1000),
                   duration_ms=int(result.duration.total_seconds() * 1000))
         return result
+
+    def send_notification(self, job: StoredJob, target: dict[str, Any], summary: dict[str, Any],
+                          attempt: int) -> DeliveryResult:
+        """Send one attempt of an on_failure notification (the notification machine
+        committed it as sending). Never raises for the target's or the job's failures."""
+        return deliver_notification(self.targets, job, target, summary, attempt,
+                                    self.allowed_hosts(job.record.project), self.secrets)
 
     def allowed_hosts(self, project: str) -> tuple[str, ...]:
         """The project's `allowed_hosts`, read at most once per SETTINGS_TTL.

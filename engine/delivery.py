@@ -1,56 +1,123 @@
-"""One attempt of one event: render the job's target for the occurrence and send it."""
+"""Sending to a target: render it for one occurrence, pick its sender, send.
+
+Two kinds of request take this one path: an attempt of an event of the job's own
+`target` (`deliver`), and an attempt of the `on_failure` notification of a FAILED
+invocation, whose payload is the invocation's summary (`deliver_notification`).
+"""
 
 from __future__ import annotations
 
-from engine.ports import DeliveryRequest, DeliveryResult, StoredJob
+import json
+from typing import Any, Callable, Mapping
+
+from engine.ports import DeliveryRequest, DeliveryResult, StoredJob, Target
 from engine.rendering import render_target, secret_backed_headers
 from engine.secrets import SecretError
 from statemachine import actions as act
+from statemachine.durations import parse_instant
 from statemachine.template import TemplateContext
+from statemachine.vocabulary import TargetKind
+
+Targets = Mapping[str, Target]  # the sender of each target kind this backend has
+Secrets = Callable[[str, str], str] | None  # (project, name) -> value (engine/secrets.py)
 
 
 def deliver(
-    targets: dict,
+    targets: Targets,
     job: StoredJob,
     action: act.Deliver,
     allowed_hosts: tuple[str, ...],
     completion: tuple[str, str],
-    secrets=None,
+    secrets: Secrets = None,
 ) -> DeliveryResult:
-    """Never raises for a problem of the job's own making: that is a failed attempt."""
-    record, definition = job.record, job.definition
+    """One attempt of one event. Never raises for a problem of the job's own making:
+    that is a failed attempt."""
     context = TemplateContext(
         scheduled_time=action.scheduled_time,
-        timezone=definition.get("timezone", "UTC"),
-        project=record.project,
-        job_id=record.job_id,
+        timezone=job.definition.get("timezone", "UTC"),
+        project=job.record.project,
+        job_id=job.record.job_id,
         invocation_id=action.invocation_id,
         attempt=action.attempt,
         event_index=action.event_index,
         event_count=action.event_count,
     )
+    return send_to_target(targets, job.definition["target"], context, allowed_hosts, secrets, completion)
+
+
+def deliver_notification(
+    targets: Targets,
+    job: StoredJob,
+    target: dict[str, Any],
+    summary: dict[str, Any],
+    attempt: int,
+    allowed_hosts: tuple[str, ...],
+    secrets: Secrets = None,
+) -> DeliveryResult:
+    """One attempt to tell `target` (the job's `on_failure`) that an invocation ended
+    FAILED; `summary` (recording.failure_summary) is the payload unless the target
+    gives one of its own. Never raises for a problem of the job's own making."""
+    context = TemplateContext(
+        scheduled_time=parse_instant(summary["scheduled_time"]),
+        timezone=job.definition.get("timezone", "UTC"),
+        project=job.record.project,
+        job_id=job.record.job_id,
+        invocation_id=summary["invocation_id"],
+        attempt=attempt,
+        event_index=0,
+        event_count=1,
+    )
+    return send_to_target(targets, target, context, allowed_hosts, secrets, payload=summary)
+
+
+def send_to_target(
+    targets: Targets,
+    target: dict[str, Any],
+    context: TemplateContext,
+    allowed_hosts: tuple[str, ...],
+    secrets: Secrets = None,
+    completion: tuple[str, str] = ("", ""),
+    payload: dict[str, Any] | None = None,
+) -> DeliveryResult:
+    """Render `target` ({kind: spec}) for `context` and send it with the sender of its kind."""
     try:
-        target = render_target(definition["target"], context, secrets)
+        rendered = render_target(target, context, secrets)
     except SecretError as error:
         return DeliveryResult("failed", str(error))
     except ValueError as error:
         return DeliveryResult("failed", f"bad request: {error}")
-    kind = next(iter(target))
+    if payload is not None:
+        rendered = with_payload(rendered, payload)
+    kind = next(iter(rendered))
     sender = targets.get(kind)
     if sender is None:
         return DeliveryResult("failed", f"target {kind} is not available on this backend")
     request = DeliveryRequest(
-        project=record.project,
-        job_id=record.job_id,
-        invocation_id=action.invocation_id,
-        scheduled_time=action.scheduled_time,
-        attempt=action.attempt,
-        event_index=action.event_index,
-        event_count=action.event_count,
-        target=target,
+        project=context.project,
+        job_id=context.job_id,
+        invocation_id=context.invocation_id,
+        scheduled_time=context.scheduled_time,
+        attempt=context.attempt,
+        event_index=context.event_index,
+        event_count=context.event_count,
+        target=rendered,
         allowed_hosts=allowed_hosts,
         completion_url=completion[0],
         completion_token=completion[1],
-        secret_headers=secret_backed_headers(definition["target"]),
+        secret_headers=secret_backed_headers(target),
     )
     return sender.deliver(request)
+
+
+def with_payload(target: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    """`payload` as JSON in the field of its kind that carries one (TargetKind.payload_field),
+    unless the target gives a payload of its own there."""
+    kind, spec = next(iter(target.items()))
+    field = TargetKind(kind).payload_field if kind in tuple(TargetKind) else ""
+    if not field or spec.get(field):
+        return target
+    spec = {**spec, field: json.dumps(payload, separators=(",", ":"))}
+    headers = spec.get("headers")
+    if isinstance(headers, dict) and not any(name.lower() == "content-type" for name in headers):
+        spec["headers"] = {**headers, "Content-Type": "application/json"}
+    return {kind: spec}

@@ -1,152 +1,83 @@
 """Telling a job's `on_failure` target that an invocation ended FAILED.
 
-The transaction that finished the invocation enqueued the first attempt's task
-(recording.notify_task), so a crash after that commit cannot lose the notification.
-Each attempt then goes the way every delivery goes:
+The pure machine (statemachine/notification.py) decides; this module applies,
+one task (kind `notify`) at a time, the way every delivery goes:
 
-1. commit "on_failure attempt N sending" on the invocation's log (write before call),
-   unless the log shows this attempt, or the notification, already settled (a
-   duplicate or late task: nothing is sent);
-2. send the summary to the target;
-3. commit the outcome and, after a failure, the next attempt's task (statemachine
-   policy NOTIFY_RETRY), or give up after the last one.
+1. in one transaction, step the invocation's notification with `NotificationDue`
+   and write what it decided (recording.record_notification): "attempt N sending"
+   (write before call), or nothing at all for a duplicate or late task;
+2. after the commit, send the summary to the target (engine/delivery.py);
+3. in one transaction, step with the outcome and write the decision: the next
+   attempt's task (policy NOTIFY_RETRY), or giving up.
 
-Nothing here changes the invocation's status: it stays FAILED whatever the target says.
+The transaction that finished the invocation asked for the notification and
+enqueued its first task (recording.record_action), so a crash after that commit
+cannot lose it. Nothing here changes the invocation's status: it stays FAILED
+whatever the target says.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+from typing import Any, Callable, Protocol, TypeVar
 
-from engine.changes import JobChanges
-from engine.deliveries import Deliveries
 from engine.logs import log_event
-from engine.ports import Clock, DeliveryRequest, DeliveryResult, InvocationRow, JobStore, StoredJob
-from engine.recording import append_log, notify_task
-from engine.rendering import render_target, secret_backed_headers
-from engine.secrets import SecretError
-from statemachine.durations import parse_instant
-from statemachine.policy import NOTIFY_RETRY, compute_backoff
-from statemachine.template import TemplateContext
-from statemachine.vocabulary import TargetKind
+from engine.ports import Clock, DeliveryResult, StoredJob, Transaction
+from engine.recording import record_notification
+from statemachine import notification as note
 
 log = logging.getLogger("sundial.notify")
 
-SENT, FAILED = "sent", "failed"
-# The field that marks a notification's log entries, and the field of their attempt.
-MARK, ATTEMPT = "on_failure", "notification_attempt"
-# The field of a target that carries the payload, per kind; empty means "the summary".
-_PAYLOAD_FIELD = {TargetKind.HTTP: "body", TargetKind.PUBSUB: "data", TargetKind.CLOUD_TASKS: "body"}
+T = TypeVar("T")
+NO_TARGET = "the job no longer has an on_failure target"
+
+
+class RunTransaction(Protocol):
+    def __call__(self, body: Callable[[Transaction], T]) -> T:
+        """Run `body(tx)` in one transaction, again when its commit loses a race.
+
+        :raises StoreError: storage is failing; the task is retried.
+        """
+
+
+# (job, its on_failure target, the invocation's summary, attempt) -> the result
+NotificationSender = Callable[[StoredJob, dict[str, Any], dict[str, Any], int], DeliveryResult]
 
 
 class Notifications:
-    """Runs notification tasks (kind `notify`)."""
+    """Runs the `notify` tasks."""
 
-    def __init__(self, changes: JobChanges, store: JobStore, clock: Clock, deliveries: Deliveries):
-        self.changes, self.store, self.clock, self.deliveries = changes, store, clock, deliveries
+    def __init__(self, run_transaction: RunTransaction, read_job: Callable[[str, str], StoredJob | None],
+                 clock: Clock, deliver: NotificationSender):
+        self._run_transaction, self._read_job = run_transaction, read_job
+        self._clock, self._deliver = clock, deliver
 
-    def run(self, payload: dict) -> None:
-        """Run one notification task.
+    def run_task(self, payload: dict[str, Any]) -> None:
+        """Run one notification task; returns when it is done or no longer relevant."""
+        project, job_id, summary = payload["project"], payload["job"], payload["summary"]
+        actions = self._step(project, job_id, summary, note.NotificationDue(payload["attempt"]))
+        for action in actions:
+            if isinstance(action, note.SendNotification):
+                self._send(project, job_id, summary, action.attempt)
 
-        :raises StoreError: nothing was sent; the queue retries the task.
-        """
-        project, job_id, attempt = payload["project"], payload["job"], payload["attempt"]
-        summary = payload["summary"]
+    def _send(self, project: str, job_id: str, summary: dict[str, Any], attempt: int) -> None:
         invocation_id = summary["invocation_id"]
-        if not self.changes.write(lambda tx: _begin(tx, project, job_id, invocation_id, attempt, self.clock.now())):
-            return
-        stored = self.store.get_job(project, job_id)
+        stored = self._read_job(project, job_id)
         target = stored.definition.get("on_failure") if stored is not None else None
         if stored is None or not target:
-            result = DeliveryResult("failed", "the job no longer has an on_failure target")
-            _settle(self, project, job_id, invocation_id, summary, attempt, result, final=True)
+            self._step(project, job_id, summary, note.NotificationFailed(invocation_id, attempt, NO_TARGET, True))
             return
-        result = _deliver(self.deliveries, stored, target, summary, attempt)
+        result = self._deliver(stored, target, summary, attempt)
         log_event(log, "notified", job=f"{project}/{job_id}", invocation=invocation_id,
                   attempt=attempt, outcome=result.outcome, reason=result.reason)
-        _settle(self, project, job_id, invocation_id, summary, attempt, result)
-
-
-def _begin(tx, project: str, job_id: str, invocation_id: str, attempt: int, now) -> bool:
-    row = tx.get_invocation(project, job_id, invocation_id)
-    if row is None or _settled(row, attempt):
-        return False
-    append_log(row, now, f"on_failure attempt {attempt} sending", **{MARK: "sending", ATTEMPT: attempt})
-    tx.put_invocation(row)
-    return True
-
-
-def _settled(row: InvocationRow, attempt: int) -> bool:
-    """The notification got through, or this attempt (or a later one) already ended."""
-    for entry in row.log:
-        outcome = entry.get(MARK)
-        if outcome == SENT or (outcome == FAILED and entry.get(ATTEMPT, 0) >= attempt):
-            return True
-    return False
-
-
-def _deliver(deliveries: Deliveries, stored: StoredJob, target: dict, summary: dict,
-             attempt: int) -> DeliveryResult:
-    project, job_id = stored.record.project, stored.record.job_id
-    context = TemplateContext(
-        scheduled_time=parse_instant(summary["scheduled_time"]),
-        timezone=stored.definition.get("timezone", "UTC"),
-        project=project, job_id=job_id, invocation_id=summary["invocation_id"],
-        attempt=attempt, event_index=0, event_count=1,
-    )
-    try:
-        rendered = _with_summary(render_target(target, context, deliveries.secrets), summary)
-    except SecretError as error:
-        return DeliveryResult("failed", str(error))
-    except ValueError as error:
-        return DeliveryResult("failed", f"bad request: {error}")
-    kind = next(iter(rendered))
-    sender = deliveries.targets.get(kind)
-    if sender is None:
-        return DeliveryResult("failed", f"target {kind} is not available on this backend")
-    request = DeliveryRequest(
-        project=project, job_id=job_id, invocation_id=summary["invocation_id"],
-        scheduled_time=context.scheduled_time, attempt=attempt, event_index=0, event_count=1,
-        target=rendered, allowed_hosts=deliveries.allowed_hosts(project),
-        secret_headers=secret_backed_headers(target),
-    )
-    return sender.deliver(request)
-
-
-def _with_summary(target: dict, summary: dict) -> dict:
-    """The summary as the payload, unless the target gives a payload of its own."""
-    kind, spec = next(iter(target.items()))
-    field = _PAYLOAD_FIELD.get(kind)
-    if field is None or spec.get(field):
-        return target
-    spec = {**spec, field: json.dumps(summary, separators=(",", ":"))}
-    headers = spec.get("headers")
-    if isinstance(headers, dict) and not any(name.lower() == "content-type" for name in headers):
-        spec["headers"] = {**headers, "Content-Type": "application/json"}
-    return {kind: spec}
-
-
-def _settle(notifications: Notifications, project: str, job_id: str, invocation_id: str, summary: dict,
-            attempt: int, result: DeliveryResult, final: bool = False) -> None:
-    now = notifications.clock.now()
-    sent = result.outcome in ("succeeded", "accepted")
-    more = not sent and not final and attempt < NOTIFY_RETRY.max_attempts
-    retry_at = now + compute_backoff(NOTIFY_RETRY, attempt, f"notify/{invocation_id}") if more else None
-
-    def change(tx) -> None:
-        row = tx.get_invocation(project, job_id, invocation_id)
-        if row is None:
-            return
-        if sent:
-            message = f"on_failure attempt {attempt}: notified"
+        if result.outcome in ("succeeded", "accepted"):
+            outcome: note.Event = note.NotificationSent(attempt)
         else:
-            then = f"; retry at {retry_at.isoformat()}" if retry_at else "; giving up"
-            message = f"on_failure attempt {attempt} failed: {result.reason}{then}"
-        append_log(row, now, message, **{MARK: SENT if sent else FAILED, ATTEMPT: attempt},
-                   **({"detail": result.detail} if result.detail else {}))
-        tx.put_invocation(row)
-        if retry_at is not None:
-            tx.enqueue(notify_task(project, job_id, summary, attempt + 1, retry_at))
+            outcome = note.NotificationFailed(invocation_id, attempt, result.reason)
+        self._step(project, job_id, summary, outcome, result.detail)
 
-    notifications.changes.write(change)
+    def _step(self, project: str, job_id: str, summary: dict[str, Any], event: note.Event,
+              detail: str = "") -> list[note.Action]:
+        now = self._clock.now()
+        return self._run_transaction(
+            lambda tx: record_notification(tx, project, job_id, summary, event, now, detail))

@@ -13,6 +13,7 @@ from typing import Any, Callable, Protocol, TypeVar
 
 from engine.errors import ConflictError as ConflictError
 from engine.errors import StoreError as StoreError
+from statemachine.notification import NO_NOTIFICATION, NotificationState
 from statemachine.record import JobRecord
 from statemachine.vocabulary import TaskKind
 
@@ -63,7 +64,10 @@ class InvocationRow:
     finished_time: datetime | None = None
     attempt: int = 0
     event_count: int = 1
+    # The story for people to read; nothing decides anything from it.
     log: list[dict[str, Any]] = field(default_factory=list)
+    # Its `on_failure` notification (statemachine/notification.py).
+    notification: NotificationState = NO_NOTIFICATION
 
 
 @dataclass

@@ -1,18 +1,22 @@
 """How each action of a transition is written into the transaction.
 
 Nothing here calls out of the process: `Deliver` is recorded (attempt N is
-starting) and handed back, to be performed after the commit.
+starting) and handed back, to be performed after the commit; so is an
+`on_failure` notification's `SendNotification`.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
+from typing import Any
 
 from engine.ports import InvocationRow, Task, Transaction
 from statemachine import actions as act
+from statemachine import notification as note
 from statemachine.durations import rfc3339_millis
 from statemachine.record import ActiveInvocation
-from statemachine.vocabulary import InvocationStatus, TaskKind, Trigger
+from statemachine.vocabulary import InvocationStatus, NotificationStatus, TaskKind, Trigger
 
 LOG_LIMIT = 200  # entries kept per invocation: the head and the tail of a long story
 LOG_HEAD = 50
@@ -116,9 +120,8 @@ def record_action(tx: Transaction, project: str, job_id: str, action, now: datet
     elif isinstance(action, act.EnqueueAttempt):
         tx.enqueue(start_task(project, job_id, action, queue))
     elif isinstance(action, act.NotifyFailure):
-        tx.enqueue(notify_task(project, job_id, failure_summary(project, job_id, action), 1, now))
-        _update(tx, project, job_id, action.invocation_id,
-                lambda row: append_log(row, now, "on_failure: notification enqueued"))
+        summary = failure_summary(project, job_id, action)
+        record_notification(tx, project, job_id, summary, note.NotificationRequested(), now)
     elif isinstance(action, act.StartInvocation) and action.deferred:
         pass  # the job record holds it; its history record comes when its attempt ends
     elif isinstance(action, act.StartInvocation):
@@ -193,3 +196,92 @@ def _delivering(row: InvocationRow, action: act.Deliver, now: datetime) -> None:
     row.attempt = max(row.attempt, action.attempt)
     row.started_time = row.started_time or now
     append_log(row, now, f"attempt {action.attempt} starting", event=action.event_index)
+
+
+# --- the on_failure notification ----------------------------------------------------------
+
+# The fields that mark a notification's log entries, for people reading them. Rows
+# written before the state had a field of its own are read back from them (below).
+MARK, ATTEMPT = "on_failure", "notification_attempt"
+ENQUEUED, GIVING_UP = "on_failure: notification enqueued", "; giving up"
+NONE_TEXT = "{}"  # the stored form of NO_NOTIFICATION
+
+
+def record_notification(tx: Transaction, project: str, job_id: str, summary: dict[str, Any], event: note.Event,
+                        now: datetime, detail: str = "") -> list[note.Action]:
+    """Step the invocation's notification with `event` and write what it decided: the
+    state, a log line, the next attempt's task. Returns the actions; the caller performs
+    `SendNotification` after the commit. An event that changes nothing writes nothing."""
+    row = tx.get_invocation(project, job_id, summary["invocation_id"])
+    if row is None:
+        return []  # retention removed it: nothing is left to tell about
+    state, actions = note.step(row.notification, event, now)
+    if state == row.notification and not actions:
+        return []
+    for action in actions:
+        if isinstance(action, note.ScheduleNotification):
+            tx.enqueue(notify_task(project, job_id, summary, action.attempt, action.at))
+    message, fields = _notification_entry(event, actions)
+    append_log(row, now, message, **fields, **({"detail": detail} if detail else {}))
+    row.notification = state
+    tx.put_invocation(row)
+    return actions
+
+
+def _notification_entry(event: note.Event, actions: list[note.Action]) -> tuple[str, dict[str, Any]]:
+    """The log line that tells people what `event` led to."""
+    if isinstance(event, note.NotificationRequested):
+        return ENQUEUED, {}
+    if isinstance(event, note.NotificationDue):
+        return f"on_failure attempt {event.attempt} sending", {MARK: "sending", ATTEMPT: event.attempt}
+    if isinstance(event, note.NotificationSent):
+        return f"on_failure attempt {event.attempt}: notified", {MARK: "sent", ATTEMPT: event.attempt}
+    retry = [a.at for a in actions if isinstance(a, note.ScheduleNotification)]
+    then = f"; retry at {retry[0].isoformat()}" if retry else GIVING_UP
+    return f"on_failure attempt {event.attempt} failed: {event.reason}{then}", {MARK: "failed", ATTEMPT: event.attempt}
+
+
+def notification_text(state: note.NotificationState) -> str:
+    """The stored form of a row's notification (never empty: empty means "older row")."""
+    if state == note.NO_NOTIFICATION:
+        return NONE_TEXT  # most invocations: not worth a JSON round trip
+    return json.dumps(note.state_to_dict(state), separators=(",", ":"))
+
+
+def stored_notification(text: str | None, log: list[dict[str, Any]]) -> note.NotificationState:
+    """A row's notification from its stored form. A row written before the field
+    existed has none (NULL, or no property) and gets it from its log instead; the
+    next write of the row stores it, so each row is upgraded once."""
+    if not text:
+        return legacy_notification(log)
+    return note.NO_NOTIFICATION if text == NONE_TEXT else note.state_from_dict(json.loads(text))
+
+
+def legacy_notification(log: list[dict[str, Any]]) -> note.NotificationState:
+    """The notification as older versions told it in the log: the enqueued line, then
+    entries marked `on_failure: sending | sent | failed` with their `notification_attempt`."""
+    S = NotificationStatus
+    enqueued, sending, failed, failure = False, 0, 0, ""
+    for entry in log:
+        mark, attempt = entry.get(MARK), entry.get(ATTEMPT, 0)
+        if mark == "sent":
+            return note.NotificationState(S.SENT, attempt, _legacy_reason(failure))
+        if mark == "sending":
+            sending = max(sending, attempt)
+        elif mark == "failed" and attempt >= failed:
+            failed, failure = attempt, entry.get("message", "")
+        elif entry.get("message") == ENQUEUED:
+            enqueued = True
+    reason = _legacy_reason(failure)
+    if failure.endswith(GIVING_UP):
+        return note.NotificationState(S.GAVE_UP, failed, reason)
+    if sending > failed:
+        return note.NotificationState(S.SENDING, sending, reason)
+    if failed or enqueued:
+        return note.NotificationState(S.PENDING, failed + 1, reason)
+    return note.NO_NOTIFICATION
+
+
+def _legacy_reason(message: str) -> str:
+    """"on_failure attempt N failed: REASON; retry at T" (or "; giving up") -> REASON."""
+    return message.split(" failed: ", 1)[-1].rsplit("; ", 1)[0] if message else ""

@@ -56,11 +56,11 @@ def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuni
     changes = JobChanges(store, clock, metrics, tuning)
     deliveries = Deliveries(store, targets, clock, metrics, service_url=service_url, secret=secret,
                             secrets=secrets)
-    notifications = Notifications(changes, store, clock, deliveries)
+    notifications = Notifications(changes.write, store.get_job, clock, deliveries.send_notification)
     return Engine(
         changes=changes,
         deliveries=deliveries,
-        tasks=TaskRunner(changes, deliveries, notifications.run),
+        tasks=TaskRunner(changes, deliveries, notifications.run_task),
         maintenance=Maintenance(store, changes, clock, metrics),
         queries=Queries(store),
         configs=ConfigImport(changes, store),

@@ -1,6 +1,6 @@
 """Sundial's vocabulary, each word defined once: what an invocation can be, why an
-occurrence did not run, what started an invocation, which tasks carry the chain, and
-which kinds of target a job can have.
+occurrence did not run, what started an invocation, which tasks carry the chain, where
+a FAILED invocation's notification is, and which kinds of target a job can have.
 
 String enums: a member is its stored and JSON value (`InvocationStatus.FAILED ==
 "FAILED"`), so rows, entities, tasks and API answers are unchanged, and a value read
@@ -72,6 +72,16 @@ class TaskKind(StrEnum):
         return "start-invocation" if self is TaskKind.START else self.value
 
 
+class NotificationStatus(StrEnum):
+    """Where the `on_failure` notification of an invocation is (statemachine/notification.py)."""
+
+    NONE = "none"  # none was asked for
+    PENDING = "pending"  # the task of its next attempt is enqueued
+    SENDING = "sending"  # an attempt is committed as sending: its request may be on its way
+    SENT = "sent"  # the target took it
+    GAVE_UP = "gave_up"  # its last attempt failed, or there was no target left to try
+
+
 class TargetKind(StrEnum):
     """Where a job's occurrence goes (CONTRACT section 2: exactly one per target)."""
 
@@ -79,3 +89,12 @@ class TargetKind(StrEnum):
     PUBSUB = "pubsub"
     CLOUD_TASKS = "cloud_tasks"
     NOOP = "noop"
+
+    @property
+    def payload_field(self) -> str:
+        """The field of a target of this kind that carries the request's payload ("" for
+        none): an `on_failure` target that leaves it empty is sent the summary there."""
+        return _PAYLOAD_FIELDS.get(self, "")
+
+
+_PAYLOAD_FIELDS = {TargetKind.HTTP: "body", TargetKind.PUBSUB: "data", TargetKind.CLOUD_TASKS: "body"}

@@ -7,8 +7,10 @@ from datetime import datetime, timedelta
 from engine.ports import InvocationRow, StoredJob
 from statemachine import ids
 from statemachine.durations import UTC
+from statemachine.notification import NotificationState
 from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
 from statemachine.record import ActiveInvocation, JobRecord, JobState, Occurrence
+from statemachine.vocabulary import NotificationStatus
 
 T0 = datetime(2026, 1, 5, 10, 0, 0, 123456, tzinfo=UTC)
 
@@ -61,4 +63,5 @@ def invocation(
         created_time=created or scheduled, started_time=scheduled + timedelta(seconds=1),
         finished_time=scheduled + timedelta(seconds=2), attempt=2, event_count=3,
         log=[{"time": "2026-01-05T10:00:00.000Z", "message": "created", "trigger": "schedule"}],
+        notification=NotificationState(NotificationStatus.PENDING, 2, "http 502"),
     )

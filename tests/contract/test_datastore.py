@@ -3,12 +3,15 @@ and queue failures, entities of other versions, the counters, the secret."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
 
 from engine.adapters.cloud.datastore_store import DatastoreJobStore
 from engine.ports import ConflictError, ProjectRow, StoreError, Task
+from statemachine.notification import NotificationState
+from statemachine.vocabulary import NotificationStatus
 from tests.contract import samples
 from tests.contract.backends import DatastoreBackend
 from tests.contract.queues import EtaQueue
@@ -128,7 +131,29 @@ def test_a_write_keeps_only_the_properties_this_version_declares(backend, raw):
     backend.store.run_in_transaction(finish)
     stored = raw.get(old.key)
     assert "obsolete" not in stored and stored["status"] == "SUCCEEDED"
-    assert {"reason", "log", "attempt", "event_count", "created_time"} <= set(stored)
+    assert {"reason", "log", "attempt", "event_count", "created_time", "notification"} <= set(stored)
+
+
+def test_an_invocation_of_an_older_version_reads_its_notification_from_its_log_once(backend, raw):
+    invocation_id = samples.invocation(T0).id
+    old = raw.entity(raw.key("Invocation", invocation_id, parent=raw.key("Job", "proj/job")),
+                     exclude_from_indexes=("log",))
+    log = [{"message": "on_failure: notification enqueued"},
+           {"message": "on_failure attempt 1 sending", "on_failure": "sending", "notification_attempt": 1}]
+    old.update({"status": "FAILED", "log": json.dumps(log)})
+    raw.put(old)
+    store = backend.store
+    assert store.get_invocation("proj", "job", invocation_id).notification == NotificationState(
+        NotificationStatus.SENDING, 1)
+
+    def notified(tx):
+        row = tx.get_invocation("proj", "job", invocation_id)
+        row.notification = NotificationState(NotificationStatus.SENT, 1)
+        tx.put_invocation(row)
+
+    store.run_in_transaction(notified)
+    assert json.loads(raw.get(old.key)["notification"]) == {"status": "sent", "attempt": 1}
+    assert store.get_invocation("proj", "job", invocation_id).notification.status is NotificationStatus.SENT
 
 
 def test_counters_count_committed_writes_reads_and_enqueues(backend):

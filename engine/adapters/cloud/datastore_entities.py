@@ -38,6 +38,7 @@ from datetime import datetime
 from google.cloud import ndb
 
 from engine.ports import InvocationRow, ProjectRow, StoredJob
+from engine.recording import notification_text, stored_notification
 from statemachine.durations import UTC
 from statemachine.ids import scheduled_millis
 from statemachine.record import record_from_dict, record_to_dict
@@ -82,6 +83,9 @@ class InvocationEntity(ndb.Model):
     attempt = ndb.IntegerProperty(indexed=False)
     event_count = ndb.IntegerProperty(indexed=False)
     log = ndb.TextProperty()  # the log entries as a JSON list
+    # The on_failure notification's state as JSON; absent on entities written before
+    # it existed, whose state is read from their log once (recording.stored_notification).
+    notification = ndb.TextProperty()
 
     @classmethod
     def _get_kind(cls) -> str:
@@ -172,6 +176,7 @@ def invocation_entity(row: InvocationRow) -> InvocationEntity:
         attempt=row.attempt,
         event_count=row.event_count,
         log=_json(row.log),
+        notification=notification_text(row.notification),
     )
 
 
@@ -181,6 +186,7 @@ def invocation_row(entity: InvocationEntity) -> InvocationRow:
     scheduled = entity.scheduled_time
     if scheduled is None:  # the id carries it: ids begin with the inverted scheduled time
         scheduled = datetime.fromtimestamp(scheduled_millis(invocation_id) / 1000, UTC)
+    log = _loads(entity.log, [])
     return InvocationRow(
         project=project,
         job_id=job_id,
@@ -194,7 +200,8 @@ def invocation_row(entity: InvocationEntity) -> InvocationRow:
         finished_time=entity.finished_time,
         attempt=entity.attempt or 0,
         event_count=entity.event_count or 1,
-        log=_loads(entity.log, []),
+        log=log,
+        notification=stored_notification(entity.notification, log),
     )
 
 

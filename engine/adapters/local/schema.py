@@ -75,6 +75,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE tasks ADD COLUMN queue TEXT NOT NULL DEFAULT '';
     CREATE INDEX tasks_by_queue ON tasks (queue, eta);
     """,
+    # 5: an invocation's on_failure notification state (statemachine/notification.py),
+    # as JSON. NULL: a row written before it had one; reading it derives the state
+    # from the row's log once (recording.stored_notification), and its next write stores it.
+    """
+    ALTER TABLE invocations ADD COLUMN notification TEXT;
+    """,
 ]
 
 

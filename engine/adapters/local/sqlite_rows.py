@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
+from engine.recording import notification_text, stored_notification
 from statemachine.durations import UTC
 from statemachine.record import record_from_dict, record_to_dict
 
@@ -25,8 +26,8 @@ DELETE_JOB = "DELETE FROM jobs WHERE project = ? AND job_id = ?"
 SELECT_INVOCATION = "SELECT * FROM invocations WHERE project = ? AND job_id = ? AND id = ?"
 PUT_INVOCATION = (
     "INSERT OR REPLACE INTO invocations (project, job_id, id, status, reason, scheduled_time,"
-    " trigger, created_time, started_time, finished_time, attempt, event_count, log)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " trigger, created_time, started_time, finished_time, attempt, event_count, log, notification)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 ENQUEUE = "INSERT OR IGNORE INTO tasks (name, kind, payload, eta, queue) VALUES (?, ?, ?, ?, ?)"
 SELECT_PROJECT = "SELECT * FROM projects WHERE id = ?"
@@ -167,16 +168,20 @@ def invocation_values(row: InvocationRow) -> tuple:
         row.project, row.job_id, row.id, row.status, row.reason,
         row.scheduled_time.timestamp(), row.trigger, to_seconds(row.created_time),
         to_seconds(row.started_time), to_seconds(row.finished_time), row.attempt,
-        row.event_count, json.dumps(row.log, separators=(",", ":")),
+        row.event_count, json.dumps(row.log, separators=(",", ":")), notification_text(row.notification),
     )
 
 
 def invocation_from_row(row) -> InvocationRow:
+    """A row of `SELECT *`, or of a summary read that leaves out the log ('[]') and
+    the notification (the last column)."""
     (project, job_id, invocation_id, status, reason, scheduled, trigger, created, started,
-     finished, attempt, event_count, log) = row
+     finished, attempt, event_count, log, *notification) = row
+    entries = json.loads(log)
     return InvocationRow(
         project=project, job_id=job_id, id=invocation_id, status=status, reason=reason,
         scheduled_time=from_seconds(scheduled), trigger=trigger, created_time=from_seconds(created),
         started_time=from_seconds(started), finished_time=from_seconds(finished),
-        attempt=attempt, event_count=event_count, log=json.loads(log),
+        attempt=attempt, event_count=event_count, log=entries,
+        notification=stored_notification(notification[0] if notification else None, entries),
     )
