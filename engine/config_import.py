@@ -21,6 +21,7 @@ from engine.logs import log_event
 from engine.operations import API, visible
 from engine.ports import ProjectRow
 from statemachine import events as ev
+from statemachine.definition import JobDefinition
 from statemachine.policy import JobPolicy
 
 log = logging.getLogger("sundial.config")
@@ -30,7 +31,7 @@ log = logging.getLogger("sundial.config")
 class JobSnapshot:
     id: str
     policy: JobPolicy
-    definition: dict
+    definition: JobDefinition
     disabled: bool
 
 
@@ -100,9 +101,9 @@ def _restore_api_jobs(engine, project: str) -> int:
     """Enable again the API jobs that remove_project disabled (see the module's doc)."""
     restored = 0
     for stored in engine.store.list_jobs(project):
-        record, definition = stored.record, stored.definition
+        record = stored.record
         if (stored.source == API and record.disabled and record.policy is not None
-                and not definition.get("disabled") and visible(stored)):
+                and not stored.definition.disabled and visible(stored)):
             engine.apply(project, record.job_id, ev.JobEnabled(record.policy))
             restored += 1
     return restored

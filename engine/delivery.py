@@ -21,7 +21,7 @@ def deliver(
     record, definition = job.record, job.definition
     context = TemplateContext(
         scheduled_time=action.scheduled_time,
-        timezone=definition.get("timezone", "UTC"),
+        timezone=definition.timezone,
         project=record.project,
         job_id=record.job_id,
         invocation_id=action.invocation_id,
@@ -30,12 +30,12 @@ def deliver(
         event_count=action.event_count,
     )
     try:
-        target = render_target(definition["target"], context, secrets)
+        target = render_target(definition.target, context, secrets)
     except SecretError as error:
         return DeliveryResult("failed", str(error))
     except ValueError as error:
         return DeliveryResult("failed", f"bad request: {error}")
-    kind = next(iter(target))
+    kind = definition.target_kind
     sender = targets.get(kind)
     if sender is None:
         return DeliveryResult("failed", f"target {kind} is not available on this backend")
@@ -51,6 +51,6 @@ def deliver(
         allowed_hosts=allowed_hosts,
         completion_url=completion[0],
         completion_token=completion[1],
-        secret_headers=secret_backed_headers(definition["target"]),
+        secret_headers=secret_backed_headers(definition.target),
     )
     return sender.deliver(request)

@@ -7,7 +7,7 @@ PUT body the way it checks a config file's entry); the checks that need the stor
 (config-managed ids, triggers, the number of jobs) happen here.
 
 Deleting an API job is three steps, each safe to stop after:
-1. `JobDisabled`, with the definition marked `deleted`: no new occurrences, buffered
+1. `JobDisabled`, with the stored job marked `deleted`: no new occurrences, buffered
    ones dropped, pending ticks stale; from here on the API shows no such job.
 2. `Aborted("deleted")`: invocations not yet delivered never will be.
 3. The row goes, unless something revived the job meanwhile.
@@ -25,13 +25,13 @@ from engine.ports import InvocationRow, ProjectRow, StoredJob
 from engine.service import Engine, NotFound
 from statemachine import events as ev
 from statemachine import ids
+from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
 from statemachine.machine import manual_invocation_id
 from statemachine.policy import JobPolicy
 from statemachine.vocabulary import TERMINAL_STATUSES, AbortReason, InvocationStatus, Trigger
 
 API, CONFIG = "api", "config"
-DELETED = "deleted"  # marks the definition of an API job whose deletion has begun
 TERMINAL = TERMINAL_STATUSES
 # How many of a job's newest invocations a retried trigger request is looked for in.
 REQUEST_LOOKBACK = 100
@@ -56,7 +56,7 @@ class Put:
 
 def visible(stored: StoredJob) -> bool:
     """False for a job whose deletion has begun: the API shows it nowhere."""
-    return not stored.definition.get(DELETED)
+    return not stored.deleted
 
 
 def project_row(engine: Engine, project: str) -> ProjectRow:
@@ -86,12 +86,12 @@ def config_defines(row: ProjectRow, stored: StoredJob | None, job_id: str) -> bo
     # A project imported before config_jobs was recorded: a config job that is
     # disabled although its definition is not was removed from the file.
     return (stored is not None and stored.source == CONFIG
-            and not (stored.record.disabled and not stored.definition.get("disabled")))
+            and not (stored.record.disabled and not stored.definition.disabled))
 
 
 # --- API-managed jobs --------------------------------------------------------------------
 
-def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, definition: dict,
+def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, definition: JobDefinition,
             disabled: bool, max_jobs: int) -> Put:
     """Create or replace an API job. The same definition again changes nothing."""
     row = project_row(engine, project)
@@ -102,7 +102,7 @@ def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, defini
     if stored is None and engine.store.count_jobs(project) >= max_jobs:
         raise Refused("FAILED_PRECONDITION", f"project {project} has {max_jobs:,} jobs, the "
                                              "most a project may have; delete some first")
-    _check_triggers(engine, project, job_id, tuple(definition.get("triggers") or ()))
+    _check_triggers(engine, project, job_id, definition.triggers)
     event = ev.JobDisabled() if disabled else ev.JobEnabled(policy)
     applied = engine.apply(project, job_id, event, definition=definition, source=API)
     created = stored is None or stored.source != API or not visible(stored)
@@ -120,8 +120,8 @@ def delete_job(engine: Engine, project: str, job_id: str, allow_missing: bool = 
     if config_defines(row, stored, job_id):
         raise Refused("FAILED_PRECONDITION", f"job {project}/{job_id} is defined in the "
                                              "project's config file; remove it there")
-    marked = {**stored.definition, DELETED: True}
-    engine.apply(project, job_id, ev.JobDisabled(), definition=marked, source=stored.source)
+    engine.apply(project, job_id, ev.JobDisabled(), definition=stored.definition, source=stored.source,
+                 deleted=True)
     engine.apply(project, job_id, ev.Aborted(AbortReason.DELETED))
     engine.write(lambda tx: _remove_if_still_deleted(tx, project, job_id))
 
@@ -161,7 +161,7 @@ def _cycle_through(engine: Engine, project: str, job_id: str,
         if name == job_id:
             return paths[name]
         stored = _find(engine, project, name)
-        for following in (stored.definition.get("triggers") or ()) if stored else ():
+        for following in stored.definition.triggers if stored else ():
             if following not in paths:
                 paths[following] = paths[name] + [following]
                 frontier.append(following)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, Protocol, TypeVar
 
+from statemachine.definition import JobDefinition
 from statemachine.record import JobRecord
 
 T = TypeVar("T")
@@ -41,9 +42,11 @@ class StoredJob:
     """A job row: the machine's record plus what the shell needs to deliver."""
 
     record: JobRecord
-    definition: dict[str, Any]  # the normalized job entry (target, templates, policies), JSON-ready
+    definition: JobDefinition  # the normalized job entry (target, templates, policies)
     source: str = "config"  # config | api
     config_error: str = ""  # the error of a broken job entry that kept this older definition
+    # The API is deleting it (engine/operations.py): hidden everywhere, then removed.
+    deleted: bool = False
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Callable
 
@@ -24,6 +24,7 @@ from engine.ports import Clock, ConflictError, DeliveryResult, StoredJob, Task
 from engine.recording import append_log, materialize, record_action, throttle_queue
 from statemachine import actions as act
 from statemachine import events as ev
+from statemachine.definition import JobDefinition
 from statemachine.durations import parse_instant
 from statemachine.machine import InvalidTransition, Transition, manual_invocation_id, step
 from statemachine.policy import DEFAULT_TUNING, Tuning
@@ -72,18 +73,20 @@ class Engine:
         job_id: str,
         event,
         *,
-        definition: dict | None = None,
+        definition: JobDefinition | None = None,
         source: str | None = None,
+        deleted: bool = False,
         note: tuple[str, str, dict] | None = None,
     ) -> Applied:
         """Step the job with one event and save everything it decided, atomically.
 
         `definition`/`source` replace the stored job's definition (config import,
-        API); a missing job is created only when a definition is given. `note`
-        (invocation id, message, fields) is appended to an invocation's log.
+        API), and with it its `deleted` mark; a missing job is created only when a
+        definition is given. `note` (invocation id, message, fields) is appended to
+        an invocation's log.
         """
         def body(tx) -> Applied:
-            return self._apply_in(tx, project, job_id, event, definition, source, note)
+            return self._apply_in(tx, project, job_id, event, definition, source, note, deleted)
 
         applied = self.retrying(lambda: self.store.run_in_transaction(body))
         self._count_outcomes(applied.transition.actions)  # counted once, after the commit
@@ -133,7 +136,7 @@ class Engine:
         """Run `change(tx)` in a transaction of its own, retried on conflicts."""
         self.retrying(lambda: self.store.run_in_transaction(change))
 
-    def _apply_in(self, tx, project, job_id, event, definition, source, note) -> Applied:
+    def _apply_in(self, tx, project, job_id, event, definition, source, note, deleted=False) -> Applied:
         """The body of `apply`: may run more than once; only its last run commits."""
         now = self.clock.now()
         stored = tx.get_job(project, job_id)
@@ -148,15 +151,16 @@ class Engine:
                 return Applied(Transition(stored.record), stored)  # one request, one invocation
         transition = step(stored.record, event, now, self.tuning)
         changed = created or transition.record != stored.record or transition.actions
-        if definition is not None and (definition != stored.definition or source != stored.source):
-            stored = StoredJob(stored.record, definition, source or stored.source)
+        if definition is not None and (definition, source, deleted) != (stored.definition, stored.source,
+                                                                        stored.deleted):
+            stored = StoredJob(stored.record, definition, source or stored.source, deleted=deleted)
             changed = True
         self._materialize_deferred(tx, stored.record, transition, note)
         if note is not None:
             self._note(tx, project, job_id, note, now)
         if not changed:
             return Applied(transition, stored)
-        stored = StoredJob(transition.record, stored.definition, stored.source, stored.config_error)
+        stored = replace(stored, record=transition.record)
         tx.put_job(stored)
         policy = transition.record.policy
         queue = throttle_queue(project, policy.throttle) if policy is not None else ""

@@ -9,6 +9,7 @@ import pytest
 
 from engine.config_import import JobSnapshot, ProjectSnapshot, import_project
 from engine.service import Engine
+from statemachine.definition import JobDefinition
 from statemachine.policy import JobPolicy, Tuning
 from tests.engine.harness import START, FakeClock, RecordingTarget
 
@@ -22,7 +23,7 @@ class Scenario:
 
     def define(self, job_id: str = "job", schedule: str = "every 1m") -> None:
         policy = JobPolicy(schedule_text=schedule, revision="v1")
-        definition = {"id": job_id, "target": {"noop": {}}, "timezone": "UTC", "rev": "v1"}
+        definition = JobDefinition(id=job_id, schedule=schedule, target={"noop": {}})
         job = JobSnapshot(job_id, policy, definition, False)
         import_project(self.engine, ProjectSnapshot("proj", "v1", jobs=(job,)))
 

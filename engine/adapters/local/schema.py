@@ -75,6 +75,16 @@ MIGRATIONS: list[str] = [
     ALTER TABLE tasks ADD COLUMN queue TEXT NOT NULL DEFAULT '';
     CREATE INDEX tasks_by_queue ON tasks (queue, eta);
     """,
+    # 5: a job whose deletion through the API has begun (engine/operations.py) says so in
+    # a column of its own. Before, a `"deleted": true` key in its definition's JSON said
+    # so; this moves the mark out of the definition. Touches the jobs table only, so it
+    # may run before or after any migration of another table.
+    """
+    ALTER TABLE jobs ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0;
+    UPDATE jobs SET deleted = json_type(definition, '$.deleted') = 'true',
+        definition = json_remove(definition, '$.deleted')
+        WHERE json_type(definition, '$.deleted') IS NOT NULL
+    """,
 ]
 
 
