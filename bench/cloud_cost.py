@@ -22,6 +22,7 @@ from engine.adapters.cloud.datastore_store import DatastoreJobStore  # noqa: E40
 from engine.config_import import JobSnapshot, ProjectSnapshot  # noqa: E402
 from engine.ports import DeliveryResult  # noqa: E402
 from engine.service import build_engine  # noqa: E402
+from statemachine.definition import JobDefinition
 from statemachine.policy import JobPolicy  # noqa: E402
 from tests.contract.queues import EtaQueue  # noqa: E402
 from tests.engine.harness import FakeClock  # noqa: E402
@@ -59,7 +60,7 @@ def run(emulator, jobs: int, minutes: int) -> None:
     engine = build_engine(store, {"http": target, "noop": target}, clock, secret=b"bench")
     snapshots = tuple(
         JobSnapshot(f"cron-{i}", JobPolicy(schedule_text="0 * * * * ?", revision="r"),
-                    {"id": f"cron-{i}", "target": {"noop": {}}, "timezone": "UTC"}, False)
+                    JobDefinition(id=f"cron-{i}", schedule="0 * * * * ?", target={"noop": {}}), False)
         for i in range(jobs)
     )
     engine.configs.import_project(ProjectSnapshot("bench", "v1", jobs=snapshots))

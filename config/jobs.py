@@ -1,10 +1,7 @@
 """One job entry -> JobConfig: fields checked, defaults applied, policy and definition built.
 
 Defaults, where neither the entry nor the project's `defaults` block sets a field, are
-`config.model.BUILTIN_DEFAULTS`: timezone UTC, disabled false, overlap skip,
-max_concurrent 1, catchup {policy: latest, window: 1h}, timeout 10m,
-retry {max_attempts: 1, min_backoff: 1s, max_backoff: 5m}, fanout {count: 1, spread: 0s},
-no throttle, no triggers.
+`config.model.BUILTIN_DEFAULTS`, which are JobPolicy's field defaults (statemachine/policy.py).
 
 How defaults combine: a job's field replaces the project default, except in the maps
 catchup, retry and fanout, which combine field by field (a job's `retry: {max_attempts: 5}`
@@ -14,10 +11,10 @@ Checks on what a field refers to (throttle names, triggered jobs) are made only 
 the names the caller supplies; `None` means "not known here, do not check".
 `max_concurrent` above 1 is an error unless the job's overlap is `allow`.
 
-The definition spells durations canonically (`90s` -> `1m30s`), schedules with single
-spaces, `at` times as sorted, de-duplicated RFC 3339 UTC strings (`2027-01-04T08:00:00Z`,
-with a fraction only when one was given), and every field, defaults included; its
-canonical JSON hashes to `policy.revision`.
+The definition (a JobDefinition) spells durations canonically (`90s` -> `1m30s`), schedules
+with single spaces, `at` times as sorted, de-duplicated RFC 3339 UTC strings
+(`2027-01-04T08:00:00Z`, with a fraction only when one was given), and has every field,
+defaults included; the canonical JSON of its `to_dict()` hashes to `policy.revision`.
 """
 
 from __future__ import annotations
@@ -33,6 +30,7 @@ from config.checks import Checker, Invalid, Parser
 from config.model import BUILTIN_DEFAULTS, JOB_ID, JobConfig
 from config.targets import TargetRules, parse_target
 from config.yamlsource import Path
+from statemachine.definition import CatchupSpec, FanoutSpec, JobDefinition, RetrySpec
 from statemachine.durations import UTC, format_duration, parse_instant
 from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
 from statemachine.schedule import AtSchedule, ScheduleError, load_zone, parse_schedule
@@ -329,35 +327,29 @@ def _check_references(check: Checker, path: Path, entry: dict, own: dict,
 # --- results -------------------------------------------------------------------------
 
 def _definition(job_id: str, timing: tuple[str, Any], resolved: dict, target: dict,
-                on_failure: dict | None = None) -> dict:
+                on_failure: dict | None = None) -> JobDefinition:
     kind, when = timing
     catchup, retry, fanout = resolved["catchup"], resolved["retry"], resolved["fanout"]
     allow = resolved["overlap"] is Overlap.ALLOW
-    definition = {
-        "id": job_id,
-        kind: [_rfc3339(t) for t in when] if kind == "at" else when,
-        "timezone": resolved["timezone"],
-        "disabled": resolved["disabled"],
-        "overlap": resolved["overlap"].value,
-        "max_concurrent": resolved["max_concurrent"] if allow else 1,
-        "catchup": {"policy": catchup["policy"].value,
-                    "window": format_duration(catchup["window"])},
-        "timeout": format_duration(resolved["timeout"]),
-        "retry": {"max_attempts": retry["max_attempts"],
-                  "min_backoff": format_duration(retry["min_backoff"]),
-                  "max_backoff": format_duration(retry["max_backoff"])},
-        "fanout": {"count": fanout["count"], "spread": format_duration(fanout["spread"])},
-        "throttle": resolved["throttle"],
-        "triggers": list(resolved["triggers"]),
-        "target": target,
-    }
-    # Fields added after the first release appear only when set, so that a job which
-    # does not use them keeps the revision (and the stored definition) it had.
-    if resolved["pause_after_failures"] is not None:
-        definition["pause_after_failures"] = resolved["pause_after_failures"]
-    if on_failure is not None:
-        definition["on_failure"] = on_failure
-    return definition
+    return JobDefinition(
+        id=job_id,
+        schedule=when if kind == "schedule" else None,
+        at=tuple(_rfc3339(t) for t in when) if kind == "at" else None,
+        timezone=resolved["timezone"],
+        disabled=resolved["disabled"],
+        overlap=resolved["overlap"],
+        max_concurrent=resolved["max_concurrent"] if allow else 1,
+        catchup=CatchupSpec(catchup["policy"], format_duration(catchup["window"])),
+        timeout=format_duration(resolved["timeout"]),
+        retry=RetrySpec(retry["max_attempts"], format_duration(retry["min_backoff"]),
+                        format_duration(retry["max_backoff"])),
+        fanout=FanoutSpec(fanout["count"], format_duration(fanout["spread"])),
+        throttle=resolved["throttle"],
+        triggers=tuple(resolved["triggers"]),
+        target=target,
+        pause_after_failures=resolved["pause_after_failures"],
+        on_failure=on_failure,
+    )
 
 
 def _policy(timing: tuple[str, Any], resolved: dict, attempt_timeout: timedelta,
@@ -389,8 +381,8 @@ def _rfc3339(instant: datetime) -> str:
     return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def revision_of(definition: dict) -> str:
+def revision_of(definition: JobDefinition) -> str:
     """The first 16 hex digits of the sha256 of the definition's canonical JSON."""
-    canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"),
+    canonical = json.dumps(definition.to_dict(), sort_keys=True, separators=(",", ":"),
                            ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]

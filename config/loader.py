@@ -109,7 +109,7 @@ def parse_job_entry(entry: Any, project: ProjectConfig | Mapping | None, job_id:
         error is on line 0.
     own: the running server's service and chain queue; None reads the environment.
 
-    Feeding a JobConfig's `definition` back in gives the same definition and revision.
+    Feeding a JobConfig's `definition.to_dict()` back in gives the same definition and revision.
     Raises ProjectConfigError with the entry's errors.
     """
     _require_backend(backend)

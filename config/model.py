@@ -1,10 +1,10 @@
 """What a project config file becomes once it is loaded and validated (CONTRACT section 2).
 
 `ProjectConfig` is one `<configs>/<project>.yaml`; each valid job entry is a `JobConfig`
-holding both the machine's `JobPolicy` and `definition`, the normalized entry as
-JSON-ready data (defaults applied, durations spelled canonically) that the shell stores
-and delivers from. `policy.revision` is a hash of `definition`, so an entry that did not
-change keeps its revision however the file around it was reformatted.
+holding both the machine's `JobPolicy` and its `JobDefinition` (statemachine/definition.py),
+the normalized entry (defaults applied, durations spelled canonically) that the shell
+stores and delivers from. `policy.revision` is a hash of the definition's JSON form, so an
+entry that did not change keeps its revision however the file around it was reformatted.
 
 Errors are `ConfigError(file, line, message)`, printed `FILE:LINE: message`. Lines are
 1-based; 0 means "no line" (a job entry that came as JSON through the API), and errors
@@ -14,10 +14,10 @@ about a file as a whole (unreadable, bad name) sit on line 1.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from datetime import timedelta
+from dataclasses import asdict, dataclass, field
 
-from statemachine.policy import Catchup, JobPolicy, Overlap
+from statemachine.definition import JobDefinition
+from statemachine.policy import JobPolicy
 
 __all__ = [
     "BUILTIN_DEFAULTS", "ConfigError", "JOB_ID", "JobConfig", "PROJECT_ID",
@@ -28,23 +28,22 @@ PROJECT_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 # Not only dots: `.` and `..` are path segments no browser or HTTP client sends as a name.
 JOB_ID = re.compile(r"(?!\.+$)[A-Za-z0-9_.-]{1,100}")
 
-# Where the contract is silent these follow Cloud Scheduler and Temporal: one attempt,
-# no overlap, catch up the latest missed occurrence of the last hour.
+# What a field is where neither the entry nor the project's defaults set it: JobPolicy's
+# field defaults (statemachine/policy.py, the one place they are written). The fields
+# JobPolicy spells otherwise (no throttle is "" there, never pausing is 0) are None here,
+# as in the definition.
+_BUILTIN = JobPolicy()
 BUILTIN_DEFAULTS: dict = {
-    "timezone": "UTC",
+    "timezone": _BUILTIN.timezone,
     "disabled": False,
-    "overlap": Overlap.SKIP,
-    "max_concurrent": 1,
-    "catchup": {"policy": Catchup.LATEST, "window": timedelta(hours=1)},
-    "timeout": timedelta(minutes=10),
-    "retry": {
-        "max_attempts": 1,
-        "min_backoff": timedelta(seconds=1),
-        "max_backoff": timedelta(minutes=5),
-    },
-    "fanout": {"count": 1, "spread": timedelta(0)},
+    "overlap": _BUILTIN.overlap,
+    "max_concurrent": _BUILTIN.max_concurrent,
+    "catchup": {"policy": _BUILTIN.catchup, "window": _BUILTIN.catchup_window},
+    "timeout": _BUILTIN.timeout,
+    "retry": asdict(_BUILTIN.retry),
+    "fanout": asdict(_BUILTIN.fanout),
     "throttle": None,
-    "triggers": (),
+    "triggers": _BUILTIN.triggers,
     "pause_after_failures": None,  # never pause for failures
 }
 
@@ -78,8 +77,8 @@ class JobConfig:
     id: str
     policy: JobPolicy
     """What the state machine needs; `revision` identifies `definition`."""
-    definition: dict
-    """The normalized entry, JSON-ready: feeding it back to parse_job_entry gives it again."""
+    definition: JobDefinition
+    """The normalized entry: feeding its `to_dict()` back to parse_job_entry gives it again."""
     disabled: bool
     line: int
     """Where the entry starts in its file; 0 for entries that came through the API."""

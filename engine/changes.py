@@ -8,7 +8,7 @@ nothing else writes a job's record. Deliveries happen after the commit, elsewher
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, TypeVar
 
 from engine.errors import ConflictError, NotFound
@@ -17,6 +17,7 @@ from engine.ports import Clock, JobStore, StoredJob, Transaction
 from engine.recording import append_log, materialize, record_action, throttle_queue
 from statemachine import actions as act
 from statemachine import events as ev
+from statemachine.definition import JobDefinition
 from statemachine.machine import InvalidTransition, Transition, manual_invocation_id, step
 from statemachine.policy import DEFAULT_TUNING, Tuning
 from statemachine.record import JobRecord, new_record
@@ -63,19 +64,20 @@ class JobChanges:
     def __init__(self, store: JobStore, clock: Clock, metrics: Metrics, tuning: Tuning = DEFAULT_TUNING):
         self.store, self.clock, self.metrics, self.tuning = store, clock, metrics, tuning
 
-    def apply(self, project: str, job_id: str, event: ev.Event, *, definition: dict | None = None,
-              source: str | None = None, note: Note | None = None) -> Applied:
+    def apply(self, project: str, job_id: str, event: ev.Event, *, definition: JobDefinition | None = None,
+              source: str | None = None, deleted: bool = False, note: Note | None = None) -> Applied:
         """Step the job with one event and save everything it decided, atomically.
 
         `definition`/`source` replace the stored job's definition (config import,
-        API); a missing job is created only when a definition is given.
+        API), and with it its `deleted` mark; a missing job is created only when a
+        definition is given.
 
         :raises NotFound: no such job, and no definition to create it from.
         :raises InvalidTransition: the job's state refuses the event; nothing changed.
         :raises StoreError: nothing was committed.
         """
         change = Change(project, job_id, event, note)
-        applied = self.write(lambda tx: self._apply_in(tx, change, definition, source))
+        applied = self.write(lambda tx: self._apply_in(tx, change, definition, source, deleted))
         self._count_outcomes(applied.transition.actions)  # counted once, after the commit
         return applied
 
@@ -92,7 +94,7 @@ class JobChanges:
             results: list[Applied | Refusal] = []
             for change in changes:
                 try:
-                    results.append(self._apply_in(tx, change, None, None))
+                    results.append(self._apply_in(tx, change, None, None, False))
                 except (NotFound, InvalidTransition) as refused:
                     results.append(refused)
             return results
@@ -124,7 +126,8 @@ class JobChanges:
             elif isinstance(action, act.FinishInvocation):
                 self.metrics.inc("sundial_invocations_finished_total", status=action.status)
 
-    def _apply_in(self, tx: Transaction, change: Change, definition: dict | None, source: str | None) -> Applied:
+    def _apply_in(self, tx: Transaction, change: Change, definition: JobDefinition | None, source: str | None,
+                  deleted: bool) -> Applied:
         """The body of `apply`: may run more than once; only its last run commits."""
         now = self.clock.now()
         project, job_id, event, note = change.project, change.job_id, change.event, change.note
@@ -140,15 +143,16 @@ class JobChanges:
                 return Applied(Transition(stored.record), stored)  # one request, one invocation
         transition = step(stored.record, event, now, self.tuning)
         changed = created or transition.record != stored.record or bool(transition.actions)
-        if definition is not None and (definition != stored.definition or source != stored.source):
-            stored = StoredJob(stored.record, definition, source or stored.source)
+        if definition is not None and (definition, source, deleted) != (stored.definition, stored.source,
+                                                                        stored.deleted):
+            stored = StoredJob(stored.record, definition, source or stored.source, deleted=deleted)
             changed = True
         _materialize_deferred(tx, stored.record, transition, note)
         if note is not None:
             _write_note(tx, project, job_id, note, now)
         if not changed:
             return Applied(transition, stored)
-        stored = StoredJob(transition.record, stored.definition, stored.source, stored.config_error)
+        stored = replace(stored, record=transition.record)
         tx.put_job(stored)
         policy = transition.record.policy
         queue = throttle_queue(project, policy.throttle) if policy is not None else ""

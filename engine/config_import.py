@@ -22,6 +22,7 @@ from engine.logs import log_event
 from engine.ports import JobSource, JobStore, ProjectRow
 from engine.queries import visible
 from statemachine import events as ev
+from statemachine.definition import JobDefinition
 from statemachine.policy import JobPolicy
 
 log = logging.getLogger("sundial.config")
@@ -31,7 +32,7 @@ log = logging.getLogger("sundial.config")
 class JobSnapshot:
     id: str
     policy: JobPolicy
-    definition: dict
+    definition: JobDefinition
     disabled: bool
 
 
@@ -118,7 +119,7 @@ class ConfigImport:
         for stored in self.store.list_jobs(project):
             record, definition = stored.record, stored.definition
             if (stored.source == JobSource.API and record.disabled and record.policy is not None
-                    and not definition.get("disabled") and visible(stored)):
+                    and not definition.disabled and visible(stored)):
                 self.changes.apply(project, record.job_id, ev.JobEnabled(record.policy))
                 restored += 1
         return restored

@@ -34,7 +34,7 @@ def deliver(
     that is a failed attempt."""
     context = TemplateContext(
         scheduled_time=action.scheduled_time,
-        timezone=job.definition.get("timezone", "UTC"),
+        timezone=job.definition.timezone,
         project=job.record.project,
         job_id=job.record.job_id,
         invocation_id=action.invocation_id,
@@ -42,7 +42,7 @@ def deliver(
         event_index=action.event_index,
         event_count=action.event_count,
     )
-    return send_to_target(targets, job.definition["target"], context, allowed_hosts, secrets, completion)
+    return send_to_target(targets, job.definition.target, context, allowed_hosts, secrets, completion)
 
 
 def deliver_notification(
@@ -59,7 +59,7 @@ def deliver_notification(
     gives one of its own. Never raises for a problem of the job's own making."""
     context = TemplateContext(
         scheduled_time=parse_instant(summary["scheduled_time"]),
-        timezone=job.definition.get("timezone", "UTC"),
+        timezone=job.definition.timezone,
         project=job.record.project,
         job_id=job.record.job_id,
         invocation_id=summary["invocation_id"],

@@ -63,7 +63,7 @@ class Notifications:
     def _send(self, project: str, job_id: str, summary: dict[str, Any], attempt: int) -> None:
         invocation_id = summary["invocation_id"]
         stored = self._read_job(project, job_id)
-        target = stored.definition.get("on_failure") if stored is not None else None
+        target = stored.definition.on_failure if stored is not None else None
         if stored is None or not target:
             self._step(project, job_id, summary, note.NotificationFailed(invocation_id, attempt, NO_TARGET, True))
             return

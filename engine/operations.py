@@ -7,7 +7,7 @@ PUT body the way it checks a config file's entry); the checks that need the stor
 (config-managed ids, triggers, the number of jobs) happen here.
 
 Deleting an API job is three steps, each safe to stop after:
-1. `JobDisabled`, with the definition marked `deleted`: no new occurrences, buffered
+1. `JobDisabled`, with the stored job marked `deleted`: no new occurrences, buffered
    ones dropped, pending ticks stale; from here on the API shows no such job.
 2. `Aborted("deleted")`: invocations not yet delivered never will be.
 3. The row goes, unless something revived the job meanwhile.
@@ -24,10 +24,11 @@ from datetime import datetime, timedelta
 from engine.changes import Note
 from engine.errors import NotFound, Refused
 from engine.ports import InvocationRow, JobSource, ProjectRow, StoredJob
-from engine.queries import DELETED, visible
+from engine.queries import visible
 from engine.service import Engine
 from statemachine import events as ev
 from statemachine import ids
+from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
 from statemachine.machine import manual_invocation_id
 from statemachine.policy import JobPolicy
@@ -54,12 +55,12 @@ def config_defines(row: ProjectRow, stored: StoredJob | None, job_id: str) -> bo
     # A project imported before config_jobs was recorded: a config job that is
     # disabled although its definition is not was removed from the file.
     return (stored is not None and stored.source == CONFIG
-            and not (stored.record.disabled and not stored.definition.get("disabled")))
+            and not (stored.record.disabled and not stored.definition.disabled))
 
 
 # --- API-managed jobs --------------------------------------------------------------------
 
-def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, definition: dict,
+def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, definition: JobDefinition,
             disabled: bool, max_jobs: int) -> Put:
     """Create or replace an API job. The same definition again changes nothing."""
     row = engine.queries.project(project)
@@ -70,7 +71,7 @@ def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, defini
     if stored is None and engine.queries.job_count(project) >= max_jobs:
         raise Refused("FAILED_PRECONDITION", f"project {project} has {max_jobs:,} jobs, the "
                                              "most a project may have; delete some first")
-    _check_triggers(engine, project, job_id, tuple(definition.get("triggers") or ()))
+    _check_triggers(engine, project, job_id, definition.triggers)
     event = ev.JobDisabled() if disabled else ev.JobEnabled(policy)
     applied = engine.changes.apply(project, job_id, event, definition=definition, source=API)
     created = stored is None or stored.source != API or not visible(stored)
@@ -88,8 +89,8 @@ def delete_job(engine: Engine, project: str, job_id: str, allow_missing: bool = 
     if config_defines(row, stored, job_id):
         raise Refused("FAILED_PRECONDITION", f"job {project}/{job_id} is defined in the "
                                              "project's config file; remove it there")
-    marked = {**stored.definition, DELETED: True}
-    engine.changes.apply(project, job_id, ev.JobDisabled(), definition=marked, source=stored.source)
+    engine.changes.apply(project, job_id, ev.JobDisabled(), definition=stored.definition, source=stored.source,
+                         deleted=True)
     engine.changes.apply(project, job_id, ev.Aborted(AbortReason.DELETED))
     engine.changes.write(lambda tx: _remove_if_still_deleted(tx, project, job_id))
 
@@ -124,7 +125,7 @@ def _cycle_through(engine: Engine, project: str, job_id: str,
         if name == job_id:
             return paths[name]
         stored = engine.queries.find_job(project, name)
-        for following in (stored.definition.get("triggers") or ()) if stored else ():
+        for following in stored.definition.triggers if stored else ():
             if following not in paths:
                 paths[following] = paths[name] + [following]
                 frontier.append(following)

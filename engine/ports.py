@@ -13,6 +13,7 @@ from typing import Any, Callable, Protocol, TypeVar
 
 from engine.errors import ConflictError as ConflictError
 from engine.errors import StoreError as StoreError
+from statemachine.definition import JobDefinition
 from statemachine.notification import NO_NOTIFICATION, NotificationState
 from statemachine.record import JobRecord
 from statemachine.vocabulary import TaskKind
@@ -45,9 +46,11 @@ class StoredJob:
     """A job row: the machine's record plus what the shell needs to deliver."""
 
     record: JobRecord
-    definition: dict[str, Any]  # the normalized job entry (target, templates, policies), JSON-ready
-    source: str = "config"  # config | api
+    definition: JobDefinition  # the normalized job entry (target, templates, policies)
+    source: JobSource = JobSource.CONFIG
     config_error: str = ""  # the error of a broken job entry that kept this older definition
+    # The API is deleting it (engine/operations.py): hidden everywhere, then removed.
+    deleted: bool = False
 
 
 @dataclass

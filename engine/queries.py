@@ -10,12 +10,10 @@ from __future__ import annotations
 from engine.errors import NotFound
 from engine.ports import InvocationRow, JobStore, ProjectRow, StoredJob
 
-DELETED = "deleted"  # marks the definition of an API job whose deletion has begun
-
 
 def visible(stored: StoredJob) -> bool:
     """False for a job whose deletion has begun: the API shows it nowhere."""
-    return not stored.definition.get(DELETED)
+    return not stored.deleted
 
 
 class Queries:

@@ -21,9 +21,11 @@ nor on Secret Manager (a remote call per PUT): those fail at the attempt instead
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
+from statemachine.definition import JobDefinition
 from statemachine.safety import SENSITIVE_HEADERS
 
 REDACTED = "<redacted>"
@@ -85,16 +87,17 @@ def redact_headers(headers: Mapping[str, object], secret_backed: frozenset = fro
             for name, value in headers.items()}
 
 
-def masked_definition(definition: dict) -> dict:
+def masked_definition(definition: JobDefinition) -> JobDefinition:
     """A job definition as it may be shown to any reader: the credential headers of its
     target and hooks masked (a secret reference shows only the secret's name). Only what
     is shown is masked; the stored definition keeps its values."""
-    shown = dict(definition)
-    for field in ("target", "on_failure"):
-        target = shown.get(field)
-        if isinstance(target, dict):
-            shown[field] = {kind: _masked_spec(spec) for kind, spec in target.items()}
-    return shown
+    hook = definition.on_failure
+    return replace(definition, target=_masked_target(definition.target),
+                   on_failure=None if hook is None else _masked_target(hook))
+
+
+def _masked_target(target: dict) -> dict:
+    return {kind: _masked_spec(spec) for kind, spec in target.items()}
 
 
 def _masked_spec(spec):
@@ -105,11 +108,11 @@ def _masked_spec(spec):
     return {**spec, "headers": headers}
 
 
-def secret_names(definition: dict) -> list[tuple[str, str]]:
+def secret_names(definition: JobDefinition) -> list[tuple[str, str]]:
     """(field path, secret name) of every secret reference in a definition's target and hook."""
     found = []
-    for field in ("target", "on_failure"):
-        for kind, spec in (definition.get(field) or {}).items():
+    for field, target in (("target", definition.target), ("on_failure", definition.on_failure)):
+        for kind, spec in (target or {}).items():
             headers = spec.get("headers") if isinstance(spec, dict) else None
             for header, value in (headers or {}).items():
                 if isinstance(value, dict) and "secret" in value:

@@ -79,7 +79,13 @@ DEFAULT_TUNING = Tuning()
 
 @dataclass(frozen=True)
 class JobPolicy:
-    """Everything the state machine needs to know about a job's definition."""
+    """Everything the state machine needs to know about a job's definition.
+
+    Its field defaults are Sundial's builtin defaults, written only here: the config's
+    (config/model.py BUILTIN_DEFAULTS) and the definition's (statemachine/definition.py)
+    are read from them. Where the contract is silent they follow Cloud Scheduler and
+    Temporal: one attempt, no overlap, catch up the latest missed occurrence of the last hour.
+    """
 
     schedule_text: str = "triggered"
     timezone: str = "UTC"

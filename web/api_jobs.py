@@ -10,6 +10,7 @@ from config.limits import MAX_JOBS_PER_PROJECT, MAX_MESSAGE_CHARS, MAX_REASON_CH
 from config.loader import ProjectConfigError, parse_job_entry
 from engine import operations as ops
 from engine.secrets import secret_names
+from statemachine.definition import JobDefinition
 from statemachine.safety import OwnService
 from statemachine.vocabulary import InvocationStatus
 from web.access import OWN, TRIGGER
@@ -48,7 +49,7 @@ def put_job(project: str, job_id: str):
     return response
 
 
-def _refuse_unknown_secrets(project: str, definition: dict) -> None:
+def _refuse_unknown_secrets(project: str, definition: JobDefinition) -> None:
     """A secret the project does not have is a validation error where the store can tell."""
     exists = getattr(current_engine().deliveries.secrets, "exists", None)
     if exists is None:

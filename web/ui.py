@@ -75,7 +75,7 @@ def _job_line(job, recent, now) -> dict:
         "id": job.record.job_id,
         "schedule": ui_format.schedule_text(definition),
         "plain": ui_format.plain_schedule(definition),
-        "timezone": definition.get("timezone", "UTC"),
+        "timezone": definition.timezone,
         "next_run": ui_format.next_run(job),
         "last": ui_format.last_result(recent),
         "strip": list(reversed(recent)),  # oldest first, so it reads left to right
@@ -98,7 +98,7 @@ def job_page(project: str, job_id: str):
     return render_template(
         "ui/job.html", project=row, job=job, record=job.record, definition=definition,
         schedule=ui_format.schedule_text(definition), plain=ui_format.plain_schedule(definition),
-        timezone=definition.get("timezone", "UTC"), next_run=ui_format.next_run(job),
+        timezone=definition.timezone, next_run=ui_format.next_run(job),
         fire_times=ui_format.next_fire_times(job, now), policies=ui_format.policies(definition),
         definition_yaml=ui_format.definition_yaml(definition), history=history, status_filter=status,
         filters=ui_format.STATUS_FILTERS, next_token=next_token, paged=bool(token),
@@ -114,7 +114,7 @@ def invocation_page(project: str, job_id: str, invocation_id: str):
     return render_template(
         "ui/invocation.html", project=row, job=job, inv=invocation,
         attempts=ui_format.attempts(invocation.log), request_sent=ui_format.request_sent(job, invocation),
-        timezone=job.definition.get("timezone", "UTC"), can=buttons(row), now=current_engine().clock.now(),
+        timezone=job.definition.timezone, can=buttons(row), now=current_engine().clock.now(),
     )
 
 

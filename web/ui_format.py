@@ -16,6 +16,7 @@ import yaml
 from engine.ports import InvocationRow, StoredJob
 from engine.rendering import render_target, secret_backed_headers
 from engine.secrets import REDACTED, redact_headers
+from statemachine.definition import JobDefinition
 from statemachine.describe import describe_at, describe_schedule
 from statemachine.schedule import ScheduleError, is_clock_driven, load_zone, next_fire
 from statemachine.template import TemplateContext
@@ -30,7 +31,6 @@ TERMINAL = TERMINAL_STATUSES
 # The definition's policy fields, in the order a reader looks for them.
 POLICY_FIELDS = ("overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout", "throttle",
                  "triggers", "pause_after_failures", "on_failure")
-NOT_POLICIES = {"id", "schedule", "at", "timezone", "target", "disabled", *POLICY_FIELDS}
 # Header values not to show: credentials travel in them.
 SECRET_HEADER = re.compile(r"authorization|cookie|token|secret|api[-_]?key|password", re.IGNORECASE)
 _ATTEMPT = re.compile(r"attempt (\d+)(.*)", re.DOTALL)
@@ -67,19 +67,18 @@ def local_text(value: datetime, timezone: str) -> str:
 
 # --- jobs -----------------------------------------------------------------------------------
 
-def schedule_text(definition: dict) -> str:
-    if "at" in definition:
-        times = definition["at"]
+def schedule_text(definition: JobDefinition) -> str:
+    if definition.at is not None:
+        times = definition.at
         return "at " + ", ".join(times[:3]) + (f" and {len(times) - 3} more" if len(times) > 3 else "")
-    return str(definition.get("schedule", "triggered"))
+    return str(definition.schedule)
 
 
-def plain_schedule(definition: dict) -> str:
+def plain_schedule(definition: JobDefinition) -> str:
     """The schedule in words, or "" where the expression says it best."""
-    timezone = definition.get("timezone", "UTC")
-    if "at" in definition:
-        return describe_at(list(definition["at"]), timezone) if definition["at"] else ""
-    return describe_schedule(str(definition.get("schedule", "triggered")), timezone) or ""
+    if definition.at is not None:
+        return describe_at(list(definition.at), definition.timezone) if definition.at else ""
+    return describe_schedule(str(definition.schedule), definition.timezone) or ""
 
 
 def next_run(job: StoredJob) -> datetime | None:
@@ -111,15 +110,14 @@ def last_result(recent: list[InvocationRow]) -> InvocationRow | None:
     return next((row for row in recent if row.status in TERMINAL), None)
 
 
-def definition_yaml(definition: dict) -> str:
-    return yaml.safe_dump(definition, sort_keys=False, allow_unicode=True, default_flow_style=False)
+def definition_yaml(definition: JobDefinition) -> str:
+    return yaml.safe_dump(definition.to_dict(), sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 
-def policies(definition: dict) -> list[tuple[str, str]]:
-    """(name, value) of every policy the definition sets, known ones first."""
-    names = [name for name in POLICY_FIELDS if name in definition]
-    names += [name for name in definition if name not in NOT_POLICIES]
-    return [(name, _short(definition[name])) for name in names]
+def policies(definition: JobDefinition) -> list[tuple[str, str]]:
+    """(name, value) of every policy the definition sets, as it spells them."""
+    shown = definition.to_dict()
+    return [(name, _short(shown[name])) for name in POLICY_FIELDS if name in shown]
 
 
 def _short(value) -> str:
@@ -165,15 +163,12 @@ def attempts(log: list[dict]) -> list[Attempt]:
     return sorted(found.values(), key=lambda a: (a.number, a.event))
 
 
-def request_sent(job: StoredJob, row: InvocationRow) -> dict | None:
+def request_sent(job: StoredJob, row: InvocationRow) -> dict:
     """The request of the invocation's latest attempt (event 0) as the job's current
     definition renders it: kind, and for HTTP the method, URL, headers and body."""
-    definition = job.definition
-    target = definition.get("target")
-    if not isinstance(target, dict) or not target:
-        return None
+    target = job.definition.target
     context = TemplateContext(
-        scheduled_time=row.scheduled_time, timezone=definition.get("timezone", "UTC"),
+        scheduled_time=row.scheduled_time, timezone=job.definition.timezone,
         project=row.project, job_id=row.job_id, invocation_id=row.id,
         attempt=max(row.attempt, 1), event_index=0, event_count=row.event_count,
     )
@@ -181,7 +176,7 @@ def request_sent(job: StoredJob, row: InvocationRow) -> dict | None:
         # A secret is never read for a page: its header shows which secret it names.
         rendered = render_target(target, context, lambda _project, name: f"<secret {name}>")
     except ValueError as error:
-        return {"kind": next(iter(target)), "error": str(error)}
+        return {"kind": job.definition.target_kind.value, "error": str(error)}
     kind, spec = next(iter(rendered.items()))
     if kind != "http" or not isinstance(spec, dict):
         return {"kind": kind, "text": json.dumps(spec, indent=2, ensure_ascii=False)}

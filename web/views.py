@@ -11,6 +11,11 @@ def time_or_none(value):
     return None if value is None else rfc3339_millis(value)
 
 
+# The definition's fields a Job shows after the record's, in this order (CONTRACT section 5).
+JOB_DEFINITION_FIELDS = ("schedule", "at", "overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout",
+                         "throttle", "triggers", "disabled")
+
+
 def job_view(job: StoredJob, last: InvocationRow | None) -> dict:
     # Credential headers are masked for every reader (CONTRACT 6); a PUT sends them anew.
     record, definition = job.record, masked_definition(job.definition)
@@ -18,23 +23,18 @@ def job_view(job: StoredJob, last: InvocationRow | None) -> dict:
         "id": record.job_id,
         "project": record.project,
         "source": job.source,
-        "timezone": definition.get("timezone", "UTC"),
+        "timezone": definition.timezone,
         "state": record.state.value,
         "paused": record.paused,
         "pause_reason": record.pause_reason,
         "next_run_time": time_or_none(None if record.paused or record.disabled else record.tick_at),
         "last_invocation": None if last is None else invocation_view(last),
-        "target": definition.get("target"),
+        "target": definition.target,
         "active_invocations": [entry.invocation_id for entry in record.active],
         "config_error": job.config_error,
     }
-    for key in ("schedule", "at"):
-        if key in definition:
-            view[key] = definition[key]
-    for key in ("overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout", "throttle", "triggers",
-                "disabled"):
-        if key in definition:
-            view[key] = definition[key]
+    shown = definition.to_dict()  # their JSON spelling, as stored
+    view.update((key, shown[key]) for key in JOB_DEFINITION_FIELDS if key in shown)
     return view
 
 

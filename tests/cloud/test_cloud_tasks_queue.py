@@ -16,6 +16,7 @@ from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.ports import Task
 from engine.service import build_engine
+from statemachine.definition import JobDefinition
 from statemachine.policy import JobPolicy
 from tests.cloud.fakes import FakeTasksClient, schedule_time
 from tests.engine.harness import START, FakeClock, RecordingTarget
@@ -150,7 +151,8 @@ def test_a_60_day_tick_is_chained_in_hops_and_fires_once_on_time(tmp_path):
     app = create_app(engine, Settings(task_secret="sek"))
     fire_at = START + timedelta(days=60)
     policy = JobPolicy(at=(fire_at,), revision="v1")
-    job = JobSnapshot("job", policy, {"id": "job", "target": {"noop": {}}, "timezone": "UTC"}, False)
+    definition = JobDefinition(id="job", at=("2027-01-01T00:00:00Z",), target={"noop": {}})
+    job = JobSnapshot("job", policy, definition, False)
     engine.configs.import_project(ProjectSnapshot("proj", "v1", jobs=(job,)))
 
     ticks = []

@@ -31,21 +31,21 @@ def test_demo_posts_to_the_local_echo_every_ten_seconds():
     heartbeat = load_project_file(EXAMPLES / "demo.yaml").job("heartbeat")
     assert heartbeat.policy.schedule_text == "*/10 * * * * ?"
     assert not heartbeat.disabled
-    assert heartbeat.definition["target"]["http"]["url"] == "http://127.0.0.1:8080/demo/echo"
+    assert heartbeat.definition.target["http"]["url"] == "http://127.0.0.1:8080/demo/echo"
 
 
 def test_bridge_templates():
     bridge = load_project_file(EXAMPLES / "bridge.yaml")
-    exporter = bridge.job("exporter-hourly").definition["target"]["http"]
+    exporter = bridge.job("exporter-hourly").definition.target["http"]
     assert exporter["body"] == ('{"endDateTime":"${startOfHour}","useLastExportTime":true,'
                                 '"tag":"[scheduler=Bridge-EX-Scheduler,'
                                 'endDateTime=${startOfHour}]"}')
     reporter = bridge.job("reporter-daily")
     assert reporter.policy.schedule_text == "0 0 3 * * ?"
     assert reporter.policy.timezone == "America/Los_Angeles"
-    assert "${startOfPreviousDay}" in reporter.definition["target"]["http"]["body"]
+    assert "${startOfPreviousDay}" in reporter.definition.target["http"]["body"]
 
 
 def test_mycoach_sends_one_off_notifications_in_the_future():
     invitations = load_project_file(EXAMPLES / "mycoach.yaml").job("training-invitations")
-    assert invitations.definition["at"][0] == "2027-01-04T08:00:00Z"
+    assert invitations.definition.at[0] == "2027-01-04T08:00:00Z"

@@ -7,6 +7,7 @@ import pytest
 
 from config.loader import load_project_file, parse_job_entry, parse_project_text
 from config.model import ConfigError, ProjectConfigError
+from statemachine.definition import RetrySpec
 from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
 from tests.config.helpers import NAME, project, text
 
@@ -69,7 +70,7 @@ def test_the_contract_example_loads_into_the_expected_model():
     assert config.content_hash == hashlib.sha256(CONTRACT_EXAMPLE.encode()).hexdigest()
     exporter, fitbit, invitations = config.jobs
     assert (exporter.line, fitbit.line, invitations.line) == (12, 31, 35)
-    assert exporter.definition == {
+    assert exporter.definition.to_dict() == {
         "id": "exporter-hourly", "schedule": "0 0 * * * ?", "timezone": "UTC", **COMMON,
         "retry": {"max_attempts": 3, "min_backoff": "1s", "max_backoff": "5m"},
         "throttle": "backup-consumers", "triggers": ["fitbit-worker"],
@@ -78,13 +79,13 @@ def test_the_contract_example_loads_into_the_expected_model():
                             "body": '{"endDateTime":"${startOfHour}"}', "timeout": "1m",
                             "async": False}},
     }
-    assert fitbit.definition == {
+    assert fitbit.definition.to_dict() == {
         "id": "fitbit-worker", "schedule": "0 0 3 * * ?", "timezone": "America/Los_Angeles",
         **COMMON, "retry": DEFAULT_RETRY, "throttle": None, "triggers": [],
         "target": {"pubsub": {"topic": "projects/P/topics/T",
                               "data": '{"date":"${yesterdaysDate}"}', "attributes": {}}},
     }
-    assert invitations.definition == {
+    assert invitations.definition.to_dict() == {
         "id": "training-invitations", "at": ["2020-12-24T14:00:00Z", "2020-12-25T14:00:00Z"],
         "timezone": "America/Los_Angeles", **COMMON, "retry": DEFAULT_RETRY,
         "throttle": None, "triggers": [],
@@ -124,7 +125,7 @@ MINIMAL = """
 def test_builtin_defaults():
     job = project(MINIMAL).jobs[0]
     assert job.disabled is False
-    assert job.definition == {
+    assert job.definition.to_dict() == {
         "id": "a", "schedule": "@hourly", "timezone": "UTC", **COMMON,
         "retry": DEFAULT_RETRY, "throttle": None, "triggers": [],
         "target": {"http": {"url": "https://x.example.com/", "method": "POST", "headers": {},
@@ -173,7 +174,7 @@ DEFAULTS = """
 
 def test_defaults_apply_and_nested_maps_combine_field_by_field():
     config = project(DEFAULTS)
-    inherits, overrides, _ = (job.definition for job in config.jobs)
+    inherits, overrides, _ = (job.definition.to_dict() for job in config.jobs)
     assert config.defaults == {
         "timezone": "Europe/Berlin", "disabled": True, "overlap": "allow", "max_concurrent": 4,
         "catchup": {"policy": "all", "window": "6h"}, "timeout": "1h",
@@ -219,7 +220,7 @@ def test_schedules_are_kept_as_written_apart_from_spacing():
             schedule: "  every   90m  offset 5m "
             target: {noop: {}}
         """)
-    assert config.jobs[0].definition["schedule"] == "every 90m offset 5m"
+    assert config.jobs[0].definition.schedule == "every 90m offset 5m"
     assert config.jobs[0].policy.schedule_text == "every 90m offset 5m"
 
 
@@ -233,8 +234,8 @@ def test_at_times_are_normalized_sorted_and_deduplicated():
               - 2027-01-04T09:00:00Z
             target: {noop: {}}
         """)
-    assert config.jobs[0].definition["at"] == ["2027-01-03T09:00:00.250000Z",
-                                               "2027-01-04T09:00:00Z"]
+    assert config.jobs[0].definition.at == ("2027-01-03T09:00:00.250000Z",
+                                            "2027-01-04T09:00:00Z")
 
 
 # --- revisions -----------------------------------------------------------------------
@@ -382,17 +383,16 @@ ENTRY = {"schedule": "every 10m", "retry": {"max_attempts": 2},
 def test_parse_job_entry_without_a_project():
     job = parse_job_entry(ENTRY, None, "api-job")
     assert job.id == "api-job" and job.line == 0
-    assert job.definition["id"] == "api-job"
-    assert job.definition["retry"] == {"max_attempts": 2, "min_backoff": "1s",
-                                       "max_backoff": "5m"}
+    assert job.definition.id == "api-job"
+    assert job.definition.retry == RetrySpec(max_attempts=2, min_backoff="1s", max_backoff="5m")
 
 
 def test_parse_job_entry_applies_the_project_defaults_and_rules():
     config = parse_project_text("b", CONTRACT_EXAMPLE, "b.yaml")
     for owner in (config, config.settings()):
         job = parse_job_entry({**ENTRY, "throttle": "backup-consumers"}, owner, "api-job")
-        assert job.definition["timezone"] == "America/Los_Angeles"
-        assert job.definition["throttle"] == "backup-consumers"
+        assert job.definition.timezone == "America/Los_Angeles"
+        assert job.definition.throttle == "backup-consumers"
 
 
 def test_parse_job_entry_errors_have_line_zero():
@@ -442,6 +442,6 @@ def test_parse_job_entry_accepts_its_own_id_and_the_cloud_rules():
 def test_a_definition_parses_back_to_itself():
     config = parse_project_text("b", CONTRACT_EXAMPLE, "b.yaml")
     for job in config.jobs + project(DEFAULTS).jobs:
-        again = parse_job_entry(job.definition, None, job.id)
+        again = parse_job_entry(job.definition.to_dict(), None, job.id)
         assert again.definition == job.definition
         assert again.policy == job.policy

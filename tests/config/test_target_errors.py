@@ -231,23 +231,23 @@ def test_refusal_and_canonical_host():
 
 def test_target_defaults():
     config = project(job("http: {url: https://x.example.com/run}"))
-    assert config.jobs[0].definition["target"] == {"http": {
+    assert config.jobs[0].definition.target == {"http": {
         "url": "https://x.example.com/run", "method": "POST", "headers": {}, "body": "",
         "timeout": "1m", "async": False}}
     config = project(job("pubsub: {topic: projects/p/topics/t}"))
-    assert config.jobs[0].definition["target"] == {"pubsub": {
+    assert config.jobs[0].definition.target == {"pubsub": {
         "topic": "projects/p/topics/t", "data": "", "attributes": {}}}
     config = project(job("cloud_tasks: {queue: projects/p/locations/l/queues/q, "
                          "url: https://w.example.com/x}"))
-    assert config.jobs[0].definition["target"] == {"cloud_tasks": {
+    assert config.jobs[0].definition.target == {"cloud_tasks": {
         "queue": "projects/p/locations/l/queues/q", "url": "https://w.example.com/x",
         "method": "POST", "headers": {}, "body": ""}}
-    assert project(job("noop:")).jobs[0].definition["target"] == {"noop": {}}
+    assert project(job("noop:")).jobs[0].definition.target == {"noop": {}}
 
 
 def test_method_is_case_insensitive_and_attempt_timeout_follows_http_timeout():
     config = project(job("http: {url: https://x.example.com, method: get, timeout: 90s}"))
-    assert config.jobs[0].definition["target"]["http"]["method"] == "GET"
+    assert config.jobs[0].definition.target["http"]["method"] == "GET"
     assert config.jobs[0].policy.attempt_timeout.total_seconds() == 90
 
 

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 from engine.ports import InvocationRow, StoredJob
 from statemachine import ids
+from statemachine.definition import CatchupSpec, FanoutSpec, JobDefinition, RetrySpec
 from statemachine.durations import UTC
 from statemachine.notification import NotificationState
 from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
@@ -44,13 +45,20 @@ def record(project: str = "proj", job_id: str = "job", watchdog_at: datetime | N
     )
 
 
+def definition(job_id: str = "job") -> JobDefinition:
+    return JobDefinition(
+        id=job_id, schedule="*/5 * * * *", timezone="Europe/Berlin", disabled=True, overlap=Overlap.ALLOW,
+        max_concurrent=7, catchup=CatchupSpec(Catchup.ALL, "1h30m"), timeout="3m",
+        retry=RetrySpec(4, "2s", "1m"), fanout=FanoutSpec(3, "30s"), throttle="slow", triggers=("b", "a"),
+        target={"http": {"url": "https://x.example/run", "headers": {"Content-Type": "application/json"},
+                         "body": '{"at":"${startOfHour}","note":"é ☃"}'}},
+        pause_after_failures=3, on_failure={"noop": {}},
+    )
+
+
 def job(project: str = "proj", job_id: str = "job", watchdog_at: datetime | None = None) -> StoredJob:
-    definition = {
-        "id": job_id, "schedule": "*/5 * * * *", "target": {"http": {"url": "https://x.example/run",
-        "headers": {"Content-Type": "application/json"}, "body": '{"at":"${startOfHour}"}'}},
-        "retry": {"max_attempts": 4}, "tags": ["a", "b"], "unicode": "é ☃",
-    }
-    return StoredJob(record(project, job_id, watchdog_at), definition, "api", "line 3: bad thing")
+    return StoredJob(record(project, job_id, watchdog_at), definition(job_id), "api", "line 3: bad thing",
+                     deleted=True)
 
 
 def invocation(

@@ -9,7 +9,9 @@ import pytest
 
 from config.loader import parse_job_entry
 from engine import operations as ops
+from engine.errors import NotFound
 from engine.ports import DeliveryResult, ProjectRow
+from engine.queries import visible
 from tests.contract.test_engine_scenarios import Scenario
 from tests.engine.harness import START
 
@@ -54,6 +56,34 @@ def test_a_deleted_job_delivers_nothing_more_and_its_row_goes(api):
     assert [r.scheduled_time for r in api.delivered("j")] == [START + timedelta(seconds=10)]
     assert api.backend.store.get_job("proj", "j") is None
     assert len(api.invocations("j")) == 1  # history stays until retention
+
+
+def test_a_deletion_stopped_after_its_first_step_hides_the_job_until_a_put_revives_it(api, monkeypatch):
+    first = api.put("j", {"schedule": "every 1m", "target": {"noop": {}}}).job
+    steps = []
+    real_apply = api.engine.changes.apply
+
+    def crash_after_the_first_step(*args, **kwargs):
+        if steps:
+            raise RuntimeError("the process died")
+        steps.append("JobDisabled")
+        return real_apply(*args, **kwargs)
+
+    monkeypatch.setattr(api.engine.changes, "apply", crash_after_the_first_step)
+    with pytest.raises(RuntimeError):
+        ops.delete_job(api.engine, "proj", "j")
+    monkeypatch.setattr(api.engine.changes, "apply", real_apply)
+
+    tombstone = api.backend.store.get_job("proj", "j")
+    assert tombstone.deleted and tombstone.record.disabled
+    assert tombstone.definition == first.definition  # the user's definition is not where the mark is
+    assert not visible(tombstone) and api.engine.queries.jobs("proj") == []
+    with pytest.raises(NotFound):
+        api.engine.queries.job("proj", "j")
+
+    again = api.put("j", {"schedule": "every 1m", "target": {"noop": {}}})
+    assert again.created and not again.job.deleted and not again.job.record.disabled
+    assert [job.record.job_id for job in api.engine.queries.jobs("proj")] == ["j"]
 
 
 def test_a_repeated_trigger_request_makes_one_invocation(api):

@@ -205,3 +205,21 @@ def test_the_emulator_gets_exactly_the_indexes_of_index_yaml(tmp_path):
     xml = datastore_indexes_xml(spec)
     assert '<datastore-index kind="A" ancestor="true">' in xml
     assert '<property name="y" direction="desc"/>' in xml and 'autoGenerate="false"' in xml
+
+
+def test_a_job_marked_deleted_in_its_definition_reads_back_deleted_and_is_upgraded_on_write(backend, raw):
+    store = backend.store
+    live = samples.job()
+    live.deleted = False
+    store.run_in_transaction(lambda tx: tx.put_job(live))
+    # As the version before `deleted` was a property wrote it: the mark inside the definition.
+    old = raw.get(raw.key("Job", "proj/job"))
+    del old["deleted"]
+    old["definition"] = json.dumps({**live.definition.to_dict(), "deleted": True}, separators=(",", ":"))
+    raw.put(old)
+
+    loaded = store.get_job("proj", "job")
+    assert loaded.deleted is True and loaded.definition == live.definition
+    store.run_in_transaction(lambda tx: tx.put_job(tx.get_job("proj", "job")))
+    stored = raw.get(old.key)
+    assert stored["deleted"] is True and "deleted" not in json.loads(stored["definition"])

@@ -9,6 +9,7 @@ import pytest
 
 from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.service import build_engine
+from statemachine.definition import JobDefinition
 from statemachine.policy import JobPolicy, Tuning
 from tests.engine.harness import START, FakeClock, RecordingTarget
 
@@ -22,7 +23,7 @@ class Scenario:
 
     def define(self, job_id: str = "job", schedule: str = "every 1m") -> None:
         policy = JobPolicy(schedule_text=schedule, revision="v1")
-        definition = {"id": job_id, "target": {"noop": {}}, "timezone": "UTC", "rev": "v1"}
+        definition = JobDefinition(id=job_id, schedule=schedule, target={"noop": {}})
         job = JobSnapshot(job_id, policy, definition, False)
         self.engine.configs.import_project(ProjectSnapshot("proj", "v1", jobs=(job,)))
 

@@ -12,6 +12,7 @@ import pytest
 from engine.ports import ProjectRow, Task
 from engine.service import build_engine
 from statemachine import events as ev
+from statemachine.definition import JobDefinition
 from statemachine.policy import JobPolicy, Overlap, Tuning
 from tests.contract import samples
 from tests.contract.backends import FixedClock
@@ -101,7 +102,8 @@ def test_concurrent_triggers_of_one_job_lose_no_update(backend):
     a read-modify-write of the job record. Every trigger must survive."""
     engine = build_engine(backend.store, {}, FixedClock(T0), Tuning(), secret=b"s")
     policy = JobPolicy(schedule_text="triggered", overlap=Overlap.ALLOW, max_concurrent=100, revision="r1")
-    engine.changes.apply("proj", "job", ev.JobEnabled(policy), definition={"id": "job"}, source="api")
+    definition = JobDefinition(id="job", schedule="triggered", target={"noop": {}})
+    engine.changes.apply("proj", "job", ev.JobEnabled(policy), definition=definition, source="api")
     count, errors = 8, []
     gate = threading.Barrier(count)
 

@@ -30,6 +30,7 @@ from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.ports import ConflictError, DeliveryResult, StoreError
 from engine.service import build_engine
 from statemachine import events as ev
+from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
 from statemachine.policy import JobPolicy, Tuning
 
@@ -320,7 +321,7 @@ class Harness:
     def define(self, job_id: str = "job", project: str = "proj", content: str = "v1", **policy) -> None:
         policy.setdefault("schedule_text", "every 1m")
         policy.setdefault("revision", content)
-        definition = {"id": job_id, "target": {"noop": {}}, "timezone": "UTC", "rev": content}
+        definition = JobDefinition(id=job_id, schedule=policy["schedule_text"], target={"noop": {}})
         job = JobSnapshot(job_id, JobPolicy(**policy), definition, False)
         self.engine.configs.import_project(ProjectSnapshot(project, content, jobs=(job,)))
 

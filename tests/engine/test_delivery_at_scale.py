@@ -10,6 +10,7 @@ from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.ports import DeliveryResult, ProjectRow, Task
+from statemachine.definition import JobDefinition
 from statemachine.policy import NOTIFY_RETRY, JobPolicy, RetryPolicy
 from tests.engine.harness import START, Harness
 
@@ -74,8 +75,8 @@ def test_the_limit_follows_the_imported_settings_and_an_unknown_throttle_runs_un
 
 def _define(h: Harness, jobs: dict[str, JobPolicy], definitions: dict | None = None, throttles=None) -> None:
     snapshots = tuple(
-        JobSnapshot(job_id, policy, {"id": job_id, "timezone": "UTC", "target": {"noop": {}},
-                                     **(definitions or {}).get(job_id, {})}, False)
+        JobSnapshot(job_id, policy, JobDefinition(id=job_id, schedule=policy.schedule_text, target={"noop": {}},
+                                                  **(definitions or {}).get(job_id, {})), False)
         for job_id, policy in jobs.items()
     )
     h.engine.configs.import_project(ProjectSnapshot("proj", "v1", jobs=snapshots,

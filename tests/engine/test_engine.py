@@ -6,6 +6,7 @@ import pytest
 
 from engine.config_import import ProjectSnapshot
 from engine.ports import DeliveryResult, StoreError
+from statemachine.definition import JobDefinition
 from statemachine.policy import Catchup, RetryPolicy, Tuning
 from tests.engine.harness import START, Harness
 
@@ -194,7 +195,8 @@ def test_a_job_defined_disabled_is_stored_and_readable(h):
     from engine.config_import import JobSnapshot
     from statemachine.policy import JobPolicy
 
-    job = JobSnapshot("off", JobPolicy(schedule_text="every 1m", revision="r"), {"id": "off"}, True)
+    definition = JobDefinition(id="off", schedule="every 1m", target={"noop": {}}, disabled=True)
+    job = JobSnapshot("off", JobPolicy(schedule_text="every 1m", revision="r"), definition, True)
     h.engine.configs.import_project(ProjectSnapshot("proj", "v1", jobs=(job,)))
     stored = h.store.get_job("proj", "off")
     assert stored is not None and stored.record.state.value == "DISABLED"

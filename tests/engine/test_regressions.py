@@ -9,6 +9,7 @@ from engine.ports import DeliveryResult, InvocationRow
 from engine.recording import LOG_LIMIT, append_log, start_task, trigger_task
 from statemachine import actions as act
 from statemachine import events as ev
+from statemachine.definition import JobDefinition
 from statemachine.policy import FanoutPolicy, JobPolicy, Overlap
 from tests.engine.harness import START, Harness
 
@@ -21,9 +22,9 @@ def h(tmp_path):
 def _two_jobs(h, **b_policy):
     """Triggered jobs a and b in one project; a's success triggers b."""
     a = JobSnapshot("a", JobPolicy(schedule_text="triggered", revision="a1", triggers=("b",)),
-                    {"id": "a", "target": {"noop": {}}, "timezone": "UTC"}, False)
+                    JobDefinition(id="a", schedule="triggered", target={"noop": {}}), False)
     b = JobSnapshot("b", JobPolicy(schedule_text="triggered", revision="b1", **b_policy),
-                    {"id": "b", "target": {"noop": {}}, "timezone": "UTC"}, False)
+                    JobDefinition(id="b", schedule="triggered", target={"noop": {}}), False)
     h.engine.configs.import_project(ProjectSnapshot("proj", "v1", jobs=(a, b)))
 
 

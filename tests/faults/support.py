@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.ports import DeliveryResult, RetryTask, Task
+from statemachine.definition import JobDefinition
 from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
 from statemachine.schedule import fire_times
 from tests.engine.harness import START, Harness
@@ -70,8 +71,8 @@ class Workload:
 
     def snapshot(self, content: str | None = None) -> ProjectSnapshot:
         jobs = tuple(
-            JobSnapshot(job_id, policy, {"id": job_id, "target": {"noop": {}}, "timezone": "UTC",
-                                         "rev": policy.revision}, False)
+            JobSnapshot(job_id, policy, JobDefinition(id=job_id, schedule=policy.schedule_text or "triggered",
+                                                      target={"noop": {}}), False)
             for job_id, policy in self.policies.items()
         )
         return ProjectSnapshot(PROJECT, content or self.content, jobs=jobs)

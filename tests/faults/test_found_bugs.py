@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from engine.config_import import JobSnapshot, ProjectSnapshot
+from statemachine.definition import JobDefinition
 from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, Tuning
 from tests.engine.harness import AFTER_COMMIT, START, Harness
 
@@ -75,7 +76,8 @@ def test_a_job_firing_during_its_projects_import_sees_the_projects_allowed_hosts
 
     h.engine.changes.apply = an_import_that_takes_a_minute
     jobs = tuple(
-        JobSnapshot(j, JobPolicy(schedule_text="every 1m", revision=j), {"id": j, "target": {"noop": {}}}, False)
+        JobSnapshot(j, JobPolicy(schedule_text="every 1m", revision=j),
+                    JobDefinition(id=j, schedule="every 1m", target={"noop": {}}), False)
         for j in ("first", "second")
     )
     snapshot = ProjectSnapshot("proj", "v1", jobs=jobs, settings={"allowed_hosts": ["metadata.internal"]})

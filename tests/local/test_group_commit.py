@@ -12,6 +12,7 @@ import pytest
 
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.ports import InvocationRow, StoredJob
+from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
 from statemachine.record import new_record
 
@@ -33,7 +34,8 @@ class CountingStore(SqliteJobStore):
 
 
 def _job(job_id: str, generation: int = 0) -> StoredJob:
-    return StoredJob(replace(new_record("p", job_id), generation=generation), {"target": {"noop": {}}}, "config")
+    definition = JobDefinition(id=job_id, schedule="triggered", target={"noop": {}})
+    return StoredJob(replace(new_record("p", job_id), generation=generation), definition, "config")
 
 
 def _bump(store, job_id: str) -> None:

@@ -17,6 +17,7 @@ from engine.recording import legacy_notification
 from statemachine.notification import NO_NOTIFICATION, NotificationState
 from statemachine.record import new_record
 from statemachine.vocabulary import NotificationStatus
+from tests.contract import samples
 from tests.engine.harness import START, FakeClock
 
 S = NotificationStatus
@@ -85,7 +86,7 @@ def test_an_old_row_reads_its_state_from_its_log_and_its_next_write_stores_it(ol
     row = store.get_invocation("proj", "job", "inv-1")
     assert row.notification == NotificationState(S.PENDING, 2, "http 502")
     requests = []
-    job = StoredJob(new_record("proj", "job"), {"on_failure": {"noop": {}}})
+    job = StoredJob(new_record("proj", "job"), samples.definition("job"))
     notifications = Notifications(lambda body: store.run_in_transaction(body), lambda project, job_id: job,
                                   FakeClock(), lambda *request: requests.append(request) or DeliveryResult("succeeded"))
 

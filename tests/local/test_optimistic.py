@@ -10,6 +10,7 @@ import pytest
 
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
+from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
 from statemachine.record import new_record
 
@@ -18,7 +19,7 @@ AT = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 
 def _job(generation: int = 0) -> StoredJob:
     record = replace(new_record("p", "j"), generation=generation)
-    return StoredJob(record, {"schedule": "* * * * * ?", "target": {"noop": {}}}, "config")
+    return StoredJob(record, JobDefinition(id="j", schedule="* * * * * ?", target={"noop": {}}), "config")
 
 
 @pytest.fixture

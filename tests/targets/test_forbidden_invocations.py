@@ -13,6 +13,7 @@ import pytest
 
 from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.targets.http import HttpTarget
+from statemachine.definition import JobDefinition
 from statemachine.policy import JobPolicy
 from tests.engine.harness import START, Harness
 
@@ -20,7 +21,7 @@ from tests.engine.harness import START, Harness
 def run_job(tmp_path, backend: str, url: str, allowed_hosts=()) -> dict:
     h = Harness(tmp_path)
     h.engine.deliveries.targets["http"] = HttpTarget(backend)
-    definition = {"id": "j", "timezone": "UTC", "target": {"http": {"url": url, "timeout": "2s"}}}
+    definition = JobDefinition(id="j", schedule="every 1m", target={"http": {"url": url, "timeout": "2s"}})
     job = JobSnapshot("j", JobPolicy(schedule_text="every 1m", revision="v1"), definition, False)
     h.engine.configs.import_project(ProjectSnapshot("proj", "v1", jobs=(job,),
                                              settings={"allowed_hosts": list(allowed_hosts)}))

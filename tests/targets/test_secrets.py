@@ -32,7 +32,7 @@ def job_text(header_value: str) -> str:
 
 def test_a_header_may_name_a_secret_and_the_config_never_holds_its_value():
     project = parse_project_text("p", job_text('{secret: api-token, prefix: "Bearer "}'), "p.yaml")
-    assert project.jobs[0].definition["target"]["http"]["headers"]["Authorization"] == {
+    assert project.jobs[0].definition.target["http"]["headers"]["Authorization"] == {
         "secret": "api-token", "prefix": "Bearer "}
 
 

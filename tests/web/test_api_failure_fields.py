@@ -10,8 +10,8 @@ def test_a_put_job_takes_pause_after_failures_and_on_failure(api):
                     on_failure={"http": {"url": "http://127.0.0.1:9/alert"}})
     assert api.put("j", body).status_code == 201
     stored = api.store.get_job("demo", "j")
-    assert stored.definition["pause_after_failures"] == 2
-    assert stored.definition["on_failure"]["http"]["url"] == "http://127.0.0.1:9/alert"
+    assert stored.definition.pause_after_failures == 2
+    assert stored.definition.on_failure["http"]["url"] == "http://127.0.0.1:9/alert"
     assert stored.record.policy.pause_after_failures == 2 and stored.record.policy.notify_failures
 
 

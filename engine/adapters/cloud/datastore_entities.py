@@ -39,6 +39,7 @@ from google.cloud import ndb
 
 from engine.ports import InvocationRow, ProjectRow, StoredJob
 from engine.recording import notification_text, stored_notification
+from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
 from statemachine.ids import scheduled_millis
 from statemachine.record import record_from_dict, record_to_dict
@@ -61,9 +62,10 @@ class JobEntity(ndb.Model):
     project = ndb.StringProperty()  # indexed: list_jobs
     job_id = ndb.TextProperty()
     record = ndb.TextProperty()  # record_to_dict(record) as JSON
-    definition = ndb.TextProperty()  # the normalized job entry as JSON
+    definition = ndb.TextProperty()  # JobDefinition.to_dict() as JSON
     source = ndb.TextProperty()
     config_error = ndb.TextProperty()
+    deleted = ndb.BooleanProperty(indexed=False)  # StoredJob.deleted
     state = ndb.TextProperty()  # a copy from the record, for people reading the console
     watchdog_at = ndb.DateTimeProperty(tzinfo=UTC)  # indexed: the watchdog query
 
@@ -144,9 +146,10 @@ def job_entity(job: StoredJob) -> JobEntity:
         project=record.project,
         job_id=record.job_id,
         record=_json(record_to_dict(record)),
-        definition=_json(job.definition),
+        definition=_json(job.definition.to_dict()),
         source=job.source,
         config_error=job.config_error,
+        deleted=job.deleted,
         state=record.state.value,
         watchdog_at=record.watchdog_at,
     )
@@ -155,11 +158,16 @@ def job_entity(job: StoredJob) -> JobEntity:
 def job_row(entity: JobEntity) -> StoredJob:
     if not entity.record:
         raise ValueError(f"job entity {entity.key.id()!r} has no record")
+    definition = _loads(entity.definition, {})
+    # Written before `deleted` was a property: the mark was a key of the definition.
+    # Read here, it is dropped from the entity at the job's next write.
+    marked = definition.pop("deleted", False) is True
     return StoredJob(
         record_from_dict(json.loads(entity.record)),
-        _loads(entity.definition, {}),
+        JobDefinition.from_dict(definition),
         entity.source or "config",
         entity.config_error or "",
+        bool(entity.deleted) or marked,
     )
 
 

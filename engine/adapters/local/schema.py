@@ -81,6 +81,16 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE invocations ADD COLUMN notification TEXT;
     """,
+    # 6: a job whose deletion through the API has begun (engine/operations.py) says so in
+    # a column of its own. Before, a `"deleted": true` key in its definition's JSON said
+    # so; this moves the mark out of the definition. Touches the jobs table only, so it
+    # may run before or after any migration of another table.
+    """
+    ALTER TABLE jobs ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0;
+    UPDATE jobs SET deleted = json_type(definition, '$.deleted') = 'true',
+        definition = json_remove(definition, '$.deleted')
+        WHERE json_type(definition, '$.deleted') IS NOT NULL
+    """,
 ]
 
 

@@ -14,13 +14,15 @@ from datetime import datetime
 
 from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
 from engine.recording import notification_text, stored_notification
+from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
 from statemachine.record import record_from_dict, record_to_dict
 
-SELECT_JOB = "SELECT record, definition, source, config_error FROM jobs WHERE project = ? AND job_id = ?"
+JOB_COLUMNS = "record, definition, source, config_error, deleted"  # what job_from_row reads
+SELECT_JOB = f"SELECT {JOB_COLUMNS} FROM jobs WHERE project = ? AND job_id = ?"
 PUT_JOB = (
     "INSERT OR REPLACE INTO jobs (project, job_id, record, definition, source, config_error,"
-    " state, watchdog_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    " state, watchdog_at, deleted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 DELETE_JOB = "DELETE FROM jobs WHERE project = ? AND job_id = ?"
 SELECT_INVOCATION = "SELECT * FROM invocations WHERE project = ? AND job_id = ? AND id = ?"
@@ -114,11 +116,12 @@ def job_values(job: StoredJob) -> tuple:
         record.project,
         record.job_id,
         text,
-        json.dumps(job.definition, separators=(",", ":")),
+        json.dumps(job.definition.to_dict(), separators=(",", ":")),
         job.source,
         job.config_error,
         record.state.value,
         to_seconds(record.watchdog_at),
+        int(job.deleted),
     )
 
 
@@ -133,8 +136,8 @@ def project_values(row: ProjectRow) -> tuple:
 
 # Decoded job records by their stored text. A delivery reads its job twice (tick,
 # outcome) and the second read finds the text this process just wrote; JobRecord
-# is immutable, so the cached one can be handed out as it is. Definitions are
-# plain dicts that callers could change, so they are decoded every time.
+# is immutable, so the cached one can be handed out as it is. Definitions hold
+# their targets as plain dicts that callers could change, so they are decoded every time.
 _RECORDS: dict[str, object] = {}
 _RECORDS_LIMIT = 4_096  # a few per task in flight; a miss only costs a decode
 
@@ -146,12 +149,12 @@ def _remember_record(text: str, record) -> None:
 
 
 def job_from_row(row) -> StoredJob:
-    text, definition, source, config_error = row
+    text, definition, source, config_error, deleted = row
     record = _RECORDS.get(text)
     if record is None:
         record = record_from_dict(json.loads(text))
         _remember_record(text, record)
-    return StoredJob(record, json.loads(definition), source, config_error)
+    return StoredJob(record, JobDefinition.from_dict(json.loads(definition)), source, config_error, bool(deleted))
 
 
 def project_from_row(row) -> ProjectRow:

@@ -24,6 +24,7 @@ from engine.adapters.local.group_commit import GroupCommitter
 from engine.adapters.local.optimistic import BufferedTransaction, NeedsLock
 from engine.adapters.local.schema import create_private, migrate
 from engine.adapters.local.sqlite_rows import (
+    JOB_COLUMNS,
     SqliteTransaction,
     invocation_from_row,
     job_from_row,
@@ -159,7 +160,7 @@ class SqliteJobStore:
 
     def list_jobs(self, project: str) -> list[StoredJob]:
         rows = self.connection().execute(
-            "SELECT record, definition, source, config_error FROM jobs WHERE project = ? ORDER BY job_id",
+            f"SELECT {JOB_COLUMNS} FROM jobs WHERE project = ? ORDER BY job_id",
             (project,),
         )
         return [job_from_row(row) for row in rows]
@@ -205,7 +206,7 @@ class SqliteJobStore:
         # A range on the primary key (project, job_id): the page costs the same
         # however many jobs the project has. Ids are ASCII, so prefix + U+FFFF bounds it.
         rows = self.connection().execute(
-            "SELECT record, definition, source, config_error FROM jobs WHERE project = ?"
+            f"SELECT {JOB_COLUMNS} FROM jobs WHERE project = ?"
             " AND job_id > ? AND job_id >= ? AND job_id < ? ORDER BY job_id LIMIT ?",
             (project, page_token or "", prefix, prefix + "\uffff", page_size + 1),
         ).fetchall()
