@@ -29,11 +29,8 @@ from statemachine.vocabulary import SkipReason, Trigger
 
 
 class InvalidTransition(Exception):
-    """The event is not allowed in the job's state; `code` is the API error code."""
-
-    def __init__(self, message: str, code: str = "FAILED_PRECONDITION"):
-        super().__init__(message)
-        self.code = code
+    """The event is not allowed in the job's state. The core names no API error
+    code: the shell's one table (web/errors.py) says what a refusal answers."""
 
 
 @dataclass(frozen=True)

@@ -148,7 +148,7 @@ def test_each_pair_has_its_defined_outcome(state, kind):
         assert isinstance(entry, Refusal) or callable(entry)
         with pytest.raises(InvalidTransition) as error:
             step(before, event, now)
-        assert error.value.code == "FAILED_PRECONDITION"
+        assert not hasattr(error.value, "code")  # the core names no API error code
         assert "proj/job" in str(error.value)
         return
     transition = step(before, event, now)
