@@ -180,8 +180,8 @@ def _handle_due(record: JobRecord, horizon: datetime, now: datetime, tuning: Tun
         paused_through = None
     record = evolve(record, scheduled_until=plan.handled_until, paused_through=paused_through)
     actions: list[act.Action] = [
-        inv.skipped(_occurrence(record, t, Trigger.SCHEDULE), SkipReason.PAUSED) for t in plan.paused]
-    actions += [inv.skipped(_occurrence(record, t, Trigger.CATCHUP), SkipReason.MISSED) for t in plan.missed]
+        act.RecordSkipped.of(_occurrence(record, t, Trigger.SCHEDULE), SkipReason.PAUSED) for t in plan.paused]
+    actions += [act.RecordSkipped.of(_occurrence(record, t, Trigger.CATCHUP), SkipReason.MISSED) for t in plan.missed]
     for scheduled_time, trigger in plan.deliver:
         occurrence = _occurrence(record, scheduled_time, trigger)
         record, started = inv.admit(record, occurrence, now, tuning, inline)
@@ -265,7 +265,7 @@ def _on_policy_while_disabled(record: JobRecord, event: ev.ScheduleChanged, now:
 
 def _on_disabled(record: JobRecord, event: ev.JobDisabled, now: datetime, tuning: Tuning) -> Result:
     """Stop new occurrences; running invocations finish on their own."""
-    dropped: list[act.Action] = [inv.skipped(o, SkipReason.DISABLED) for o in record.buffered]
+    dropped: list[act.Action] = [act.RecordSkipped.of(o, SkipReason.DISABLED) for o in record.buffered]
     record, _ = _arm(evolve(record, disabled=True, buffered=()), None)
     return record, dropped
 
@@ -294,7 +294,7 @@ def _manual_while_stopped(reason: str) -> Handler:
             hint = "; resume it first" if reason == SkipReason.PAUSED else ""
             raise InvalidTransition(f"job {record.project}/{record.job_id} is {reason}{hint}")
         occurrence = Occurrence(manual_invocation_id(record, event, now), event.at or now, event.trigger)
-        return record, [inv.skipped(occurrence, reason)]
+        return record, [act.RecordSkipped.of(occurrence, reason)]
 
     return handle
 
