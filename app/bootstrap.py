@@ -183,7 +183,9 @@ def wsgi_app():
 
 
 def _ndb_client(settings: Settings):
-    from google.cloud import ndb
+    # Not `from google.cloud import ndb`: mypy then looks for `ndb` in the typed
+    # google.cloud namespace (from google-cloud-tasks) and does not find it.
+    import google.cloud.ndb as ndb
 
     if settings.datastore_emulator_host:
         from google.auth.credentials import AnonymousCredentials

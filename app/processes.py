@@ -54,6 +54,7 @@ class DispatcherProcesses:
                  str(os.getpid())],
                 cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             )
+            assert child.stdin is not None  # stdin=PIPE
             child.stdin.write(blob)
             child.stdin.close()
             self.children.append(child)
@@ -77,6 +78,7 @@ class DispatcherProcesses:
                 child.wait()
 
     def _watch(self, index: int, child: subprocess.Popen) -> None:
+        assert child.stdout is not None  # stdout=PIPE
         for line in child.stdout:  # until the child exits
             try:
                 snapshot = json.loads(line)
@@ -104,6 +106,7 @@ def child_main() -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     runtime = build_local(settings)  # settings.processes > 1: optimistic transactions
+    assert runtime.dispatcher is not None  # the local backend always has one
     runtime.dispatcher.start()  # only the dispatcher: the parent runs the API and the loops
     log_event(log, "dispatcher process started", pid=os.getpid())
     while not stop.wait(1.0):

@@ -149,6 +149,8 @@ def _check_default_references(top: Checker, context: JobContext) -> None:
     if throttle is not None and context.throttles is not None \
             and throttle not in context.throttles:
         top.report(("defaults", "throttle"), f"unknown throttle '{throttle}'")
+    if context.known_jobs is None:
+        return  # triggers are not checked
     for name in context.defaults.get("triggers", ()):
         if name not in context.known_jobs:
             top.report(("defaults", "triggers"), f"unknown job '{name}' in this project")
@@ -180,7 +182,7 @@ def _jobs(filename: str, lines: LineMap, entries: list,
             first_line.setdefault(job_id, lines.line(path))
         job = parse_entry(check, path, entry, job_id or "", context)
         errors += check.errors
-        if job is not None and job_id not in duplicated:
+        if job is not None and job_id is not None and job_id not in duplicated:
             loaded[job_id] = (index, job)
     errors += _break_cycles(filename, lines, entries, loaded)
     jobs = sorted(loaded.values(), key=lambda item: item[0])
@@ -189,7 +191,7 @@ def _jobs(filename: str, lines: LineMap, entries: list,
 
 def _duplicates(ids: Sequence[str]) -> set[str]:
     seen: set[str] = set()
-    duplicated = set()
+    duplicated: set[str] = set()
     for job_id in ids:
         (duplicated if job_id in seen else seen).add(job_id)
     return duplicated
@@ -198,7 +200,7 @@ def _duplicates(ids: Sequence[str]) -> set[str]:
 def _break_cycles(filename: str, lines: LineMap, entries: list,
                   loaded: dict[str, tuple[int, JobConfig]]) -> list[ConfigError]:
     """Skip the job closing each cycle of triggers until none is left; their errors."""
-    errors = []
+    errors: list[ConfigError] = []
     while True:
         graph = {job_id: job.policy.triggers for job_id, (_, job) in loaded.items()}
         cycle = trigger_cycle(graph)

@@ -13,7 +13,7 @@ from typing import Any, Callable, TypeVar
 
 from engine.errors import ConflictError, NotFound
 from engine.metrics import Metrics
-from engine.ports import Clock, JobStore, StoredJob, Transaction
+from engine.ports import Clock, JobSource, JobStore, StoredJob, Transaction
 from engine.recording import append_log, materialize, record_action, throttle_queue
 from statemachine import actions as act
 from statemachine import events as ev
@@ -65,7 +65,7 @@ class JobChanges:
         self.store, self.clock, self.metrics, self.tuning = store, clock, metrics, tuning
 
     def apply(self, project: str, job_id: str, event: ev.Event, *, definition: JobDefinition | None = None,
-              source: str | None = None, deleted: bool = False, note: Note | None = None) -> Applied:
+              source: JobSource | None = None, deleted: bool = False, note: Note | None = None) -> Applied:
         """Step the job with one event and save everything it decided, atomically.
 
         `definition`/`source` replace the stored job's definition (config import,
@@ -126,7 +126,8 @@ class JobChanges:
             elif isinstance(action, act.FinishInvocation):
                 self.metrics.inc("sundial_invocations_finished_total", status=action.status)
 
-    def _apply_in(self, tx: Transaction, change: Change, definition: JobDefinition | None, source: str | None,
+    def _apply_in(self, tx: Transaction, change: Change, definition: JobDefinition | None,
+                  source: JobSource | None,
                   deleted: bool) -> Applied:
         """The body of `apply`: may run more than once; only its last run commits."""
         now = self.clock.now()
@@ -136,7 +137,7 @@ class JobChanges:
         if stored is None:
             if definition is None:
                 raise NotFound(f"job {project}/{job_id} not found")
-            stored = StoredJob(new_record(project, job_id), definition, source or "config")
+            stored = StoredJob(new_record(project, job_id), definition, source or JobSource.CONFIG)
         elif isinstance(event, ev.ManualTrigger):
             invocation = manual_invocation_id(stored.record, event, now)
             if tx.get_invocation(project, job_id, invocation) is not None:

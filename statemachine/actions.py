@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from statemachine.record import Occurrence
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,11 @@ class RecordSkipped:
     scheduled_time: datetime
     trigger: str
     reason: str
+
+    @classmethod
+    def of(cls, occurrence: Occurrence, reason: str) -> RecordSkipped:
+        """The occurrence, skipped for `reason` (a SkipReason): the one way the core builds it."""
+        return cls(occurrence.invocation_id, occurrence.scheduled_time, occurrence.trigger, reason)
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,11 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
+from statemachine.cron import MACROS
 from statemachine.durations import parse_duration
 
 __all__ = ["describe_schedule", "describe_at", "spell_duration"]
 
-_MACROS = {
-    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
-}
 _DAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
 _DAY_NAMES = {name[:3].upper(): index for index, name in enumerate(_DAYS)}
 _MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
@@ -65,7 +62,7 @@ def describe_schedule(text: str, timezone: str = "UTC") -> str | None:
             return sentence
     except ValueError:
         return None
-    described = _describe_cron(_MACROS.get(lowered, words))
+    described = _describe_cron(MACROS.get(lowered, words))
     if described is None or re.fullmatch(r"every (\d+ (seconds|minutes)|second|minute|hour)", described):
         return described  # steps under an hour read the same in every time zone
     return f"{described}, {timezone}"

@@ -1,4 +1,12 @@
-"""Events: what happened to a job, in the past tense. One event per step."""
+"""Events: what happened to a job, in the past tense. One event per step.
+
+Two of them carry more than one kind of happening, told apart by a field (their
+names stay as they are; the docstrings below say what each form means):
+`InvocationFinished` with `attempt=None` is an async target's completion report,
+not the end of one attempt; `ManualTrigger.trigger` says whether a person or
+another job's success asked for the invocation, and the machine treats the two
+differently when the job is stopped.
+"""
 
 from __future__ import annotations
 
@@ -60,7 +68,15 @@ class InvocationStarted:
 
 @dataclass(frozen=True)
 class InvocationFinished:
-    """An attempt ended, or (with `attempt=None`) an async completion arrived."""
+    """An attempt ended: the target answered (or failed to) for `attempt` of event
+    `event_index`, and a failure may be retried.
+
+    With `attempt=None` it is a different happening: the async target's completion
+    report arrived (POST .../invocations/ID:complete, after an earlier 202). It names
+    no attempt and no event: it settles every event of the invocation still in
+    flight or accepted, at once and without a retry (`succeeded`, `reason` as the
+    report says), and is ignored once the invocation has finished.
+    """
 
     invocation_id: str
     succeeded: bool
@@ -74,10 +90,17 @@ class ManualTrigger:
     """A request to start an invocation now.
 
     `request_id` makes the trigger idempotent: the same request at the same
-    `at` names the same invocation (the shell refuses a second one). `trigger`
-    is `manual` or `job:ID` for another job's success; `at` is when the
-    trigger was asked for (default: the step's `now`), so that a redelivered
-    trigger task names the same invocation as the first delivery.
+    `at` names the same invocation (the shell refuses a second one). `at` is
+    when the trigger was asked for (default: the step's `now`), so that a
+    redelivered trigger task names the same invocation as the first delivery.
+
+    `trigger` says who asked, and is stored as the invocation's trigger:
+    - `Trigger.MANUAL` ("manual"): a person (the API, the UI, the CLI). A paused
+      or disabled job refuses it (InvalidTransition), so the person hears why.
+    - `Trigger.job(ID)` ("job:ID"): job ID of the same project succeeded and
+      names this job in its `triggers`; `request_id` is that job's invocation.
+      Nobody waits for an answer, so a paused or disabled job records it
+      SKIPPED (reason paused/disabled) instead of refusing it.
     """
 
     request_id: str

@@ -33,7 +33,7 @@ def admit(
     if len(record.active) < policy.concurrency_limit():
         return start(record, occurrence, now, tuning, inline)
     if _trigger_storm(record, occurrence, policy):
-        return record, [skipped(occurrence, SkipReason.OVERLAP)]
+        return record, [act.RecordSkipped.of(occurrence, SkipReason.OVERLAP)]
     # A caught-up occurrence under `catchup: all` is never dropped for overlap:
     # the policy promises each one is delivered, so they wait their turn.
     if policy.overlap is Overlap.BUFFER_ALL or _kept_for_catchup(occurrence, policy):
@@ -41,10 +41,10 @@ def admit(
     if policy.overlap is Overlap.BUFFER_ONE:
         # The newest replaces what waits, except the caught-up ones promised above.
         kept = tuple(o for o in record.buffered if _kept_for_catchup(o, policy))
-        dropped: list[act.Action] = [skipped(o, SkipReason.OVERLAP) for o in record.buffered
+        dropped: list[act.Action] = [act.RecordSkipped.of(o, SkipReason.OVERLAP) for o in record.buffered
                                      if not _kept_for_catchup(o, policy)]
         return evolve(record, buffered=kept + (occurrence,)), dropped
-    return record, [skipped(occurrence, SkipReason.OVERLAP)]
+    return record, [act.RecordSkipped.of(occurrence, SkipReason.OVERLAP)]
 
 
 # Under `buffer_all`, at most this many occurrences started by other jobs' triggers
@@ -63,12 +63,6 @@ def _trigger_storm(record: JobRecord, occurrence: Occurrence, policy: JobPolicy)
 
 def _kept_for_catchup(occurrence: Occurrence, policy: JobPolicy) -> bool:
     return occurrence.trigger == Trigger.CATCHUP and policy.catchup is Catchup.ALL
-
-
-def skipped(occurrence: Occurrence, reason: str) -> act.RecordSkipped:
-    return act.RecordSkipped(
-        occurrence.invocation_id, occurrence.scheduled_time, occurrence.trigger, reason
-    )
 
 
 def start(

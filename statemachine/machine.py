@@ -5,36 +5,44 @@ record, call `step` with one event, apply every action, save the new record.
 `Deliver` is the one action performed after the commit. Nothing here reads a
 clock, touches storage or draws a random number, so a step can be replayed.
 
+`JobState` is a projection of the record's flags, not a second source of truth:
+after every step `derive_state` computes it from `disabled`, `paused`, the
+`active` invocations (and whether one has started), `tick_at` and `buffered`.
+It is stored with the record (and in the SQL `state` column) only so that it can
+be shown and queried without the machine; `_settle` keeps it in step.
+
 Every (state, event) pair has an entry in `TRANSITIONS`: a handler, `IGNORE`
-(the event is a duplicate or stale and changes nothing), or a `Refusal` that
-raises `InvalidTransition` and leaves the record as it was.
+(the event is a duplicate or stale and changes nothing), or a `Refusal`
+(`step` raises `InvalidTransition` and the record stays as it was). The state
+picks the entry; the handler then acts on the flags, and the state that results
+is derived again. So the table holds no next states: `NEXT_STATE` writes them
+down for the reader, and tests/unit/test_machine_table.py holds it true.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, Callable
+from datetime import datetime
+from enum import Enum
+from typing import Any, Callable, Final
 
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine import ids
 from statemachine import invocations as inv
-from statemachine.catchup import DuePlan, plan_due
 from statemachine.errors import SundialError
+from statemachine.invocations import Result
 from statemachine.pausing import pause
 from statemachine.policy import DEFAULT_TUNING, Tuning
 from statemachine.record import JobRecord, JobState, Occurrence, evolve
-from statemachine.schedule import IntervalSchedule, is_clock_driven, next_fire
+from statemachine.schedule import IntervalSchedule, is_clock_driven
+from statemachine.ticks import after_invocations, arm, arm_next, on_tick, settle_backlog
 from statemachine.vocabulary import SkipReason, Trigger
 
 
 class InvalidTransition(SundialError):
-    """The event is not allowed in the job's state; `code` is the API error code."""
-
-    def __init__(self, message: str, code: str = "FAILED_PRECONDITION"):
-        super().__init__(message)
-        self.code = code
+    """The event is not allowed in the job's state. The core names no API error
+    code: the shell's one table (web/errors.py) says what a refusal answers."""
 
 
 @dataclass(frozen=True)
@@ -43,26 +51,48 @@ class Transition:
     actions: tuple[act.Action, ...] = ()
 
 
-@dataclass(frozen=True)
-class Refusal:
-    message: str
-
-
-IGNORE = "ignore"
-_MILLISECOND = timedelta(milliseconds=1)
-Result = tuple[JobRecord, list[act.Action]]
 # A transition's handler: the record and the event in, the record and its actions out.
 Handler = Callable[[JobRecord, Any, datetime, Tuning], Result]
-Entry = Handler | Refusal | str  # a table entry: what to do, why not, or IGNORE
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A refused pair: `step` raises InvalidTransition with `message` (`{job}` names
+    the job). `unless` picks out the events of the pair that are not refused after
+    all; `handler` takes those."""
+
+    message: str
+    unless: Callable[[Any], bool] | None = None
+    handler: Handler | None = None
+
+    def __post_init__(self) -> None:
+        if (self.unless is None) != (self.handler is None):
+            raise ValueError("a Refusal's `unless` needs a `handler`, and a handler an `unless`")
+
+    def handler_for(self, record: JobRecord, event: ev.Event) -> Handler:
+        """The handler of an event this refusal lets through; InvalidTransition for the rest."""
+        if self.unless is None or self.handler is None or not self.unless(event):
+            raise InvalidTransition(self.message.format(job=f"{record.project}/{record.job_id}"))
+        return self.handler
+
+
+class _Ignore(Enum):
+    """IGNORE's type: a one-member enum, so that `entry is IGNORE` is all a check needs."""
+
+    IGNORE = "IGNORE"
+
+
+IGNORE: Final = _Ignore.IGNORE
+Entry = Handler | Refusal | _Ignore  # a table entry: what to do, why not, or IGNORE
 
 
 def step(record: JobRecord, event: ev.Event, now: datetime, tuning: Tuning = DEFAULT_TUNING) -> Transition:
-    outcome = TRANSITIONS[record.state][type(event)]
-    if isinstance(outcome, str):  # IGNORE
+    entry = TRANSITIONS[record.state][type(event)]
+    if isinstance(entry, Refusal):
+        entry = entry.handler_for(record, event)
+    if entry is IGNORE:
         return Transition(record)
-    if isinstance(outcome, Refusal):
-        raise InvalidTransition(outcome.message.format(job=f"{record.project}/{record.job_id}"))
-    new_record, actions = outcome(record, event, now, tuning)
+    new_record, actions = entry(record, event, now, tuning)
     return Transition(_settle(new_record, tuning), tuple(actions))
 
 
@@ -92,112 +122,6 @@ def _settle(record: JobRecord, tuning: Tuning) -> JobRecord:
     return evolve(record, state=state, watchdog_at=watchdog_at)
 
 
-# --- ticks -------------------------------------------------------------------------
-
-def _arm(record: JobRecord, at: datetime | None, **changes: Any) -> Result:
-    """Point the record at a new tick (fresh nonce), or at none; `changes` are
-    other fields to set in the same copy."""
-    if at is None:
-        return evolve(record, tick_at=None, tick_nonce=None, **changes), []
-    counter = record.nonce_counter + 1
-    nonce = f"{record.generation}.{counter}"
-    record = evolve(record, nonce_counter=counter, tick_at=at, tick_nonce=nonce, **changes)
-    return record, [act.ScheduleTick(at, nonce)]
-
-
-def _arm_next(record: JobRecord, now: datetime) -> Result:
-    """Arm the tick that follows what the record has handled so far."""
-    if record.disabled or record.paused:
-        return _arm(record, None)
-    schedule = record.live_policy.schedule
-    if isinstance(schedule, IntervalSchedule):
-        if record.active or record.buffered:
-            return _arm(record, None)
-        at = now + max(schedule.interval, _failure_backoff(record))
-        if record.scheduled_until is not None and at <= record.scheduled_until:
-            # Occurrence ids have millisecond resolution: a run shorter than that
-            # must not give the next occurrence the same scheduled time.
-            at = record.scheduled_until + _MILLISECOND
-        return _arm(record, at)
-    if not is_clock_driven(schedule):
-        return _arm(record, None)
-    return _arm(record, next_fire(schedule, record.scheduled_until or now))
-
-
-def _failure_backoff(record: JobRecord) -> timedelta:
-    """After failed invocations a relative schedule (`continuously`) waits like a retry:
-    `min_backoff`, doubling per consecutive failure up to `max_backoff`, so a failing
-    target is not called flat out. Without jitter, so it never waits less."""
-    failures = record.consecutive_failures
-    if not failures or record.policy is None:
-        return timedelta(0)
-    retry = record.live_policy.retry
-    backoff: timedelta = retry.min_backoff * (2 ** min(failures - 1, 40))
-    return min(backoff, retry.max_backoff)
-
-
-def _on_tick(record: JobRecord, event: ev.TickArrived, now: datetime, tuning: Tuning) -> Result:
-    tick_at = record.tick_at
-    if event.nonce != record.tick_nonce or tick_at is None:
-        return record, []  # stale: superseded by a newer tick, or a duplicate
-    early = tick_at - now
-    if early > tuning.rearm_early:
-        # A fresh nonce: the task being processed is acknowledged, and a queue
-        # that deduplicates by name must not take the new one for it.
-        return _arm(record, tick_at)
-    if early > tuning.accept_early:
-        return record, [act.RetryLater(early)]
-    horizon = max(now, tick_at)
-    if isinstance(record.live_policy.schedule, IntervalSchedule):
-        # A relative schedule arms its next tick when the invocation ends.
-        occurrence = _occurrence(record, tick_at, Trigger.SCHEDULE)
-        record, actions = _arm(record, None, scheduled_until=horizon)
-        record, started = inv.admit(record, occurrence, now, tuning, inline=True)
-        return record, actions + started
-    record, handled, plan = _handle_due(record, horizon, now, tuning)
-    next_at: datetime | None
-    if plan.more:
-        next_at = now  # a long backlog continues in the next transaction
-    elif plan.following is not None:
-        next_at = plan.following
-    else:
-        next_at = next_fire(record.live_policy.schedule, plan.handled_until)
-    record, armed = _arm(record, next_at)
-    return record, armed + handled
-
-
-def _handle_due(record: JobRecord, horizon: datetime, now: datetime, tuning: Tuning,
-                inline: bool = True) -> tuple[JobRecord, list[act.Action], DuePlan]:
-    """Record or admit every fire time in (scheduled_until, horizon], one batch of them.
-
-    `inline`: the first attempts may be delivered right after this commit (ticks);
-    other callers enqueue them.
-    """
-    if record.scheduled_until is None:
-        raise ValueError(f"job {record.project}/{record.job_id} has no handled time to plan from")
-    plan = plan_due(
-        record.live_policy.schedule, record.scheduled_until, horizon, now, record.live_policy, tuning,
-        record.paused_through,
-    )
-    paused_through = record.paused_through
-    if paused_through is not None and plan.handled_until >= paused_through:
-        paused_through = None
-    record = evolve(record, scheduled_until=plan.handled_until, paused_through=paused_through)
-    actions: list[act.Action] = [
-        inv.skipped(_occurrence(record, t, Trigger.SCHEDULE), SkipReason.PAUSED) for t in plan.paused]
-    actions += [inv.skipped(_occurrence(record, t, Trigger.CATCHUP), SkipReason.MISSED) for t in plan.missed]
-    for scheduled_time, trigger in plan.deliver:
-        occurrence = _occurrence(record, scheduled_time, trigger)
-        record, started = inv.admit(record, occurrence, now, tuning, inline)
-        actions += started
-    return record, actions, plan
-
-
-def _occurrence(record: JobRecord, scheduled_time: datetime, trigger: str) -> Occurrence:
-    invocation = ids.invocation_id(record.project, record.job_id, scheduled_time, ids.OCCURRENCE)
-    return Occurrence(invocation, scheduled_time, trigger)
-
-
 # --- definition changes ------------------------------------------------------------
 
 def _on_enabled(record: JobRecord, event: ev.JobEnabled, now: datetime, tuning: Tuning) -> Result:
@@ -209,7 +133,7 @@ def _on_enabled(record: JobRecord, event: ev.JobEnabled, now: datetime, tuning: 
         generation=record.generation + 1,
         scheduled_until=_not_before(record.scheduled_until, now),
     )
-    return _arm_next(record, now)
+    return arm_next(record, now)
 
 
 def _not_before(handled: datetime | None, now: datetime) -> datetime:
@@ -228,7 +152,7 @@ def _on_policy(record: JobRecord, event: ev.JobEnabled | ev.ScheduleChanged, now
     if not timing_changed:
         return evolve(record, policy=event.policy), []
     # What fell due under the old timing is settled under it first.
-    record, settled = _settle_backlog(record, now, tuning)
+    record, settled = settle_backlog(record, now, tuning)
     # The new generation makes every tick of the old timing stale.
     record = evolve(
         record,
@@ -236,30 +160,8 @@ def _on_policy(record: JobRecord, event: ev.JobEnabled | ev.ScheduleChanged, now
         generation=record.generation + 1,
         scheduled_until=_not_before(record.scheduled_until, now),
     )
-    record, armed = _arm_next(record, now)
+    record, armed = arm_next(record, now)
     return record, settled + armed
-
-
-_BACKLOG_BATCHES = 50
-
-
-def _settle_backlog(record: JobRecord, now: datetime, tuning: Tuning) -> Result:
-    """Handle the fire times of the current timing that are due but not yet handled."""
-    if (
-        record.policy is None
-        or record.disabled
-        or record.paused
-        or record.scheduled_until is None
-        or not is_clock_driven(record.live_policy.schedule)
-    ):
-        return record, []
-    actions: list[act.Action] = []
-    for _ in range(_BACKLOG_BATCHES):
-        record, handled, plan = _handle_due(record, now, now, tuning, inline=False)
-        actions += handled
-        if not plan.more:
-            break
-    return record, actions
 
 
 def _on_policy_while_disabled(record: JobRecord, event: ev.ScheduleChanged, now: datetime,
@@ -269,8 +171,8 @@ def _on_policy_while_disabled(record: JobRecord, event: ev.ScheduleChanged, now:
 
 def _on_disabled(record: JobRecord, event: ev.JobDisabled, now: datetime, tuning: Tuning) -> Result:
     """Stop new occurrences; running invocations finish on their own."""
-    dropped: list[act.Action] = [inv.skipped(o, SkipReason.DISABLED) for o in record.buffered]
-    record, _ = _arm(evolve(record, disabled=True, buffered=()), None)
+    dropped: list[act.Action] = [act.RecordSkipped.of(o, SkipReason.DISABLED) for o in record.buffered]
+    record, _ = arm(evolve(record, disabled=True, buffered=()), None)
     return record, dropped
 
 
@@ -290,17 +192,20 @@ def _on_manual(record: JobRecord, event: ev.ManualTrigger, now: datetime, tuning
     return inv.admit(record, Occurrence(invocation, event.at or now, event.trigger), now, tuning)
 
 
-def _manual_while_stopped(reason: str) -> Handler:
-    """A person's trigger is refused (409); another job's trigger is recorded as skipped."""
+def _triggered_by_another_job(event: ev.ManualTrigger) -> bool:
+    return event.trigger != Trigger.MANUAL
 
-    def handle(record: JobRecord, event: ev.ManualTrigger, now: datetime, tuning: Tuning) -> Result:
-        if event.trigger == Trigger.MANUAL:
-            hint = "; resume it first" if reason == SkipReason.PAUSED else ""
-            raise InvalidTransition(f"job {record.project}/{record.job_id} is {reason}{hint}")
+
+def _trigger_while_stopped(reason: SkipReason) -> Refusal:
+    """A person's trigger of a stopped job is refused; another job's trigger is not
+    anyone's to refuse, so it is recorded SKIPPED, and the job's history says why."""
+
+    def skip(record: JobRecord, event: ev.ManualTrigger, now: datetime, tuning: Tuning) -> Result:
         occurrence = Occurrence(manual_invocation_id(record, event, now), event.at or now, event.trigger)
-        return record, [inv.skipped(occurrence, reason)]
+        return record, [act.RecordSkipped.of(occurrence, reason)]
 
-    return handle
+    hint = "; resume it first" if reason is SkipReason.PAUSED else ""
+    return Refusal(f"job {{job}} is {reason}{hint}", unless=_triggered_by_another_job, handler=skip)
 
 
 def _on_paused(record: JobRecord, event: ev.Paused, now: datetime, tuning: Tuning) -> Result:
@@ -310,17 +215,16 @@ def _on_paused(record: JobRecord, event: ev.Paused, now: datetime, tuning: Tunin
 def _on_resumed(record: JobRecord, event: ev.Resumed, now: datetime, tuning: Tuning) -> Result:
     """Resume from now: what fell due meanwhile is recorded SKIPPED/paused, not caught up.
 
-    An immediate tick records it, in batches as long as it needs.
+    An immediate tick records it, in batches as long as it needs. Only a PAUSED
+    job's row sends Resumed here: every other row IGNOREs or refuses it.
     """
-    if not record.paused:
-        return record, []
     # The count starts again: a job paused for its failures gets its full
     # `pause_after_failures` again once someone resumes it.
     record = evolve(record, paused=False, pause_reason="", paused_at=None, consecutive_failures=0)
     schedule = record.live_policy.schedule
     if isinstance(schedule, IntervalSchedule) or not is_clock_driven(schedule):
-        return _arm_next(record, now)
-    return _arm(evolve(record, paused_through=now), now)
+        return arm_next(record, now)
+    return arm(evolve(record, paused_through=now), now)
 
 
 def _on_aborted(record: JobRecord, event: ev.Aborted, now: datetime, tuning: Tuning) -> Result:
@@ -329,7 +233,7 @@ def _on_aborted(record: JobRecord, event: ev.Aborted, now: datetime, tuning: Tun
         if record.find_active(entry.invocation_id) is not None:
             record, finished = inv.finish(record, entry, inv.ABORTED, event.reason, now, tuning)
             actions += finished
-    return _after_invocations(record, now, actions)
+    return after_invocations(record, now, actions)
 
 
 def _on_watchdog(record: JobRecord, event: ev.WatchdogFired, now: datetime, tuning: Tuning) -> Result:
@@ -340,14 +244,14 @@ def _on_watchdog(record: JobRecord, event: ev.WatchdogFired, now: datetime, tuni
     if record.tick_at is not None and now >= record.tick_at + tuning.tick_grace:
         # For now, not its old time: the tick handles every fire time since the last
         # one anyway, and an old time would leave watchdog_at in the past.
-        record, rearmed = _arm(record, now)  # a new nonce: the lost tick stays stale
+        record, rearmed = arm(record, now)  # a new nonce: the lost tick stays stale
         actions += rearmed
     for entry in record.active:
         current = record.find_active(entry.invocation_id)
         if current is not None:
             record, repaired = inv.repair(record, current, now, tuning)
             actions += repaired
-    return _after_invocations(record, now, actions)
+    return after_invocations(record, now, actions)
 
 
 def _with_invocations(handler: Handler) -> Handler:
@@ -355,23 +259,9 @@ def _with_invocations(handler: Handler) -> Handler:
 
     def run(record: JobRecord, event: Any, now: datetime, tuning: Tuning) -> Result:
         record, actions = handler(record, event, now, tuning)
-        return _after_invocations(record, now, actions)
+        return after_invocations(record, now, actions)
 
     return run
-
-
-def _after_invocations(record: JobRecord, now: datetime, actions: list[act.Action]) -> Result:
-    """A relative schedule's next tick counts from the end of its last invocation."""
-    if (
-        record.policy is not None
-        and isinstance(record.live_policy.schedule, IntervalSchedule)
-        and record.tick_at is None
-        and not record.active
-        and not record.buffered
-    ):
-        record, armed = _arm_next(record, now)
-        actions = actions + armed
-    return record, actions
 
 
 _starting = _with_invocations(inv.on_starting)
@@ -393,7 +283,7 @@ def _table() -> dict[JobState, dict[type, Entry]]:
         ev.JobEnabled: _on_policy,
         ev.JobDisabled: _on_disabled,
         ev.ScheduleChanged: _on_policy,
-        ev.TickArrived: _on_tick,
+        ev.TickArrived: on_tick,
         ev.ManualTrigger: _manual,
         ev.Paused: _on_paused,
         ev.Resumed: IGNORE,  # not paused: nothing to resume
@@ -410,7 +300,7 @@ def _table() -> dict[JobState, dict[type, Entry]]:
         S.PAUSED: {
             **common,
             ev.TickArrived: IGNORE,
-            ev.ManualTrigger: _manual_while_stopped(SkipReason.PAUSED),
+            ev.ManualTrigger: _trigger_while_stopped(SkipReason.PAUSED),
             ev.Resumed: _on_resumed,
         },
         S.DISABLED: {
@@ -419,7 +309,7 @@ def _table() -> dict[JobState, dict[type, Entry]]:
             ev.JobDisabled: IGNORE,
             ev.ScheduleChanged: _on_policy_while_disabled,
             ev.TickArrived: IGNORE,
-            ev.ManualTrigger: _manual_while_stopped(SkipReason.DISABLED),
+            ev.ManualTrigger: _trigger_while_stopped(SkipReason.DISABLED),
             ev.Paused: disabled_refusal,
             ev.Resumed: disabled_refusal,
         },
@@ -427,3 +317,58 @@ def _table() -> dict[JobState, dict[type, Entry]]:
 
 
 TRANSITIONS = _table()
+
+
+# Where each pair leads: the state `derive_state` gives the record after the step.
+# Documentation, held true for every pair by tests/unit/test_machine_table.py, in its
+# situations: SCHEDULED with its 10:15 occurrence due at 10:15; QUEUED with that
+# occurrence's start waiting; RUNNING, PAUSED and DISABLED with it in flight; DONE after
+# its one `at` time; a person's trigger. Elsewhere a handler may lead elsewhere, as the
+# flags say: an early tick changes nothing, a second invocation keeps the job RUNNING,
+# another job's trigger of a stopped job is recorded SKIPPED.
+# IGNORE: nothing changes. InvalidTransition: the pair is refused.
+def _next_states() -> dict[JobState, dict[type, JobState | _Ignore | type[InvalidTransition]]]:
+    S, E, REFUSED = JobState, ev, InvalidTransition
+    quiet = {E.InvocationStarting: IGNORE, E.InvocationStarted: IGNORE, E.InvocationFinished: IGNORE}
+    return {
+        S.SCHEDULED: {
+            # A timing change first starts what fell due under the old timing (queued);
+            # a due tick delivers right after its commit (running).
+            E.JobEnabled: S.QUEUED, E.JobDisabled: S.DISABLED, E.ScheduleChanged: S.QUEUED,
+            E.TickArrived: S.RUNNING, **quiet, E.ManualTrigger: S.QUEUED, E.Paused: S.PAUSED,
+            E.Resumed: IGNORE, E.Aborted: IGNORE, E.WatchdogFired: S.SCHEDULED,
+        },
+        S.QUEUED: {
+            E.JobEnabled: S.QUEUED, E.JobDisabled: S.DISABLED, E.ScheduleChanged: S.QUEUED,
+            E.TickArrived: S.QUEUED, E.InvocationStarting: S.RUNNING, E.InvocationStarted: S.RUNNING,
+            E.InvocationFinished: S.SCHEDULED, E.ManualTrigger: S.QUEUED, E.Paused: S.PAUSED,
+            E.Resumed: IGNORE, E.Aborted: S.SCHEDULED, E.WatchdogFired: S.SCHEDULED,
+        },
+        S.RUNNING: {
+            E.JobEnabled: S.RUNNING, E.JobDisabled: S.DISABLED, E.ScheduleChanged: S.RUNNING,
+            E.TickArrived: S.RUNNING, E.InvocationStarting: S.RUNNING, E.InvocationStarted: S.RUNNING,
+            E.InvocationFinished: S.SCHEDULED, E.ManualTrigger: S.RUNNING, E.Paused: S.PAUSED,
+            E.Resumed: IGNORE, E.Aborted: S.SCHEDULED, E.WatchdogFired: S.SCHEDULED,
+        },
+        S.PAUSED: {
+            # The invocation in flight finishes on its own: resumed, the job is RUNNING.
+            E.JobEnabled: S.PAUSED, E.JobDisabled: S.DISABLED, E.ScheduleChanged: S.PAUSED,
+            E.TickArrived: IGNORE, E.InvocationStarting: S.PAUSED, E.InvocationStarted: S.PAUSED,
+            E.InvocationFinished: S.PAUSED, E.ManualTrigger: REFUSED, E.Paused: S.PAUSED,
+            E.Resumed: S.RUNNING, E.Aborted: S.PAUSED, E.WatchdogFired: S.PAUSED,
+        },
+        S.DISABLED: {
+            E.JobEnabled: S.RUNNING, E.JobDisabled: IGNORE, E.ScheduleChanged: S.DISABLED,
+            E.TickArrived: IGNORE, E.InvocationStarting: S.DISABLED, E.InvocationStarted: S.DISABLED,
+            E.InvocationFinished: S.DISABLED, E.ManualTrigger: REFUSED, E.Paused: REFUSED,
+            E.Resumed: REFUSED, E.Aborted: S.DISABLED, E.WatchdogFired: S.DISABLED,
+        },
+        S.DONE: {
+            E.JobEnabled: S.SCHEDULED, E.JobDisabled: S.DISABLED, E.ScheduleChanged: S.SCHEDULED,
+            E.TickArrived: IGNORE, **quiet, E.ManualTrigger: S.QUEUED, E.Paused: S.PAUSED,
+            E.Resumed: IGNORE, E.Aborted: IGNORE, E.WatchdogFired: S.DONE,
+        },
+    }
+
+
+NEXT_STATE = _next_states()

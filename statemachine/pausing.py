@@ -21,9 +21,7 @@ def pause(record: JobRecord, reason: str, now: datetime) -> tuple[JobRecord, lis
     """
     if record.paused:
         return evolve(record, pause_reason=reason), []
-    dropped: list[act.Action] = [
-        act.RecordSkipped(o.invocation_id, o.scheduled_time, o.trigger, SkipReason.PAUSED) for o in record.buffered
-    ]
+    dropped: list[act.Action] = [act.RecordSkipped.of(o, SkipReason.PAUSED) for o in record.buffered]
     record = evolve(
         record, paused=True, pause_reason=reason, paused_at=now, buffered=(), tick_at=None, tick_nonce=None
     )

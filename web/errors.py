@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from flask import Flask, jsonify, request
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from config.limits import MAX_REQUEST_BYTES
 from engine.errors import NotFound, Refused, StoreError
@@ -42,8 +42,12 @@ def classify(error: Exception) -> tuple[str, str, list[str]]:
     """(code, message, details) of one of KNOWN_ERRORS."""
     if isinstance(error, ApiError):
         return error.code, error.message, error.details
-    if isinstance(error, (Refused, InvalidTransition)):
+    if isinstance(error, Refused):
         return error.code, str(error), []
+    if isinstance(error, InvalidTransition):
+        # The event is not allowed in the job's state (a paused job's trigger, a
+        # disabled job's pause): the request is sound, the job is not ready for it.
+        return "FAILED_PRECONDITION", str(error), []
     if isinstance(error, NotFound):
         return "NOT_FOUND", str(error), []
     if isinstance(error, StoreError):
@@ -59,17 +63,17 @@ def http_code(error: HTTPException) -> str:
 
 
 def error_response(code: str, message: str, details: list[str] | None = None):
-    body: dict[str, object] = {"code": code, "message": message}
+    body: dict[str, str | list[str]] = {"code": code, "message": message}
     if details:
         body["details"] = details
     return jsonify({"error": body}), STATUS.get(code, 500)
 
 
 def _http_error(error: HTTPException):
-    if error.code == 405:
+    if isinstance(error, MethodNotAllowed):  # 405
         # A method the path does not have: HTTP's own answer, with its Allow header.
         response, _ = error_response("METHOD_NOT_ALLOWED", f"{request.method} is not allowed here")
-        response.headers["Allow"] = ", ".join(getattr(error, "valid_methods", None) or ())
+        response.headers["Allow"] = ", ".join(error.valid_methods or ())
         return response, 405
     if error.code == 413:
         return error_response("PAYLOAD_TOO_LARGE", f"the request body is larger than "

@@ -97,12 +97,12 @@ def next_fire_times(job: StoredJob, now: datetime, count: int = 5) -> list[datet
         return []
     if not is_clock_driven(schedule):
         return []
-    times, moment = [], now
-    while len(times) < count:
+    times: list[datetime] = []
+    moment: datetime | None = now
+    while moment is not None and len(times) < count:
         moment = next_fire(schedule, moment)
-        if moment is None:
-            break
-        times.append(moment)
+        if moment is not None:
+            times.append(moment)
     return times
 
 

@@ -42,7 +42,7 @@ def sundial_attributes(request: DeliveryRequest) -> dict[str, str]:
 
 
 def _default_publisher():
-    from google.cloud import pubsub_v1
+    import google.cloud.pubsub_v1 as pubsub_v1
 
     return pubsub_v1.PublisherClient()
 

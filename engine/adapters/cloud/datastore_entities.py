@@ -37,7 +37,7 @@ from datetime import datetime
 
 from google.cloud import ndb
 
-from engine.ports import InvocationRow, ProjectRow, StoredJob
+from engine.ports import InvocationRow, JobSource, ProjectRow, StoredJob
 from engine.recording import notification_text, stored_notification
 from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
@@ -165,7 +165,7 @@ def job_row(entity: JobEntity) -> StoredJob:
     return StoredJob(
         record_from_dict(json.loads(entity.record)),
         JobDefinition.from_dict(definition),
-        entity.source or "config",
+        JobSource(entity.source or JobSource.CONFIG),
         entity.config_error or "",
         bool(entity.deleted) or marked,
     )

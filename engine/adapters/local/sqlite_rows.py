@@ -12,7 +12,7 @@ import sqlite3
 from dataclasses import replace
 from datetime import datetime
 
-from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
+from engine.ports import InvocationRow, JobSource, ProjectRow, StoredJob, Task
 from engine.recording import notification_text, stored_notification
 from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
@@ -154,7 +154,8 @@ def job_from_row(row) -> StoredJob:
     if record is None:
         record = record_from_dict(json.loads(text))
         _remember_record(text, record)
-    return StoredJob(record, JobDefinition.from_dict(json.loads(definition)), source, config_error, bool(deleted))
+    return StoredJob(record, JobDefinition.from_dict(json.loads(definition)), JobSource(source), config_error,
+                     bool(deleted))
 
 
 def project_from_row(row) -> ProjectRow:

@@ -1,0 +1,168 @@
+"""The tick half of the machine: arming a job's next tick, and handling the fire times
+a tick finds due.
+
+A tick is named by a nonce, `f"{generation}.{counter}"`: arming a new tick makes every
+older one stale, and a stale tick changes nothing when it comes (ticks cannot be
+unscheduled and may come more than once, as in LUCI's cron machine). Every function
+takes a record and returns (record, actions); none looks at anything but its arguments.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from statemachine import actions as act
+from statemachine import events as ev
+from statemachine import ids
+from statemachine import invocations as inv
+from statemachine.catchup import DuePlan, plan_due
+from statemachine.invocations import Result
+from statemachine.policy import Tuning
+from statemachine.record import JobRecord, Occurrence, evolve
+from statemachine.schedule import IntervalSchedule, is_clock_driven, next_fire
+from statemachine.vocabulary import SkipReason, Trigger
+
+_MILLISECOND = timedelta(milliseconds=1)
+
+
+def arm(record: JobRecord, at: datetime | None, **changes: Any) -> Result:
+    """Point the record at a new tick (fresh nonce), or at none; `changes` are
+    other fields to set in the same copy."""
+    if at is None:
+        return evolve(record, tick_at=None, tick_nonce=None, **changes), []
+    counter = record.nonce_counter + 1
+    nonce = f"{record.generation}.{counter}"
+    record = evolve(record, nonce_counter=counter, tick_at=at, tick_nonce=nonce, **changes)
+    return record, [act.ScheduleTick(at, nonce)]
+
+
+def arm_next(record: JobRecord, now: datetime) -> Result:
+    """Arm the tick that follows what the record has handled so far."""
+    # Callers in every state come here (a new policy arrives while paused, too).
+    if record.disabled or record.paused:
+        return arm(record, None)
+    schedule = record.live_policy.schedule
+    if isinstance(schedule, IntervalSchedule):
+        if record.active or record.buffered:
+            return arm(record, None)
+        at = now + max(schedule.interval, _failure_backoff(record))
+        if record.scheduled_until is not None and at <= record.scheduled_until:
+            # Occurrence ids have millisecond resolution: a run shorter than that
+            # must not give the next occurrence the same scheduled time.
+            at = record.scheduled_until + _MILLISECOND
+        return arm(record, at)
+    if not is_clock_driven(schedule):
+        return arm(record, None)
+    return arm(record, next_fire(schedule, record.scheduled_until or now))
+
+
+def _failure_backoff(record: JobRecord) -> timedelta:
+    """After failed invocations a relative schedule (`continuously`) waits like a retry:
+    `min_backoff`, doubling per consecutive failure up to `max_backoff`, so a failing
+    target is not called flat out. Without jitter, so it never waits less."""
+    failures = record.consecutive_failures
+    if not failures or record.policy is None:
+        return timedelta(0)
+    retry = record.live_policy.retry
+    backoff: timedelta = retry.min_backoff * (2 ** min(failures - 1, 40))
+    return min(backoff, retry.max_backoff)
+
+
+def on_tick(record: JobRecord, event: ev.TickArrived, now: datetime, tuning: Tuning) -> Result:
+    tick_at = record.tick_at
+    if event.nonce != record.tick_nonce or tick_at is None:
+        return record, []  # stale: superseded by a newer tick, or a duplicate
+    early = tick_at - now
+    if early > tuning.rearm_early:
+        # A fresh nonce: the task being processed is acknowledged, and a queue
+        # that deduplicates by name must not take the new one for it.
+        return arm(record, tick_at)
+    if early > tuning.accept_early:
+        return record, [act.RetryLater(early)]
+    horizon = max(now, tick_at)
+    if isinstance(record.live_policy.schedule, IntervalSchedule):
+        # A relative schedule arms its next tick when the invocation ends.
+        occurrence = _occurrence(record, tick_at, Trigger.SCHEDULE)
+        record, actions = arm(record, None, scheduled_until=horizon)
+        record, started = inv.admit(record, occurrence, now, tuning, inline=True)
+        return record, actions + started
+    record, handled, plan = _handle_due(record, horizon, now, tuning)
+    next_at: datetime | None
+    if plan.more:
+        next_at = now  # a long backlog continues in the next transaction
+    elif plan.following is not None:
+        next_at = plan.following
+    else:
+        next_at = next_fire(record.live_policy.schedule, plan.handled_until)
+    record, armed = arm(record, next_at)
+    return record, armed + handled
+
+
+def _handle_due(record: JobRecord, horizon: datetime, now: datetime, tuning: Tuning,
+                inline: bool = True) -> tuple[JobRecord, list[act.Action], DuePlan]:
+    """Record or admit every fire time in (scheduled_until, horizon], one batch of them.
+
+    `inline`: the first attempts may be delivered right after this commit (ticks);
+    other callers enqueue them.
+    """
+    if record.scheduled_until is None:
+        raise ValueError(f"job {record.project}/{record.job_id} has no handled time to plan from")
+    plan = plan_due(
+        record.live_policy.schedule, record.scheduled_until, horizon, now, record.live_policy, tuning,
+        record.paused_through,
+    )
+    paused_through = record.paused_through
+    if paused_through is not None and plan.handled_until >= paused_through:
+        paused_through = None
+    record = evolve(record, scheduled_until=plan.handled_until, paused_through=paused_through)
+    actions: list[act.Action] = [
+        act.RecordSkipped.of(_occurrence(record, t, Trigger.SCHEDULE), SkipReason.PAUSED) for t in plan.paused]
+    actions += [act.RecordSkipped.of(_occurrence(record, t, Trigger.CATCHUP), SkipReason.MISSED)
+                for t in plan.missed]
+    for scheduled_time, trigger in plan.deliver:
+        occurrence = _occurrence(record, scheduled_time, trigger)
+        record, started = inv.admit(record, occurrence, now, tuning, inline)
+        actions += started
+    return record, actions, plan
+
+
+def _occurrence(record: JobRecord, scheduled_time: datetime, trigger: str) -> Occurrence:
+    invocation = ids.invocation_id(record.project, record.job_id, scheduled_time, ids.OCCURRENCE)
+    return Occurrence(invocation, scheduled_time, trigger)
+
+
+_BACKLOG_BATCHES = 50
+
+
+def settle_backlog(record: JobRecord, now: datetime, tuning: Tuning) -> Result:
+    """Handle the fire times of the current timing that are due but not yet handled."""
+    if (
+        record.policy is None
+        or record.disabled
+        or record.paused
+        or record.scheduled_until is None
+        or not is_clock_driven(record.live_policy.schedule)
+    ):
+        return record, []
+    actions: list[act.Action] = []
+    for _ in range(_BACKLOG_BATCHES):
+        record, handled, plan = _handle_due(record, now, now, tuning, inline=False)
+        actions += handled
+        if not plan.more:
+            break
+    return record, actions
+
+
+def after_invocations(record: JobRecord, now: datetime, actions: list[act.Action]) -> Result:
+    """A relative schedule's next tick counts from the end of its last invocation."""
+    if (
+        record.policy is not None
+        and isinstance(record.live_policy.schedule, IntervalSchedule)
+        and record.tick_at is None
+        and not record.active
+        and not record.buffered
+    ):
+        record, armed = arm_next(record, now)
+        actions = actions + armed
+    return record, actions
