@@ -12,7 +12,8 @@ from typing import Callable
 
 from app.importer import import_directory
 from config.settings import Settings
-from engine.adapters.local.dispatcher import Dispatcher
+from engine.adapters.local.commits import GroupCommits, LockedCommits
+from engine.adapters.local.dispatcher import Dispatcher, Wakeup
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.logs import log_event
@@ -92,14 +93,16 @@ class PeriodicLoop:
 def build_local(settings: Settings, clock=None) -> Runtime:
     """The embedded backend: SQLite store and queue, in-process dispatcher."""
     clock = clock or SystemClock()
-    # With several processes on the database, each holds its write lock only to commit
-    # (engine/adapters/local/optimistic.py); in one process that costs more than it saves.
-    store = SqliteJobStore(settings.db_path, optimistic=settings.processes > 1)
+    # With several processes on the database, each holds its write lock only to commit,
+    # for many threads at once; in one process that costs more than it saves
+    # (engine/adapters/local/commits.py).
+    commits = GroupCommits if settings.processes > 1 else LockedCommits
+    wakeup = Wakeup()  # the dispatcher's, woken by this process's commits of earlier tasks
+    store = SqliteJobStore(settings.db_path, commits, on_enqueue=wakeup.task_enqueued)
     settings = _with_secret(settings, store)
     engine = _engine(settings, store, build_targets("local", _own(settings), google_access(settings)), clock)
     queue = SqliteTaskQueue(store)
-    dispatcher = Dispatcher(queue, engine.handle_task, clock, settings.workers, settings.task_lease,
-                            engine=engine)
+    dispatcher = Dispatcher(queue, engine, clock, wakeup, settings.workers, settings.task_lease)
     return _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending)
 
 
