@@ -12,7 +12,8 @@ from typing import Callable
 
 from app.importer import import_directory
 from config.settings import Settings
-from engine.adapters.local.dispatcher import Dispatcher
+from engine.adapters.local.commits import GroupCommits, LockedCommits
+from engine.adapters.local.dispatcher import Dispatcher, Wakeup
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.clock import SystemClock
@@ -87,14 +88,16 @@ class PeriodicLoop:
 def build_local(settings: Settings, clock=None) -> Runtime:
     """The embedded backend: SQLite store and queue, in-process dispatcher."""
     clock = clock or SystemClock()
-    # With several processes on the database, each holds its write lock only to commit
-    # (engine/adapters/local/optimistic.py); in one process that costs more than it saves.
-    store = SqliteJobStore(settings.db_path, optimistic=settings.processes > 1)
+    # With several processes on the database, each holds its write lock only to commit,
+    # for many threads at once; in one process that costs more than it saves
+    # (engine/adapters/local/commits.py).
+    commits = GroupCommits if settings.processes > 1 else LockedCommits
+    wakeup = Wakeup()  # the dispatcher's, woken by this process's commits of earlier tasks
+    store = SqliteJobStore(settings.db_path, commits, on_enqueue=wakeup.task_enqueued)
     settings = _with_secret(settings, store.shared_secret)
     engine = _engine(settings, store, build_targets("local", _own(settings), google_access(settings)), clock)
     queue = SqliteTaskQueue(store)
-    dispatcher = Dispatcher(queue, engine.tasks.handle, clock, settings.workers, settings.task_lease,
-                            runner=engine.tasks)
+    dispatcher = Dispatcher(queue, engine.tasks, clock, wakeup, settings.workers, settings.task_lease)
     return _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending)
 
 
@@ -104,7 +107,8 @@ def build_cloud(settings: Settings, clock=None) -> Runtime:
     On App Engine, cron.yaml calls the periodic work; elsewhere `serve` runs it.
     """
     from engine.adapters.cloud.cloud_tasks_queue import CloudTasksQueue, build_tasks_client
-    from engine.adapters.cloud.datastore_store import DatastoreJobStore, read_shared_secret
+    from engine.adapters.cloud.datastore_calls import read_shared_secret
+    from engine.adapters.cloud.datastore_store import DatastoreJobStore
 
     if not settings.gcp_project:
         raise SystemExit("SUNDIAL_BACKEND=cloud needs GOOGLE_CLOUD_PROJECT")

@@ -1,7 +1,7 @@
 """Extra dispatcher processes for `serve --processes N`.
 
-One Python process spends 0.6-0.8 ms of CPU per delivery in a burst, on one core
-(the GIL). With N processes, N - 1 children each run only a dispatcher (no API,
+In a burst one Python process is bound by one core (the GIL); docs/PERFORMANCE.md
+gives its CPU per delivery. With N processes, N - 1 children each run only a dispatcher (no API,
 no UI, no periodic loops) on the same database: the queue's lease keeps any two
 processes from taking the same task, and the store's write lock (an flock) hands
 SQLite's write lock between them at once.
@@ -105,7 +105,7 @@ def child_main() -> None:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    runtime = build_local(settings)  # settings.processes > 1: optimistic transactions
+    runtime = build_local(settings)  # settings.processes > 1: group commits
     assert runtime.dispatcher is not None  # the local backend always has one
     runtime.dispatcher.start()  # only the dispatcher: the parent runs the API and the loops
     log_event(log, "dispatcher process started", pid=os.getpid())

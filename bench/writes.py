@@ -37,7 +37,7 @@ def _counting_classes():
         KINDS = {"lease_due": "lease", "complete": "complete", "retry": "retry", "renew": "renew",
                  "write": "write", "delete_invocations_before": "cleanup", "shared_secret": "secret"}
 
-        def __init__(self, path):
+        def __init__(self, path, on_enqueue=None):
             self.commits: Counter = Counter()
             # Waiting: from asking for a transaction until BEGIN IMMEDIATE returned, which
             # includes queueing on the store's process-wide write lock. Holding: from then
@@ -47,7 +47,7 @@ def _counting_classes():
             self.spent: Counter = Counter()  # seconds from asking for BEGIN to COMMIT done, by kind
             self.connections: list = []
             self._lock = threading.Lock()
-            super().__init__(path)
+            super().__init__(path, on_enqueue=on_enqueue)
 
         def connection(self):
             conn = getattr(self._local, "conn", None)
@@ -130,13 +130,13 @@ class CountingNoop:
         return DeliveryResult("succeeded", detail="noop")
 
 
-def _engine(db: Path, clock, target):
+def _engine(db: Path, clock, target, on_enqueue=None):
     from engine.service import build_engine
     from engine.targets import build_targets
     from statemachine.policy import Tuning
 
     store_class, queue_class = _counting_classes()
-    store = store_class(db)
+    store = store_class(db, on_enqueue)
     targets = build_targets("local")
     targets["noop"] = target
     engine = build_engine(store, targets, clock, Tuning(), secret=b"bench")
@@ -172,7 +172,7 @@ def writes(args, workdir: Path) -> None:
 
 def _inline(args, workdir: Path) -> None:
     """(a) fake clock, tasks inline: recurring jobs, every second, for 60 simulated seconds."""
-    from engine.adapters.local.dispatcher import Dispatcher
+    from engine.adapters.local.dispatcher import InlineDispatcher
     from statemachine.durations import UTC
 
     class FakeClock:
@@ -187,7 +187,7 @@ def _inline(args, workdir: Path) -> None:
     store, engine, queue = _engine(workdir / "inline.db", clock, target)
     _import(engine, "jobs:\n" + "".join(
         f"  - id: w{i:05d}\n    schedule: \"* * * * * ?\"\n    target: {{noop: {{}}}}\n" for i in range(n)))
-    dispatcher = Dispatcher(queue, engine.tasks.handle, clock)
+    dispatcher = InlineDispatcher(queue, engine.tasks.handle, clock)
     commits0, rows0 = Counter(store.commits), store.rows_written()
     store.spent.clear()
     until = clock.current + timedelta(seconds=60)
@@ -219,7 +219,7 @@ def _inline(args, workdir: Path) -> None:
 
 def _threaded(args, workdir: Path) -> None:
     """(b) the real threaded dispatcher and clock: a burst of one-off jobs, noop target."""
-    from engine.adapters.local.dispatcher import Dispatcher
+    from engine.adapters.local.dispatcher import Dispatcher, Wakeup
     from statemachine.durations import UTC
 
     class SystemClock:
@@ -228,7 +228,8 @@ def _threaded(args, workdir: Path) -> None:
 
     n = min(args.jobs or 3000, 10_000)
     target = CountingNoop()
-    store, engine, queue = _engine(workdir / "threaded.db", SystemClock(), target)
+    wakeup = Wakeup()
+    store, engine, queue = _engine(workdir / "threaded.db", SystemClock(), target, wakeup.task_enqueued)
     fire_at = math.ceil(time.time() + 2 + n / 1000)
     stamp = iso_z(fire_at)
     began = time.time()
@@ -236,7 +237,7 @@ def _threaded(args, workdir: Path) -> None:
         f"  - id: t{i:05d}\n    at: [\"{stamp}\"]\n    target: {{noop: {{}}}}\n" for i in range(n)))
     imported = time.time() - began
     workers = int(server_env(args).get("SUNDIAL_WORKERS", 32))
-    dispatcher = Dispatcher(queue, engine.tasks.handle, SystemClock(), workers, runner=engine.tasks)
+    dispatcher = Dispatcher(queue, engine.tasks, SystemClock(), wakeup, workers)
     commits0, rows0, leased0 = Counter(store.commits), store.rows_written(), queue.leased
     time.sleep(max(0.0, fire_at - time.time()))
     store.wait_s = store.hold_s = 0.0

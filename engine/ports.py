@@ -255,3 +255,54 @@ class RetryTask(Exception):
     def __init__(self, delay: timedelta, why: str = ""):
         super().__init__(why or f"retry in {delay.total_seconds():.3f}s")
         self.delay = delay
+
+
+# --- the task queue, as a dispatcher of this process sees it -----------------------------
+
+
+@dataclass(frozen=True)
+class LeasedTask:
+    """A task a dispatcher holds until its lease runs out (or it hands it back)."""
+
+    id: int
+    task: Task
+    attempts: int  # deliveries of this task so far, this one included
+
+
+class TaskQueue(Protocol):
+    """A queue a dispatcher runs: it leases what is due, runs it, and settles it.
+
+    A leased task belongs to its dispatcher until the lease runs out; a dispatcher
+    that dies stops renewing, and its tasks become due again. Every method may fail
+    with storage; the dispatcher logs that and tries again later, and a lease it
+    could not settle simply runs out. Tasks that this process's own transactions
+    enqueue are announced to the dispatcher through the hook its store was built
+    with (`SqliteJobStore(on_enqueue=...)`), not through the queue.
+    """
+
+    def lease_due(
+        self, now: datetime, limit: int, lease: timedelta, done: list[int] | None = None
+    ) -> list[LeasedTask]:
+        """Lease up to `limit` tasks due at `now`, earliest first, for `lease`; the `done`
+        tasks are deleted in the same commit.
+
+        :raises StoreError: nothing was leased or deleted.
+        """
+
+    def complete(self, task_ids: list[int]) -> None:
+        """Delete finished tasks. :raises StoreError: none was deleted."""
+
+    def retry(self, task_id: int, eta: datetime) -> None:
+        """Hand a leased task back, due again at `eta`. :raises StoreError: it stays leased."""
+
+    def renew(self, task_ids: list[int], until: datetime) -> None:
+        """Extend the leases of tasks still being worked on. :raises StoreError: none was renewed."""
+
+    def next_wake(self, now: datetime) -> datetime | None:
+        """When a task is next takeable (an ETA, or a lease running out); None: nothing queued.
+
+        :raises StoreError: storage failed.
+        """
+
+    def pending(self) -> int:
+        """Tasks in the queue, leased or not. :raises StoreError: storage failed."""

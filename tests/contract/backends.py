@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 
 from engine.adapters.cloud.datastore_entities import job_key
 from engine.adapters.cloud.datastore_store import DatastoreJobStore
-from engine.adapters.local.dispatcher import Dispatcher
+from engine.adapters.local.dispatcher import InlineDispatcher
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from tests.contract.queues import EtaQueue
@@ -49,7 +49,7 @@ class SqliteBackend:
             conn.close()
 
     def run_due(self, now: datetime, handle) -> int:
-        return Dispatcher(self.queue, handle, FixedClock(now)).run_due_now()
+        return InlineDispatcher(self.queue, handle, FixedClock(now)).run_due_now()
 
     def next_wake(self) -> datetime | None:
         # The epoch as "now": only unleased tasks count as free, as in the ETA queue.

@@ -11,15 +11,11 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Callable
 
 from engine.ports import RetryTask, Task
-
-
-def task_backoff(attempts: int) -> timedelta:
-    """Like the embedded dispatcher: 0.5 s doubling to 60 s after a handler raised."""
-    return min(timedelta(milliseconds=500) * 2 ** min(attempts - 1, 10), timedelta(seconds=60))
+from engine.retry import TASK_BACKOFF  # as the embedded dispatcher waits after a handler raised
 
 
 class EtaQueue:
@@ -71,4 +67,4 @@ class EtaQueue:
                     self._push(task, now + retry.delay, attempts + 1)
             except Exception:
                 with self._lock:
-                    self._push(task, now + task_backoff(attempts + 1), attempts + 1)
+                    self._push(task, now + TASK_BACKOFF.after(attempts + 1), attempts + 1)

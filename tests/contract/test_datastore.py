@@ -83,14 +83,14 @@ def test_a_queue_failing_after_the_commit_keeps_the_commit(backend):
 
 def test_listeners_hear_the_earliest_eta_after_the_commit(backend):
     heard = []
-    backend.store.enqueue_listeners.append(heard.append)
+    store = DatastoreJobStore(backend.store.client, backend.queue, on_enqueue=heard.append)
 
     def body(tx):
         tx.enqueue(tick("late", T0 + timedelta(minutes=1)))
         tx.enqueue(tick("early", T0))
         assert heard == []
 
-    backend.store.run_in_transaction(body)
+    store.run_in_transaction(body)
     assert heard == [T0]
 
 

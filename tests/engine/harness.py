@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable
 
-from engine.adapters.local.dispatcher import Dispatcher
+from engine.adapters.local.dispatcher import InlineDispatcher
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.config_import import JobSnapshot, ProjectSnapshot
@@ -230,7 +230,7 @@ class Harness:
         self.sources: list = []  # more things with next_wake() and run_due(now)
         if backend is None:
             self.queue = SqliteTaskQueue(self.store.inner)
-            self.dispatcher = Dispatcher(self.queue, self.engine.tasks.handle, self.clock)
+            self.dispatcher = InlineDispatcher(self.queue, self.engine.tasks.handle, self.clock)
         else:
             self.handle = self.engine.tasks.handle
             self._lose_tasks_on_demand(getattr(backend, "queue", None))

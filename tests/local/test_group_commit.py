@@ -10,6 +10,7 @@ from datetime import datetime
 
 import pytest
 
+from engine.adapters.local.commits import GroupCommits
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.ports import InvocationRow, StoredJob
 from statemachine.definition import JobDefinition
@@ -24,7 +25,7 @@ class CountingStore(SqliteJobStore):
 
     def __init__(self, path):
         self.commits = 0
-        super().__init__(path, optimistic=True)
+        super().__init__(path, GroupCommits)
 
     @contextmanager
     def transaction(self):
@@ -69,14 +70,14 @@ def test_threads_share_commits_and_every_write_lands(tmp_path):
 
 
 def test_no_update_is_lost_when_threads_change_the_same_row(tmp_path):
-    store = SqliteJobStore(tmp_path / "s.db", optimistic=True)
+    store = SqliteJobStore(tmp_path / "s.db", GroupCommits)
     store.run_in_transaction(lambda tx: tx.put_job(_job("shared")))
     _together(8, lambda i: [_bump(store, "shared") for _ in range(40)])
     assert store.get_job("p", "shared").record.generation == 8 * 40
 
 
 def test_one_failing_entry_fails_alone(tmp_path):
-    store = SqliteJobStore(tmp_path / "s.db", optimistic=True)
+    store = SqliteJobStore(tmp_path / "s.db", GroupCommits)
     store.run_in_transaction(lambda tx: tx.put_job(_job("ok")))
     broken = InvocationRow("p", "ok", "inv-1", "STARTING", None, "schedule")  # no scheduled time
 

@@ -8,6 +8,7 @@ from datetime import datetime
 
 import pytest
 
+from engine.adapters.local.commits import GroupCommits, OptimisticCommits
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
 from statemachine.definition import JobDefinition
@@ -23,13 +24,19 @@ def _job(generation: int = 0) -> StoredJob:
 
 
 @pytest.fixture
-def store(tmp_path):
-    made = SqliteJobStore(tmp_path / "s.db", optimistic=True)
+def woken() -> list[datetime]:
+    """The ETAs the store told of, after commits that enqueued tasks."""
+    return []
+
+
+@pytest.fixture(params=[OptimisticCommits, GroupCommits], ids=["alone", "grouped"])
+def store(tmp_path, woken, request):
+    made = SqliteJobStore(tmp_path / "s.db", request.param, on_enqueue=woken.append)
     made.run_in_transaction(lambda tx: tx.put_job(_job()))
     return made
 
 
-def test_writes_commit_together_and_the_body_reads_its_own_writes(store):
+def test_writes_commit_together_and_the_body_reads_its_own_writes(store, woken):
     def body(tx):
         tx.put_job(_job(5))
         assert tx.get_job("p", "j").record.generation == 5
@@ -42,8 +49,6 @@ def test_writes_commit_together_and_the_body_reads_its_own_writes(store):
         assert tx.get_project("p").config_hash == "h"
         return "done"
 
-    woken = []
-    store.enqueue_listeners.append(woken.append)
     assert store.run_in_transaction(body) == "done"
     assert store.get_job("p", "j").record.generation == 5
     assert store.get_invocation("p", "j", "inv-1").status == "STARTING"

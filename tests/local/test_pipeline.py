@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from app.importer import snapshot_of
-from engine.adapters.local.dispatcher import Dispatcher
+from engine.adapters.local.dispatcher import Dispatcher, Wakeup
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.ports import StoreError
@@ -38,7 +38,8 @@ class SystemClock:
 
 class Rig:
     def __init__(self, tmp_path, workers: int = 8, tuning: Tuning | None = None):
-        self.store = FlakyStore(SqliteJobStore(tmp_path / "sundial.db"))
+        self.wakeup = Wakeup()
+        self.store = FlakyStore(SqliteJobStore(tmp_path / "sundial.db", on_enqueue=self.wakeup.task_enqueued))
         self.target = RecordingTarget()
         self.engine = build_engine(self.store, {"noop": self.target}, SystemClock(), tuning or Tuning(), secret=b"s")
         self.queue = SqliteTaskQueue(self.store.inner)
@@ -47,8 +48,7 @@ class Rig:
 
     def restart(self) -> None:
         """A new dispatcher, as the next `serve` would start (a stopped one stays stopped)."""
-        self.dispatcher = Dispatcher(self.queue, self.engine.tasks.handle, SystemClock(), self.workers,
-                                     runner=self.engine.tasks)
+        self.dispatcher = Dispatcher(self.queue, self.engine.tasks, SystemClock(), self.wakeup, self.workers)
 
     def import_one_offs(self, count: int, lead: float = 1.0) -> list[str]:
         """`count` jobs, each one occurrence at the first whole second `lead` s from now."""

@@ -33,10 +33,9 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Callable, Iterator, TypeVar
 
-import grpc
-from google.api_core import exceptions as api_errors
 from google.cloud import ndb
 
+from engine.adapters.cloud.datastore_calls import ndb_context, read_shared_secret, storage_errors
 from engine.adapters.cloud.datastore_entities import (
     EPOCH,
     InvocationEntity,
@@ -56,7 +55,7 @@ from engine.adapters.cloud.datastore_entities import (
     split_job_name,
 )
 from engine.logs import log_event
-from engine.ports import ConflictError, InvocationRow, ProjectRow, StoredJob, StoreError, Task
+from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
 from statemachine.vocabulary import TERMINAL_STATUSES
 
 log = logging.getLogger("sundial.datastore")
@@ -67,58 +66,15 @@ MAX_MUTATIONS = 500  # Datastore's limit of mutations in one commit
 COUNTERS = ("reads", "queries", "writes", "enqueues", "enqueue_failures", "transactions", "retries")
 
 
-@contextmanager
-def storage_errors(what: str) -> Iterator[None]:
-    """Turn Datastore's failures into the port's: ConflictError for lost races, else StoreError."""
-    try:
-        yield
-    except api_errors.RetryError as error:  # ndb's retries ran out; the cause is the last failure
-        if isinstance(error.cause, api_errors.Aborted):
-            raise ConflictError(f"datastore: {what}: contention persisted: {error.cause}") from error
-        raise StoreError(f"datastore: {what}: {error.cause or error}") from error
-    except api_errors.Aborted as error:
-        raise ConflictError(f"datastore: {what}: {error}") from error
-    except (api_errors.GoogleAPICallError, grpc.RpcError) as error:
-        raise StoreError(f"datastore: {what}: {error}") from error
-
-
-@contextmanager
-def ndb_context(client: ndb.Client) -> Iterator[None]:
-    """An ndb context for this thread, or the one already open in it."""
-    if ndb.get_context(False) is not None:
-        yield
-        return
-    with client.context(cache_policy=False, global_cache_policy=False):
-        yield
-
-
-def read_shared_secret(client: ndb.Client, generate: Callable[[], str], retries: int = 3) -> str:
-    """The secret every process on this Datastore puts on the tasks it creates (made by
-    `generate` the first time). A function of the client, not of a store, because the
-    task queue a store is built with needs it first.
-
-    :raises StoreError: Datastore is failing.
-    """
-    def body() -> str:
-        entity = meta_key("task_secret").get()
-        if entity is not None and entity.value:
-            return str(entity.value)
-        secret = generate()
-        MetaEntity(key=meta_key("task_secret"), value=secret).put()
-        return secret
-
-    with ndb_context(client), storage_errors("shared secret"):
-        return str(ndb.transaction(body, retries=retries))
-
-
 class DatastoreJobStore:
-    def __init__(self, client: ndb.Client, queue, retries: int = 3):
+    def __init__(self, client: ndb.Client, queue, retries: int = 3,
+                 on_enqueue: Callable[[datetime], None] | None = None):
         """`queue` has `enqueue_now(tasks: list[Task])`; `retries` is how many times
-        ndb re-runs a contended transaction before ConflictError."""
+        ndb re-runs a contended transaction before ConflictError; `on_enqueue(eta)` is
+        called with the earliest ETA of the tasks a transaction enqueued, after it
+        commits (as the SQLite store does for its dispatcher; Cloud Tasks needs nothing)."""
         self.client, self.queue, self.retries = client, queue, retries
-        # Called with the earliest ETA of the tasks a transaction enqueued, after it
-        # commits (the local dispatcher uses this; Cloud Tasks needs nothing).
-        self.enqueue_listeners: list[Callable[[datetime], None]] = []
+        self._on_enqueue = on_enqueue
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self._lock = threading.Lock()
 
@@ -175,9 +131,8 @@ class DatastoreJobStore:
             log_event(log, "enqueue after commit failed", tasks=[t.name for t in tasks], error=repr(error))
             return
         self.count(enqueues=len(tasks))
-        earliest = min(task.eta for task in tasks)
-        for listener in self.enqueue_listeners:
-            listener(earliest)
+        if self._on_enqueue is not None:
+            self._on_enqueue(min(task.eta for task in tasks))
 
     def shared_secret(self, generate: Callable[[], str]) -> str:
         """The secret every process on this Datastore puts on the tasks it creates."""

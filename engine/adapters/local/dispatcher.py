@@ -1,9 +1,13 @@
-"""The embedded dispatcher: runs due tasks from the SQLite queue on a thread pool.
+"""The embedded dispatcher: runs due tasks from the queue on threads of its own.
 
 It sleeps until the earliest task is due (or a transaction of this process
-enqueues an earlier one), leases what is due, and runs each task through the
-same handler the HTTP task endpoints call. Tasks enqueued by another process
-are noticed within `max_sleep` at worst.
+enqueues an earlier one), leases what is due, and runs each task: tick and start
+tasks through the batched pipeline (pipeline.py), every other kind through the
+engine's task handler, the one the HTTP task endpoints call. Tasks enqueued by
+another process are noticed within `max_sleep` at worst.
+
+`InlineDispatcher` runs due tasks one by one on the caller's thread, through one
+handler, for tests and tools that step a fake clock.
 """
 
 from __future__ import annotations
@@ -15,52 +19,97 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 from engine.adapters.local.pipeline import TaskPipeline
-from engine.adapters.local.sqlite_queue import LeasedTask, SqliteTaskQueue
 from engine.logs import log_event
-from engine.ports import Clock, RetryTask, Task
+from engine.ports import Clock, LeasedTask, RetryTask, Task, TaskQueue
+from engine.retry import TASK_BACKOFF
 from engine.tasks import CHAIN_KINDS, TaskRunner
 
 log = logging.getLogger("sundial.dispatcher")
 
 LEASE_AHEAD = 4  # tasks leased per worker: the next ones wait in memory, not in SQLite
+LEASE = timedelta(seconds=30)
 _NEVER = datetime.max.replace(tzinfo=timezone.utc)
 
 
-def task_backoff(attempts: int) -> timedelta:
-    """Wait before a task that raised runs again: 0.5 s doubling to 60 s."""
-    return min(timedelta(milliseconds=500) * 2 ** min(attempts - 1, 10), timedelta(seconds=60))
+class Wakeup:
+    """When the dispatch loop means to look at the queue next, and what wakes it sooner.
+
+    It is built before the store, whose `on_enqueue` hook is `task_enqueued`
+    (app/bootstrap.py), and handed to the dispatcher.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._look_at: datetime | None = None  # None: the loop is looking now
+
+    def task_enqueued(self, eta: datetime) -> None:
+        """A transaction of this process enqueued a task due at `eta`.
+
+        Wake the loop only if it would otherwise look too late: in the steady state
+        every tick enqueues the next one, and waking for each would cost a lease
+        transaction per tick for nothing.
+        """
+        look_at = self._look_at
+        if look_at is None or eta < look_at:
+            self._event.set()
+
+    def ring(self) -> None:
+        """Wake the loop now."""
+        self._event.set()
+
+    def looking(self) -> None:
+        """The loop looks now: anything enqueued from here on wakes it again."""
+        self._event.clear()
+        self._look_at = None
+
+    def plan(self, look_at: datetime | None) -> None:
+        """The loop means to look next at `look_at` (None: it keeps looking)."""
+        self._look_at = look_at
+
+    def sleep(self, seconds: float) -> None:
+        self._event.wait(seconds)
+
+
+def hand_back(queue: TaskQueue, clock: Clock, item: LeasedTask, error: BaseException) -> None:
+    """The task is to run again: when it asked to (RetryTask), or after TASK_BACKOFF.
+    If even that fails, the lease runs out and the task comes again."""
+    if isinstance(error, RetryTask):
+        wait = error.delay
+    else:
+        wait = TASK_BACKOFF.after(item.attempts)
+        log_event(log, "task failed", task=item.task.name, attempts=item.attempts,
+                  retry_in_ms=int(wait.total_seconds() * 1000), error=repr(error))
+    try:
+        queue.retry(item.id, clock.now() + wait)
+    except Exception as settle_error:
+        log_event(log, "task settle failed", error=repr(settle_error))
 
 
 class Dispatcher:
     def __init__(
         self,
-        queue: SqliteTaskQueue,
-        handle: Callable[[Task], object],
+        queue: TaskQueue,
+        runner: TaskRunner,
         clock: Clock,
+        wakeup: Wakeup,
         workers: int = 32,
-        lease: timedelta = timedelta(seconds=30),
+        lease: timedelta = LEASE,
         max_sleep: timedelta = timedelta(seconds=1),
-        runner: TaskRunner | None = None,
     ):
-        """With `runner`, tick and start tasks take the batched path (pipeline.py);
-        every other task, and every task without it, runs through `handle`."""
-        self.queue, self.handle, self.clock = queue, handle, clock
+        self.queue, self.clock, self.wakeup = queue, clock, wakeup
+        self._handle: Callable[[Task], object] = runner.handle  # every kind but tick and start
         self.workers, self.lease, self.max_sleep = workers, lease, max_sleep
-        self._wake = threading.Event()
         self._stopped = threading.Event()
         self._inflight: dict[int, LeasedTask] = {}
         self._done: list[int] = []  # finished tasks, deleted with the next lease
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
-        self._pipeline = None if runner is None else TaskPipeline(runner, workers, self._settle_pipelined)
-        self._wake_at: datetime | None = None  # when the loop means to look; None: it is looking
-        queue.store.enqueue_listeners.append(self._enqueued)
+        self._pipeline = TaskPipeline(runner, workers, self._settle)
 
     def start(self) -> None:
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sundial-task")
-        if self._pipeline is not None:
-            self._pipeline.start()
+        self._pipeline.start()
         for target, name in ((self._loop, "sundial-dispatch"), (self._renew_loop, "sundial-lease")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -68,13 +117,12 @@ class Dispatcher:
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stopped.set()
-        self._wake.set()
+        self.wakeup.ring()
         for thread in self._threads:
             thread.join(timeout)
         if self._pool is not None:  # started
             self._pool.shutdown(wait=True, cancel_futures=True)
-            if self._pipeline is not None:
-                self._pipeline.stop()  # what it never started is still in _inflight
+            self._pipeline.stop()  # what it never started is still in _inflight
         self._release_unstarted()
 
     def _release_unstarted(self) -> None:
@@ -90,28 +138,16 @@ class Dispatcher:
         except Exception as error:  # their leases run out anyway
             log_event(log, "releasing leases failed", error=repr(error))
 
-    def _enqueued(self, eta: datetime) -> None:
-        """A transaction of this process enqueued a task due at `eta`.
-
-        Wake the loop only if it would otherwise look too late: in the steady state
-        every tick enqueues the next one, and waking for each would cost a lease
-        transaction per tick for nothing.
-        """
-        wake_at = self._wake_at
-        if wake_at is None or eta < wake_at:
-            self._wake.set()
-
     def _loop(self) -> None:
         while not self._stopped.is_set():
-            self._wake.clear()
-            self._wake_at = None  # while it works, anything enqueued wakes it again
+            self.wakeup.looking()
             try:
                 self._dispatch_due()
                 timeout = self._sleep_seconds()
             except Exception as error:  # storage trouble: log, back off, keep going
                 log_event(log, "dispatcher error", error=repr(error))
                 timeout = self.max_sleep.total_seconds()
-            self._wake.wait(timeout)
+            self.wakeup.sleep(timeout)
 
     def _dispatch_due(self) -> None:
         """Delete what finished and lease what is due, in one transaction, then submit.
@@ -120,6 +156,7 @@ class Dispatcher:
         waiting in memory; whatever is left waits for a worker to finish, which
         wakes the loop.
         """
+        assert self._pool is not None, "start() first"
         with self._lock:
             room = self.workers * LEASE_AHEAD - len(self._inflight)
             done, self._done = self._done, []
@@ -132,7 +169,7 @@ class Dispatcher:
         with self._lock:
             self._inflight.update((item.id, item) for item in leased)
         for item in leased:
-            if self._pipeline is not None and item.task.kind in CHAIN_KINDS:
+            if item.task.kind in CHAIN_KINDS:
                 self._pipeline.submit(item)
             else:
                 self._pool.submit(self._run, item)
@@ -145,60 +182,35 @@ class Dispatcher:
         longest = self.max_sleep.total_seconds()
         seconds = longest if wake_at is None else min(max((wake_at - now).total_seconds(), 0.0), longest)
         # Busy, it could take nothing new anyway: a worker wakes it when half are done.
-        self._wake_at = _NEVER if busy else now + timedelta(seconds=seconds)
+        self.wakeup.plan(_NEVER if busy else now + timedelta(seconds=seconds))
         return seconds
 
     def _run(self, item: LeasedTask) -> None:
-        finished = False
+        outcome: BaseException | None = RuntimeError("the task's handler did not return")
         try:
-            finished = self.run_task(item)
+            self._handle(item.task)
+            outcome = None
+        except Exception as error:
+            outcome = error
         finally:
-            self._settled(item, finished)
+            self._settle(item, outcome)
 
-    def _settle_pipelined(self, item: LeasedTask, error: BaseException | None) -> None:
+    def _settle(self, item: LeasedTask, error: BaseException | None) -> None:
+        """The task is done (error None: deleted with the next lease) or is to run again."""
         try:
             if error is not None:
-                self._hand_back(item, error)
+                hand_back(self.queue, self.clock, item, error)
         finally:
-            self._settled(item, error is None)
-
-    def _settled(self, item: LeasedTask, finished: bool) -> None:
-        with self._lock:
-            self._inflight.pop(item.id, None)
-            if finished:
-                self._done.append(item.id)
-            left = len(self._inflight)
+            with self._lock:
+                self._inflight.pop(item.id, None)
+                if error is None:
+                    self._done.append(item.id)
+                left = len(self._inflight)
         # Lease again once half the leased tasks are done, not after each one: every
         # lease is a write transaction. A throttled task's slot is freed only when
         # its task is deleted (by the next lease), so it wakes the loop at once.
         if left <= self.workers * LEASE_AHEAD // 2 or item.task.queue:
-            self._wake.set()
-
-    def run_task(self, item: LeasedTask) -> bool:
-        """Run one leased task; True when it is done (the caller deletes it)."""
-        try:
-            self.handle(item.task)
-        except Exception as error:
-            self._hand_back(item, error)
-            return False
-        return True
-
-    def _hand_back(self, item: LeasedTask, error: BaseException) -> None:
-        """The task is to run again: when it asked to, or after a backoff."""
-        if isinstance(error, RetryTask):
-            self._settle_quietly(lambda: self.queue.retry(item.id, self.clock.now() + error.delay))
-            return
-        wait = task_backoff(item.attempts)
-        log_event(log, "task failed", task=item.task.name, attempts=item.attempts,
-                  retry_in_ms=int(wait.total_seconds() * 1000), error=repr(error))
-        self._settle_quietly(lambda: self.queue.retry(item.id, self.clock.now() + wait))
-
-    def _settle_quietly(self, settle: Callable[[], None]) -> None:
-        # If even settling fails, the lease runs out and the task comes again.
-        try:
-            settle()
-        except Exception as error:
-            log_event(log, "task settle failed", error=repr(error))
+            self.wakeup.ring()
 
     def _renew_loop(self) -> None:
         period = self.lease.total_seconds() / 3
@@ -210,8 +222,27 @@ class Dispatcher:
             except Exception as error:
                 log_event(log, "lease renewal failed", error=repr(error))
 
+
+class InlineDispatcher:
+    """Runs due tasks on the caller's thread, one by one, through `handle` (for tests
+    and tools that step a fake clock). A task whose handler raises is handed back
+    as the threaded dispatcher hands it back."""
+
+    def __init__(self, queue: TaskQueue, handle: Callable[[Task], object], clock: Clock,
+                 lease: timedelta = LEASE):
+        self.queue, self.handle, self.clock, self.lease = queue, handle, clock, lease
+
+    def run_task(self, item: LeasedTask) -> bool:
+        """Run one leased task; True when it is done (the caller deletes it)."""
+        try:
+            self.handle(item.task)
+        except Exception as error:
+            hand_back(self.queue, self.clock, item, error)
+            return False
+        return True
+
     def run_due_now(self) -> int:
-        """Run every due task inline, in ETA order (for tests and tools); returns how many."""
+        """Run every due task, in ETA order; returns how many ran."""
         count = 0
         while True:
             leased = self.queue.lease_due(self.clock.now(), 100, self.lease)

@@ -18,6 +18,7 @@ import sqlite3
 import threading
 
 from engine.adapters.local.optimistic import BufferedTransaction, Stale
+from engine.adapters.local.sqlite_rows import SqliteFile, SqliteTransaction
 from engine.ports import StoreError
 
 
@@ -31,7 +32,7 @@ class _Entry:
 
 
 class GroupCommitter:
-    def __init__(self, store):
+    def __init__(self, store: SqliteFile):
         self.store = store
         self._lock = threading.Lock()
         self._queue: list[_Entry] = []
@@ -82,7 +83,7 @@ class GroupCommitter:
                     entry.error.__cause__ = error
 
 
-def _apply_one(tx, entry: _Entry) -> None:
+def _apply_one(tx: SqliteTransaction, entry: _Entry) -> None:
     conn = tx.conn
     conn.execute("SAVEPOINT entry")
     try:

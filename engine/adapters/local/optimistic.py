@@ -1,22 +1,28 @@
 """Optimistic transactions: the engine's work runs without the write lock.
 
-An engine transaction decodes a job, steps its machine and encodes it again: about
-0.2 ms of Python, during which every other writer (in every process on the
-database) used to wait. Here the body runs on reads outside any write transaction,
-and its writes are kept in memory. Then, holding the write lock, one short
-transaction checks that every row the body read is still exactly as it read it,
-and writes. If one changed, nothing is written and the body runs again on fresh
-reads: the engine's bodies may run more than once (the Datastore store retries
-them too), and only the run that commits counts.
+An engine transaction decodes a job, steps its machine and encodes it again, during
+which every other writer (in every process on the database) used to wait. Here
+the body runs on reads outside any write transaction, and its writes are kept in
+memory. Then, holding the write lock, one short transaction checks that every row
+the body read is still exactly as it read it, and writes. If one changed, nothing
+is written and the body runs again on fresh reads: the engine's bodies may run more
+than once (the Datastore store retries them too), and only the run that commits
+counts. What this costs and saves is measured in docs/PERFORMANCE.md ("Commit
+strategies").
 
 A body that reaches for the connection itself (`tx.conn`) cannot be replayed like
-this; it runs again the classic way, inside `BEGIN IMMEDIATE`.
+this: it raises NeedsLock, and the strategy runs it again the classic way, inside
+`BEGIN IMMEDIATE` (commits.py).
 """
 
 from __future__ import annotations
 
+import sqlite3
+from datetime import datetime
+from typing import NoReturn
+
 from engine.adapters.local import sqlite_rows as sql
-from engine.ports import ProjectRow, StoredJob, Task
+from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
 
 
 class NeedsLock(Exception):
@@ -27,26 +33,29 @@ class Stale(Exception):
     """A row the body read changed before its writes could commit."""
 
 
-class BufferedTransaction(sql.SqliteTransaction):
-    """The body's view: committed rows (or its own writes), writes kept for commit()."""
+class BufferedTransaction:
+    """The body's view: committed rows (or its own writes), writes kept for `check_and_write`.
 
-    def __init__(self, reader):
-        super().__init__(reader)
-        self._reads: dict[tuple, tuple | None] = {}  # (kind, key...) -> the row as first read
-        self._jobs: dict[tuple[str, str], tuple[StoredJob, tuple] | None] = {}  # None: deleted
-        self._projects: dict[str, tuple[ProjectRow, tuple] | None] = {}
-        self._tasks: list[tuple] = []
+    It implements the port's Transaction on a connection it only reads from
+    (`reader`); it has no connection to offer a body (see `conn`).
+    """
+
+    def __init__(self, reader: sqlite3.Connection, records: sql.RecordCache):
+        self._reader, self._records = reader, records
+        self.earliest_eta: datetime | None = None
+        self._reads: dict[tuple[str, ...], sql.Row | None] = {}  # (kind, key...) -> the row as first read
+        self._jobs: dict[tuple[str, str], tuple[StoredJob, sql.Row] | None] = {}  # None: deleted
+        self._projects: dict[str, tuple[ProjectRow, sql.Row] | None] = {}
+        self._invocations: dict[tuple[str, str, str], InvocationRow] = {}
+        self._tasks: list[sql.Row] = []
 
     @property
-    def conn(self):
+    def conn(self) -> NoReturn:
+        """:raises NeedsLock: always; SQL of the body's own cannot be checked and replayed."""
         raise NeedsLock()
 
-    @conn.setter
-    def conn(self, reader) -> None:
-        self._reader = reader
-
-    def _read(self, kind: str, sql_text: str, key: tuple):
-        row = self._reader.execute(sql_text, key).fetchone()
+    def _read(self, kind: str, sql_text: str, key: tuple[str, ...]) -> sql.Row | None:
+        row: sql.Row | None = self._reader.execute(sql_text, key).fetchone()
         self._reads.setdefault((kind, *key), row)
         return row
 
@@ -55,25 +64,29 @@ class BufferedTransaction(sql.SqliteTransaction):
             pending = self._jobs[(project, job_id)]
             return None if pending is None else pending[0]
         row = self._read("job", sql.SELECT_JOB, (project, job_id))
-        return None if row is None else sql.job_from_row(row)
+        return None if row is None else sql.job_from_row(row, self._records)
 
     def put_job(self, job: StoredJob) -> None:
         # Encoded now, outside the lock; StoredJob and its record are immutable.
-        self._jobs[(job.record.project, job.record.job_id)] = (job, sql.job_values(job))
+        self._jobs[(job.record.project, job.record.job_id)] = (job, sql.job_values(job, self._records))
 
     def delete_job(self, project: str, job_id: str) -> None:
         self._jobs[(project, job_id)] = None
 
-    def get_invocation(self, project: str, job_id: str, invocation_id: str):
-        pending = self._pending.get((project, job_id, invocation_id))
+    def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
+        pending = self._invocations.get((project, job_id, invocation_id))
         if pending is not None:
-            return sql.copy_invocation(pending)
+            return sql.copy_invocation(pending)  # the caller may change it; only a put keeps that
         row = self._read("invocation", sql.SELECT_INVOCATION, (project, job_id, invocation_id))
         return None if row is None else sql.invocation_from_row(row)
 
+    def put_invocation(self, row: InvocationRow) -> None:
+        self._invocations[(row.project, row.job_id, row.id)] = sql.copy_invocation(row)
+
     def enqueue(self, task: Task) -> None:
         self._tasks.append(sql.task_values(task))
-        self.saw_eta(task.eta)
+        if self.earliest_eta is None or task.eta < self.earliest_eta:
+            self.earliest_eta = task.eta
 
     def get_project(self, project: str) -> ProjectRow | None:
         if project in self._projects:
@@ -97,11 +110,11 @@ class BufferedTransaction(sql.SqliteTransaction):
         for (kind, *key), seen in self._reads.items():
             if conn.execute(checks[kind], key).fetchone() != seen:
                 raise Stale(f"{kind} {'/'.join(key)} changed")
-        for key, pending in self._jobs.items():
-            if pending is None:
-                conn.execute(sql.DELETE_JOB, key)
+        for job_key, job in self._jobs.items():
+            if job is None:
+                conn.execute(sql.DELETE_JOB, job_key)
             else:
-                conn.execute(sql.PUT_JOB, pending[1])
+                conn.execute(sql.PUT_JOB, job[1])
         for project, pending in self._projects.items():
             if pending is None:
                 conn.execute(sql.DELETE_PROJECT, (project,))
@@ -109,7 +122,7 @@ class BufferedTransaction(sql.SqliteTransaction):
                 conn.execute(sql.PUT_PROJECT, pending[1])
         if self._tasks:
             conn.executemany(sql.ENQUEUE, self._tasks)
-        if self._pending:
-            conn.executemany(sql.PUT_INVOCATION, [sql.invocation_values(r) for r in self._pending.values()])
+        if self._invocations:
+            conn.executemany(sql.PUT_INVOCATION, [sql.invocation_values(r) for r in self._invocations.values()])
         if self.earliest_eta is not None:
-            tx.saw_eta(self.earliest_eta)  # so that the store tells its listeners
+            tx.saw_eta(self.earliest_eta)  # so that the store tells the dispatcher

@@ -24,18 +24,18 @@ import logging
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Generic, TypeVar
 
 from engine.adapters.local.send_pool import SendPool
-from engine.adapters.local.sqlite_queue import LeasedTask
 from engine.logs import log_event
-from engine.ports import ConflictError, StoreError
+from engine.ports import ConflictError, LeasedTask, StoredJob, StoreError
+from engine.retry import RECORD_BACKOFF
 from engine.tasks import Sent, TaskRunner
+from statemachine.actions import Deliver
 
 log = logging.getLogger("sundial.dispatcher")
 
 MAX_BATCH = 64  # tasks per transaction: enough to spread its fixed cost, short enough to start sending soon
-RECORD_RETRY_FIRST, RECORD_RETRY_MOST = 0.5, 5.0  # seconds between tries to commit a result
 RECORD_TRIES = 12  # about a minute of a store that is down; then the task is handed back
 
 
@@ -47,20 +47,24 @@ class _Result:
     timer: threading.Timer | None = None  # set while it waits to be committed again
 
 
-class _Inbox:
+Item = TypeVar("Item")
+Settle = Callable[[LeasedTask, BaseException | None], None]
+
+
+class _Inbox(Generic[Item]):
     """A queue a stage drains in batches; `close` ends its stage once it is empty."""
 
-    def __init__(self):
-        self._items: deque = deque()
+    def __init__(self) -> None:
+        self._items: deque[Item] = deque()
         self._ready = threading.Condition()
         self._closed = False
 
-    def put(self, item) -> None:
+    def put(self, item: Item) -> None:
         with self._ready:
             self._items.append(item)
             self._ready.notify()
 
-    def take(self, most: int) -> list | None:
+    def take(self, most: int) -> list[Item] | None:
         """Wait for at least one item; None once closed and empty."""
         with self._ready:
             while not self._items and not self._closed:
@@ -68,7 +72,7 @@ class _Inbox:
             count = min(most, len(self._items))
             return [self._items.popleft() for _ in range(count)] if count else None
 
-    def close(self) -> list:
+    def close(self) -> list[Item]:
         """Stop taking; returns what was never taken."""
         with self._ready:
             self._closed = True
@@ -86,10 +90,10 @@ class _Inbox:
 class TaskPipeline:
     """`settle(item, error)`: the task is done (error None) or is to run again."""
 
-    def __init__(self, runner: TaskRunner, senders: int,
-                 settle: Callable[[LeasedTask, BaseException | None], None]):
+    def __init__(self, runner: TaskRunner, senders: int, settle: Settle):
         self.runner, self.settle = runner, settle
-        self._steps, self._results = _Inbox(), _Inbox()
+        self._steps: _Inbox[LeasedTask] = _Inbox()
+        self._results: _Inbox[_Result] = _Inbox()
         # A request may wait for a sender a quarter of the start grace at most (and 5 s).
         longest_wait = min(runner.changes.tuning.start_grace.total_seconds() / 4, 5.0)
         self._sends = SendPool(senders, longest_wait)
@@ -121,7 +125,8 @@ class TaskPipeline:
             self._stopping = True
             waiting, self._waiting = self._waiting, set()
         for result in waiting:  # handed back; the watchdog has their attempts
-            result.timer.cancel()
+            if result.timer is not None:
+                result.timer.cancel()
             self._settle_part(result.item, RuntimeError("stopped before its result was committed"))
         self._results.finish()
         self._threads[1].join()
@@ -136,7 +141,7 @@ class TaskPipeline:
             self._guarded(self._record, batch)
 
     @staticmethod
-    def _guarded(work: Callable[[list], None], batch: list) -> None:
+    def _guarded(work: Callable[[list[Item]], None], batch: list[Item]) -> None:
         # Storage errors are handled inside; anything else is a bug, which must not
         # end the stage's thread and with it every later delivery.
         try:
@@ -168,7 +173,7 @@ class TaskPipeline:
 
     # --- stage 2: send ---------------------------------------------------------------
 
-    def _send(self, item: LeasedTask, job, action) -> None:
+    def _send(self, item: LeasedTask, job: StoredJob, action: Deliver) -> None:
         try:
             result = self.runner.deliveries.send(job, action)
         except Exception as error:  # not the target's failure (that is a result): ours
@@ -201,7 +206,7 @@ class TaskPipeline:
                       task=result.item.task.name, failures=result.failures, error=repr(error))
             self._settle_part(result.item, error)
             return
-        delay = min(RECORD_RETRY_FIRST * 2 ** (result.failures - 1), RECORD_RETRY_MOST)
+        delay = RECORD_BACKOFF.after(result.failures).total_seconds()
         log_event(log, "recording a result failed", task=result.item.task.name, failures=result.failures,
                   retry_in_ms=int(delay * 1000), error=repr(error))
         with self._lock:

@@ -9,8 +9,8 @@ starts, and it leaves once nothing is waiting.
 
 Letting requests queue at all is what keeps the burst fast: the step thread commits a
 batch while the senders work through the previous one. Bounding the queue to the free
-senders instead cost about a fifth of the throughput (2,057-2,194/s against 2,467-2,681/s
-for 10,000 due at once, two processes on 2 cores).
+senders instead cost about a fifth of the throughput (docs/PERFORMANCE.md, "The send
+pool's unbounded queue").
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Callable
+from typing import Any, Callable
 
 
 class SendPool:
     def __init__(self, threads: int, longest_wait: float, name: str = "sundial-send"):
         self.longest_wait, self.name = longest_wait, name
-        self._queue: deque[tuple[float, Callable, tuple]] = deque()
+        self._queue: deque[tuple[float, Callable[..., object], tuple[Any, ...]]] = deque()
         self._ready = threading.Condition()
         self._closing = False
         self._closed = threading.Event()  # wakes the supervisor, which never waits on _ready
@@ -37,7 +37,7 @@ class SendPool:
         self._threads = [self._spawn(extra=False, index=i) for i in range(self.threads)]
         self._supervisor.start()
 
-    def submit(self, work: Callable, *args) -> None:
+    def submit(self, work: Callable[..., object], *args: Any) -> None:
         """Run `work(*args)` on a sender; `work` handles its own errors."""
         with self._ready:
             self._queue.append((time.monotonic(), work, args))

@@ -19,23 +19,18 @@ reports it done, so "leases held" bounds "requests in flight".
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import sqlite3
 from datetime import datetime, timedelta
 
-from engine.adapters.local.sqlite_rows import from_seconds
+from engine.adapters.local.sqlite_rows import from_seconds, instant
 from engine.adapters.local.sqlite_store import SqliteJobStore
-from engine.ports import Task
+from engine.ports import LeasedTask, Task
 from statemachine.vocabulary import TaskKind
 
 
-@dataclass(frozen=True)
-class LeasedTask:
-    id: int
-    task: Task
-    attempts: int  # deliveries of this task so far, this one included
-
-
 class SqliteTaskQueue:
+    """The TaskQueue port (engine/ports.py) on the store's `tasks` table."""
+
     def __init__(self, store: SqliteJobStore):
         self.store = store
 
@@ -61,7 +56,7 @@ class SqliteTaskQueue:
             ).fetchall()
         rows.sort(key=lambda row: row[4])
         return [
-            LeasedTask(task_id, Task(name, TaskKind(kind), json.loads(payload), from_seconds(eta), queue), attempts)
+            LeasedTask(task_id, Task(name, TaskKind(kind), json.loads(payload), instant(eta), queue), attempts)
             for task_id, name, kind, payload, eta, attempts, queue in rows
         ]
 
@@ -102,7 +97,8 @@ class SqliteTaskQueue:
         return from_seconds(min(candidates)) if candidates else None
 
     def pending(self) -> int:
-        return self.store.connection().execute("SELECT count(*) FROM tasks").fetchone()[0]
+        (count,) = self.store.connection().execute("SELECT count(*) FROM tasks").fetchone()
+        return int(count)
 
 
 # Due, unleased tasks of one queue, in ETA order (the (queue, eta) index).
@@ -122,7 +118,7 @@ _LIMIT = (
 )
 
 
-def _pick_due(conn, at: float, limit: int) -> list[int]:
+def _pick_due(conn: sqlite3.Connection, at: float, limit: int) -> list[int]:
     """Ids of up to `limit` due tasks, earliest first, leaving every throttle within bounds."""
     due = []
     for queue, room in _open_queues(conn, at, limit).items():
@@ -131,7 +127,7 @@ def _pick_due(conn, at: float, limit: int) -> list[int]:
     return [task_id for _, task_id in due[:limit]]
 
 
-def _open_queues(conn, at: float, limit: int) -> dict[str, int]:
+def _open_queues(conn: sqlite3.Connection, at: float, limit: int) -> dict[str, int]:
     """Queue -> how many more of its tasks may be leased now (only queues with room)."""
     rooms = {"": limit}
     queues = [row[0] for row in conn.execute(_QUEUES)]
@@ -149,7 +145,7 @@ def _open_queues(conn, at: float, limit: int) -> dict[str, int]:
     return rooms
 
 
-def throttle_limit(conn, queue: str) -> int | None:
+def throttle_limit(conn: sqlite3.Connection, queue: str) -> int | None:
     """The max_in_flight of the throttle a queue is named for; None if it is not defined."""
     project, _, name = queue.partition("/")
     row = conn.execute(_LIMIT, (project, name)).fetchone()

@@ -1,22 +1,26 @@
 """The SQLite adapter's rows: SQL text, the codecs between rows and the port's types,
 and the transaction object that reads and writes them.
 
-A leaf of the adapter: the store (sqlite_store.py) and its two commit strategies
-(optimistic.py, group_commit.py) build on it, and it imports none of them.
+A leaf of the adapter: the store (sqlite_store.py) and its commit strategies
+(commits.py, optimistic.py, group_commit.py) build on it, and it imports none of them.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime
+from typing import Any, Protocol
 
 from engine.ports import InvocationRow, JobSource, ProjectRow, StoredJob, Task
 from engine.recording import notification_text, stored_notification
 from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
-from statemachine.record import record_from_dict, record_to_dict
+from statemachine.record import JobRecord, record_from_dict, record_to_dict
+
+Row = tuple[Any, ...]  # one row as sqlite3 returns it, or the values of one to write
 
 JOB_COLUMNS = "record, definition, source, config_error, deleted"  # what job_from_row reads
 SELECT_JOB = f"SELECT {JOB_COLUMNS} FROM jobs WHERE project = ? AND job_id = ?"
@@ -48,17 +52,66 @@ def from_seconds(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, UTC)
 
 
+def instant(value: float) -> datetime:
+    """A NOT NULL time column as a datetime."""
+    return datetime.fromtimestamp(value, UTC)
+
+
+class RecordCache:
+    """Decoded job records by their stored text, for one store and its transactions.
+
+    A delivery reads its job twice (tick, outcome) and the second read finds the
+    text this store just wrote; JobRecord is immutable, so the cached one can be
+    handed out as it is. Definitions are plain dicts that callers could change, so
+    they are decoded every time.
+    """
+
+    LIMIT = 4_096  # a few per task in flight; a miss only costs a decode
+
+    def __init__(self) -> None:
+        self._records: dict[str, JobRecord] = {}
+
+    def remember(self, text: str, record: JobRecord) -> None:
+        if len(self._records) >= self.LIMIT:
+            self._records.clear()  # a whole generation at once: cheaper than an LRU, as good here
+        self._records[text] = record
+
+    def decode(self, text: str) -> JobRecord:
+        record = self._records.get(text)
+        if record is None:
+            record = record_from_dict(json.loads(text))
+            self.remember(text, record)
+        return record
+
+
+class SqliteFile(Protocol):
+    """The store as its commit strategies see it (commits.py, group_commit.py)."""
+
+    records: RecordCache
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection, for reads outside a write transaction."""
+
+    def transaction(self) -> AbstractContextManager[SqliteTransaction]:
+        """A write transaction under the write lock (`BEGIN IMMEDIATE`), committed
+        when the block ends; :raises StoreError: SQLite failed, nothing committed."""
+
+
 class SqliteTransaction:
-    """One transaction's reads and writes.
+    """One transaction's reads and writes, on a connection inside `BEGIN IMMEDIATE`.
 
     Invocation rows are written once, at commit: an outcome transaction creates,
     notes and finishes the same invocation, and writing (and re-reading) the row
     each time cost more than the rest of the transaction. Reads in the transaction
     see its own pending rows, so nothing but the number of writes changes.
+
+    `conn` is open to the store and the queue for SQL of their own; the engine's
+    bodies use only the port's methods.
     """
 
-    def __init__(self, conn: sqlite3.Connection):
+    def __init__(self, conn: sqlite3.Connection, records: RecordCache):
         self.conn = conn
+        self.records = records
         self.earliest_eta: datetime | None = None
         self._pending: dict[tuple[str, str, str], InvocationRow] = {}
 
@@ -70,10 +123,10 @@ class SqliteTransaction:
 
     def get_job(self, project: str, job_id: str) -> StoredJob | None:
         row = self.conn.execute(SELECT_JOB, (project, job_id)).fetchone()
-        return None if row is None else job_from_row(row)
+        return None if row is None else job_from_row(row, self.records)
 
     def put_job(self, job: StoredJob) -> None:
-        self.conn.execute(PUT_JOB, job_values(job))
+        self.conn.execute(PUT_JOB, job_values(job, self.records))
 
     def delete_job(self, project: str, job_id: str) -> None:
         self.conn.execute(DELETE_JOB, (project, job_id))
@@ -108,10 +161,10 @@ class SqliteTransaction:
         self.conn.execute(DELETE_PROJECT, (project,))
 
 
-def job_values(job: StoredJob) -> tuple:
+def job_values(job: StoredJob, records: RecordCache) -> Row:
     record = job.record
     text = json.dumps(record_to_dict(record), separators=(",", ":"))
-    _remember_record(text, record)
+    records.remember(text, record)  # the next read of this job finds it decoded
     return (
         record.project,
         record.job_id,
@@ -125,40 +178,22 @@ def job_values(job: StoredJob) -> tuple:
     )
 
 
-def task_values(task: Task) -> tuple:
+def job_from_row(row: Row, records: RecordCache) -> StoredJob:
+    text, definition, source, config_error, deleted = row
+    return StoredJob(records.decode(text), JobDefinition.from_dict(json.loads(definition)), JobSource(source),
+                     config_error, bool(deleted))
+
+
+def task_values(task: Task) -> Row:
     payload = json.dumps(task.payload, separators=(",", ":"))
     return (task.name, task.kind, payload, task.eta.timestamp(), task.queue)
 
 
-def project_values(row: ProjectRow) -> tuple:
+def project_values(row: ProjectRow) -> Row:
     return (row.id, row.config_hash, row.config_error, json.dumps(row.job_errors), json.dumps(row.settings))
 
 
-# Decoded job records by their stored text. A delivery reads its job twice (tick,
-# outcome) and the second read finds the text this process just wrote; JobRecord
-# is immutable, so the cached one can be handed out as it is. Definitions hold
-# their targets as plain dicts that callers could change, so they are decoded every time.
-_RECORDS: dict[str, object] = {}
-_RECORDS_LIMIT = 4_096  # a few per task in flight; a miss only costs a decode
-
-
-def _remember_record(text: str, record) -> None:
-    if len(_RECORDS) >= _RECORDS_LIMIT:
-        _RECORDS.clear()  # a whole generation at once: cheaper than an LRU, as good here
-    _RECORDS[text] = record
-
-
-def job_from_row(row) -> StoredJob:
-    text, definition, source, config_error, deleted = row
-    record = _RECORDS.get(text)
-    if record is None:
-        record = record_from_dict(json.loads(text))
-        _remember_record(text, record)
-    return StoredJob(record, JobDefinition.from_dict(json.loads(definition)), JobSource(source), config_error,
-                     bool(deleted))
-
-
-def project_from_row(row) -> ProjectRow:
+def project_from_row(row: Row) -> ProjectRow:
     project, config_hash, config_error, job_errors, settings = row
     return ProjectRow(project, config_hash, config_error, json.loads(job_errors), json.loads(settings))
 
@@ -167,7 +202,7 @@ def copy_invocation(row: InvocationRow) -> InvocationRow:
     return replace(row, log=list(row.log))  # entries are never changed, only added or cut
 
 
-def invocation_values(row: InvocationRow) -> tuple:
+def invocation_values(row: InvocationRow) -> Row:
     return (
         row.project, row.job_id, row.id, row.status, row.reason,
         row.scheduled_time.timestamp(), row.trigger, to_seconds(row.created_time),
@@ -176,7 +211,7 @@ def invocation_values(row: InvocationRow) -> tuple:
     )
 
 
-def invocation_from_row(row) -> InvocationRow:
+def invocation_from_row(row: Row) -> InvocationRow:
     """A row of `SELECT *`, or of a summary read that leaves out the log ('[]') and
     the notification (the last column)."""
     (project, job_id, invocation_id, status, reason, scheduled, trigger, created, started,
@@ -184,7 +219,7 @@ def invocation_from_row(row) -> InvocationRow:
     entries = json.loads(log)
     return InvocationRow(
         project=project, job_id=job_id, id=invocation_id, status=status, reason=reason,
-        scheduled_time=from_seconds(scheduled), trigger=trigger, created_time=from_seconds(created),
+        scheduled_time=instant(scheduled), trigger=trigger, created_time=from_seconds(created),
         started_time=from_seconds(started), finished_time=from_seconds(finished),
         attempt=attempt, event_count=event_count, log=entries,
         notification=stored_notification(notification[0] if notification else None, entries),

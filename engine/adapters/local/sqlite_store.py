@@ -1,14 +1,14 @@
 """SqliteJobStore: jobs, invocations and projects in one SQLite file (WAL).
 
-Each thread has its own connection. A transaction takes the write lock (a
+Each thread has its own connection. A write transaction takes the write lock (a
 thread lock and an flock next to the database), then `BEGIN IMMEDIATE`, so
 writers are serialized across threads and processes and a transaction never
 loses a race at commit; the queue's enqueue is a row in the same file, which
 makes it part of the same commit.
 
-Rows, SQL and the transaction object live in sqlite_rows.py; the two other commit
-strategies, optimistic.py and group_commit.py, build on those, and this module
-chooses among the three (`optimistic`, fixed when the store is built).
+Rows, SQL and the transaction object live in sqlite_rows.py. How the engine's
+transaction bodies run and commit is a strategy (commits.py), chosen once when
+the store is built.
 """
 
 from __future__ import annotations
@@ -18,32 +18,39 @@ import threading
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
-from engine.adapters.local.group_commit import GroupCommitter
-from engine.adapters.local.optimistic import BufferedTransaction, NeedsLock
+from engine.adapters.local.commits import CommitStrategy, LockedCommits
 from engine.adapters.local.schema import create_private, migrate
 from engine.adapters.local.sqlite_rows import (
     JOB_COLUMNS,
+    RecordCache,
+    SqliteFile,
     SqliteTransaction,
     invocation_from_row,
     job_from_row,
     project_from_row,
 )
 from engine.adapters.local.write_lock import WriteLock
-from engine.ports import InvocationRow, ProjectRow, StoredJob, StoreError
+from engine.ports import InvocationRow, ProjectRow, StoredJob, StoreError, Transaction
 from statemachine.vocabulary import TERMINAL_STATUSES
 
+T = TypeVar("T")
 TERMINAL = tuple(status.value for status in TERMINAL_STATUSES)  # plain strings: it is written into SQL
-OPTIMISTIC_TRIES = 3  # lost races before a transaction body runs under the write lock
+
 
 class SqliteJobStore:
-    def __init__(self, path: str | Path, optimistic: bool = False):
+    def __init__(
+        self,
+        path: str | Path,
+        commits: Callable[[SqliteFile], CommitStrategy] = LockedCommits,
+        on_enqueue: Callable[[datetime], None] | None = None,
+    ):
+        """`commits` builds the strategy that runs `run_in_transaction`'s bodies
+        (commits.py). `on_enqueue(eta)` is called after each commit that enqueued
+        tasks, with the earliest ETA among them: the dispatcher sleeps until the
+        earliest task it knows of and must hear of earlier ones."""
         self.path = str(path)
-        # Optimistic transactions pay off when several processes share the database
-        # (serve --processes N): the write lock is then held only to commit. In one
-        # process they cost more than they save (see run_in_transaction).
-        self.optimistic = optimistic
         if self.path != ":memory:":
             create_private(Path(self.path))
         self._local = threading.local()
@@ -51,15 +58,10 @@ class SqliteJobStore:
         # serving this database: SQLite's busy handler sleeps while its lock sits
         # free, a thread lock and an flock hand it over at once (write_lock.py).
         self._write_lock = WriteLock(self.path)
-        # Called with the earliest ETA of the tasks a transaction enqueued, after
-        # it commits: the dispatcher sleeps until the earliest ETA and must hear of earlier ones.
-        self.enqueue_listeners: list[Callable[[datetime], None]] = []
-        self._committer = GroupCommitter(self)
-        # Optimistic bodies run one at a time in a process. They are pure Python, so
-        # the GIL serializes them anyway, but 32 threads contending for the GIL hand
-        # it over far more often (and at a higher cost) than they would this lock.
-        # Other processes' bodies still run alongside.
-        self._body_lock = threading.Lock()
+        self._on_enqueue = on_enqueue
+        # Shared by this store's transactions, and by no other store's.
+        self.records = RecordCache()
+        self._commits = commits(self)
         with self._write_lock:
             migrate(self.connection())
 
@@ -76,14 +78,14 @@ class SqliteJobStore:
         return conn
 
     @contextmanager
-    def transaction(self) -> Iterator["SqliteTransaction"]:
+    def transaction(self) -> Iterator[SqliteTransaction]:
         conn = self.connection()
         with self._write_lock:
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as error:
                 raise StoreError(f"sqlite: cannot begin: {error}") from error
-            tx = SqliteTransaction(conn)
+            tx = SqliteTransaction(conn, self.records)
             try:
                 yield tx
                 tx.flush()
@@ -94,16 +96,15 @@ class SqliteJobStore:
             except BaseException:
                 _rollback(conn)
                 raise
-        if tx.earliest_eta is not None:
-            for listener in self.enqueue_listeners:
-                listener(tx.earliest_eta)
+        if tx.earliest_eta is not None and self._on_enqueue is not None:
+            self._on_enqueue(tx.earliest_eta)
 
     def shared_secret(self, generate: Callable[[], str]) -> str:
         """The secret every process on this database puts on the tasks it creates."""
         with self.transaction() as tx:
             row = tx.conn.execute("SELECT value FROM meta WHERE key = 'task_secret'").fetchone()
             if row:
-                return row[0]
+                return str(row[0])
             secret = generate()
             tx.conn.execute("INSERT INTO meta (key, value) VALUES ('task_secret', ?)", (secret,))
             return secret
@@ -112,37 +113,19 @@ class SqliteJobStore:
         """A small value kept beside the jobs (e.g. the UI's sign-out generations)."""
         with self.transaction() as tx:
             row = tx.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-            return row[0] if row else None
+            return str(row[0]) if row else None
 
     def write_meta(self, key: str, value: str) -> None:
         with self.transaction() as tx:
             tx.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
-    def run_in_transaction(self, body):
-        """Run `body(tx)` in one transaction and return what it returns.
+    def run_in_transaction(self, body: Callable[[Transaction], T]) -> T:
+        """Run `body(tx)` in one transaction and return what it returns, the way the
+        store's commit strategy runs it (commits.py).
 
-        By default the body runs inside `BEGIN IMMEDIATE`, so it never runs twice.
-        With `optimistic`, it runs without the write lock, and the lock is held
-        only to check that what it read is unchanged and to write (optimistic.py),
-        for many threads' bodies at once (group_commit.py); after OPTIMISTIC_TRIES
-        lost races, or for a body that uses `tx.conn`, it runs the default way.
-        Measured on 2 cores (10,000 deliveries due at once): with two processes,
-        1,250-1,630/s against 990/s; with one, 740-780/s against 900/s, as its
-        threads then contend for the GIL instead of the lock.
+        :raises StoreError: storage failed; nothing of the body was committed.
         """
-        for _ in range(OPTIMISTIC_TRIES if self.optimistic else 0):
-            buffered = BufferedTransaction(self.connection())
-            try:
-                with self._body_lock:
-                    result = body(buffered)
-            except NeedsLock:
-                break
-            except sqlite3.Error as error:
-                raise StoreError(f"sqlite: {error}") from error
-            if self._committer.commit(buffered):
-                return result
-        with self.transaction() as tx:
-            return body(tx)
+        return self._commits.run(body)
 
     # --- queries outside transactions -------------------------------------------------
 
@@ -163,20 +146,20 @@ class SqliteJobStore:
             f"SELECT {JOB_COLUMNS} FROM jobs WHERE project = ? ORDER BY job_id",
             (project,),
         )
-        return [job_from_row(row) for row in rows]
+        return [job_from_row(row, self.records) for row in rows]
 
     def count_jobs(self, project: str) -> int:
         (count,) = self.connection().execute("SELECT COUNT(*) FROM jobs WHERE project = ?", (project,)).fetchone()
-        return count
+        return int(count)
 
     def get_job(self, project: str, job_id: str) -> StoredJob | None:
-        return SqliteTransaction(self.connection()).get_job(project, job_id)
+        return SqliteTransaction(self.connection(), self.records).get_job(project, job_id)
 
     def get_project(self, project: str) -> ProjectRow | None:
-        return SqliteTransaction(self.connection()).get_project(project)
+        return SqliteTransaction(self.connection(), self.records).get_project(project)
 
     def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
-        return SqliteTransaction(self.connection()).get_invocation(project, job_id, invocation_id)
+        return SqliteTransaction(self.connection(), self.records).get_invocation(project, job_id, invocation_id)
 
     def list_invocations(
         self, project: str, job_id: str, page_size: int, page_token: str | None
@@ -210,7 +193,7 @@ class SqliteJobStore:
             " AND job_id > ? AND job_id >= ? AND job_id < ? ORDER BY job_id LIMIT ?",
             (project, page_token or "", prefix, prefix + "\uffff", page_size + 1),
         ).fetchall()
-        page = [job_from_row(row) for row in rows[:page_size]]
+        page = [job_from_row(row, self.records) for row in rows[:page_size]]
         return page, (page[-1].record.job_id if len(rows) > page_size else None)
 
     def list_invocations_with_status(

@@ -43,7 +43,7 @@ class WriteLock:
                 raise
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         try:
             if self._fd is not None:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)

@@ -1,0 +1,29 @@
+"""Waits between tries of the shell's own work: a task whose handler raised, a
+result the dispatcher could not commit.
+
+Exponential from `first`, doubling per failure, capped at `most`; no jitter, as
+these retries concern one process's own tasks, not many clients hitting a target
+at once (deliveries retry by `statemachine.policy.compute_backoff`, which jitters).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+
+@dataclass(frozen=True)
+class Backoff:
+    first: timedelta
+    most: timedelta
+
+    def after(self, failures: int) -> timedelta:
+        """The wait after the `failures`-th failure in a row (1-based)."""
+        # The exponent is bounded so that a long run of failures stays cheap to compute.
+        return min(self.first * (1 << min(max(failures, 1) - 1, 40)), self.most)
+
+
+# A task whose handler raised runs again after 0.5 s, 1 s, 2 s ... 60 s at most.
+TASK_BACKOFF = Backoff(first=timedelta(milliseconds=500), most=timedelta(seconds=60))
+# A delivery result that could not be committed is tried again after 0.5 s ... 5 s.
+RECORD_BACKOFF = Backoff(first=timedelta(milliseconds=500), most=timedelta(seconds=5))

@@ -1,0 +1,66 @@
+"""The SQLite store's commit strategy, chosen once when the store is built, its
+decoded-record cache, and the backoffs of the local dispatcher."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from app.bootstrap import build_local
+from config.settings import from_environment
+from engine.adapters.local.commits import GroupCommits, LockedCommits, OptimisticCommits
+from engine.adapters.local.optimistic import BufferedTransaction
+from engine.adapters.local.sqlite_rows import SqliteTransaction
+from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.ports import StoredJob
+from engine.retry import RECORD_BACKOFF, TASK_BACKOFF
+from statemachine.definition import JobDefinition
+from statemachine.record import new_record
+
+
+def _job() -> StoredJob:
+    return StoredJob(new_record("p", "j"), JobDefinition(id="j", schedule="* * * * * ?", target={"noop": {}}))
+
+
+@pytest.mark.parametrize("commits, view", [
+    (LockedCommits, SqliteTransaction),
+    (OptimisticCommits, BufferedTransaction),
+    (GroupCommits, BufferedTransaction),
+])
+def test_the_strategy_given_at_construction_runs_every_body(tmp_path, commits, view):
+    store = SqliteJobStore(tmp_path / "s.db", commits)
+    seen = store.run_in_transaction(lambda tx: (tx.put_job(_job()), type(tx))[1])
+    assert seen is view
+    assert store.get_job("p", "j") is not None
+
+
+@pytest.mark.parametrize("processes, view", [("1", SqliteTransaction), ("2", BufferedTransaction)])
+def test_the_composition_root_locks_for_one_process_and_groups_commits_for_several(tmp_path, processes, view):
+    (tmp_path / "configs").mkdir()
+    settings = from_environment({"SUNDIAL_PROCESSES": processes, "SUNDIAL_DB": str(tmp_path / "db"),
+                                 "SUNDIAL_CONFIG_DIR": str(tmp_path / "configs"),
+                                 "SUNDIAL_TASK_SECRET": "secret"})
+    store = build_local(settings).engine.queries.store
+    assert store.run_in_transaction(type) is view
+
+
+def test_a_stores_transactions_share_its_record_cache_and_no_other_store_does(tmp_path):
+    store = SqliteJobStore(tmp_path / "s.db")
+    job = _job()
+    store.run_in_transaction(lambda tx: tx.put_job(job))
+    # Read back as the very record written: decoded from this store's cache.
+    assert store.run_in_transaction(lambda tx: tx.get_job("p", "j")).record is job.record
+    assert store.get_job("p", "j").record is job.record
+    read = SqliteJobStore(tmp_path / "s.db").get_job("p", "j").record
+    assert read == job.record and read is not job.record  # another store decodes its own
+
+
+def test_a_task_whose_handler_raised_waits_half_a_second_doubling_to_a_minute():
+    waits = [TASK_BACKOFF.after(attempts).total_seconds() for attempts in (1, 2, 3, 7, 8, 9, 50)]
+    assert waits == [0.5, 1.0, 2.0, 32.0, 60.0, 60.0, 60.0]
+
+
+def test_a_result_not_committed_is_tried_again_after_half_a_second_doubling_to_five():
+    waits = [RECORD_BACKOFF.after(failures) for failures in range(1, 7)]
+    assert waits == [timedelta(seconds=s) for s in (0.5, 1.0, 2.0, 4.0, 5.0, 5.0)]
