@@ -11,6 +11,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from config.limits import MAX_REQUEST_BYTES
 from engine.errors import NotFound, Refused, StoreError
+from statemachine.errors import SundialError
 from statemachine.machine import InvalidTransition
 
 log = logging.getLogger("sundial.api")
@@ -28,31 +29,36 @@ STATUS = {
     "UNAVAILABLE": 503,
 }
 
-class ApiError(Exception):
+class ApiError(Refused):
+    """A request the web layer refuses itself (a bad parameter, a body that does not
+    validate); `details` lists each problem, e.g. one per config line."""
+
     def __init__(self, code: str, message: str, details: list[str] | None = None):
-        super().__init__(message)
-        self.code, self.message, self.details = code, message, details or []
+        super().__init__(code, message)
+        self.message, self.details = message, details or []
 
 
-# Every error a request may end with on purpose; anything else is a bug (INTERNAL).
-KNOWN_ERRORS = (ApiError, Refused, NotFound, InvalidTransition, StoreError)
+# Every error a request may end with on purpose is a SundialError; anything else is a
+# bug (INTERNAL). A Refused names its own code (only the use case that refused knows
+# which rule did); the others' answers, most specific first:
+ANSWERS: tuple[tuple[type[SundialError], str, str], ...] = (
+    # The event is not allowed in the job's state (a paused job's trigger, a disabled
+    # job's pause): the request is sound, the job is not ready for it.
+    (InvalidTransition, "FAILED_PRECONDITION", "{}"),
+    (NotFound, "NOT_FOUND", "{}"),
+    (StoreError, "UNAVAILABLE", "storage is failing: {}; try again in a moment"),
+)
+KNOWN_ERRORS = (SundialError,)
 
 
-def classify(error: Exception) -> tuple[str, str, list[str]]:
-    """(code, message, details) of one of KNOWN_ERRORS."""
-    if isinstance(error, ApiError):
-        return error.code, error.message, error.details
+def classify(error: SundialError) -> tuple[str, str, list[str]]:
+    """(code, message, details) of an error Sundial raised on purpose."""
     if isinstance(error, Refused):
-        return error.code, str(error), []
-    if isinstance(error, InvalidTransition):
-        # The event is not allowed in the job's state (a paused job's trigger, a
-        # disabled job's pause): the request is sound, the job is not ready for it.
-        return "FAILED_PRECONDITION", str(error), []
-    if isinstance(error, NotFound):
-        return "NOT_FOUND", str(error), []
-    if isinstance(error, StoreError):
-        return "UNAVAILABLE", f"storage is failing: {error}; try again in a moment", []
-    raise TypeError(f"not a known error: {error!r}")
+        return error.code, str(error), error.details if isinstance(error, ApiError) else []
+    for kind, code, words in ANSWERS:
+        if isinstance(error, kind):
+            return code, words.format(error), []
+    return "INTERNAL", str(error), []
 
 
 def http_code(error: HTTPException) -> str:
