@@ -8,9 +8,13 @@ import secrets
 import threading
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from enum import Enum
 from typing import Callable
 
+from flask import Flask
+
 from app.importer import import_directory
+from app.processes import DispatcherProcesses
 from config.settings import Settings
 from engine.adapters.local.commits import GroupCommits, LockedCommits
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
@@ -18,6 +22,8 @@ from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.clock import SystemClock
 from engine.logs import log_event
+from engine.metrics import Metrics
+from engine.ports import Clock, JobStore
 from engine.service import Engine, build_engine
 from engine.targets import GoogleAccess, build_targets
 from statemachine.safety import OwnService
@@ -26,21 +32,33 @@ from web.app import create_app
 log = logging.getLogger("sundial.serve")
 
 
+class Role(Enum):
+    """What a process of `serve` does."""
+
+    SERVER = "server"  # the API, the UI, the periodic loops and a dispatcher (and its children)
+    DISPATCHER = "dispatcher"  # only a dispatcher: a child of `serve --processes N`
+
+
 @dataclass
 class Runtime:
     settings: Settings
     engine: Engine
-    dispatcher: Dispatcher | None
-    app: object
+    dispatcher: Dispatcher | None  # None on the cloud backend: Cloud Tasks dispatches
+    app: Flask | None  # None in a dispatcher-only process
     loops: list["PeriodicLoop"] = field(default_factory=list)
+    children: DispatcherProcesses | None = None  # the extra dispatchers of --processes N
 
     def start(self) -> None:
-        if self.dispatcher is not None:  # the cloud backend's dispatcher is Cloud Tasks
+        if self.dispatcher is not None:
             self.dispatcher.start()
         for loop in self.loops:
             loop.start()
+        if self.children is not None:
+            self.children.start()
 
     def stop(self) -> None:
+        if self.children is not None:
+            self.children.stop()
         for loop in self.loops:
             loop.stop()
         if self.dispatcher is not None:
@@ -85,8 +103,14 @@ class PeriodicLoop:
             log_event(log, f"{self.name} failed", error=repr(error))
 
 
-def build_local(settings: Settings, clock=None) -> Runtime:
-    """The embedded backend: SQLite store and queue, in-process dispatcher."""
+def build(settings: Settings, clock: Clock | None = None) -> Runtime:
+    """The runtime of the backend the settings name."""
+    return build_cloud(settings, clock) if settings.backend == "cloud" else build_local(settings, clock)
+
+
+def build_local(settings: Settings, clock: Clock | None = None, role: Role = Role.SERVER) -> Runtime:
+    """The embedded backend: SQLite store and queue, in-process dispatcher; as a server,
+    with settings.processes - 1 dispatcher-only children beside it."""
     clock = clock or SystemClock()
     # With several processes on the database, each holds its write lock only to commit,
     # for many threads at once; in one process that costs more than it saves
@@ -95,10 +119,22 @@ def build_local(settings: Settings, clock=None) -> Runtime:
     wakeup = Wakeup()  # the dispatcher's, woken by this process's commits of earlier tasks
     store = SqliteJobStore(settings.db_path, commits, on_enqueue=wakeup.task_enqueued)
     settings = _with_secret(settings, store.shared_secret)
-    engine = _engine(settings, store, build_targets("local", _own(settings), google_access(settings)), clock)
+    children = _children(settings) if role is Role.SERVER else None
+    # /metrics in the server counts what its children did too (their snapshots).
+    metrics = Metrics(other_processes=[children.snapshots] if children is not None else [])
+    targets = build_targets("local", _own(settings), google_access(settings))
+    engine = _engine(settings, store, targets, clock, metrics)
     queue = SqliteTaskQueue(store)
     dispatcher = Dispatcher(queue, engine.tasks, clock, wakeup, settings.workers, settings.task_lease)
-    return _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending)
+    if role is Role.DISPATCHER:
+        return Runtime(settings, engine, dispatcher, app=None)
+    return _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending, children=children)
+
+
+def _children(settings: Settings) -> DispatcherProcesses | None:
+    """The extra dispatcher processes of --processes N (on the embedded backend only: on
+    the cloud backend Cloud Tasks spreads the work)."""
+    return DispatcherProcesses(settings, settings.processes - 1) if settings.processes > 1 else None
 
 
 def build_cloud(settings: Settings, clock=None) -> Runtime:
@@ -181,7 +217,7 @@ def wsgi_app():
 
     configure_logging()
     settings = from_environment()
-    runtime = build_cloud(settings) if settings.backend == "cloud" else build_local(settings)
+    runtime = build(settings)
     runtime.start()
     return runtime.app
 
@@ -217,9 +253,9 @@ def _with_secret(settings: Settings, shared_secret: Callable[[Callable[[], str]]
     return replace(settings, task_secret=shared_secret(lambda: secrets.token_urlsafe(32)))
 
 
-def _engine(settings: Settings, store, targets: dict, clock) -> Engine:
+def _engine(settings: Settings, store: JobStore, targets: dict, clock: Clock, metrics: Metrics | None = None) -> Engine:
     return build_engine(
-        store, targets, clock, settings.tuning,
+        store, targets, clock, settings.tuning, metrics=metrics,
         service_url=settings.service_url, secret=settings.task_secret.encode(), secrets=_secrets(settings),
     )
 
@@ -245,8 +281,9 @@ def _secrets(settings: Settings):
     return LocalSecrets(settings.secrets_dir)
 
 
-def _runtime(settings: Settings, engine: Engine, dispatcher, loops: bool, queue_depth=None,
-             after_import: Callable[[], None] | None = None) -> Runtime:
+def _runtime(settings: Settings, engine: Engine, dispatcher: Dispatcher | None, loops: bool,
+             queue_depth: Callable[[], int] | None = None, after_import: Callable[[], None] | None = None,
+             children: DispatcherProcesses | None = None) -> Runtime:
     def import_configs() -> int:
         imported = import_directory(engine.configs, settings.config_dir, settings.backend, _own(settings))
         if after_import is not None:
@@ -264,4 +301,4 @@ def _runtime(settings: Settings, engine: Engine, dispatcher, loops: bool, queue_
         PeriodicLoop("watchdog", settings.watchdog_period, cron["watchdog"]),
         PeriodicLoop("cleanup", settings.cleanup_period, cron["cleanup"]),
     ]
-    return Runtime(settings, engine, dispatcher, app, periodic if loops else [])
+    return Runtime(settings, engine, dispatcher, app, periodic if loops else [], children)

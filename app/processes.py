@@ -6,8 +6,8 @@ no UI, no periodic loops) on the same database: the queue's lease keeps any two
 processes from taking the same task, and the store's write lock (an flock) hands
 SQLite's write lock between them at once.
 
-A child gets the parent's settings (pickled on its stdin), so it signs and addresses
-exactly as the parent does. Every second it writes its metrics (one JSON line) on its
+A child (app/child.py) gets the parent's settings (pickled on its stdin), so it signs
+and addresses exactly as the parent does. Every second it writes its metrics (one JSON line) on its
 stdout, and the parent's /metrics adds the newest of each child to its own. It stops
 on SIGTERM or SIGINT (Ctrl-C reaches the whole process group) and when its parent
 dies: on Linux the kernel sends it SIGTERM (PR_SET_PDEATHSIG), elsewhere it notices
@@ -16,7 +16,6 @@ within a second.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import os
@@ -27,6 +26,7 @@ import sys
 import threading
 from pathlib import Path
 
+from config.settings import Settings
 from engine.logs import log_event
 from engine.metrics import is_snapshot
 
@@ -34,13 +34,12 @@ log = logging.getLogger("sundial.serve")
 
 ROOT = Path(__file__).resolve().parents[1]
 STOP_TIMEOUT = 15.0  # seconds a child may take to finish its in-flight deliveries
-_PR_SET_PDEATHSIG = 1
 
 
 class DispatcherProcesses:
     """The parent's handle on its dispatcher-only children."""
 
-    def __init__(self, settings, count: int):
+    def __init__(self, settings: Settings, count: int):
         self.settings, self.count = settings, count
         self.children: list[subprocess.Popen] = []
         self._stopping = threading.Event()
@@ -50,7 +49,7 @@ class DispatcherProcesses:
         blob = pickle.dumps(self.settings)
         for index in range(1, self.count + 1):
             child = subprocess.Popen(
-                [sys.executable, "-c", "from app.processes import child_main; child_main()",
+                [sys.executable, "-c", "from app.child import child_main; child_main()",
                  str(os.getpid())],
                 cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             )
@@ -91,46 +90,3 @@ class DispatcherProcesses:
         code = child.wait()
         if not self._stopping.is_set():
             log_event(log, "dispatcher process exited", level=logging.ERROR, pid=child.pid, code=code)
-
-
-def child_main() -> None:
-    """The entry point of a child: run a dispatcher until told to stop."""
-    from app.bootstrap import build_local
-    from engine.logs import configure_logging
-
-    parent = int(sys.argv[1])  # the serve process; if it is gone already, so are we
-    _die_with_parent()
-    settings = pickle.loads(sys.stdin.buffer.read())
-    configure_logging()
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    runtime = build_local(settings)  # settings.processes > 1: group commits
-    assert runtime.dispatcher is not None  # the local backend always has one
-    runtime.dispatcher.start()  # only the dispatcher: the parent runs the API and the loops
-    log_event(log, "dispatcher process started", pid=os.getpid())
-    while not stop.wait(1.0):
-        _report_metrics(runtime.engine.metrics)
-        if os.getppid() != parent:  # the parent died without the kernel telling us
-            break
-    runtime.dispatcher.stop()
-    _report_metrics(runtime.engine.metrics)  # with what it finished while stopping
-    log_event(log, "dispatcher process stopped", pid=os.getpid())
-
-
-def _report_metrics(metrics) -> None:
-    try:
-        sys.stdout.write(json.dumps(metrics.snapshot()) + "\n")
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        pass  # the parent is gone (or going): nobody to tell
-
-
-def _die_with_parent() -> None:
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass  # the getppid() check in child_main still notices, within a second

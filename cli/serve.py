@@ -100,12 +100,12 @@ def _interrupt(signum, frame):
 def run_serve(args) -> int:
     from waitress import create_server
 
-    from app.bootstrap import build_cloud, build_local
+    from app.bootstrap import build
     from engine.logs import configure_logging
 
     settings = _settings(args)
     configure_logging()
-    runtime = build_cloud(settings) if settings.backend == "cloud" else build_local(settings)
+    runtime = build(settings)
     server = create_server(runtime.app, host=settings.host, port=settings.port, **listener_options())
     print(f"sundial: serving on http://{settings.host}:{settings.port} "
           f"(database {settings.db_path}, configs {settings.config_dir}); "
@@ -113,30 +113,13 @@ def run_serve(args) -> int:
           if not settings.api_tokens else
           f"sundial: serving on http://{settings.host}:{settings.port}", file=sys.stderr, flush=True)
     signal.signal(signal.SIGTERM, _interrupt)  # stop on SIGTERM exactly as on Ctrl-C
-    children = _dispatcher_processes(runtime.settings)
-    if children is not None:
-        runtime.engine.metrics.other_processes.append(children.snapshots)
     runtime.start()
     try:
-        if children is not None:
-            children.start()
         server.run()
     except KeyboardInterrupt:
         pass
     finally:
         print("sundial: stopping", file=sys.stderr, flush=True)
         server.close()
-        if children is not None:
-            children.stop()
         runtime.stop()
     return 0
-
-
-def _dispatcher_processes(settings):
-    """The extra dispatcher processes of --processes N, on the embedded backend only
-    (on the cloud backend Cloud Tasks spreads the work)."""
-    if settings.backend != "local" or settings.processes <= 1:
-        return None
-    from app.processes import DispatcherProcesses
-
-    return DispatcherProcesses(settings, settings.processes - 1)

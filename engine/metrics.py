@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from typing import Callable
+from typing import Callable, Sequence
 
 # Seconds between an occurrence's scheduled time and its first attempt's start.
 LATENESS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -27,13 +27,13 @@ HELP = {
 
 
 class Metrics:
-    def __init__(self):
+    def __init__(self, other_processes: Sequence[Callable[[], list[dict]]] = ()):
+        """`other_processes`: each returns other processes' snapshots, added to this one's counts."""
         self._lock = threading.Lock()
         self._counters: dict[tuple[str, tuple], float] = defaultdict(float)
         self._buckets = [0] * (len(LATENESS_BUCKETS) + 1)
         self._lateness_sum = 0.0
-        # Each returns other processes' snapshots, to add to this one's counts.
-        self.other_processes: list[Callable[[], list[dict]]] = []
+        self.other_processes = tuple(other_processes)
 
     def inc(self, name: str, amount: float = 1, **labels: str) -> None:
         key = (name, tuple(sorted(labels.items())))

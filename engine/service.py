@@ -46,13 +46,14 @@ class Engine:
 
 def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuning: Tuning = DEFAULT_TUNING, *,
                  service_url: str = "http://127.0.0.1:8080", secret: bytes = b"",
-                 secrets: SecretReader | None = None) -> Engine:
+                 secrets: SecretReader | None = None, metrics: Metrics | None = None) -> Engine:
     """The engine over one store and one set of targets.
 
     `service_url` is where async targets send their completion; `secret` keys the
-    completion tokens; `secrets` reads the values header fields name (None: no store).
+    completion tokens; `secrets` reads the values header fields name (None: no store);
+    `metrics` is where the parts count (a fresh one by default).
     """
-    metrics = Metrics()
+    metrics = metrics if metrics is not None else Metrics()
     changes = JobChanges(store, clock, metrics, tuning)
     deliveries = Deliveries(store, targets, clock, metrics, service_url=service_url, secret=secret,
                             secrets=secrets)

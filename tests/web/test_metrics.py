@@ -51,14 +51,14 @@ def test_the_histogram_is_cumulative_and_labels_are_escaped():
 
 
 def test_other_processes_snapshots_add_to_this_ones_counts():
-    parent, child = Metrics(), Metrics()
+    snapshots: list[dict] = []
+    parent, child = Metrics(other_processes=[lambda: snapshots]), Metrics()
     parent.inc("sundial_deliveries_total", outcome="succeeded")
     child.inc("sundial_deliveries_total", 3, outcome="succeeded")
     child.inc("sundial_skips_total", reason="overlap")
     parent.observe_lateness(0.005)
     child.observe_lateness(0.2)
-    snapshot = json.loads(json.dumps(child.snapshot()))  # as it crosses the pipe
-    parent.other_processes.append(lambda: [snapshot])
+    snapshots.append(json.loads(json.dumps(child.snapshot())))  # as it crosses the pipe
     text = parent.render([])
     assert _value(text, 'sundial_deliveries_total{outcome="succeeded"}') == 4
     assert _value(text, 'sundial_skips_total{reason="overlap"}') == 1
