@@ -27,7 +27,7 @@ from engine.ports import Clock, JobStore
 from engine.service import Engine, build_engine
 from engine.targets import GoogleAccess, build_targets
 from statemachine.safety import OwnService
-from web.app import create_app
+from web.app import create_app, gatekeepers_from_settings
 
 log = logging.getLogger("sundial.serve")
 
@@ -295,7 +295,7 @@ def _runtime(settings: Settings, engine: Engine, dispatcher: Dispatcher | None, 
         "import-configs": import_configs,
         "cleanup": lambda: engine.maintenance.cleanup(settings.history),
     }
-    app = create_app(engine, settings, cron, queue_depth)
+    app = create_app(engine, settings, cron, queue_depth, gatekeepers_from_settings(settings))
     periodic = [
         PeriodicLoop("import-configs", settings.import_period, cron["import-configs"], first_in_start=True),
         PeriodicLoop("watchdog", settings.watchdog_period, cron["watchdog"]),

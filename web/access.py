@@ -16,9 +16,9 @@ from flask import Flask, current_app, g, request
 
 from engine.errors import NotFound, Refused
 from engine.ports import ProjectRow
-from web.acl import OWN, READ, TRIGGER, Directory, load_directory, permissions
+from web.acl import OWN, READ, TRIGGER, Directory, permissions
 from web.errors import ApiError
-from web.identity import IAP_HEADER, Caller, Identifier, Unauthenticated, identifier_from_settings
+from web.identity import IAP_HEADER, Caller, Identifier, Unauthenticated
 from web.sessions import SAFE_METHODS, csrf_matches, session_caller
 
 __all__ = ["OWN", "READ", "TRIGGER", "authorize", "caller", "install", "may", "readable"]
@@ -29,12 +29,11 @@ __all__ = ["OWN", "READ", "TRIGGER", "authorize", "caller", "install", "may", "r
 _NOT_USERS = ("/internal/", "/healthz", "/static/", "/signin", "/signout")
 
 
-def install(app: Flask, identifier: Identifier | None = None, directory: Directory | None = None) -> None:
+def install(app: Flask, identifier: Identifier, directory: Directory) -> None:
     """Identify every user request before its handler runs: an unknown or forged
     credential gets 401 whatever the endpoint."""
-    settings = app.config["SUNDIAL_SETTINGS"]
-    app.config["SUNDIAL_IDENTIFIER"] = identifier or identifier_from_settings(settings)
-    app.config["SUNDIAL_DIRECTORY"] = directory or load_directory(settings.admins, settings.groups_file)
+    app.config["SUNDIAL_IDENTIFIER"] = identifier
+    app.config["SUNDIAL_DIRECTORY"] = directory
 
     @app.before_request
     def _identify():

@@ -6,16 +6,23 @@ import hashlib
 import hmac
 import ipaddress
 import secrets
+from dataclasses import dataclass
+from typing import Callable
 
 from flask import Flask, jsonify, request
 from flask.json.provider import DefaultJSONProvider
 from werkzeug.routing import BaseConverter
 
 from config.limits import MAX_REQUEST_BYTES
+from config.settings import Settings
+from engine.service import Engine
 from web import access, errors, origins, ui, ui_format
+from web.acl import Directory, load_directory
 from web.api import api
 from web.api_jobs import jobs_api
 from web.api_meta import meta_api
+from web.guard import Guard, guard_from_settings
+from web.identity import Identifier, identifier_from_settings
 from web.internal import internal
 from web.metrics import metrics_page
 from web.sessions import SESSION_LIFETIME, csrf_token, signed_in
@@ -30,11 +37,30 @@ class SegmentConverter(BaseConverter):
     regex = "[^/:]+"
 
 
-def create_app(engine, settings, cron_jobs: dict | None = None, queue_depth=None) -> Flask:
+@dataclass(frozen=True)
+class Gatekeepers:
+    """Who may call what: users by their credentials and groups, the task queue and
+    the cron service by what web/guard.py accepts."""
+
+    identifier: Identifier
+    directory: Directory
+    guard: Guard
+
+
+def gatekeepers_from_settings(settings: Settings) -> Gatekeepers:
+    return Gatekeepers(identifier_from_settings(settings), load_directory(settings.admins, settings.groups_file),
+                       guard_from_settings(settings))
+
+
+def create_app(engine: Engine, settings: Settings, cron_jobs: dict | None = None,
+               queue_depth: Callable[[], int] | None = None, gatekeepers: Gatekeepers | None = None) -> Flask:
     """An app over a built engine; `cron_jobs` maps cron names to callables;
-    `queue_depth` counts waiting tasks where the queue is ours to count."""
+    `queue_depth` counts waiting tasks where the queue is ours to count; `gatekeepers`
+    are made from the settings unless given."""
+    gatekeepers = gatekeepers or gatekeepers_from_settings(settings)
     app = Flask("sundial")
     app.config["SUNDIAL_ENGINE"] = engine
+    app.config["SUNDIAL_GUARD"] = gatekeepers.guard
     app.config["SUNDIAL_SETTINGS"] = settings
     app.config["SUNDIAL_CRON"] = cron_jobs or {}
     app.config["SUNDIAL_QUEUE_DEPTH"] = queue_depth
@@ -49,8 +75,8 @@ def create_app(engine, settings, cron_jobs: dict | None = None, queue_depth=None
     # Reading a larger body raises 413 (PAYLOAD_TOO_LARGE); tasks are far smaller.
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     errors.install(app)
-    access.install(app)
-    origins.install(app, app.config["SUNDIAL_IDENTIFIER"].open_access)
+    access.install(app, gatekeepers.identifier, gatekeepers.directory)
+    origins.install(app, gatekeepers.identifier.open_access)
     app.register_blueprint(internal)
     app.register_blueprint(metrics_page)
     for blueprint in (api, jobs_api, meta_api):

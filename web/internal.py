@@ -17,7 +17,7 @@ from statemachine.durations import parse_instant
 from statemachine.vocabulary import TaskKind
 from web.context import current_engine
 from web.errors import classify, error_response
-from web.guard import guard_from_settings
+from web.guard import Guard
 
 TASK_KINDS = {kind.handler_path: kind for kind in TaskKind}
 
@@ -25,9 +25,7 @@ internal = Blueprint("internal", __name__, url_prefix="/internal")
 
 
 def _allowed(cron: bool) -> bool:
-    guard = current_app.config.get("SUNDIAL_GUARD")
-    if guard is None:  # built once per app; a test or the composition root may set its own
-        guard = current_app.config["SUNDIAL_GUARD"] = guard_from_settings(current_app.config["SUNDIAL_SETTINGS"])
+    guard: Guard = current_app.config["SUNDIAL_GUARD"]  # create_app's gatekeepers
     return guard.admits(request.headers, cron)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -20,7 +21,7 @@ from cryptography.x509.oid import NameOID
 from google.auth import crypt, jwt
 
 from config.settings import Settings
-from web.app import create_app
+from web.app import create_app, gatekeepers_from_settings
 from web.guard import CachedCerts, Guard, OidcVerifier, guard_from_settings
 
 SECRET = "s3cret-task-secret"
@@ -106,9 +107,12 @@ def make_app(on_app_engine=False, secret=SECRET, certs=None):
     engine = RecordingEngine()
     cron_runs = []
     settings = Settings(task_secret=secret, on_app_engine=on_app_engine)
-    app = create_app(engine, settings, {"watchdog": lambda: cron_runs.append("watchdog") or 0})
+    gatekeepers = gatekeepers_from_settings(settings)
     if certs is not None:
-        app.config["SUNDIAL_GUARD"] = Guard(on_app_engine, secret, OidcVerifier(ACCOUNT, SERVICE_URL, certs))
+        guard = Guard(on_app_engine, secret, OidcVerifier(ACCOUNT, SERVICE_URL, certs))
+        gatekeepers = replace(gatekeepers, guard=guard)
+    cron = {"watchdog": lambda: cron_runs.append("watchdog") or 0}
+    app = create_app(engine, settings, cron, gatekeepers=gatekeepers)
     return app.test_client(), engine, cron_runs
 
 
