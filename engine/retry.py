@@ -1,7 +1,8 @@
 """Waits between tries of the shell's own work: a task whose handler raised, a
 result the dispatcher could not commit.
 
-Exponential from `first`, doubling per failure, capped at `most`; no jitter, as
+Exponential from `first`, doubling per failure, capped at `most` (the curve of
+statemachine.policy.exponential_step, which delivery retries use too); no jitter, as
 these retries concern one process's own tasks, not many clients hitting a target
 at once (deliveries retry by `statemachine.policy.compute_backoff`, which jitters).
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from statemachine.policy import exponential_step
+
 
 @dataclass(frozen=True)
 class Backoff:
@@ -19,8 +22,7 @@ class Backoff:
 
     def after(self, failures: int) -> timedelta:
         """The wait after the `failures`-th failure in a row (1-based)."""
-        # The exponent is bounded so that a long run of failures stays cheap to compute.
-        return min(self.first * (1 << min(max(failures, 1) - 1, 40)), self.most)
+        return exponential_step(self.first, self.most, max(failures, 1))
 
 
 # A task whose handler raised runs again after 0.5 s, 1 s, 2 s ... 60 s at most.

@@ -134,6 +134,13 @@ class JobPolicy:
 NOTIFY_RETRY = RetryPolicy(max_attempts=5, min_backoff=timedelta(seconds=1), max_backoff=timedelta(minutes=1))
 
 
+def exponential_step(first: timedelta, most: timedelta, failures: int) -> timedelta:
+    """`first`, doubled for each failure in a row after the first (1-based), capped at
+    `most`: the one backoff curve, under the machine's jittered retries and the shell's own."""
+    step: timedelta = first * (2 ** min(failures - 1, 40))
+    return min(step, most)
+
+
 def compute_backoff(retry: RetryPolicy, failed_attempt: int, jitter_key: str) -> timedelta:
     """The wait before the attempt after `failed_attempt` (1-based).
 
@@ -142,8 +149,7 @@ def compute_backoff(retry: RetryPolicy, failed_attempt: int, jitter_key: str) ->
     `jitter_key`, so retries of many invocations spread out and a replay of the
     same decision gives the same answer.
     """
-    step = retry.min_backoff * (2 ** min(failed_attempt - 1, 40))
-    step = min(step, retry.max_backoff)
+    step = exponential_step(retry.min_backoff, retry.max_backoff, failed_attempt)
     digest = hashlib.blake2b(f"{jitter_key}/{failed_attempt}".encode(), digest_size=8).digest()
     fraction = int.from_bytes(digest, "big") / 2**64
     half: timedelta = step / 2
