@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from config import limits
 from config.model import JOB_ID
+from engine.ports import JobSource
+from statemachine.policy import Catchup, Overlap
 from statemachine.record import JobState
 from statemachine.vocabulary import InvocationStatus
 
@@ -90,9 +92,9 @@ def _job_entry() -> dict:
                "description": "one-off times instead of a schedule; each with an offset or Z"},
         "timezone": {"type": "string", "example": "Europe/Berlin"},
         "disabled": {"type": "boolean"},
-        "overlap": {"type": "string", "enum": ["skip", "buffer_one", "buffer_all", "allow"]},
+        "overlap": {"type": "string", "enum": [overlap.value for overlap in Overlap]},
         "max_concurrent": {"type": "integer", "minimum": 1},
-        "catchup": _obj({"policy": {"type": "string", "enum": ["none", "latest", "all"]},
+        "catchup": _obj({"policy": {"type": "string", "enum": [catchup.value for catchup in Catchup]},
                          "window": DURATION}, closed=True),
         "timeout": DURATION,
         "retry": _obj({"max_attempts": {"type": "integer", "minimum": 1, "maximum": limits.MAX_ATTEMPTS},
@@ -137,7 +139,7 @@ def _invocation(with_log: bool) -> dict:
 def _job() -> dict:
     return _obj({
         "id": {"type": "string"}, "project": {"type": "string"},
-        "source": {"type": "string", "enum": ["config", "api"]},
+        "source": {"type": "string", "enum": [source.value for source in JobSource]},
         "schedule": {"type": "string"},
         "at": {"type": "array", "items": {"type": "string", "format": "date-time"}},
         "timezone": {"type": "string"},
