@@ -64,3 +64,17 @@ def test_a_task_whose_handler_raised_waits_half_a_second_doubling_to_a_minute():
 def test_a_result_not_committed_is_tried_again_after_half_a_second_doubling_to_five():
     waits = [RECORD_BACKOFF.after(failures) for failures in range(1, 7)]
     assert waits == [timedelta(seconds=s) for s in (0.5, 1.0, 2.0, 4.0, 5.0, 5.0)]
+
+
+def test_a_definition_read_back_is_the_one_written_and_is_not_encoded_again(tmp_path, monkeypatch):
+    store = SqliteJobStore(tmp_path / "s.db")
+    job = _job()
+    store.run_in_transaction(lambda tx: tx.put_job(job))
+    read = store.get_job("p", "j")
+    assert read.definition is job.definition  # decoded once, from this store's cache
+    encoded = []
+    real_to_dict = type(job.definition).to_dict
+    monkeypatch.setattr(type(job.definition), "to_dict", lambda self: encoded.append(self) or real_to_dict(self))
+    store.run_in_transaction(lambda tx: tx.put_job(read))
+    assert encoded == []
+    assert SqliteJobStore(tmp_path / "s.db").get_job("p", "j").definition == job.definition  # another store decodes

@@ -58,18 +58,23 @@ def instant(value: float) -> datetime:
 
 
 class RecordCache:
-    """Decoded job records by their stored text, for one store and its transactions.
+    """Decoded job records and definitions by their stored text, for one store and its
+    transactions.
 
-    A delivery reads its job twice (tick, outcome) and the second read finds the
-    text this store just wrote; JobRecord is immutable, so the cached one can be
-    handed out as it is. Definitions are plain dicts that callers could change, so
-    they are decoded every time.
+    A delivery reads its job twice (tick, outcome) and the second read finds the text
+    this store just wrote; JobRecord and JobDefinition are frozen, so the cached ones
+    can be handed out as they are (a definition's target specs are dicts shared by
+    every reader: nothing may change one in place; rendering makes new ones). A
+    definition read and written back unchanged is not encoded again either.
     """
 
     LIMIT = 4_096  # a few per task in flight; a miss only costs a decode
 
     def __init__(self) -> None:
         self._records: dict[str, JobRecord] = {}
+        self._definitions: dict[str, JobDefinition] = {}
+        # id of a definition handed out -> it and its text (it is kept, so its id stays its own)
+        self._definition_texts: dict[int, tuple[JobDefinition, str]] = {}
 
     def remember(self, text: str, record: JobRecord) -> None:
         if len(self._records) >= self.LIMIT:
@@ -82,6 +87,28 @@ class RecordCache:
             record = record_from_dict(json.loads(text))
             self.remember(text, record)
         return record
+
+    def decode_definition(self, text: str) -> JobDefinition:
+        definition = self._definitions.get(text)
+        if definition is None:
+            definition = JobDefinition.from_dict(json.loads(text))
+            self._remember_definition(text, definition)
+        return definition
+
+    def definition_text(self, definition: JobDefinition) -> str:
+        known = self._definition_texts.get(id(definition))
+        if known is not None and known[0] is definition:
+            return known[1]
+        text = json.dumps(definition.to_dict(), separators=(",", ":"))
+        self._remember_definition(text, definition)
+        return text
+
+    def _remember_definition(self, text: str, definition: JobDefinition) -> None:
+        if len(self._definitions) >= self.LIMIT:
+            self._definitions.clear()
+            self._definition_texts.clear()
+        self._definitions[text] = definition
+        self._definition_texts[id(definition)] = (definition, text)
 
 
 class SqliteFile(Protocol):
@@ -169,7 +196,7 @@ def job_values(job: StoredJob, records: RecordCache) -> Row:
         record.project,
         record.job_id,
         text,
-        json.dumps(job.definition.to_dict(), separators=(",", ":")),
+        records.definition_text(job.definition),
         job.source,
         job.config_error,
         record.state.value,
@@ -180,7 +207,7 @@ def job_values(job: StoredJob, records: RecordCache) -> Row:
 
 def job_from_row(row: Row, records: RecordCache) -> StoredJob:
     text, definition, source, config_error, deleted = row
-    return StoredJob(records.decode(text), JobDefinition.from_dict(json.loads(definition)), JobSource(source),
+    return StoredJob(records.decode(text), records.decode_definition(definition), JobSource(source),
                      config_error, bool(deleted))
 
 
