@@ -8,7 +8,7 @@ nothing else writes a job's record. Deliveries happen after the commit, elsewher
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
 from engine.errors import ConflictError, NotFound
@@ -153,7 +153,8 @@ class JobChanges:
             _write_note(tx, project, job_id, note, now)
         if not changed:
             return Applied(transition, stored)
-        stored = replace(stored, record=transition.record)
+        # Built directly, not by dataclasses.replace: this runs for every step of every job.
+        stored = StoredJob(transition.record, stored.definition, stored.source, stored.config_error, stored.deleted)
         tx.put_job(stored)
         policy = transition.record.policy
         queue = throttle_queue(project, policy.throttle) if policy is not None else ""
