@@ -83,17 +83,20 @@ def _counting_classes():
                 self.spent[kind] += done - began
 
         def _caller(self) -> str:
-            frame = sys._getframe(2)
+            """An engine change by its event (a change's `write` is its transaction), else
+            the nearest caller that opens a transaction of its own."""
+            frame, names = sys._getframe(2), []
             for _ in range(12):
                 if frame is None:
                     break
-                name = frame.f_code.co_name
-                if name == "apply" and "event" in frame.f_locals:
-                    return "apply:" + type(frame.f_locals["event"]).__name__
-                if name in self.KINDS:
-                    return self.KINDS[name]
+                name, local = frame.f_code.co_name, frame.f_locals
+                if name == "apply" and "event" in local:
+                    return "apply:" + type(local["event"]).__name__
+                if name == "apply_many" and local.get("changes"):
+                    return "apply:" + type(local["changes"][0].event).__name__
+                names.append(name)
                 frame = frame.f_back
-            return "other"
+            return next((self.KINDS[name] for name in names if name in self.KINDS), "other")
 
     class CountingQueue(SqliteTaskQueue):
         """The real queue; counts the tasks its lease transactions hand out."""
