@@ -144,16 +144,17 @@ def exponential_step(first: timedelta, most: timedelta, failures: int) -> timede
 def compute_backoff(retry: RetryPolicy, failed_attempt: int, jitter_key: str) -> timedelta:
     """The wait before the attempt after `failed_attempt` (1-based).
 
-    Exponential from `min_backoff`, capped at `max_backoff`, with deterministic
-    "equal jitter": a value in [half, full] of the step chosen by hashing
-    `jitter_key`, so retries of many invocations spread out and a replay of the
-    same decision gives the same answer.
+    Exponential from `min_backoff` (exponential_step), plus a deterministic jitter of up
+    to half of it chosen by hashing `jitter_key`, so retries of many invocations spread
+    out and a replay of the same decision gives the same answer. The jitter only adds:
+    no attempt follows the previous one's answer by less than `min_backoff`. The total
+    stays within `max_backoff` (where the step has reached it, the wait is exactly that).
     """
     step = exponential_step(retry.min_backoff, retry.max_backoff, failed_attempt)
     digest = hashlib.blake2b(f"{jitter_key}/{failed_attempt}".encode(), digest_size=8).digest()
     fraction = int.from_bytes(digest, "big") / 2**64
-    half: timedelta = step / 2
-    return half + half * fraction
+    jittered: timedelta = step + step * (fraction / 2)
+    return max(step, min(jittered, retry.max_backoff))
 
 
 def fanout_offsets(fanout: FanoutPolicy) -> list[timedelta]:

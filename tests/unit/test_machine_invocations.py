@@ -78,11 +78,20 @@ def test_no_retry_is_planned_past_the_invocation_deadline():
 
 def test_backoff_grows_exponentially_within_its_bounds_and_is_deterministic():
     retry = RetryPolicy(max_attempts=10, min_backoff=timedelta(seconds=1), max_backoff=timedelta(seconds=30))
-    for attempt, full in [(1, 1), (2, 2), (3, 4), (4, 8), (5, 16), (6, 30), (9, 30)]:
+    for attempt, step in [(1, 1), (2, 2), (3, 4), (4, 8), (5, 16), (6, 30), (9, 30)]:
         wait = compute_backoff(retry, attempt, "inv/0")
-        assert timedelta(seconds=full) / 2 <= wait <= timedelta(seconds=full)
+        assert timedelta(seconds=step) <= wait <= min(timedelta(seconds=step * 1.5), retry.max_backoff)
         assert wait == compute_backoff(retry, attempt, "inv/0")
     assert compute_backoff(retry, 3, "a/0") != compute_backoff(retry, 3, "b/0")
+
+
+def test_jitter_never_brings_a_retry_closer_than_min_backoff():
+    # Seen from outside: a retry 146 ms after a failed answer under min_backoff 200ms,
+    # when the jitter took up to half of the step away.
+    retry = RetryPolicy(max_attempts=5, min_backoff=timedelta(milliseconds=200), max_backoff=timedelta(seconds=5))
+    waits = [compute_backoff(retry, 1, f"inv-{n}/0") for n in range(2_000)]
+    assert min(waits) >= timedelta(milliseconds=200)
+    assert max(waits) <= timedelta(milliseconds=300) and len(set(waits)) > 1_000  # still spread
 
 
 def test_async_attempt_waits_for_its_completion():
