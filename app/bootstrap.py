@@ -103,14 +103,18 @@ class PeriodicLoop:
             log_event(log, f"{self.name} failed", error=repr(error))
 
 
-def build(settings: Settings, clock: Clock | None = None) -> Runtime:
-    """The runtime of the backend the settings name."""
-    return build_cloud(settings, clock) if settings.backend == "cloud" else build_local(settings, clock)
+def build(settings: Settings, clock: Clock | None = None, *, children: bool = False) -> Runtime:
+    """The runtime of the backend the settings name; `children`: with the extra
+    dispatcher processes of `serve --processes N` (only `serve` starts them)."""
+    if settings.backend == "cloud":
+        return build_cloud(settings, clock)
+    return build_local(settings, clock, children=children)
 
 
-def build_local(settings: Settings, clock: Clock | None = None, role: Role = Role.SERVER) -> Runtime:
-    """The embedded backend: SQLite store and queue, in-process dispatcher; as a server,
-    with settings.processes - 1 dispatcher-only children beside it."""
+def build_local(settings: Settings, clock: Clock | None = None, role: Role = Role.SERVER, *,
+                children: bool = False) -> Runtime:
+    """The embedded backend: SQLite store and queue, in-process dispatcher; with
+    `children`, a server gets settings.processes - 1 dispatcher-only processes beside it."""
     clock = clock or SystemClock()
     # With several processes on the database, each holds its write lock only to commit,
     # for many threads at once; in one process that costs more than it saves
@@ -119,16 +123,16 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     wakeup = Wakeup()  # the dispatcher's, woken by this process's commits of earlier tasks
     store = SqliteJobStore(settings.db_path, commits, on_enqueue=wakeup.task_enqueued)
     settings = _with_secret(settings, store.shared_secret)
-    children = _children(settings) if role is Role.SERVER else None
+    extra = _children(settings) if role is Role.SERVER and children else None
     # /metrics in the server counts what its children did too (their snapshots).
-    metrics = Metrics(other_processes=[children.snapshots] if children is not None else [])
+    metrics = Metrics(other_processes=[extra.snapshots] if extra is not None else [])
     targets = build_targets("local", _own(settings), google_access(settings))
     engine = _engine(settings, store, targets, clock, metrics)
     queue = SqliteTaskQueue(store)
     dispatcher = Dispatcher(queue, engine.tasks, clock, wakeup, settings.workers, settings.task_lease)
     if role is Role.DISPATCHER:
         return Runtime(settings, engine, dispatcher, app=None)
-    return _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending, children=children)
+    return _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending, children=extra)
 
 
 def _children(settings: Settings) -> DispatcherProcesses | None:

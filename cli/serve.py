@@ -105,7 +105,7 @@ def run_serve(args) -> int:
 
     settings = _settings(args)
     configure_logging()
-    runtime = build(settings)
+    runtime = build(settings, children=True)
     server = create_server(runtime.app, host=settings.host, port=settings.port, **listener_options())
     print(f"sundial: serving on http://{settings.host}:{settings.port} "
           f"(database {settings.db_path}, configs {settings.config_dir}); "

@@ -26,7 +26,7 @@ class Task:
     """One task-queue task. `name` makes enqueueing idempotent while it is pending."""
 
     name: str
-    kind: TaskKind
+    kind: TaskKind | str  # a str: a kind this version does not know (its handler logs and drops it)
     payload: dict[str, Any]
     eta: datetime
     # The queue it goes on: "" for the chain's own; "PROJECT/THROTTLE" for the start

@@ -88,15 +88,18 @@ class TaskRunner:
                 stepped.append(Stepped())
         return stepped
 
-    def record_many(self, sent: list[Sent]) -> None:
+    def record_many(self, sent: list[Sent], task: Task | None = None) -> None:
         """Record every attempt's result in one transaction. A job deleted while its
-        request was out has nothing to record it on.
+        request was out has nothing to record it on. `task`: the one task these results
+        are of, whose log line a refusal gets (as for a refused step).
 
         :raises StoreError: nothing was committed.
         """
         changes = [outcome_change(one.job, one.action, one.result) for one in sent]
         for one, applied in zip(sent, self.changes.apply_many(changes)):
-            if not isinstance(applied, Applied):
+            if not isinstance(applied, Applied) and task is not None:
+                log_refused(task, applied)
+            elif not isinstance(applied, Applied):
                 log_event(log, "result refused", job=f"{one.job.record.project}/{one.job.record.job_id}",
                           invocation=one.action.invocation_id, attempt=one.action.attempt, reason=str(applied))
 
@@ -109,7 +112,7 @@ class TaskRunner:
         if retry is not None:
             raise retry
         for job, action in stepped.deliveries:
-            self.record_many([Sent(job, action, self.deliveries.send(job, action))])
+            self.record_many([Sent(job, action, self.deliveries.send(job, action))], task)
 
     def _run_trigger(self, task: Task) -> None:
         payload = task.payload

@@ -72,6 +72,15 @@ class TaskKind(StrEnum):
         return "start-invocation" if self is TaskKind.START else self.value
 
 
+def task_kind(stored: str) -> TaskKind | str:
+    """A stored task's kind; the text itself when this version does not know it (a task
+    written by a newer one), so its handler can log and drop just that task."""
+    try:
+        return TaskKind(stored)
+    except ValueError:
+        return stored
+
+
 class NotificationStatus(StrEnum):
     """Where the `on_failure` notification of an invocation is (statemachine/notification.py)."""
 

@@ -3,20 +3,23 @@ decoded-record cache, and the backoffs of the local dispatcher."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
-from app.bootstrap import build_local
+from app.bootstrap import build, build_local
 from config.settings import from_environment
 from engine.adapters.local.commits import GroupCommits, LockedCommits, OptimisticCommits
 from engine.adapters.local.optimistic import BufferedTransaction
-from engine.adapters.local.sqlite_rows import SqliteTransaction
+from engine.adapters.local.sqlite_queue import SqliteTaskQueue
+from engine.adapters.local.sqlite_rows import RecordCache, SqliteTransaction
 from engine.adapters.local.sqlite_store import SqliteJobStore
-from engine.ports import StoredJob
+from engine.ports import StoredJob, Task
 from engine.retry import RECORD_BACKOFF, TASK_BACKOFF
 from statemachine.definition import JobDefinition
+from statemachine.durations import UTC
 from statemachine.record import new_record
+from statemachine.vocabulary import TaskKind
 
 
 def _job() -> StoredJob:
@@ -78,3 +81,32 @@ def test_a_definition_read_back_is_the_one_written_and_is_not_encoded_again(tmp_
     store.run_in_transaction(lambda tx: tx.put_job(read))
     assert encoded == []
     assert SqliteJobStore(tmp_path / "s.db").get_job("p", "j").definition == job.definition  # another store decodes
+
+
+def test_the_definition_cache_stays_bounded_when_many_objects_share_a_few_texts():
+    # A job switched back and forth between two definitions writes a new object each
+    # time; the cache of their texts must not keep every one of them.
+    cache = RecordCache()
+    for i in range(3 * RecordCache.LIMIT):
+        cache.definition_text(JobDefinition(id="j", schedule="every 1m", target={"noop": {}}, disabled=bool(i % 2)))
+    assert len(cache._definition_texts) <= RecordCache.LIMIT
+
+
+@pytest.mark.parametrize("children", [False, True])
+def test_only_serve_asks_for_the_dispatcher_children(tmp_path, children):
+    (tmp_path / "configs").mkdir()
+    settings = from_environment({"SUNDIAL_PROCESSES": "2", "SUNDIAL_DB": str(tmp_path / "db"),
+                                 "SUNDIAL_CONFIG_DIR": str(tmp_path / "configs"), "SUNDIAL_TASK_SECRET": "s"})
+    runtime = build(settings, children=children)  # the WSGI app builds without them
+    assert (runtime.children is not None) is children
+
+
+def test_a_task_of_a_kind_this_version_does_not_know_is_leased_as_it_is(tmp_path):
+    # Leasing it must not fail the whole batch: its handler logs and drops just that task.
+    store = SqliteJobStore(tmp_path / "q.db")
+    queue = SqliteTaskQueue(store)
+    with store.transaction() as tx:
+        tx.enqueue(Task("known", TaskKind.TRIGGER, {}, datetime.now(UTC)))
+        tx.enqueue(Task("unknown", "from-a-newer-version", {}, datetime.now(UTC)))
+    leased = queue.lease_due(datetime.now(UTC) + timedelta(seconds=1), 10, timedelta(seconds=30))
+    assert sorted(str(item.task.kind) for item in leased) == ["from-a-newer-version", "trigger"]

@@ -46,12 +46,11 @@ from google.protobuf import field_mask_pb2
 from engine.logs import log_event
 from engine.ports import Clock, Task
 from statemachine.durations import rfc3339_millis
-from statemachine.vocabulary import TaskKind
+from statemachine.vocabulary import TaskKind, task_kind
 
 log = logging.getLogger("sundial.cloud_tasks")
 
 SECRET_HEADER = "X-Sundial-Task-Secret"
-HANDLER_PATHS = {kind: kind.handler_path for kind in TaskKind}
 # Cloud Tasks' limit is 30 days ahead; a day less leaves room for clock skew.
 MAX_HOP = timedelta(days=29)
 TASK_ID_LIMIT = 500  # Cloud Tasks: [A-Za-z0-9_-]{1,500}
@@ -154,9 +153,10 @@ class CloudTasksQueue:
         )
 
     def _http_request(self, task: Task) -> tasks_v2.HttpRequest:
-        path = HANDLER_PATHS.get(task.kind)
-        if path is None:
+        kind = task_kind(task.kind)
+        if not isinstance(kind, TaskKind):
             raise ValueError(f"no task handler for kind {task.kind!r}")
+        path = kind.handler_path
         body = {"name": task.name, "payload": task.payload, "eta": rfc3339_millis(task.eta)}
         headers = {"Content-Type": "application/json"}  # Cloud Tasks' default is octet-stream
         if self.secret:

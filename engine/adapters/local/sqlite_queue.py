@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from engine.adapters.local.sqlite_rows import from_seconds, instant
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.ports import LeasedTask, Task
-from statemachine.vocabulary import TaskKind
+from statemachine.vocabulary import task_kind
 
 
 class SqliteTaskQueue:
@@ -56,7 +56,7 @@ class SqliteTaskQueue:
             ).fetchall()
         rows.sort(key=lambda row: row[4])
         return [
-            LeasedTask(task_id, Task(name, TaskKind(kind), json.loads(payload), instant(eta), queue), attempts)
+            LeasedTask(task_id, Task(name, task_kind(kind), json.loads(payload), instant(eta), queue), attempts)
             for task_id, name, kind, payload, eta, attempts, queue in rows
         ]
 

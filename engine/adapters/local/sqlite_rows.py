@@ -104,7 +104,8 @@ class RecordCache:
         return text
 
     def _remember_definition(self, text: str, definition: JobDefinition) -> None:
-        if len(self._definitions) >= self.LIMIT:
+        # Both maps bound: one definition text may be written from many objects.
+        if len(self._definitions) >= self.LIMIT or len(self._definition_texts) >= self.LIMIT:
             self._definitions.clear()
             self._definition_texts.clear()
         self._definitions[text] = definition
