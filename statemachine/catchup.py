@@ -1,11 +1,12 @@
 """Which fire times a tick delivers, and which it records as missed.
 
-A tick handles every fire time in (scheduled_until, horizon]. Those within
-`late_tolerance` of now are on time and always delivered; older ones were
-missed (Sundial was down, or the chain was broken) and the catch-up policy
-decides: `none` delivers none of them, `latest` the most recent one within the
-window (only when no on-time occurrence supersedes it), `all` each one within
-the window, in order. Anything older than the window is missed.
+A tick handles every fire time in (scheduled_until, horizon]. Only the newest of
+them can be on time: it is delivered when it is within `late_tolerance` of now.
+Every other one was missed: it fell due while nothing ran (Sundial was down, or
+the chain was broken), or a newer one is due already, so it is handled late. The
+catch-up policy decides for those: `none` delivers none of them, `latest` the most
+recent one within the window (only when no on-time occurrence supersedes it), `all`
+each one within the window, in order. Anything older than the window is missed.
 """
 
 from __future__ import annotations
@@ -53,9 +54,11 @@ def plan_due(
     handled_until = times[-1] if more else horizon
     paused = tuple(t for t in times if paused_through is not None and t <= paused_through)
     times = times[len(paused):]
-    on_time_from = now - tuning.late_tolerance
-    on_time = [t for t in times if t >= on_time_from]
-    late = [t for t in times if t < on_time_from]
+    # Only the newest due fire time can be on time: the ones it supersedes are late,
+    # however recent (and with more to scan, this batch holds no newest one at all).
+    newest_on_time = bool(times) and not more and times[-1] >= now - tuning.late_tolerance
+    on_time = times[-1:] if newest_on_time else []
+    late = times[:-1] if newest_on_time else times
     caught = _caught_up(late, bool(on_time) or more, now, policy)
     caught_set = set(caught)
     return DuePlan(

@@ -255,6 +255,35 @@ def test_latest_is_superseded_by_an_on_time_occurrence():
     ]
 
 
+# --- a short gap: only the newest due occurrence is on time --------------------------------
+
+SECONDS = [clock("10:00:00") + timedelta(seconds=i) for i in range(7)]  # 10:00:00 .. 10:00:06
+
+
+def _six_seconds_late(catchup: Catchup) -> list:
+    """An every-second job whose 10:00:00 tick is handled at 10:00:06 (say, a restart
+    after a kill): seven occurrences are due, all well within late_tolerance."""
+    job = Scenario()
+    job.enable("09:59:59.5", schedule_text="* * * * * ?", catchup=catchup, overlap=Overlap.SKIP)
+    return job.tick("10:00:06")
+
+
+def test_a_short_gap_records_the_superseded_occurrences_missed_under_catchup_none():
+    actions = _six_seconds_late(Catchup.NONE)
+    assert actions == [
+        act.ScheduleTick(clock("10:00:07"), "1.2"),
+        *[skipped(t, "missed", "catchup") for t in SECONDS[:-1]],
+        *delivered(SECONDS[-1], clock("10:00:06")),
+    ]
+
+
+def test_a_short_gap_delivers_only_the_newest_under_catchup_latest():
+    actions = _six_seconds_late(Catchup.LATEST)
+    assert [a for a in actions if isinstance(a, act.RecordSkipped)] == [
+        skipped(t, "missed", "catchup") for t in SECONDS[:-1]]
+    assert [a.scheduled_time for a in actions if isinstance(a, act.StartInvocation)] == [SECONDS[-1]]
+
+
 def test_a_long_backlog_is_handled_in_bounded_batches():
     job = Scenario()
     job.tuning = type(job.tuning)(scan_limit=5)
