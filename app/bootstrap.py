@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from enum import Enum
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from flask import Flask
 
@@ -28,6 +28,9 @@ from engine.service import Engine, build_engine
 from engine.targets import GoogleAccess, build_targets
 from statemachine.safety import OwnService
 from web.app import create_app, gatekeepers_from_settings
+
+if TYPE_CHECKING:  # the cloud libraries load only on the cloud backend
+    from google.cloud.tasks_v2 import CloudTasksClient
 
 log = logging.getLogger("sundial.serve")
 
@@ -141,7 +144,7 @@ def _children(settings: Settings) -> DispatcherProcesses | None:
     return DispatcherProcesses(settings, settings.processes - 1) if settings.processes > 1 else None
 
 
-def build_cloud(settings: Settings, clock=None) -> Runtime:
+def build_cloud(settings: Settings, clock: Clock | None = None) -> Runtime:
     """Cloud Datastore and Cloud Tasks (real, or their emulators).
 
     On App Engine, cron.yaml calls the periodic work; elsewhere `serve` runs it.
@@ -192,7 +195,7 @@ def project_throttles(rows) -> dict[str, int]:
     }
 
 
-def _throttle_queue_keeper(tasks, settings: Settings, store) -> Callable[[], None]:
+def _throttle_queue_keeper(tasks: CloudTasksClient, settings: Settings, store: JobStore) -> Callable[[], None]:
     """After each import: create (or resize) the queue of each throttle not yet seen
     with its current limit. Without the permission, `main.py queues` does it."""
     from engine.adapters.cloud.cloud_tasks_queue import ensure_queue, throttle_specs

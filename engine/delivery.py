@@ -8,9 +8,9 @@ invocation, whose payload is the invocation's summary (`deliver_notification`).
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from engine.ports import DeliveryRequest, DeliveryResult, StoredJob, Target
+from engine.ports import DeliveryRequest, DeliveryResult, SecretReader, StoredJob, Target
 from engine.rendering import render_target, secret_backed_headers
 from engine.secrets import SecretError
 from statemachine import actions as act
@@ -19,7 +19,7 @@ from statemachine.template import TemplateContext
 from statemachine.vocabulary import TargetKind
 
 Targets = Mapping[str, Target]  # the sender of each target kind this backend has
-Secrets = Callable[[str, str], str] | None  # (project, name) -> value (engine/secrets.py)
+Secrets = SecretReader | None  # (project, name) -> value (engine/secrets.py); None: no store
 
 
 def deliver(

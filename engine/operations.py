@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from engine.changes import Note
 from engine.errors import NotFound, Refused
-from engine.ports import InvocationRow, JobSource, ProjectRow, StoredJob
+from engine.ports import InvocationRow, JobSource, ProjectRow, StoredJob, Transaction
 from engine.queries import visible
 from engine.service import Engine
 from statemachine import events as ev
@@ -95,7 +95,7 @@ def delete_job(engine: Engine, project: str, job_id: str, allow_missing: bool = 
     engine.changes.write(lambda tx: _remove_if_still_deleted(tx, project, job_id))
 
 
-def _remove_if_still_deleted(tx, project: str, job_id: str) -> None:
+def _remove_if_still_deleted(tx: Transaction, project: str, job_id: str) -> None:
     stored = tx.get_job(project, job_id)
     # A PUT since step 1 revived it; an active invocation would lose its record.
     if stored is not None and not visible(stored) and not stored.record.active:

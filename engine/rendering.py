@@ -12,8 +12,8 @@ single pass, so nothing in a value is ever evaluated or expanded twice.
 from __future__ import annotations
 
 import copy
-from typing import Callable
 
+from engine.ports import SecretReader
 from statemachine.template import TemplateContext, render
 
 # Fields holding one templated string, whatever the target kind.
@@ -26,8 +26,7 @@ class HeaderInjectionError(ValueError):
     """A rendered header value would split the HTTP header block (CR or LF in it)."""
 
 
-def render_target(target: dict, context: TemplateContext,
-                  secrets: Callable[[str, str], str] | None = None) -> dict:
+def render_target(target: dict, context: TemplateContext, secrets: SecretReader | None = None) -> dict:
     """A deep copy of `target` ({kind: {...}}) with its templated fields rendered, and
     header values that name a secret (`{secret: NAME, prefix: P}`) replaced by P + the
     value of the job's project's secret NAME, read as `secrets(context.project, NAME)`.
@@ -43,7 +42,7 @@ def render_target(target: dict, context: TemplateContext,
     }
 
 
-def _render_spec(spec: dict, context: TemplateContext, secrets) -> dict:
+def _render_spec(spec: dict, context: TemplateContext, secrets: SecretReader | None) -> dict:
     out: dict[str, object] = {}
     for name, value in spec.items():
         if name in _TEXT_FIELDS and isinstance(value, str):
@@ -66,7 +65,7 @@ def _render_value(value: object, context: TemplateContext) -> object:
     return render(value, context) if isinstance(value, str) else copy.deepcopy(value)
 
 
-def _secret_value(reference: dict, project: str, secrets) -> str:
+def _secret_value(reference: dict, project: str, secrets: SecretReader | None) -> str:
     # Never templated: a secret's text is sent as it is, and a `${` in it means nothing.
     from engine.secrets import UnknownSecret
 

@@ -31,7 +31,7 @@ import logging
 import threading
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterator, Protocol, TypeVar
 
 from google.cloud import ndb
 
@@ -66,8 +66,18 @@ MAX_MUTATIONS = 500  # Datastore's limit of mutations in one commit
 COUNTERS = ("reads", "queries", "writes", "enqueues", "enqueue_failures", "transactions", "retries")
 
 
+class TaskSender(Protocol):
+    """Where a committed transaction's tasks go (engine/adapters/cloud/cloud_tasks_queue.py)."""
+
+    def enqueue_now(self, tasks: list[Task]) -> None:
+        """Create the tasks; a name already taken is success (the task exists).
+
+        :raises Exception: any failure; the store logs it and the watchdog repairs the chain.
+        """
+
+
 class DatastoreJobStore:
-    def __init__(self, client: ndb.Client, queue, retries: int = 3,
+    def __init__(self, client: ndb.Client, queue: TaskSender, retries: int = 3,
                  on_enqueue: Callable[[datetime], None] | None = None):
         """`queue` has `enqueue_now(tasks: list[Task])`; `retries` is how many times
         ndb re-runs a contended transaction before ConflictError; `on_enqueue(eta)` is
