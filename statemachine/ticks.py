@@ -18,7 +18,7 @@ from statemachine import ids
 from statemachine import invocations as inv
 from statemachine.catchup import DuePlan, plan_due
 from statemachine.invocations import Result
-from statemachine.policy import Tuning
+from statemachine.policy import Tuning, exponential_step
 from statemachine.record import JobRecord, Occurrence, evolve
 from statemachine.schedule import IntervalSchedule, is_clock_driven, next_fire
 from statemachine.vocabulary import SkipReason, Trigger
@@ -65,8 +65,7 @@ def _failure_backoff(record: JobRecord) -> timedelta:
     if not failures or record.policy is None:
         return timedelta(0)
     retry = record.live_policy.retry
-    backoff: timedelta = retry.min_backoff * (2 ** min(failures - 1, 40))
-    return min(backoff, retry.max_backoff)
+    return exponential_step(retry.min_backoff, retry.max_backoff, failures)
 
 
 def on_tick(record: JobRecord, event: ev.TickArrived, now: datetime, tuning: Tuning) -> Result:
