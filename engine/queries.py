@@ -38,8 +38,8 @@ class Queries:
 
     def job(self, project: str, job_id: str) -> StoredJob:
         """:raises NotFound: no such job, or its deletion has begun."""
-        stored = self.store.get_job(project, job_id)
-        if stored is None or not visible(stored):
+        stored = self.find_job(project, job_id)
+        if stored is None:
             raise NotFound(f"job {project}/{job_id} not found")
         return stored
 
@@ -82,7 +82,7 @@ class Queries:
 
     def invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow:
         """:raises NotFound: no such invocation (or it was cleaned up)."""
-        row = self.store.get_invocation(project, job_id, invocation_id)
+        row = self.find_invocation(project, job_id, invocation_id)
         if row is None:
             raise NotFound(f"invocation {invocation_id!r} of {project}/{job_id} not found")
         return row

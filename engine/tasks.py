@@ -97,9 +97,11 @@ class TaskRunner:
         """
         changes = [outcome_change(one.job, one.action, one.result) for one in sent]
         for one, applied in zip(sent, self.changes.apply_many(changes)):
-            if not isinstance(applied, Applied) and task is not None:
+            if isinstance(applied, Applied):
+                continue
+            if task is not None:
                 log_refused(task, applied)
-            elif not isinstance(applied, Applied):
+            else:
                 log_event(log, "result refused", job=f"{one.job.record.project}/{one.job.record.job_id}",
                           invocation=one.action.invocation_id, attempt=one.action.attempt, reason=str(applied))
 
