@@ -34,7 +34,6 @@ from statemachine.machine import manual_invocation_id
 from statemachine.policy import JobPolicy
 from statemachine.vocabulary import TERMINAL_STATUSES, AbortReason, InvocationStatus, Trigger
 
-API, CONFIG = JobSource.API, JobSource.CONFIG
 TERMINAL = TERMINAL_STATUSES
 # How many of a job's newest invocations a retried trigger request is looked for in.
 REQUEST_LOOKBACK = 100
@@ -54,7 +53,7 @@ def config_defines(row: ProjectRow, stored: StoredJob | None, job_id: str) -> bo
         return job_id in listed
     # A project imported before config_jobs was recorded: a config job that is
     # disabled although its definition is not was removed from the file.
-    return (stored is not None and stored.source == CONFIG
+    return (stored is not None and stored.source == JobSource.CONFIG
             and not (stored.record.disabled and not stored.definition.disabled))
 
 
@@ -73,8 +72,8 @@ def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, defini
                                              "most a project may have; delete some first")
     _check_triggers(engine, project, job_id, definition.triggers)
     event = ev.JobDisabled() if disabled else ev.JobEnabled(policy)
-    applied = engine.changes.apply(project, job_id, event, definition=definition, source=API)
-    created = stored is None or stored.source != API or not visible(stored)
+    applied = engine.changes.apply(project, job_id, event, definition=definition, source=JobSource.API)
+    created = stored is None or stored.source != JobSource.API or not visible(stored)
     return Put(applied.job, created)
 
 
