@@ -86,6 +86,19 @@ class InvocationFinished:
 
 
 @dataclass(frozen=True)
+class InvocationSettled:
+    """Every event of a fan-out invocation whose events live in rows of their own
+    (statemachine/fanout.py) has its outcome, or one event's step ended the whole
+    invocation (a deadline passed, the job is paused): it ends with `status` and
+    `reason`. `attempts`: the highest attempt any event reached."""
+
+    invocation_id: str
+    status: str
+    reason: str = ""
+    attempts: int = 1
+
+
+@dataclass(frozen=True)
 class ManualTrigger:
     """A request to start an invocation now.
 
@@ -138,6 +151,7 @@ Event = (
     | InvocationStarting
     | InvocationStarted
     | InvocationFinished
+    | InvocationSettled
     | ManualTrigger
     | Paused
     | Resumed
@@ -153,6 +167,7 @@ ALL_EVENT_TYPES = (
     InvocationStarting,
     InvocationStarted,
     InvocationFinished,
+    InvocationSettled,
     ManualTrigger,
     Paused,
     Resumed,

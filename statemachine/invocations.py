@@ -82,14 +82,19 @@ def start(
     # A throttled job's attempts all wait their turn on the throttle's queue.
     if inline and fanout.count == 1 and due[0] <= now and not record.paused and not policy.throttle:
         return _start_inline(record, occurrence, now, tuning)
+    in_rows = fanout.count > 1  # each event's progress in a row of its own (fanout.py)
     entry = ActiveInvocation(
         invocation_id=occurrence.invocation_id,
         scheduled_time=occurrence.scheduled_time,
         trigger=occurrence.trigger,
         deadline=now + fanout.spread + policy.timeout,
         event_count=fanout.count,
-        attempts=(1,) * fanout.count,
+        attempts=() if in_rows else (1,),
+        # The record does not hear of each event's start: the first is taken as begun
+        # when it is due at once.
+        started_at=now if in_rows and due[0] <= now else None,
         expect_by=max(due) + tuning.start_grace,
+        events_in_rows=in_rows,
     )
     actions: list[act.Action] = [
         act.StartInvocation(entry.invocation_id, entry.scheduled_time, entry.trigger, fanout.count)
@@ -216,7 +221,7 @@ def _attempt_failed(record: JobRecord, entry: ActiveInvocation, event: ev.Invoca
 def _on_completion(record: JobRecord, event: ev.InvocationFinished, now: datetime, tuning: Tuning) -> Result:
     """Async completion: it settles every event still in flight or waiting."""
     entry = record.find_active(event.invocation_id)
-    if entry is None:
+    if entry is None or entry.events_in_rows:
         return record, []
     pending = (entry.started_mask | entry.accepted_mask) & ~entry.done_mask
     if not pending:
@@ -248,15 +253,23 @@ def _current_attempt(record: JobRecord, invocation_id: str, index: int,
                      attempt: int | None) -> ActiveInvocation | None:
     """The active entry if (event, attempt) is its current, unfinished attempt."""
     entry = record.find_active(invocation_id)
-    if entry is None or not 0 <= index < entry.event_count:
-        return None
+    if entry is None or entry.events_in_rows or not 0 <= index < entry.event_count:
+        return None  # (an entry whose events are in rows hears of them as InvocationSettled)
     if entry.event_done(index) or entry.attempts[index] != attempt:
         return None
     return entry
 
 
+def on_settled(record: JobRecord, event: ev.InvocationSettled, now: datetime, tuning: Tuning) -> Result:
+    """A fan-out invocation whose events are in rows ends as its events decided."""
+    entry = record.find_active(event.invocation_id)
+    if entry is None:
+        return record, []
+    return finish(record, entry, event.status, event.reason, now, tuning, event.attempts)
+
+
 def finish(record: JobRecord, entry: ActiveInvocation, status: str, reason: str, now: datetime,
-           tuning: Tuning) -> Result:
+           tuning: Tuning, attempts: int | None = None) -> Result:
     """Give the invocation its terminal status and let what waited on it go."""
     record = evolve(
         record,
@@ -268,7 +281,8 @@ def finish(record: JobRecord, entry: ActiveInvocation, status: str, reason: str,
         actions.append(act.TriggerJobs(record.live_policy.triggers, entry.invocation_id, entry.scheduled_time))
     if status == FAILED and record.live_policy.notify_failures:
         actions.append(act.NotifyFailure(
-            entry.invocation_id, entry.scheduled_time, entry.trigger, reason, max(entry.attempts)
+            entry.invocation_id, entry.scheduled_time, entry.trigger, reason,
+            attempts or max(entry.attempts, default=1),
         ))
     record, paused = count_outcome(record, status, reason, now)
     record, started = drain_buffer(record, now, tuning)
@@ -289,8 +303,8 @@ def repair(record: JobRecord, entry: ActiveInvocation, now: datetime, tuning: Tu
     """The watchdog's repair of one invocation whose chain stopped moving."""
     if now >= entry.deadline:
         return finish(record, entry, FAILED, "timeout", now, tuning)
-    if entry.expect_by is None or now < entry.expect_by:
-        return record, []
+    if entry.expect_by is None or now < entry.expect_by or entry.events_in_rows:
+        return record, []  # (the events in rows are repaired by fanout_step.repair_events)
     lost = entry.all_events_mask & ~entry.done_mask & ~entry.accepted_mask
     actions: list[act.Action] = [
         act.EnqueueAttempt(entry.invocation_id, index, entry.attempts[index], now)

@@ -9,7 +9,7 @@ clock, touches storage or draws a random number, so a step can be replayed.
 after every step `derive_state` computes it from `disabled`, `paused`, the
 `active` invocations (and whether one has started), `tick_at` and `buffered`.
 It is stored with the record (and in the SQL `state` column) only so that it can
-be shown and queried without the machine; `_settle` keeps it in step.
+be shown and queried without the machine; `with_derived_fields` keeps it in step.
 
 Every (state, event) pair has an entry in `TRANSITIONS`: a handler, `IGNORE`
 (the event is a duplicate or stale and changes nothing), or a `Refusal`
@@ -93,7 +93,7 @@ def step(record: JobRecord, event: ev.Event, now: datetime, tuning: Tuning = DEF
     if entry is IGNORE:
         return Transition(record)
     new_record, actions = entry(record, event, now, tuning)
-    return Transition(_settle(new_record, tuning), tuple(actions))
+    return Transition(with_derived_fields(new_record, tuning), tuple(actions))
 
 
 def derive_state(record: JobRecord) -> JobState:
@@ -110,7 +110,7 @@ def derive_state(record: JobRecord) -> JobState:
     return JobState.SCHEDULED
 
 
-def _settle(record: JobRecord, tuning: Tuning) -> JobRecord:
+def with_derived_fields(record: JobRecord, tuning: Tuning) -> JobRecord:
     """Derive the state and the watchdog time from the record's contents."""
     deadlines = [entry.deadline for entry in record.active]
     deadlines += [entry.expect_by for entry in record.active if entry.expect_by]
@@ -267,6 +267,7 @@ def _with_invocations(handler: Handler) -> Handler:
 _starting = _with_invocations(inv.on_starting)
 _started = _with_invocations(inv.on_started)
 _finished = _with_invocations(inv.on_finished)
+_settled = _with_invocations(inv.on_settled)
 _manual = _with_invocations(_on_manual)
 
 
@@ -277,6 +278,7 @@ def _table() -> dict[JobState, dict[type, Entry]]:
         ev.InvocationStarting: _starting,
         ev.InvocationStarted: _started,
         ev.InvocationFinished: _finished,
+        ev.InvocationSettled: _settled,
     }
     no_invocations: dict[type, Entry] = dict.fromkeys(invocation_events, IGNORE)
     common: dict[type, Entry] = {
@@ -329,7 +331,8 @@ TRANSITIONS = _table()
 # IGNORE: nothing changes. InvalidTransition: the pair is refused.
 def _next_states() -> dict[JobState, dict[type, JobState | _Ignore | type[InvalidTransition]]]:
     S, E, REFUSED = JobState, ev, InvalidTransition
-    quiet = {E.InvocationStarting: IGNORE, E.InvocationStarted: IGNORE, E.InvocationFinished: IGNORE}
+    quiet = {E.InvocationStarting: IGNORE, E.InvocationStarted: IGNORE, E.InvocationFinished: IGNORE,
+             E.InvocationSettled: IGNORE}
     return {
         S.SCHEDULED: {
             # A timing change first starts what fell due under the old timing (queued);
@@ -341,26 +344,30 @@ def _next_states() -> dict[JobState, dict[type, JobState | _Ignore | type[Invali
         S.QUEUED: {
             E.JobEnabled: S.QUEUED, E.JobDisabled: S.DISABLED, E.ScheduleChanged: S.QUEUED,
             E.TickArrived: S.QUEUED, E.InvocationStarting: S.RUNNING, E.InvocationStarted: S.RUNNING,
-            E.InvocationFinished: S.SCHEDULED, E.ManualTrigger: S.QUEUED, E.Paused: S.PAUSED,
+            E.InvocationFinished: S.SCHEDULED, E.InvocationSettled: S.SCHEDULED,
+            E.ManualTrigger: S.QUEUED, E.Paused: S.PAUSED,
             E.Resumed: IGNORE, E.Aborted: S.SCHEDULED, E.WatchdogFired: S.SCHEDULED,
         },
         S.RUNNING: {
             E.JobEnabled: S.RUNNING, E.JobDisabled: S.DISABLED, E.ScheduleChanged: S.RUNNING,
             E.TickArrived: S.RUNNING, E.InvocationStarting: S.RUNNING, E.InvocationStarted: S.RUNNING,
-            E.InvocationFinished: S.SCHEDULED, E.ManualTrigger: S.RUNNING, E.Paused: S.PAUSED,
+            E.InvocationFinished: S.SCHEDULED, E.InvocationSettled: S.SCHEDULED,
+            E.ManualTrigger: S.RUNNING, E.Paused: S.PAUSED,
             E.Resumed: IGNORE, E.Aborted: S.SCHEDULED, E.WatchdogFired: S.SCHEDULED,
         },
         S.PAUSED: {
             # The invocation in flight finishes on its own: resumed, the job is RUNNING.
             E.JobEnabled: S.PAUSED, E.JobDisabled: S.DISABLED, E.ScheduleChanged: S.PAUSED,
             E.TickArrived: IGNORE, E.InvocationStarting: S.PAUSED, E.InvocationStarted: S.PAUSED,
-            E.InvocationFinished: S.PAUSED, E.ManualTrigger: REFUSED, E.Paused: S.PAUSED,
+            E.InvocationFinished: S.PAUSED, E.InvocationSettled: S.PAUSED,
+            E.ManualTrigger: REFUSED, E.Paused: S.PAUSED,
             E.Resumed: S.RUNNING, E.Aborted: S.PAUSED, E.WatchdogFired: S.PAUSED,
         },
         S.DISABLED: {
             E.JobEnabled: S.RUNNING, E.JobDisabled: IGNORE, E.ScheduleChanged: S.DISABLED,
             E.TickArrived: IGNORE, E.InvocationStarting: S.DISABLED, E.InvocationStarted: S.DISABLED,
-            E.InvocationFinished: S.DISABLED, E.ManualTrigger: REFUSED, E.Paused: REFUSED,
+            E.InvocationFinished: S.DISABLED, E.InvocationSettled: S.DISABLED,
+            E.ManualTrigger: REFUSED, E.Paused: REFUSED,
             E.Resumed: REFUSED, E.Aborted: S.DISABLED, E.WatchdogFired: S.DISABLED,
         },
         S.DONE: {

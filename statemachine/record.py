@@ -21,7 +21,10 @@ from statemachine.policy import (
     RetryPolicy,
 )
 
-RECORD_VERSION = 1
+# 2: a fan-out invocation's events live in rows of their own (statemachine/fanout.py);
+# a version 1 record reads as version 2 whose active entries keep their events inline.
+RECORD_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 _FIELD_NAMES: dict[type, frozenset[str]] = {}
 
@@ -71,8 +74,11 @@ class Occurrence:
 class ActiveInvocation:
     """An invocation that has not reached a terminal status.
 
-    Per-event progress is kept in bit masks (bit i = event i) so that a fan-out
-    of many events stays a few integers.
+    With `events_in_rows` (every fan-out invocation started by this version), each
+    event's progress is a row of its own (statemachine/fanout.py) and the per-event
+    fields below stay empty, so the entry's size does not depend on the count.
+    Otherwise (one event; or a fan-out begun before version 2) they hold it: bit i
+    of each mask is event i.
     """
 
     invocation_id: str
@@ -90,6 +96,7 @@ class ActiveInvocation:
     # By when every event not yet started should have started; the watchdog
     # re-issues start tasks past it. None while nothing is waiting to start.
     expect_by: datetime | None = None
+    events_in_rows: bool = False
 
     @property
     def all_events_mask(self) -> int:
@@ -242,6 +249,17 @@ def policy_from_dict(data: Data) -> JobPolicy:
 
 
 def _active_to_dict(entry: ActiveInvocation) -> Data:
+    if entry.events_in_rows:
+        return {
+            "id": entry.invocation_id,
+            "scheduled_time": _time(entry.scheduled_time),
+            "trigger": entry.trigger,
+            "deadline": _time(entry.deadline),
+            "event_count": entry.event_count,
+            "events_in_rows": True,
+            "started_at": _time(entry.started_at),
+            "expect_by": _time(entry.expect_by),
+        }
     return {
         "id": entry.invocation_id,
         "scheduled_time": _time(entry.scheduled_time),
@@ -261,6 +279,18 @@ def _active_to_dict(entry: ActiveInvocation) -> Data:
 
 
 def _active_from_dict(data: Data) -> ActiveInvocation:
+    if data.get("events_in_rows"):
+        return ActiveInvocation(
+            invocation_id=data["id"],
+            scheduled_time=_required_time(data["scheduled_time"]),
+            trigger=data["trigger"],
+            deadline=_required_time(data["deadline"]),
+            event_count=data["event_count"],
+            attempts=(),
+            started_at=_parse_time(data["started_at"]),
+            expect_by=_parse_time(data["expect_by"]),
+            events_in_rows=True,
+        )
     return ActiveInvocation(
         invocation_id=data["id"],
         scheduled_time=_required_time(data["scheduled_time"]),
@@ -307,8 +337,8 @@ def record_to_dict(record: JobRecord) -> Data:
 
 
 def record_from_dict(data: Data) -> JobRecord:
-    if data.get("version") != RECORD_VERSION:
-        raise ValueError(f"job record version {data.get('version')!r} is not {RECORD_VERSION}")
+    if data.get("version") not in READABLE_VERSIONS:
+        raise ValueError(f"job record version {data.get('version')!r} is not one of {READABLE_VERSIONS}")
     return JobRecord(
         project=data["project"],
         job_id=data["job_id"],

@@ -9,7 +9,7 @@ from statemachine import actions as act
 from statemachine import events as ev
 from statemachine import ids
 from statemachine.durations import UTC
-from statemachine.machine import step
+from statemachine.fanout_step import DictRows, step_job
 from statemachine.policy import JobPolicy, Tuning
 from statemachine.record import JobRecord, new_record, record_from_dict, record_to_dict
 
@@ -43,16 +43,18 @@ class Scenario:
     """Holds one job's record and feeds it events.
 
     Every step also round-trips the record through its dict form, so the
-    scenarios check serialization as they go.
+    scenarios check serialization as they go. The events of fan-out invocations
+    live in `rows`, as a store keeps them in rows of their own.
     """
 
     def __init__(self, tuning: Tuning | None = None):
         self.record: JobRecord = new_record(PROJECT, JOB)
         self.tuning = tuning or Tuning()
+        self.rows: dict = {}
 
     def step(self, event, at: str | datetime) -> list:
         now = clock(at) if isinstance(at, str) else at
-        transition = step(self.record, event, now, self.tuning)
+        transition = step_job(self.record, event, now, self.tuning, lambda invocation: DictRows(self.rows, invocation))
         self.record = record_from_dict(record_to_dict(transition.record))
         assert self.record == transition.record
         return list(transition.actions)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from statemachine import actions as act
 from statemachine import events as ev
+from statemachine.fanout_step import DictRows, step_job
 from statemachine.machine import InvalidTransition, derive_state, step
 from statemachine.policy import Catchup, FanoutPolicy, Overlap, RetryPolicy, Tuning
 from statemachine.record import new_record
@@ -52,12 +53,18 @@ moves = st.lists(
 )
 
 
-def _event_for(move: str, pick: int, record, other_policy, serial: int):
-    """Turn a move into an event that is plausible for the record."""
+def _event_for(move: str, pick: int, record, other_policy, serial: int, rows: dict):
+    """Turn a move into an event that is plausible for the record (and the rows of
+    its fan-out events)."""
     active = record.active
     entry = active[pick % len(active)] if active else None
     index = pick % entry.event_count if entry else 0
-    attempt = entry.attempts[index] if entry else 1
+    if entry is None:
+        attempt = 1
+    elif entry.events_in_rows:
+        attempt = DictRows(rows, entry.invocation_id).event(index).attempt
+    else:
+        attempt = entry.attempts[index]
     invocation = entry.invocation_id if entry else "nothing"
     if pick == 5:
         attempt += 1  # now and then an attempt the machine never issued
@@ -88,12 +95,13 @@ def test_no_occurrence_is_ever_started_or_recorded_twice(first, second, sequence
     created: Counter = Counter()
     skipped: Counter = Counter()
     finished: Counter = Counter()
+    rows: dict = {}
     for serial, (move, seconds, pick) in enumerate(sequence):
         now += timedelta(seconds=seconds)
         other = second if record.policy == first else first
-        event = _event_for(move, pick, record, other, serial)
+        event = _event_for(move, pick, record, other, serial, rows)
         try:
-            transition = step(record, event, now, TUNING)
+            transition = step_job(record, event, now, TUNING, lambda invocation: DictRows(rows, invocation))
         except InvalidTransition:
             continue
         active_before = {e.invocation_id for e in record.active}

@@ -75,6 +75,7 @@ def _event(kind, job: Scenario):
         ev.InvocationStarting: ev.InvocationStarting(INV),
         ev.InvocationStarted: ev.InvocationStarted(INV),
         ev.InvocationFinished: ev.InvocationFinished(INV, True),
+        ev.InvocationSettled: ev.InvocationSettled(INV, "SUCCEEDED"),
         ev.ManualTrigger: ev.ManualTrigger("req"),
         ev.Paused: ev.Paused("again"),
         ev.Resumed: ev.Resumed(),

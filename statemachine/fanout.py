@@ -1,0 +1,208 @@
+"""The events of a fan-out invocation, each in a row of its own.
+
+An invocation of `fanout.count` > 1 events keeps no per-event state in its job's
+record: that would make the record grow with the count, and make every event's
+start and result a write of the one job entity, on which all of them would
+contend. Each event has an `EventState` row instead, written only by the steps of
+that event; the job record's active entry holds what is shared (deadline, count).
+An event's start reads the job record and writes its own row; its final outcome
+also adds to the invocation's `Tally`, and the outcome that completes the tally
+ends the invocation, as the machine's `InvocationSettled`.
+
+Nothing here reads a clock or touches storage: the shell loads the rows, calls
+these functions with an explicit `now`, and writes what they return.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from statemachine import actions as act
+from statemachine.policy import JobPolicy, Tuning, compute_backoff
+from statemachine.record import ActiveInvocation, evolve
+from statemachine.vocabulary import InvocationStatus, SkipReason
+
+
+class EventPhase(StrEnum):
+    WAITING = "waiting"  # the current attempt has not started (the first, or a retry)
+    STARTED = "started"  # the current attempt is in flight
+    ACCEPTED = "accepted"  # the target answered 202: the completion report settles it
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+FINAL = frozenset({EventPhase.SUCCEEDED, EventPhase.FAILED})
+
+
+@dataclass(frozen=True)
+class EventState:
+    """One event's progress. No row means attempt 1, waiting."""
+
+    index: int
+    attempt: int = 1
+    phase: EventPhase = EventPhase.WAITING
+    started_at: datetime | None = None  # when the current attempt started
+    retry_at: datetime | None = None  # when a waiting retry is due
+    reason: str = ""  # the last failure
+
+    @property
+    def final(self) -> bool:
+        return self.phase in FINAL
+
+
+@dataclass(frozen=True)
+class Tally:
+    """The final outcomes of an invocation's events so far."""
+
+    succeeded: int = 0
+    failed: int = 0
+    first_failure: str = ""
+    attempts: int = 1  # the highest attempt any event reached
+
+    def add(self, state: EventState) -> Tally:
+        failed = state.phase is EventPhase.FAILED
+        return Tally(
+            succeeded=self.succeeded + (not failed),
+            failed=self.failed + failed,
+            first_failure=self.first_failure or (state.reason if failed else ""),
+            attempts=max(self.attempts, state.attempt),
+        )
+
+    def complete(self, count: int) -> bool:
+        return self.succeeded + self.failed >= count
+
+    def verdict(self, count: int) -> tuple[InvocationStatus, str]:
+        if not self.failed:
+            return InvocationStatus.SUCCEEDED, ""
+        return InvocationStatus.FAILED, f"{self.failed} of {count} events failed; first: {self.first_failure}"
+
+
+@dataclass(frozen=True)
+class EventStep:
+    """What one step of one event decided: its new state, the actions to take, and,
+    when the whole invocation ends here, with which status and reason."""
+
+    state: EventState
+    actions: tuple[act.Action, ...] = ()
+    settle: tuple[InvocationStatus, str] | None = None
+
+
+def _lease(policy: JobPolicy, tuning: Tuning) -> timedelta:
+    return policy.attempt_timeout + tuning.start_grace
+
+
+def _current(state: EventState, attempt: int | None) -> bool:
+    return not state.final and state.attempt == attempt
+
+
+def on_starting(entry: ActiveInvocation, policy: JobPolicy, paused: bool, state: EventState, attempt: int,
+                now: datetime, tuning: Tuning) -> EventStep:
+    """A start task of the event arrived: commit that its attempt is starting, then deliver."""
+    if not _current(state, attempt) or state.phase is EventPhase.ACCEPTED:
+        return EventStep(state)  # stale, or the target took it (202) and owes its completion
+    if now >= entry.deadline:
+        return EventStep(state, settle=(InvocationStatus.FAILED, "timeout"))
+    started_at = state.started_at if state.phase is EventPhase.STARTED else None
+    if started_at is not None and now - started_at < _lease(policy, tuning):
+        return EventStep(state)  # a duplicate of a start whose attempt is still in flight
+    if paused:
+        # Nothing is delivered while a job is paused: the invocation ends here. An
+        # event past the first, or a retry, means some attempt has gone out already.
+        began = entry.has_started or state.index > 0 or state.attempt > 1
+        return EventStep(state, settle=(InvocationStatus.ABORTED if began else InvocationStatus.SKIPPED,
+                                        SkipReason.PAUSED))
+    state = evolve(state, phase=EventPhase.STARTED, started_at=now, retry_at=None)
+    deliver = act.Deliver(entry.invocation_id, entry.scheduled_time, entry.trigger, state.index,
+                          entry.event_count, attempt)
+    return EventStep(state, (deliver,))
+
+
+def on_started(state: EventState, attempt: int) -> EventStep:
+    """The target accepted the attempt (202): the event waits for the completion report."""
+    if not _current(state, attempt):
+        return EventStep(state)
+    return EventStep(evolve(state, phase=EventPhase.ACCEPTED))
+
+
+def on_finished(entry: ActiveInvocation, policy: JobPolicy, state: EventState, attempt: int, succeeded: bool,
+                reason: str, now: datetime) -> EventStep:
+    """The target answered the attempt: the event succeeded, waits for a retry, or failed."""
+    if not _current(state, attempt):
+        return EventStep(state)
+    if succeeded:
+        return EventStep(evolve(state, phase=EventPhase.SUCCEEDED))
+    reason = reason or "failed"
+    retry = policy.retry
+    if attempt < retry.max_attempts:
+        retry_at = now + compute_backoff(retry, attempt, f"{entry.invocation_id}/{state.index}")
+        if retry_at < entry.deadline:
+            waiting = EventState(state.index, attempt + 1, EventPhase.WAITING, None, retry_at, reason)
+            return EventStep(waiting, (act.EnqueueAttempt(entry.invocation_id, state.index, attempt + 1, retry_at),))
+    return EventStep(evolve(state, phase=EventPhase.FAILED, reason=reason))
+
+
+def on_completion(state: EventState, succeeded: bool, reason: str) -> EventStep:
+    """The async target's completion report settles an event in flight or accepted;
+    an event still waiting to start is not the report's to settle."""
+    if state.final or state.phase is EventPhase.WAITING:
+        return EventStep(state)
+    phase = EventPhase.SUCCEEDED if succeeded else EventPhase.FAILED
+    return EventStep(evolve(state, phase=phase, reason="" if succeeded else (reason or "failed")))
+
+
+def repair(entry: ActiveInvocation, policy: JobPolicy, states: dict[int, EventState], now: datetime,
+           tuning: Tuning) -> tuple[list[act.Action], datetime | None]:
+    """The watchdog's repair once the entry's `expect_by` passed: re-issue the start of
+    every event whose attempt should have started or ended by now and did not.
+    Returns the start tasks and the entry's next `expect_by` (None: no event is
+    waiting to start or in flight any more, only the deadline is left to watch)."""
+    lease = _lease(policy, tuning)
+    actions: list[act.Action] = []
+    watch: list[datetime] = []
+    for index in range(entry.event_count):
+        state = states.get(index) or EventState(index)
+        if state.final or state.phase is EventPhase.ACCEPTED:
+            continue
+        if state.phase is EventPhase.STARTED and state.started_at is not None:
+            due = state.started_at + lease  # by when its attempt should have answered
+        elif state.retry_at is not None:
+            due = state.retry_at + tuning.start_grace  # by when its retry should have started
+        else:
+            due = now  # its first start was due by the entry's `expect_by`, which has passed
+        if due <= now:
+            actions.append(act.EnqueueAttempt(entry.invocation_id, index, state.attempt, now))
+            due = now + lease + tuning.start_grace
+        watch.append(due)
+    return actions, (max(watch) if watch else None)
+
+
+# --- stored form -------------------------------------------------------------------
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _parse(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def state_to_dict(state: EventState) -> dict[str, Any]:
+    return {"index": state.index, "attempt": state.attempt, "phase": state.phase.value,
+            "started_at": _time(state.started_at), "retry_at": _time(state.retry_at), "reason": state.reason}
+
+
+def state_from_dict(data: dict[str, Any]) -> EventState:
+    return EventState(data["index"], data["attempt"], EventPhase(data["phase"]), _parse(data["started_at"]),
+                      _parse(data["retry_at"]), data["reason"])
+
+
+def tally_to_dict(tally: Tally) -> dict[str, Any]:
+    return {"succeeded": tally.succeeded, "failed": tally.failed, "first_failure": tally.first_failure,
+            "attempts": tally.attempts}
+
+
+def tally_from_dict(data: dict[str, Any]) -> Tally:
+    return Tally(data["succeeded"], data["failed"], data["first_failure"], data["attempts"])

@@ -1,0 +1,153 @@
+"""`step_job`: the machine's step for a job whose fan-out invocations keep their events
+in rows of their own (statemachine/fanout.py).
+
+An event of such an invocation is stepped on its own row (and, when its outcome is
+final, the invocation's tally), and the job record changes only when the whole
+invocation ends (`InvocationSettled`) or the watchdog repairs it. The rows come
+through `EventRows`, which the shell backs with its transaction and the tests with
+a dict: this module reads no clock and touches no storage of its own.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Callable, Protocol
+
+from statemachine import actions as act
+from statemachine import events as ev
+from statemachine import fanout
+from statemachine.fanout import EventPhase, EventState, EventStep, Tally
+from statemachine.machine import Transition, step, with_derived_fields
+from statemachine.policy import Tuning
+from statemachine.record import ActiveInvocation, JobRecord, evolve
+
+EVENT_STEPS = (ev.InvocationStarting, ev.InvocationStarted, ev.InvocationFinished)
+
+
+class EventRows(Protocol):
+    """One invocation's event rows and tally, as one transaction sees them."""
+
+    def event(self, index: int) -> EventState:
+        """The event's state; `EventState(index)` (attempt 1, waiting) when it has no row."""
+
+    def put_event(self, state: EventState) -> None: ...
+
+    def events(self) -> dict[int, EventState]:
+        """Every event that has a row, by index."""
+
+    def tally(self) -> Tally:
+        """The invocation's tally; an empty one when it has no row."""
+
+    def put_tally(self, tally: Tally) -> None: ...
+
+
+def step_job(record: JobRecord, event: ev.Event, now: datetime, tuning: Tuning,
+             rows: Callable[[str], EventRows]) -> Transition:
+    """`machine.step`, with the events of invocations in rows stepped on their rows.
+    `rows(invocation_id)` opens an invocation's rows; it is called only when needed."""
+    if isinstance(event, EVENT_STEPS):
+        entry = record.find_active(event.invocation_id)
+        if entry is not None and entry.events_in_rows:
+            return _step_event(record, entry, rows(entry.invocation_id), event, now, tuning)
+    transition = step(record, event, now, tuning)
+    if isinstance(event, ev.WatchdogFired):
+        return _repair_events(transition, rows, now, tuning)
+    return transition
+
+
+def _step_event(record: JobRecord, entry: ActiveInvocation, rows: EventRows,
+                event: ev.InvocationStarting | ev.InvocationStarted | ev.InvocationFinished, now: datetime,
+                tuning: Tuning) -> Transition:
+    if isinstance(event, ev.InvocationFinished) and event.attempt is None:
+        return _complete(record, entry, rows, event, now, tuning)
+    attempt = event.attempt or 0  # (not None: a completion report went to _complete)
+    if not 0 <= event.event_index < entry.event_count:
+        return Transition(record)
+    before = rows.event(event.event_index)
+    policy = record.live_policy
+    if isinstance(event, ev.InvocationStarting):
+        stepped = fanout.on_starting(entry, policy, record.paused, before, attempt, now, tuning)
+    elif isinstance(event, ev.InvocationStarted):
+        stepped = fanout.on_started(before, attempt)
+    else:
+        stepped = fanout.on_finished(entry, policy, before, attempt, event.succeeded, event.reason, now)
+    return _conclude(record, entry, rows, [(before, stepped)], now, tuning)
+
+
+def _complete(record: JobRecord, entry: ActiveInvocation, rows: EventRows, event: ev.InvocationFinished,
+              now: datetime, tuning: Tuning) -> Transition:
+    """The async completion report settles every event in flight or accepted."""
+    steps = [(state, fanout.on_completion(state, event.succeeded, event.reason))
+             for state in rows.events().values()]
+    return _conclude(record, entry, rows, steps, now, tuning)
+
+
+def _conclude(record: JobRecord, entry: ActiveInvocation, rows: EventRows,
+              steps: list[tuple[EventState, EventStep]], now: datetime, tuning: Tuning) -> Transition:
+    """Write the events' new states; count the outcomes that became final; end the
+    invocation when a step says so or when the tally is complete."""
+    actions: list[act.Action] = []
+    settle = None
+    tally: Tally | None = None
+    for before, stepped in steps:
+        actions += stepped.actions
+        settle = settle or stepped.settle
+        if stepped.state == before:
+            continue
+        rows.put_event(stepped.state)
+        if stepped.state.final and not before.final:
+            tally = (tally or rows.tally()).add(stepped.state)
+    if tally is not None:
+        rows.put_tally(tally)
+        if settle is None and tally.complete(entry.event_count):
+            settle = tally.verdict(entry.event_count)
+    if settle is None:
+        return Transition(record, tuple(actions))
+    status, reason = settle
+    attempts = (tally or rows.tally()).attempts
+    ended = step(record, ev.InvocationSettled(entry.invocation_id, status, reason, attempts), now, tuning)
+    return Transition(ended.record, tuple(actions) + ended.actions)
+
+
+def _repair_events(transition: Transition, rows: Callable[[str], EventRows], now: datetime,
+                   tuning: Tuning) -> Transition:
+    """The watchdog's repair of the invocations in rows whose `expect_by` passed."""
+    record, actions = transition.record, list(transition.actions)
+    for entry in record.active:
+        if not entry.events_in_rows or entry.expect_by is None or now < entry.expect_by:
+            continue
+        reissued, expect_by = fanout.repair(entry, record.live_policy, rows(entry.invocation_id).events(), now,
+                                            tuning)
+        actions += reissued
+        record = record.with_active(evolve(entry, expect_by=expect_by))
+    if record is transition.record:
+        return transition
+    return Transition(with_derived_fields(record, tuning), tuple(actions))
+
+
+class DictRows:
+    """`EventRows` over a dict: for tests, and for anything that keeps rows in memory."""
+
+    def __init__(self, store: dict[tuple[str, int | None], EventState | Tally], invocation_id: str):
+        self.store, self.invocation_id = store, invocation_id
+
+    def event(self, index: int) -> EventState:
+        found = self.store.get((self.invocation_id, index))
+        return found if isinstance(found, EventState) else EventState(index)
+
+    def put_event(self, state: EventState) -> None:
+        self.store[(self.invocation_id, state.index)] = state
+
+    def events(self) -> dict[int, EventState]:
+        return {index: state for (invocation, index), state in self.store.items()
+                if invocation == self.invocation_id and isinstance(state, EventState) and index is not None}
+
+    def tally(self) -> Tally:
+        found = self.store.get((self.invocation_id, None))
+        return found if isinstance(found, Tally) else Tally()
+
+    def put_tally(self, tally: Tally) -> None:
+        self.store[(self.invocation_id, None)] = tally
+
+
+__all__ = ["EventPhase", "EventRows", "DictRows", "step_job"]
