@@ -12,13 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
 from engine.errors import ConflictError, NotFound
+from engine.event_rows import TransactionRows
 from engine.metrics import Metrics
 from engine.ports import Clock, JobSource, JobStore, StoredJob, Transaction
 from engine.recording import append_log, materialize, record_action, throttle_queue
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.definition import JobDefinition
-from statemachine.machine import InvalidTransition, Transition, manual_invocation_id, step
+from statemachine.fanout_step import step_job
+from statemachine.machine import InvalidTransition, Transition, manual_invocation_id
 from statemachine.policy import DEFAULT_TUNING, Tuning
 from statemachine.record import JobRecord, new_record
 
@@ -142,8 +144,11 @@ class JobChanges:
             invocation = manual_invocation_id(stored.record, event, now)
             if tx.get_invocation(project, job_id, invocation) is not None:
                 return Applied(Transition(stored.record), stored)  # one request, one invocation
-        transition = step(stored.record, event, now, self.tuning)
-        changed = created or transition.record != stored.record or bool(transition.actions)
+        transition = step_job(stored.record, event, now, self.tuning,
+                              lambda invocation: TransactionRows(tx, project, job_id, invocation))
+        # The job row is written only when it changed: the steps of a fan-out's events
+        # change their own rows (and act), and must not contend for the job's.
+        changed = created or transition.record != stored.record
         if definition is not None and (definition, source, deleted) != (stored.definition, stored.source,
                                                                         stored.deleted):
             stored = StoredJob(stored.record, definition, source or stored.source, deleted=deleted)
@@ -151,11 +156,11 @@ class JobChanges:
         _materialize_deferred(tx, stored.record, transition, note)
         if note is not None:
             _write_note(tx, project, job_id, note, now)
-        if not changed:
-            return Applied(transition, stored)
-        # Built directly, not by dataclasses.replace: this runs for every step of every job.
-        stored = StoredJob(transition.record, stored.definition, stored.source, stored.config_error, stored.deleted)
-        tx.put_job(stored)
+        if changed:
+            # Built directly, not by dataclasses.replace: this runs for every step of every job.
+            stored = StoredJob(transition.record, stored.definition, stored.source, stored.config_error,
+                               stored.deleted)
+            tx.put_job(stored)
         policy = transition.record.policy
         queue = throttle_queue(project, policy.throttle) if policy is not None else ""
         for action in transition.actions:

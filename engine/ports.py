@@ -105,6 +105,16 @@ class Transaction(Protocol):
     def put_invocation(self, row: InvocationRow) -> None:
         """Create or replace one invocation's history record."""
 
+    def get_progress(self, project: str, job_id: str, invocation_id: str, part: str) -> dict[str, Any] | None:
+        """One part of a fan-out invocation's progress (an event's state, its tally:
+        engine/event_rows.py), as stored; None when it has no row yet."""
+
+    def put_progress(self, project: str, job_id: str, invocation_id: str, part: str, value: dict[str, Any]) -> None:
+        """Create or replace one part of an invocation's progress."""
+
+    def list_progress(self, project: str, job_id: str, invocation_id: str) -> dict[str, dict[str, Any]]:
+        """Every part of an invocation's progress, by part name."""
+
     def enqueue(self, task: Task) -> None:
         """Enqueue with the commit (SQLite), or right after it (Cloud Tasks). A task
         whose name is already pending is not enqueued twice."""

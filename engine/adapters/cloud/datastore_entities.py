@@ -4,6 +4,7 @@ Layout (kinds and keys):
 
     Job         ("Job", "PROJECT/JOB")                       a root entity
     Invocation  ("Job", "PROJECT/JOB", "Invocation", ID)     a child of its job
+    Progress    (... "Invocation", ID, "Progress", PART)     a fan-out's event or tally
     Project     ("Project", "PROJECT")
     Meta        ("Meta", NAME)                               e.g. the task secret
 
@@ -21,6 +22,11 @@ on legacy Datastore (a trigger is listed at once); and ids sort newest first,
 so key order is the listing order and needs no composite index. The cost: the
 daily retention deletes commit to the job's group, and may make a concurrent
 step of that job retry once.
+
+Why a fan-out's progress is a child of its invocation: each event's step writes
+its own Progress entity and only reads the Job, so the events of one occurrence
+starting together lock different entities (Firestore in Datastore mode locks
+entities, not groups); listing them for the watchdog is an ancestor query.
 
 Every property is declared, none is computed by ndb (no auto_now), and only
 the properties a query filters on are indexed. Loading builds fresh rows from
@@ -94,6 +100,17 @@ class InvocationEntity(ndb.Model):
         return "Invocation"
 
 
+class ProgressEntity(ndb.Model):
+    """One part of a fan-out invocation's progress (engine/event_rows.py)."""
+
+    value = ndb.TextProperty()  # the part as JSON
+    scheduled_time = ndb.DateTimeProperty(tzinfo=UTC)  # indexed: retention
+
+    @classmethod
+    def _get_kind(cls) -> str:
+        return "Progress"
+
+
 class ProjectEntity(ndb.Model):
     config_hash = ndb.TextProperty()
     config_error = ndb.TextProperty()
@@ -127,6 +144,15 @@ def split_job_name(name: str) -> tuple[str, str]:
 
 def invocation_key(project: str, job_id: str, invocation_id: str) -> ndb.Key:
     return ndb.Key(JobEntity, f"{project}/{job_id}", InvocationEntity, invocation_id)
+
+
+def progress_key(project: str, job_id: str, invocation_id: str, part: str) -> ndb.Key:
+    return ndb.Key(JobEntity, f"{project}/{job_id}", InvocationEntity, invocation_id, ProgressEntity, part)
+
+
+def progress_entity(key: ndb.Key, value: dict) -> ProgressEntity:
+    scheduled = datetime.fromtimestamp(scheduled_millis(key.parent().id()) / 1000, UTC)
+    return ProgressEntity(key=key, value=_json(value), scheduled_time=scheduled)
 
 
 def project_key(project: str) -> ndb.Key:

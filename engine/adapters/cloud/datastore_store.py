@@ -41,19 +41,18 @@ from engine.adapters.cloud.datastore_entities import (
     InvocationEntity,
     JobEntity,
     MetaEntity,
+    ProgressEntity,
     ProjectEntity,
-    invocation_entity,
     invocation_key,
     invocation_row,
-    job_entity,
     job_key,
     job_row,
     meta_key,
-    project_entity,
     project_key,
     project_row,
     split_job_name,
 )
+from engine.adapters.cloud.datastore_transaction import DatastoreTransaction
 from engine.logs import log_event
 from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
 from statemachine.vocabulary import TERMINAL_STATUSES
@@ -247,10 +246,21 @@ class DatastoreJobStore:
                     InvocationEntity.created_time < cutoff,
                 )
                 keys += self._fetch(query, limit=limit - len(keys), keys_only=True)
+            keys += self._finished_progress(cutoff, limit)
             for start in range(0, len(keys), MAX_MUTATIONS):
                 ndb.delete_multi(keys[start:start + MAX_MUTATIONS])
         self.count(writes=len(keys))
         return len(keys)
+
+    def _finished_progress(self, cutoff: datetime, limit: int) -> list[ndb.Key]:
+        """Progress entities (engine/event_rows.py) of fan-outs scheduled before `cutoff`
+        whose invocation has finished or is gone."""
+        query = ProgressEntity.query(ProgressEntity.scheduled_time > EPOCH, ProgressEntity.scheduled_time < cutoff)
+        keys = self._fetch(query, limit=limit, keys_only=True)
+        parents = list(dict.fromkeys(key.parent() for key in keys))
+        invocations = ndb.get_multi(parents) if parents else []
+        done = {key for key, entity in zip(parents, invocations) if entity is None or entity.status in TERMINAL}
+        return [key for key in keys if key.parent() in done]
 
     # --- paged reads for the web UI ---------------------------------------------------------
 
@@ -303,67 +313,3 @@ class DatastoreJobStore:
                 row.log = []  # as on every backend: the strip needs no logs
             recent[job_id] = rows
         return recent
-
-
-class DatastoreTransaction:
-    """One run of a transaction body: reads go to Datastore (or to this run's own
-    writes), writes and tasks wait in memory until the body has returned."""
-
-    def __init__(self, store: DatastoreJobStore):
-        self.store = store
-        self.writes: dict[ndb.Key, ndb.Model | None] = {}  # None: delete
-        self.tasks: list[Task] = []
-        self._task_names: set[str] = set()
-
-    def _get(self, key: ndb.Key):
-        if key in self.writes:
-            return self.writes[key]
-        entity = key.get()
-        self.store.count(reads=1)
-        return entity
-
-    def flush(self) -> None:
-        """Hand the writes to ndb, which sends them with the commit."""
-        puts = [entity for entity in self.writes.values() if entity is not None]
-        deletes = [key for key, entity in self.writes.items() if entity is None]
-        if puts:
-            ndb.put_multi(puts)
-        if deletes:
-            ndb.delete_multi(deletes)
-
-    def get_job(self, project: str, job_id: str) -> StoredJob | None:
-        entity = self._get(job_key(project, job_id))
-        return None if entity is None else job_row(entity)
-
-    def put_job(self, job: StoredJob) -> None:
-        entity = job_entity(job)
-        self.writes[entity.key] = entity
-
-    def delete_job(self, project: str, job_id: str) -> None:
-        # Only the job entity: its child invocations stay, as history, until retention.
-        self.writes[job_key(project, job_id)] = None
-
-    def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
-        entity = self._get(invocation_key(project, job_id, invocation_id))
-        return None if entity is None else invocation_row(entity)
-
-    def put_invocation(self, row: InvocationRow) -> None:
-        entity = invocation_entity(row)
-        self.writes[entity.key] = entity
-
-    def enqueue(self, task: Task) -> None:
-        # Like the SQLite queue, a name enqueued twice in one transaction is one task.
-        if task.name not in self._task_names:
-            self._task_names.add(task.name)
-            self.tasks.append(task)
-
-    def get_project(self, project: str) -> ProjectRow | None:
-        entity = self._get(project_key(project))
-        return None if entity is None else project_row(entity)
-
-    def put_project(self, row: ProjectRow) -> None:
-        entity = project_entity(row)
-        self.writes[entity.key] = entity
-
-    def delete_project(self, project: str) -> None:
-        self.writes[project_key(project)] = None

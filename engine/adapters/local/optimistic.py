@@ -17,9 +17,10 @@ this: it raises NeedsLock, and the strategy runs it again the classic way, insid
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from datetime import datetime
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from engine.adapters.local import sqlite_rows as sql
 from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
@@ -48,6 +49,7 @@ class BufferedTransaction:
         self._projects: dict[str, tuple[ProjectRow, sql.Row] | None] = {}
         self._invocations: dict[tuple[str, str, str], InvocationRow] = {}
         self._tasks: list[sql.Row] = []
+        self._progress: dict[tuple[str, str, str, str], dict[str, Any]] = {}
 
     @property
     def conn(self) -> NoReturn:
@@ -83,6 +85,21 @@ class BufferedTransaction:
     def put_invocation(self, row: InvocationRow) -> None:
         self._invocations[(row.project, row.job_id, row.id)] = sql.copy_invocation(row)
 
+    def get_progress(self, project: str, job_id: str, invocation_id: str, part: str) -> dict[str, Any] | None:
+        key = (project, job_id, invocation_id, part)
+        if key in self._progress:
+            return dict(self._progress[key])
+        row = self._read("progress", sql.SELECT_PROGRESS, key)
+        return None if row is None else dict(json.loads(row[0]))
+
+    def put_progress(self, project: str, job_id: str, invocation_id: str, part: str, value: dict[str, Any]) -> None:
+        self._progress[(project, job_id, invocation_id, part)] = dict(value)
+
+    def list_progress(self, project: str, job_id: str, invocation_id: str) -> dict[str, dict[str, Any]]:
+        """:raises NeedsLock: a listing cannot be checked row by row at commit (a row
+        added meanwhile would go unseen); the few bodies that list run under the lock."""
+        raise NeedsLock()
+
     def enqueue(self, task: Task) -> None:
         self._tasks.append(sql.task_values(task))
         if self.earliest_eta is None or task.eta < self.earliest_eta:
@@ -106,7 +123,8 @@ class BufferedTransaction:
     def check_and_write(self, tx: sql.SqliteTransaction) -> None:
         """Inside the real transaction `tx`: :raises Stale: if a row read has changed."""
         conn = tx.conn
-        checks = {"job": sql.SELECT_JOB, "invocation": sql.SELECT_INVOCATION, "project": sql.SELECT_PROJECT}
+        checks = {"job": sql.SELECT_JOB, "invocation": sql.SELECT_INVOCATION, "project": sql.SELECT_PROJECT,
+                  "progress": sql.SELECT_PROGRESS}
         for (kind, *key), seen in self._reads.items():
             if conn.execute(checks[kind], key).fetchone() != seen:
                 raise Stale(f"{kind} {'/'.join(key)} changed")
@@ -122,6 +140,9 @@ class BufferedTransaction:
                 conn.execute(sql.PUT_PROJECT, pending[1])
         if self._tasks:
             conn.executemany(sql.ENQUEUE, self._tasks)
+        if self._progress:
+            conn.executemany(sql.PUT_PROGRESS, [(*key, sql.progress_text(value))
+                                                for key, value in self._progress.items()])
         if self._invocations:
             conn.executemany(sql.PUT_INVOCATION, [sql.invocation_values(r) for r in self._invocations.values()])
         if self.earliest_eta is not None:

@@ -91,6 +91,20 @@ MIGRATIONS: list[str] = [
         definition = json_remove(definition, '$.deleted')
         WHERE json_type(definition, '$.deleted') IS NOT NULL
     """,
+    # 7: a fan-out invocation's progress (engine/event_rows.py): one row per event that
+    # has started, and its tally, so that the job's record stays small and an event's
+    # step writes its own row. Records of version 1 keep their events inline until
+    # those invocations end, so nothing is moved here.
+    """
+    CREATE TABLE progress (
+        project TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        invocation_id TEXT NOT NULL,
+        part TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (project, job_id, invocation_id, part)
+    );
+    """,
 ]
 
 

@@ -42,6 +42,9 @@ PUT_PROJECT = (
     " VALUES (?, ?, ?, ?, ?)"
 )
 DELETE_PROJECT = "DELETE FROM projects WHERE id = ?"
+SELECT_PROGRESS = "SELECT value FROM progress WHERE project = ? AND job_id = ? AND invocation_id = ? AND part = ?"
+LIST_PROGRESS = "SELECT part, value FROM progress WHERE project = ? AND job_id = ? AND invocation_id = ?"
+PUT_PROGRESS = "INSERT OR REPLACE INTO progress (project, job_id, invocation_id, part, value) VALUES (?, ?, ?, ?, ?)"
 
 
 def to_seconds(value: datetime | None) -> float | None:
@@ -169,6 +172,17 @@ class SqliteTransaction:
     def put_invocation(self, row: InvocationRow) -> None:
         self._pending[(row.project, row.job_id, row.id)] = copy_invocation(row)
 
+    def get_progress(self, project: str, job_id: str, invocation_id: str, part: str) -> dict[str, Any] | None:
+        row = self.conn.execute(SELECT_PROGRESS, (project, job_id, invocation_id, part)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def put_progress(self, project: str, job_id: str, invocation_id: str, part: str, value: dict[str, Any]) -> None:
+        self.conn.execute(PUT_PROGRESS, (project, job_id, invocation_id, part, progress_text(value)))
+
+    def list_progress(self, project: str, job_id: str, invocation_id: str) -> dict[str, dict[str, Any]]:
+        rows = self.conn.execute(LIST_PROGRESS, (project, job_id, invocation_id))
+        return {part: json.loads(value) for part, value in rows}
+
     def enqueue(self, task: Task) -> None:
         # A pending task of the same name makes this a no-op: enqueueing is idempotent.
         self.conn.execute(ENQUEUE, task_values(task))
@@ -210,6 +224,10 @@ def job_from_row(row: Row, records: RecordCache) -> StoredJob:
     text, definition, source, config_error, deleted = row
     return StoredJob(records.decode(text), records.decode_definition(definition), JobSource(source),
                      config_error, bool(deleted))
+
+
+def progress_text(value: dict[str, Any]) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def task_values(task: Task) -> Row:

@@ -174,12 +174,16 @@ class SqliteJobStore:
 
     def delete_invocations_before(self, cutoff: datetime, limit: int) -> int:
         with self.transaction() as tx:
-            cursor = tx.conn.execute(
-                "DELETE FROM invocations WHERE rowid IN (SELECT rowid FROM invocations"
-                f" WHERE created_time < ? AND status IN {TERMINAL} LIMIT ?)",
+            doomed = tx.conn.execute(
+                "SELECT rowid, project, job_id, id, event_count FROM invocations"
+                f" WHERE created_time < ? AND status IN {TERMINAL} LIMIT ?",
                 (cutoff.timestamp(), limit),
-            )
-            return cursor.rowcount
+            ).fetchall()
+            # A fan-out's progress rows go with it (engine/event_rows.py).
+            tx.conn.executemany("DELETE FROM progress WHERE project = ? AND job_id = ? AND invocation_id = ?",
+                                [(project, job_id, id_) for _, project, job_id, id_, count in doomed if count > 1])
+            tx.conn.executemany("DELETE FROM invocations WHERE rowid = ?", [(rowid,) for rowid, *_ in doomed])
+            return len(doomed)
 
     # --- paged reads for the web UI ----------------------------------------------------
 

@@ -1,0 +1,116 @@
+"""DatastoreTransaction: one run of a transaction body on the Datastore store
+(datastore_store.py), with the port's reads and writes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+from google.cloud import ndb
+
+from engine.adapters.cloud.datastore_entities import (
+    ProgressEntity,
+    invocation_entity,
+    invocation_key,
+    invocation_row,
+    job_entity,
+    job_key,
+    job_row,
+    progress_entity,
+    progress_key,
+    project_entity,
+    project_key,
+    project_row,
+)
+from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
+
+
+class UseCounter(Protocol):
+    """What a transaction tells its store: the reads and writes it made (for the cost
+    figures of bench/cloud_cost.py)."""
+
+    def count(self, **amounts: int) -> None: ...
+
+
+class DatastoreTransaction:
+    """One run of a transaction body: reads go to Datastore (or to this run's own
+    writes), writes and tasks wait in memory until the body has returned."""
+
+    def __init__(self, store: UseCounter):
+        self.store = store
+        self.writes: dict[ndb.Key, ndb.Model | None] = {}  # None: delete
+        self.tasks: list[Task] = []
+        self._task_names: set[str] = set()
+
+    def _get(self, key: ndb.Key):
+        if key in self.writes:
+            return self.writes[key]
+        entity = key.get()
+        self.store.count(reads=1)
+        return entity
+
+    def flush(self) -> None:
+        """Hand the writes to ndb, which sends them with the commit."""
+        puts = [entity for entity in self.writes.values() if entity is not None]
+        deletes = [key for key, entity in self.writes.items() if entity is None]
+        if puts:
+            ndb.put_multi(puts)
+        if deletes:
+            ndb.delete_multi(deletes)
+
+    def get_job(self, project: str, job_id: str) -> StoredJob | None:
+        entity = self._get(job_key(project, job_id))
+        return None if entity is None else job_row(entity)
+
+    def put_job(self, job: StoredJob) -> None:
+        entity = job_entity(job)
+        self.writes[entity.key] = entity
+
+    def delete_job(self, project: str, job_id: str) -> None:
+        # Only the job entity: its child invocations stay, as history, until retention.
+        self.writes[job_key(project, job_id)] = None
+
+    def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
+        entity = self._get(invocation_key(project, job_id, invocation_id))
+        return None if entity is None else invocation_row(entity)
+
+    def put_invocation(self, row: InvocationRow) -> None:
+        entity = invocation_entity(row)
+        self.writes[entity.key] = entity
+
+    def get_progress(self, project: str, job_id: str, invocation_id: str, part: str) -> dict[str, Any] | None:
+        entity = self._get(progress_key(project, job_id, invocation_id, part))
+        return None if entity is None else dict(json.loads(entity.value))
+
+    def put_progress(self, project: str, job_id: str, invocation_id: str, part: str, value: dict[str, Any]) -> None:
+        entity = progress_entity(progress_key(project, job_id, invocation_id, part), value)
+        self.writes[entity.key] = entity
+
+    def list_progress(self, project: str, job_id: str, invocation_id: str) -> dict[str, dict[str, Any]]:
+        ancestor = invocation_key(project, job_id, invocation_id)
+        found = {entity.key.id(): json.loads(entity.value) for entity in ProgressEntity.query(ancestor=ancestor)}
+        self.store.count(reads=max(1, len(found)))
+        for key, entity in self.writes.items():  # this run's own writes win
+            if key.kind() == "Progress" and key.parent() == ancestor:
+                if entity is None:
+                    found.pop(key.id(), None)
+                else:
+                    found[key.id()] = json.loads(entity.value)
+        return found
+
+    def enqueue(self, task: Task) -> None:
+        # Like the SQLite queue, a name enqueued twice in one transaction is one task.
+        if task.name not in self._task_names:
+            self._task_names.add(task.name)
+            self.tasks.append(task)
+
+    def get_project(self, project: str) -> ProjectRow | None:
+        entity = self._get(project_key(project))
+        return None if entity is None else project_row(entity)
+
+    def put_project(self, row: ProjectRow) -> None:
+        entity = project_entity(row)
+        self.writes[entity.key] = entity
+
+    def delete_project(self, project: str) -> None:
+        self.writes[project_key(project)] = None
