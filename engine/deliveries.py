@@ -19,6 +19,7 @@ from engine.delivery import deliver, deliver_notification
 from engine.logs import log_event
 from engine.metrics import Metrics
 from engine.ports import Clock, DeliveryResult, JobStore, SecretReader, StoredJob, Target
+from engine.recording import tells_history
 from statemachine import actions as act
 from statemachine import events as ev
 
@@ -92,7 +93,7 @@ def outcome_change(job: StoredJob, action: act.Deliver, result: DeliveryResult) 
     """The change that records an attempt's result, with its line for the invocation's log."""
     note = Note(action.invocation_id, f"attempt {action.attempt}: {result.outcome}",
                 {"event": action.event_index, "detail": result.detail,
-                 "duration_ms": int(result.duration.total_seconds() * 1000)})
+                 "duration_ms": int(result.duration.total_seconds() * 1000)}) if tells_history(action) else None
     return Change(job.record.project, job.record.job_id, _outcome_event(action, result), note)
 
 

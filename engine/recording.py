@@ -141,15 +141,15 @@ def record_action(tx: Transaction, project: str, job_id: str, action, now: datet
         source_time = action.source_scheduled_time or now
         for target in action.job_ids:
             tx.enqueue(trigger_task(project, job_id, target, action.source_invocation_id, source_time, now))
-    elif isinstance(action, act.Deliver) and _tells_history(action):
+    elif isinstance(action, act.Deliver) and tells_history(action):
         _update(tx, project, job_id, action.invocation_id, lambda row: _delivering(row, action, now))
 
 
-def _tells_history(action: act.Deliver) -> bool:
-    """Whether an attempt's start is written into its invocation's history record.
-    Of a fan-out's events only the first one's first attempt is (the invocation is
-    RUNNING from then on): the rest starting together must not all write that one
-    record, and each event's own row tells its progress."""
+def tells_history(action: act.Deliver) -> bool:
+    """Whether an attempt's start and result are written into its invocation's history
+    record. Of a fan-out's events only the first one's first attempt is (the
+    invocation is RUNNING from then on): the rest, starting and answering together,
+    must not all write that one record; each event's own row tells its progress."""
     return action.event_count == 1 or (action.event_index, action.attempt) == (0, 1)
 
 
