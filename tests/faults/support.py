@@ -20,8 +20,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from engine.config_import import JobSnapshot, ProjectSnapshot
+from engine.event_rows import TransactionRows
 from engine.ports import DeliveryResult, RetryTask, Task
 from statemachine.definition import JobDefinition
+from statemachine.fanout import EventPhase
 from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
 from statemachine.schedule import fire_times
 from tests.engine.harness import START, Harness
@@ -218,12 +220,25 @@ class WriteBeforeCall:
         bit = 1 << request.event_index
         if entry is None:
             self.violations.append(f"{request.job_id} {request.invocation_id}: delivered, not stored")
+        elif entry.events_in_rows:
+            self._check_event_row(request)
         elif not entry.started_mask & bit or entry.attempts[request.event_index] != request.attempt:
             self.violations.append(
                 f"{request.job_id} {request.invocation_id} event {request.event_index} attempt"
                 f" {request.attempt}: delivered, but storage says attempt"
                 f" {entry.attempts[request.event_index]} started={bool(entry.started_mask & bit)}"
             )
+
+
+    def _check_event_row(self, request) -> None:
+        """A fan-out's event says it in its own row (engine/event_rows.py)."""
+        state = self.store.run_in_transaction(
+            lambda tx: TransactionRows(tx, request.project, request.job_id, request.invocation_id).event(
+                request.event_index))
+        if state.phase is not EventPhase.STARTED or state.attempt != request.attempt:
+            self.violations.append(
+                f"{request.job_id} {request.invocation_id} event {request.event_index} attempt"
+                f" {request.attempt}: delivered, but its row says attempt {state.attempt} {state.phase}")
 
 
 # --- the audit ---------------------------------------------------------------------------
