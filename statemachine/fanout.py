@@ -105,6 +105,10 @@ def on_starting(entry: ActiveInvocation, policy: JobPolicy, paused: bool, state:
         return EventStep(state)  # stale, or the target took it (202) and owes its completion
     if now >= entry.deadline:
         return EventStep(state, settle=(InvocationStatus.FAILED, "timeout"))
+    if state.retry_at is not None and now < state.retry_at:
+        # A retry's task that came early (a queue may run a task before its ETA): the
+        # backoff is a floor, so it goes back to wait for its time.
+        return EventStep(state, (act.RetryLater(state.retry_at - now),))
     started_at = state.started_at if state.phase is EventPhase.STARTED else None
     if started_at is not None and now - started_at < _lease(policy, tuning):
         return EventStep(state)  # a duplicate of a start whose attempt is still in flight

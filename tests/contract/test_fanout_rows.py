@@ -9,6 +9,8 @@ import threading
 from datetime import timedelta
 
 from engine.config_import import JobSnapshot, ProjectSnapshot
+from engine.ports import DeliveryResult
+from statemachine import events as ev
 from statemachine.definition import FanoutSpec, JobDefinition
 from statemachine.policy import FanoutPolicy, JobPolicy
 from statemachine.record import record_to_dict
@@ -119,3 +121,16 @@ def test_events_starting_at_once_in_many_threads_are_each_delivered_once(backend
     [row] = scenario.invocations()
     assert row.status == "SUCCEEDED"
     assert sorted(r.event_index for r in scenario.target.requests) == list(range(20))
+
+
+def test_an_async_fanout_completes_through_its_completion_report(backend):
+    scenario = Scenario(backend)
+    _define_fanout(scenario, 3)
+    scenario.target.respond = lambda request: DeliveryResult("accepted", detail="202")
+    scenario.run_until(START + timedelta(hours=1, seconds=5))
+    [row] = scenario.invocations()
+    assert row.status == "RUNNING"
+    scenario.engine.changes.apply("proj", "job", ev.InvocationFinished(row.id, True, "", attempt=None))
+    [row] = scenario.invocations()
+    assert row.status == "SUCCEEDED"
+    assert len(scenario.target.requests) == 3

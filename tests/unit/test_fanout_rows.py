@@ -68,6 +68,8 @@ def test_a_failed_event_is_retried_no_earlier_than_min_backoff_and_a_stale_attem
     assert retry.at >= clock("10:15:12")
     assert job.rows[(INV, 1)] == EventState(1, 2, EventPhase.WAITING, None, retry.at, "http 500")
     assert job.step(ev.InvocationStarting(INV, 1, 1), "10:15:20") == []  # attempt 1 is over
+    early = retry.at - timedelta(milliseconds=300)
+    assert job.step(ev.InvocationStarting(INV, 1, 2), early) == [act.RetryLater(timedelta(milliseconds=300))]
     job.step(ev.InvocationStarting(INV, 0, 1), "10:15:20")
     job.step(ev.InvocationFinished(INV, True, "", 0, 1), "10:15:21")
     job.step(ev.InvocationStarting(INV, 1, 2), "10:15:20")
