@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 
+from engine.adapters.cloud.datastore_limits import MAX_ENTITY_BYTES, MAX_PROPERTY_BYTES, EntityTooLarge
 from engine.adapters.cloud.datastore_store import DatastoreJobStore
 from engine.ports import ConflictError, ProjectRow, StoreError, Task
 from statemachine.notification import NotificationState
@@ -272,3 +273,54 @@ def test_a_job_marked_deleted_in_its_definition_reads_back_deleted_and_is_upgrad
     store.run_in_transaction(lambda tx: tx.put_job(tx.get_job("proj", "job")))
     stored = raw.get(old.key)
     assert stored["deleted"] is True and "deleted" not in json.loads(stored["definition"])
+
+
+@pytest.mark.parametrize("padding, limit", [(MAX_PROPERTY_BYTES + 1, MAX_PROPERTY_BYTES),
+                                            (MAX_PROPERTY_BYTES - 100, MAX_ENTITY_BYTES)])
+def test_a_job_entity_over_productions_limit_is_refused_before_anything_is_written(backend, raw, padding, limit):
+    """One property over 1,048,487 bytes, or an entity over 1,048,572 bytes with every
+    property under that: the store refuses it itself, naming the job and the size,
+    on both emulators (the Datastore emulator would have stored it)."""
+    big = samples.job()
+    big.config_error = "x" * padding
+
+    def body(tx):
+        tx.put_invocation(samples.invocation(T0))
+        tx.put_job(big)
+        tx.enqueue(tick("t"))
+
+    with pytest.raises(EntityTooLarge) as refused:
+        backend.store.run_in_transaction(body)
+    error = refused.value
+    assert isinstance(error, StoreError) and error.limit == limit and error.size > limit
+    assert "job proj/job" in str(error) and f"{error.size:,} bytes" in str(error)
+    assert backend.store.get_job("proj", "job") is None
+    assert backend.store.get_invocation("proj", "job", samples.invocation(T0).id) is None
+    assert backend.queue.sent == []
+    if isinstance(backend, FirestoreBackend):
+        return
+    entity = raw.entity(raw.key("Job", "proj/job"), exclude_from_indexes=("config_error",))
+    entity["config_error"] = big.config_error
+    raw.put(entity)  # what the check is for: this emulator takes what production refuses
+    assert len(raw.get(entity.key)["config_error"]) == padding
+
+
+def test_the_measured_size_is_the_one_firestore_counts(firestore):
+    """datastore_limits counts as the Firestore emulator does: an entity of exactly its
+    limit (1 MiB) is stored, one byte more is refused, and ours is 4 bytes stricter."""
+    from google.api_core.exceptions import InvalidArgument
+    from google.cloud import ndb
+
+    from engine.adapters.cloud.datastore_entities import job_entity
+    from engine.adapters.cloud.datastore_limits import entity_size
+
+    client = firestore.client()
+    with client.context(cache_policy=False, global_cache_policy=False):
+        entity = job_entity(samples.job())
+        entity.config_error += "x" * (2**20 - entity_size(entity))
+        assert entity_size(entity) == 2**20 == MAX_ENTITY_BYTES + 4
+        entity.put()
+        entity.config_error += "x"
+        with pytest.raises(InvalidArgument, match="maximum entity size"):
+            entity.put()
+        assert len(ndb.Key("Job", "proj/job").get().config_error) == len(entity.config_error) - 1

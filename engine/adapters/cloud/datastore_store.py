@@ -54,6 +54,7 @@ from engine.adapters.cloud.datastore_entities import (
     project_row,
     split_job_name,
 )
+from engine.adapters.cloud.datastore_limits import check_size
 from engine.logs import log_event
 from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
 from statemachine.vocabulary import TERMINAL_STATUSES
@@ -323,8 +324,11 @@ class DatastoreTransaction:
         return entity
 
     def flush(self) -> None:
-        """Hand the writes to ndb, which sends them with the commit."""
+        """Hand the writes to ndb, which sends them with the commit; an entity over
+        production's size limit stops the transaction first (datastore_limits.py)."""
         puts = [entity for entity in self.writes.values() if entity is not None]
+        for entity in puts:
+            check_size(entity)
         deletes = [key for key, entity in self.writes.items() if entity is None]
         if puts:
             ndb.put_multi(puts)
