@@ -70,8 +70,7 @@ def main() -> int:
             note(f"waiting for {args.count:,} deliveries")
             finished = _wait_for(receiver, args.count, start.timestamp() + args.spread + 600)
             cpu = server.cpu_seconds()
-            records.close()
-            records.sample()  # the record as the run left it, before the server stops
+            records.stop()  # with a last sample: the record as the run left it
         finally:
             if records is not None:
                 records.close()

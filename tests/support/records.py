@@ -85,6 +85,7 @@ class RecordWatch:
         self.samples = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._stopped = False
 
     @classmethod
     def of(cls, store) -> "RecordWatch":
@@ -120,9 +121,11 @@ class RecordWatch:
             self._thread.join(30)
 
     def stop(self) -> LargestRecord:
-        """Stop sampling, take one last sample, and give the peak."""
-        self.close()
-        self.sample()
+        """Stop sampling and give the peak; the first call takes one last sample."""
+        if not self._stopped:
+            self._stopped = True
+            self.close()
+            self.sample()
         return self.peak
 
     def figures(self) -> dict:
