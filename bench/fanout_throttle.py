@@ -9,6 +9,10 @@ requests the receiver saw in flight at once (it must never exceed the limit).
 With the defaults the throttle binds: 10,000 events in 10 s ask for 1,000/s, and 50
 requests in flight at 100 ms each allow at most 500/s; so the figure to compare is the
 delivery rate against that 500/s ceiling, and the concurrency against 50.
+
+It also prints the largest job record the server's database held during the run
+(sampled every 2 s, tests/support/records.py) and exits 1 when that is over
+MAX_JOB_RECORD_BYTES (16 KiB, issue 16).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.output import PROJECT, header, line, note, percentile  # noqa: E402
 from bench.receiver import FastReceiver  # noqa: E402
-from bench.server_process import ServerProcess  # noqa: E402
+from bench.server_process import ServerProcess, report_records, watch_records  # noqa: E402
 
 CONFIG = """
 throttles:
@@ -59,16 +63,22 @@ def main() -> int:
             limit=args.limit, start=start.isoformat().replace("+00:00", "Z"), count=args.count,
             spread=args.spread, url=receiver.url, delay_ms=args.delay_ms))
         server.start()
+        records = None
         try:
             server.wait_ready()
+            records = watch_records(server)
             note(f"waiting for {args.count:,} deliveries")
             finished = _wait_for(receiver, args.count, start.timestamp() + args.spread + 600)
             cpu = server.cpu_seconds()
+            records.stop()  # with a last sample: the record as the run left it
         finally:
+            if records is not None:
+                records.close()
             server.stop()
             receiver.close()
     _report(args, receiver, start.timestamp(), finished, cpu)
-    return 0
+    # Issue 16: a job record over MAX_JOB_RECORD_BYTES fails the bench (after every figure is out).
+    return 0 if report_records("fan-out:", records)["record_within_bound"] else 1
 
 
 def _wait_for(receiver: FastReceiver, count: int, deadline: float) -> float:

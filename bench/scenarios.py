@@ -26,7 +26,16 @@ from bench.analysis import (
 )
 from bench.output import PROJECT, ROOT, iso_z, line, note
 from bench.receiver import make_receiver
-from bench.server_process import Fleet, invocation_counts, invocation_outcomes, report_process, server_env, write_config
+from bench.server_process import (
+    Fleet,
+    invocation_counts,
+    invocation_outcomes,
+    report_process,
+    report_records,
+    server_env,
+    watch_records,
+    write_config,
+)
 
 
 def receiver_ceiling(args) -> None:
@@ -63,7 +72,7 @@ def burst(args, workdir: Path, receiver=None) -> dict:
     n = args.jobs or 10_000
     own, receiver = receiver is None, receiver or make_receiver(args.receiver)
     receiver.clear()
-    server = Fleet(workdir, server_env(args), args.servers)
+    server, records = Fleet(workdir, server_env(args), args.servers), None
     try:
         fire_at = math.ceil(time.time() + args.lead)
         stamp = iso_z(fire_at)
@@ -75,6 +84,7 @@ def burst(args, workdir: Path, receiver=None) -> dict:
         ready = server.wait_ready()
         imported = server.wait_imported(digest, timeout=fire_at - time.time() + 600)
         import_s = imported - server.spawned_at
+        records = watch_records(server)
         line("burst: jobs", f"{n:,} one-off jobs, all at T = {stamp} (T - spawn = {fire_at - server.spawned_at:.1f} s)")
         line("burst: config import", f"{import_s:,.1f} s from process start = {n / import_s:,.0f} jobs/s "
                                      f"(server answered /healthz after {ready - server.spawned_at:.1f} s)")
@@ -90,7 +100,10 @@ def burst(args, workdir: Path, receiver=None) -> dict:
         fig = burst_figures(receiver.arrivals(), n, fire_at)
         print_burst("burst:", fig)
         fig.update(report_process("burst:", server, cpu, wall), setup_s=import_s)
+        fig.update(report_records("burst:", records))
     finally:
+        if records is not None:
+            records.close()
         server.stop()
         if own:
             receiver.close()
@@ -135,7 +148,7 @@ def steady(args, workdir: Path, receiver=None, variant: str = "aligned") -> dict
     schedule = (lambda i: f"every {PERIOD}s offset {offset(i)}ms") if variant == "spread" \
         else (lambda i: f"*/{PERIOD} * * * * ?")
     prefix = f"steady {variant}:"
-    server = Fleet(workdir, server_env(args), args.servers)
+    server, records = Fleet(workdir, server_env(args), args.servers), None
     try:
         digest = write_config(server.configs, [
             f"  - id: {job}\n    schedule: \"{schedule(i)}\"\n"
@@ -145,6 +158,7 @@ def steady(args, workdir: Path, receiver=None, variant: str = "aligned") -> dict
         server.start()
         server.wait_ready()
         imported = server.wait_imported(digest, timeout=600)
+        records = watch_records(server)
         start, end = steady_window(args, imported)
         line(f"{prefix} jobs", f"{n:,} jobs on '{schedule(0)}'{'...' if variant == 'spread' else ''} "
                                f"= {n / PERIOD:,.0f} occurrences/s; window {end - start} s")
@@ -160,7 +174,10 @@ def steady(args, workdir: Path, receiver=None, variant: str = "aligned") -> dict
         fig = steady_figures(receiver.arrivals(), expected, start, end)
         print_steady(prefix, fig)
         fig.update(report_process(prefix, server, cpu, wall), setup_s=imported - server.spawned_at)
+        fig.update(report_records(prefix, records))
     finally:
+        if records is not None:
+            records.close()
         server.stop()
         if own:
             receiver.close()
@@ -190,7 +207,7 @@ def overlap(args, workdir: Path, receiver=None) -> dict:
     n, slow_ms = args.overlap_jobs, args.slow_ms
     own, receiver = receiver is None, receiver or make_receiver(args.receiver)
     receiver.clear()
-    server = Fleet(workdir, server_env(args), args.servers)
+    server, records = Fleet(workdir, server_env(args), args.servers), None
     try:
         digest = write_config(server.configs, [
             f"  - id: {job}\n    schedule: \"* * * * * ?\"\n    overlap: skip\n"
@@ -200,6 +217,7 @@ def overlap(args, workdir: Path, receiver=None) -> dict:
         server.start()
         server.wait_ready()
         imported = server.wait_imported(digest, timeout=600)
+        records = watch_records(server)
         start = math.ceil(imported + args.warmup)
         end = start + int(args.overlap_seconds)
         line("overlap: jobs", f"{n} jobs on '* * * * * ?', overlap: skip, target answers after {slow_ms} ms; "
@@ -207,7 +225,10 @@ def overlap(args, workdir: Path, receiver=None) -> dict:
         sleep_with_progress(receiver, start, end)
         time.sleep(slow_ms / 1000 + args.settle)  # the calls still in flight
         fig = overlap_figures(receiver.arrivals(), receiver.max_concurrency(), overlap_jobs(n), start, end)
+        fig.update(report_records("overlap:", records))
     finally:
+        if records is not None:
+            records.close()
         server.stop()
         if own:
             receiver.close()

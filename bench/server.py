@@ -31,7 +31,9 @@ Scenarios (docs/PERFORMANCE.md has the figures and what bounds them):
   can do.
 
 Each server scenario also prints the server's peak RSS (VmHWM) and CPU use
-(bench/server_process.py runs and watches the server). Extra server settings
+(bench/server_process.py runs and watches the server), and the largest job record
+its database held (sampled every 2 s, tests/support/records.py): over
+MAX_JOB_RECORD_BYTES (16 KiB, issue 16) the bench exits 1, after printing everything. Extra server settings
 go through `--env SUNDIAL_WORKERS=8` (repeatable); `--servers 2` runs two
 server processes on one database; `--profile DIR` records py-spy profiles of
 the server (DIR/<scenario>-gil.txt: the thread holding the GIL;
@@ -75,6 +77,7 @@ def main(argv=None) -> int:
         line("server processes", f"{args.servers} on one database")
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="sundial-bench-"))
     began = time.time()
+    figures: list[dict] = []
     try:
         scenarios = ["receiver", "burst", "steady", "writes"] if args.scenario == "all" else [args.scenario]
         if args.no_ceiling and "receiver" in scenarios and args.scenario != "receiver":
@@ -85,14 +88,15 @@ def main(argv=None) -> int:
             if name == "receiver":
                 receiver_ceiling(args)
             elif name == "steady":
-                steady(args, workdir / name, variant=args.variant)
+                figures.append(steady(args, workdir / name, variant=args.variant))
             else:
-                {"burst": burst, "overlap": overlap, "writes": writes}[name](args, workdir / name)
+                figures.append({"burst": burst, "overlap": overlap, "writes": writes}[name](args, workdir / name))
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     line("total bench time", f"{time.time() - began:,.0f} s (load average now {load_average()})")
-    return 0
+    # Issue 16: a job record over MAX_JOB_RECORD_BYTES fails the bench (after every figure is out).
+    return 1 if any(fig and not fig.get("record_within_bound", True) for fig in figures) else 0
 
 
 if __name__ == "__main__":

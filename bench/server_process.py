@@ -17,6 +17,9 @@ from collections import Counter
 from pathlib import Path
 
 from bench.output import PROJECT, ROOT, line, note
+from tests.support.records import MAX_JOB_RECORD_BYTES, RecordWatch
+
+RECORD_SAMPLE_SECONDS = 2.0  # how often a run's job records are measured (a read of the jobs table)
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -263,3 +266,19 @@ def report_process(prefix: str, server, cpu: float, wall: float, what: str = "")
     line(f"{prefix} {what} CPU", f"{cpu:,.1f} s over {wall:,.1f} s = {fig['cpu_share']:.0%} of one core"
                                  if wall > 0 else "n/a")
     return fig
+
+
+def watch_records(server) -> RecordWatch:
+    """The largest job record in the server's database over a run, sampled from now on
+    (tests/support/records.py); `report_records` ends the watch and prints it."""
+    return RecordWatch.of_sqlite(server.db).every(RECORD_SAMPLE_SECONDS)
+
+
+def report_records(prefix: str, watch: RecordWatch) -> dict:
+    """Print the largest stored job record against MAX_JOB_RECORD_BYTES (issue 16);
+    `record_within_bound` False makes the bench exit 1 after printing everything."""
+    peak = watch.stop()
+    within = peak.bytes <= MAX_JOB_RECORD_BYTES
+    line(f"{prefix} largest stored job record", f"{peak}, {watch.samples} samples; bound "
+         f"{MAX_JOB_RECORD_BYTES:,} bytes: {'within' if within else 'OVER THE BOUND'}")
+    return {"largest_job_record_bytes": peak.bytes, "record_within_bound": within}

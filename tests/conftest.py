@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.emulators import DatastoreEmulator, PubSubEmulator, TasksEmulator
+from tests.support.emulators import DatastoreEmulator, FirestoreEmulator, PubSubEmulator, TasksEmulator
 
 
 def _started(emulator):
@@ -24,6 +24,14 @@ def _started(emulator):
 @pytest.fixture(scope="session")
 def datastore_emulator():
     emulator = _started(DatastoreEmulator())
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture(scope="session")
+def firestore_emulator():
+    """The Firestore emulator in Datastore mode (see tests/support/emulators.py)."""
+    emulator = _started(FirestoreEmulator())
     yield emulator
     emulator.stop()
 
@@ -48,3 +56,10 @@ def datastore(datastore_emulator):
     """The Datastore emulator, emptied before the test."""
     datastore_emulator.reset()
     return datastore_emulator
+
+
+@pytest.fixture
+def firestore(firestore_emulator):
+    """The Firestore emulator in Datastore mode, emptied before the test."""
+    firestore_emulator.reset()
+    return firestore_emulator

@@ -6,6 +6,7 @@
     next_wake()        when the next task becomes due (None: queue empty)
     interfere(p, j)    commit a write of job p/j from elsewhere, now; True if a
                        transaction that read it meanwhile will have to run again
+    close()            after the test: wait for whatever the backend still runs
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ class SqliteBackend:
     def interfere(self, project: str, job_id: str) -> bool:
         return False  # another writer would wait for the running transaction
 
+    def close(self) -> None:
+        pass
+
 
 class DatastoreBackend:
     name = "datastore"
@@ -84,6 +88,12 @@ class DatastoreBackend:
         Datastore transactions are optimistic: one that read the entity before
         this write fails at commit and ndb runs its body again.
         """
+        thread = self._rewrite_elsewhere(project, job_id)
+        thread.join(timedelta(seconds=30).total_seconds())
+        return True
+
+    def _rewrite_elsewhere(self, project: str, job_id: str) -> threading.Thread:
+        """A thread (started) that rewrites the job entity, unchanged, in a context of its own."""
         def rewrite():
             with self.client.context(cache_policy=False, global_cache_policy=False):
                 entity = job_key(project, job_id).get()
@@ -92,5 +102,33 @@ class DatastoreBackend:
 
         thread = threading.Thread(target=rewrite)
         thread.start()
-        thread.join(timedelta(seconds=30).total_seconds())
-        return True
+        return thread
+
+    def close(self) -> None:
+        pass
+
+
+class FirestoreBackend(DatastoreBackend):
+    """The Datastore store on the Firestore emulator in Datastore mode: production's
+    size limits and lock-based transactions (tests/support/emulators.py)."""
+
+    name = "firestore"
+    # A transaction's reads hold locks: a writer from elsewhere waits for it, so the
+    # body is not run again for that write (concurrent transactions may still abort
+    # one another, and then ndb runs a body again).
+    reruns_on_conflict = False
+
+    def __init__(self, emulator, retries: int = 3):
+        super().__init__(emulator, retries)
+        self._writers: list[threading.Thread] = []
+
+    def interfere(self, project: str, job_id: str) -> bool:
+        """Rewrite the job entity from another thread, which waits for the lock of
+        any transaction that read it; the write lands after that one ends."""
+        self._writers.append(self._rewrite_elsewhere(project, job_id))
+        return False
+
+    def close(self) -> None:
+        """Wait for the writes `interfere` started, so that none lands in the next test."""
+        for writer in self._writers:
+            writer.join(timedelta(minutes=1).total_seconds())

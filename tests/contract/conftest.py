@@ -1,21 +1,26 @@
 """One contract suite, every backend: each test gets a fresh backend of each kind.
 
-The Datastore backend starts the emulator on first use (skipped with the
-reason where it cannot run) and empties it before each test.
+The Datastore and Firestore backends start their emulator on first use (skipped
+with the reason where it cannot run) and empty it before each test.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.contract.backends import DatastoreBackend, SqliteBackend
+from tests.contract.backends import DatastoreBackend, FirestoreBackend, SqliteBackend
 
 
-@pytest.fixture(params=["sqlite", "datastore"])
+@pytest.fixture(params=["sqlite", "datastore", "firestore"])
 def backend(request, tmp_path):
     if request.param == "sqlite":
-        return SqliteBackend(tmp_path)
-    return DatastoreBackend(request.getfixturevalue("datastore"))
+        made = SqliteBackend(tmp_path)
+    elif request.param == "firestore":
+        made = FirestoreBackend(request.getfixturevalue("firestore"))
+    else:
+        made = DatastoreBackend(request.getfixturevalue("datastore"))
+    yield made
+    made.close()
 
 
 @pytest.fixture

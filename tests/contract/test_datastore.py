@@ -1,35 +1,47 @@
 """What only the Datastore store has to show: contention that persists, storage
-and queue failures, entities of other versions, the counters, the secret."""
+and queue failures, entities of other versions, the counters, the secret. On both
+emulators: the Datastore emulator and Firestore's in Datastore mode."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from datetime import timedelta
 
 import pytest
 
+from engine.adapters.cloud.datastore_limits import MAX_ENTITY_BYTES, MAX_PROPERTY_BYTES, EntityTooLarge
 from engine.adapters.cloud.datastore_store import DatastoreJobStore
 from engine.ports import ConflictError, ProjectRow, StoreError, Task
 from statemachine.notification import NotificationState
 from statemachine.vocabulary import NotificationStatus
 from tests.contract import samples
-from tests.contract.backends import DatastoreBackend
+from tests.contract.backends import DatastoreBackend, FirestoreBackend
 from tests.contract.queues import EtaQueue
 from tests.contract.samples import T0
-from tests.support.emulators import datastore_indexes_xml, free_port
+from tests.support.emulators import DatastoreEmulator, datastore_indexes_xml, free_port
+
+
+@pytest.fixture(params=["datastore", "firestore"])
+def emulator(request):
+    return request.getfixturevalue(request.param)
 
 
 @pytest.fixture
-def backend(datastore):
-    return DatastoreBackend(datastore, retries=2)
+def backend(request, emulator):
+    kind = FirestoreBackend if request.node.callspec.params["emulator"] == "firestore" else DatastoreBackend
+    made = kind(emulator, retries=2)
+    yield made
+    made.close()
 
 
 @pytest.fixture
-def raw(datastore, monkeypatch):
+def raw(emulator, monkeypatch):
     """A plain google-cloud-datastore client: writes entities the way another version might."""
     from google.cloud import datastore as gds
 
-    monkeypatch.setenv("DATASTORE_EMULATOR_HOST", datastore.host)
+    monkeypatch.setenv("DATASTORE_EMULATOR_HOST", emulator.host)
     return gds.Client(project="sundial-test")
 
 
@@ -37,7 +49,10 @@ def tick(name: str, eta=T0) -> Task:
     return Task(name, "tick", {"project": "proj", "job": "job", "nonce": name}, eta)
 
 
-def test_contention_that_persists_is_a_conflict_error_and_leaves_nothing(backend, monkeypatch):
+def test_contention_that_persists_is_a_conflict_error_and_leaves_nothing(datastore, monkeypatch):
+    # On the Datastore emulator (optimistic): Firestore's locks make a write from
+    # elsewhere wait instead, which the lock timeout test below shows.
+    backend = DatastoreBackend(datastore, retries=2)
     # ndb waits up to 1 s, 2 s, 4 s between runs; the waits are not what this tests.
     monkeypatch.setattr("google.cloud.ndb._retry._DEFAULT_INITIAL_DELAY", 0.01)
     backend.store.run_in_transaction(lambda tx: tx.put_job(samples.job()))
@@ -58,8 +73,43 @@ def test_contention_that_persists_is_a_conflict_error_and_leaves_nothing(backend
     assert backend.store.counters["retries"] == 2
 
 
+def test_a_lock_held_past_firestores_lock_timeout_is_a_conflict_error_and_leaves_nothing(firestore):
+    """Firestore locks what a transaction read; a transaction that waits for such a lock
+    longer than the emulator's lock timeout (about 2 s) fails with 409 "Transaction
+    lock timeout" (ABORTED): the port's ConflictError, nothing written, nothing sent."""
+    backend = FirestoreBackend(firestore, retries=0)
+    backend.store.run_in_transaction(lambda tx: tx.put_job(samples.job()))
+    holding, release = threading.Event(), threading.Event()
+
+    def hold(tx):
+        tx.get_job("proj", "job")
+        holding.set()
+        release.wait(10)
+
+    holder = threading.Thread(target=backend.store.run_in_transaction, args=(hold,))
+    holder.start()
+    try:
+        assert holding.wait(10)
+
+        def write(tx):
+            job = tx.get_job("proj", "job")
+            job.config_error = "written"
+            tx.put_job(job)
+            tx.enqueue(tick("never"))
+
+        began = time.monotonic()
+        with pytest.raises(ConflictError, match="lock timeout"):
+            backend.store.run_in_transaction(write)
+        assert time.monotonic() - began < 9  # the emulator gave up, not our release
+    finally:
+        release.set()
+        holder.join(30)
+    assert backend.store.get_job("proj", "job").config_error == samples.job().config_error
+    assert backend.queue.sent == []
+
+
 def test_storage_that_does_not_answer_is_a_store_error(datastore):
-    dead = type(datastore)()
+    dead = DatastoreEmulator()
     dead.port = free_port()  # nothing listens there
     store = DatastoreJobStore(dead.client(), EtaQueue(), retries=0)
     with pytest.raises(StoreError) as raised:
@@ -223,3 +273,54 @@ def test_a_job_marked_deleted_in_its_definition_reads_back_deleted_and_is_upgrad
     store.run_in_transaction(lambda tx: tx.put_job(tx.get_job("proj", "job")))
     stored = raw.get(old.key)
     assert stored["deleted"] is True and "deleted" not in json.loads(stored["definition"])
+
+
+@pytest.mark.parametrize("padding, limit", [(MAX_PROPERTY_BYTES + 1, MAX_PROPERTY_BYTES),
+                                            (MAX_PROPERTY_BYTES - 100, MAX_ENTITY_BYTES)])
+def test_a_job_entity_over_productions_limit_is_refused_before_anything_is_written(backend, raw, padding, limit):
+    """One property over 1,048,487 bytes, or an entity over 1,048,572 bytes with every
+    property under that: the store refuses it itself, naming the job and the size,
+    on both emulators (the Datastore emulator would have stored it)."""
+    big = samples.job()
+    big.config_error = "x" * padding
+
+    def body(tx):
+        tx.put_invocation(samples.invocation(T0))
+        tx.put_job(big)
+        tx.enqueue(tick("t"))
+
+    with pytest.raises(EntityTooLarge) as refused:
+        backend.store.run_in_transaction(body)
+    error = refused.value
+    assert isinstance(error, StoreError) and error.limit == limit and error.size > limit
+    assert "job proj/job" in str(error) and f"{error.size:,} bytes" in str(error)
+    assert backend.store.get_job("proj", "job") is None
+    assert backend.store.get_invocation("proj", "job", samples.invocation(T0).id) is None
+    assert backend.queue.sent == []
+    if isinstance(backend, FirestoreBackend):
+        return
+    entity = raw.entity(raw.key("Job", "proj/job"), exclude_from_indexes=("config_error",))
+    entity["config_error"] = big.config_error
+    raw.put(entity)  # what the check is for: this emulator takes what production refuses
+    assert len(raw.get(entity.key)["config_error"]) == padding
+
+
+def test_the_measured_size_is_the_one_firestore_counts(firestore):
+    """datastore_limits counts as the Firestore emulator does: an entity of exactly its
+    limit (1 MiB) is stored, one byte more is refused, and ours is 4 bytes stricter."""
+    from google.api_core.exceptions import InvalidArgument
+    from google.cloud import ndb
+
+    from engine.adapters.cloud.datastore_entities import job_entity
+    from engine.adapters.cloud.datastore_limits import entity_size
+
+    client = firestore.client()
+    with client.context(cache_policy=False, global_cache_policy=False):
+        entity = job_entity(samples.job())
+        entity.config_error += "x" * (2**20 - entity_size(entity))
+        assert entity_size(entity) == 2**20 == MAX_ENTITY_BYTES + 4
+        entity.put()
+        entity.config_error += "x"
+        with pytest.raises(InvalidArgument, match="maximum entity size"):
+            entity.put()
+        assert len(ndb.Key("Job", "proj/job").get().config_error) == len(entity.config_error) - 1

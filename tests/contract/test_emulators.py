@@ -109,3 +109,30 @@ def test_the_datastore_emulator_resets_and_requires_the_indexes_of_index_yaml(da
         assert project_key("p").get() is None
         with pytest.raises(FailedPrecondition):  # (status, -created_time) is not in index.yaml
             InvocationEntity.query(InvocationEntity.status == "FAILED").order(-InvocationEntity.created_time).fetch()
+
+
+def test_the_firestore_emulator_resets_and_enforces_the_property_size_limit_but_not_indexes(firestore):
+    from google.api_core.exceptions import InvalidArgument
+    from google.cloud import ndb
+
+    from engine.adapters.cloud.datastore_entities import (
+        InvocationEntity,
+        MetaEntity,
+        ProjectEntity,
+        meta_key,
+        project_key,
+    )
+
+    client = firestore.client()
+    with client.context(cache_policy=False):
+        ProjectEntity(key=project_key("p"), config_hash="h").put()
+        firestore.reset()
+        assert project_key("p").get() is None
+        # Production's limit for an unindexed property: 1,048,487 bytes (1 MiB - 89).
+        MetaEntity(key=meta_key("at-limit"), value="x" * 1_048_487).put()
+        with pytest.raises(InvalidArgument, match="longer than 1048487 bytes"):
+            MetaEntity(key=meta_key("over"), value="x" * 1_048_488).put()
+        # A query index.yaml has no index for runs anyway: tests on this emulator
+        # do not check indexes (the Datastore emulator's tests do).
+        InvocationEntity.query(InvocationEntity.status == "FAILED").order(-InvocationEntity.created_time).fetch()
+        assert ndb.Key(MetaEntity, "over").get() is None

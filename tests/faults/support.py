@@ -27,6 +27,7 @@ from statemachine.fanout import EventPhase
 from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
 from statemachine.schedule import fire_times
 from tests.engine.harness import START, Harness
+from tests.support.records import RecordWatch
 
 PROJECT = "faults"
 # SUNDIAL_FAULTS_SCALE=10 runs ten times the trials and occurrences (docs/RELIABILITY.md).
@@ -37,13 +38,23 @@ SEED = int(os.environ.get("SUNDIAL_FAULTS_SEED", "0"))
 REPORT = os.environ.get("SUNDIAL_FAULTS_REPORT", "")
 
 
-def report(fault: str, backend: str, counts: dict) -> None:
-    """Print one trial's counts (pytest -s shows them) and append them to REPORT."""
-    line = json.dumps({"fault": fault, "backend": backend, "seed": SEED, "scale": SCALE, **counts})
+def report(fault: str, backend: str, counts: dict, records: RecordWatch) -> None:
+    """Print one trial's counts and the largest job record it stored (pytest -s shows
+    them), append them to REPORT, and check that record against its bound (issue 16)."""
+    line = json.dumps({"fault": fault, "backend": backend, "seed": SEED, "scale": SCALE, **counts,
+                       **records.figures()})
     print(f"\n[faults] {line}")
     if REPORT:
         with open(REPORT, "a") as out:
             out.write(line + "\n")
+    records.check()
+
+
+def watch_records(h: Harness, period: timedelta = timedelta(seconds=15)) -> RecordWatch:
+    """The largest job record a harness trial stores, sampled every `period` of fake time."""
+    watch = RecordWatch.of(h.store)
+    h.every(period, watch.sample)
+    return watch
 TERMINAL = {"SUCCEEDED", "FAILED", "SKIPPED", "ABORTED"}
 CATCHUPS = (Catchup.NONE, Catchup.LATEST, Catchup.ALL)
 

@@ -21,6 +21,7 @@ from tests.e2e.support import Server, free_port
 from tests.faults.servers import PROJECT, FlakyReceiver, account, ids_per_occurrence, settle
 from tests.faults.support import SEED, report, scaled
 from tests.support.emulators import cloud_server_env
+from tests.support.records import RecordWatch, largest_in_datastore
 
 JOBS = 6
 HEAD = 'allowed_hosts: ["127.0.0.1"]\n'  # the cloud backend refuses loopback targets otherwise
@@ -56,6 +57,8 @@ def test_two_cloud_servers_killed_in_turn_then_purged(tmp_path, datastore, tasks
 
     servers = [server("a"), server("b")]
     kills = scaled(2)
+    client = datastore.client()
+    records = RecordWatch(lambda: largest_in_datastore(client))
     try:
         for each in servers:
             each.start()
@@ -64,6 +67,7 @@ def test_two_cloud_servers_killed_in_turn_then_purged(tmp_path, datastore, tasks
             victim = servers[kill % 2]  # in turn: each owns chains the other must take over
             time.sleep(rng.uniform(0.5, 2.0))
             victim.kill()
+            records.sample()
             with receiver.lock:
                 arrivals = list(receiver.arrivals)
             doubled = {k: i for k, i in ids_per_occurrence(arrivals).items() if len(i) > 1}
@@ -84,6 +88,7 @@ def test_two_cloud_servers_killed_in_turn_then_purged(tmp_path, datastore, tasks
         tasks.purge_queue(name=path)
         tasks.resume_queue(name=path)
         time.sleep(8)
+        records.sample()
         ended = time.time()
         settle(servers[0], configs, list(paths), timeout=40, head=HEAD)
         result = account(servers[1], receiver, paths, {job: 2 for job in paths})
@@ -91,7 +96,7 @@ def test_two_cloud_servers_killed_in_turn_then_purged(tmp_path, datastore, tasks
                         ((tmp_path / f"{name}.log").read_text() for name in "ab"))
         report("2 servers, sigkill in turn, queue purged", "cloud (emulators)",
                {**result.counts(), "kills": kills, "watchdog_takeovers": takeovers,
-                "seconds": round(ended - began)})
+                "seconds": round(ended - began)}, records)
         problems = result.problems()
         assert not problems, f"{len(problems)} problems, first: {problems[:10]}"
         # A sanity floor, not the audit (which found no gap between each job's first and

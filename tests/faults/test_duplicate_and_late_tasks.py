@@ -24,6 +24,7 @@ from tests.faults.support import (
     run_workload,
     scaled,
     settle,
+    watch_records,
 )
 
 
@@ -37,6 +38,7 @@ def run_twice_and_late(h: Harness, jobs: int, minutes: int, seed: int, periods=P
     h.target.check = written
     h.target.respond = flaky_answers(0.1, seed)
     workload.import_into(h)
+    records = watch_records(h)
     # The watchdog every minute, as App Engine's cron runs it: a lost or late tick
     # is repaired 30-90 s after its time, so some occurrences are caught up.
     run_workload(h, START + timedelta(minutes=minutes), watchdog=timedelta(minutes=1))
@@ -45,7 +47,7 @@ def run_twice_and_late(h: Harness, jobs: int, minutes: int, seed: int, periods=P
     report("twice and late", "sqlite" if h.backend is None else "datastore",
            {**result.counts(), "tasks": chaos.queued_tasks, "task_deliveries": chaos.deliveries,
             "late": chaos.late_deliveries, "checked_before_call": written.checked,
-            "not_stored_at_call": len(written.violations)})
+            "not_stored_at_call": len(written.violations)}, records)
     assert_clean(result)
     assert not written.violations, written.violations[:5]
     # Twice, and late: the chaos really happened.

@@ -23,6 +23,7 @@ from tests.faults.support import (
     report,
     scaled,
     settle,
+    watch_records,
 )
 
 WATCHDOG = timedelta(seconds=30)
@@ -47,6 +48,7 @@ def test_every_job_fires_again_after_the_queue_is_purged(make_harness, backend_n
     h.target.check = written = WriteBeforeCall(h.store)
     h.target.respond = flaky_answers(0.1, seed=SEED + 2)
     workload.import_into(h)
+    records = watch_records(h)
     h.every(WATCHDOG, h.engine.maintenance.run_watchdog)
     purges = scaled(6, sqlite, small=1)
     instant = START + timedelta(minutes=1)
@@ -74,7 +76,7 @@ def test_every_job_fires_again_after_the_queue_is_purged(make_harness, backend_n
     result = audit(h, workload)
     report("queue purged", backend_name, {**result.counts(), "purges": purges,
                                           "repaired_in_time": purges * len(workload.clock_jobs),
-                                          "not_stored_at_call": len(written.violations)})
+                                          "not_stored_at_call": len(written.violations)}, records)
     assert_clean(result)
     assert not written.violations, written.violations[:5]
     _check_catchup(h, workload, lost)

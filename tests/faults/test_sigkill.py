@@ -13,6 +13,7 @@ import time
 from tests.e2e.support import Server
 from tests.faults.servers import PROJECT, FlakyReceiver, account, ids_per_occurrence, jobs_config, settle
 from tests.faults.support import SEED, report, scaled
+from tests.support.records import RecordWatch
 
 JOBS = 50
 # Occurrences more than 1 s late count as missed, so a restart goes through the
@@ -31,12 +32,14 @@ def test_sigkill_at_30_random_instants_loses_and_doubles_nothing(tmp_path):
     (configs / f"{PROJECT}.yaml").write_text(text)
     db, log = tmp_path / "sundial.db", tmp_path / "server.log"
     server = Server(configs, db, log, ENV)
+    records = RecordWatch.of_sqlite(db)  # read after each kill, while nothing writes
     began = time.time()
     try:
         for kill in range(kills):
             server.start()
             time.sleep(rng.uniform(0.15, 0.7))  # a random instant of this run
             server.kill()
+            records.sample()
             with receiver.lock:
                 arrivals = list(receiver.arrivals)
             doubled = {k: i for k, i in ids_per_occurrence(arrivals).items() if len(i) > 1}
@@ -50,7 +53,8 @@ def test_sigkill_at_30_random_instants_loses_and_doubles_nothing(tmp_path):
         settle(server, configs, list(paths))
         period = {job: 2 if path.startswith("/fanout/") else 1 for job, path in paths.items()}
         result = account(server, receiver, paths, period)
-        report("sigkill", "sqlite", {**result.counts(), "kills": kills, "seconds": round(ended - began)})
+        records.sample()
+        report("sigkill", "sqlite", {**result.counts(), "kills": kills, "seconds": round(ended - began)}, records)
         problems = result.problems()
         assert not problems, f"{len(problems)} problems, first: {problems[:10]}"
         # Each job's records span the whole run: nothing lost at either end.

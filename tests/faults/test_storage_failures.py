@@ -35,6 +35,7 @@ from tests.faults.support import (
     run_workload,
     scaled,
     settle,
+    watch_records,
 )
 from tests.faults.test_queue_purged import purge
 
@@ -70,6 +71,7 @@ def run_storage_trial(h: Harness, step: str, sqlite: bool) -> None:
     h.target.check = written = WriteBeforeCall(h.store)
     h.target.respond = flaky_answers(0.1, seed)
     workload.import_into(h)
+    records = watch_records(h)
     all_modes = MODES if sqlite else MODES + (LOSE_TASKS,)
     modes = itertools.cycle(all_modes)
     rate = 0.5 if step in ("start", "watchdog") else RATE  # they have fewer transactions to fail
@@ -127,7 +129,7 @@ def run_storage_trial(h: Harness, step: str, sqlite: bool) -> None:
     result = audit(h, workload)
     report(f"storage failing: {step}", "sqlite" if sqlite else "datastore", {
         **result.counts(), "injected": {f"{at}/{mode}": n for (at, mode), n in sorted(h.store.injected.items())},
-        "checked_before_call": written.checked, "not_stored_at_call": len(written.violations)})
+        "checked_before_call": written.checked, "not_stored_at_call": len(written.violations)}, records)
     assert_clean(result)
     assert not written.violations, written.violations[:5]
 

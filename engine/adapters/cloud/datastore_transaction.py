@@ -22,6 +22,7 @@ from engine.adapters.cloud.datastore_entities import (
     project_key,
     project_row,
 )
+from engine.adapters.cloud.datastore_limits import check_size
 from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
 
 
@@ -50,8 +51,11 @@ class DatastoreTransaction:
         return entity
 
     def flush(self) -> None:
-        """Hand the writes to ndb, which sends them with the commit."""
+        """Hand the writes to ndb, which sends them with the commit; an entity over
+        production's size limit stops the transaction first (datastore_limits.py)."""
         puts = [entity for entity in self.writes.values() if entity is not None]
+        for entity in puts:
+            check_size(entity)
         deletes = [key for key, entity in self.writes.items() if entity is None]
         if puts:
             ndb.put_multi(puts)
