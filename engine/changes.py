@@ -19,7 +19,7 @@ from engine.recording import append_log, materialize, record_action, throttle_qu
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.definition import JobDefinition
-from statemachine.fanout_step import step_job
+from statemachine.fanout_step import JobEvent, step_job
 from statemachine.machine import InvalidTransition, Transition, manual_invocation_id
 from statemachine.policy import DEFAULT_TUNING, Tuning
 from statemachine.record import JobRecord, new_record
@@ -46,7 +46,7 @@ class Change:
 
     project: str
     job_id: str
-    event: ev.Event
+    event: JobEvent
     note: Note | None = None
 
 
@@ -66,7 +66,7 @@ class JobChanges:
     def __init__(self, store: JobStore, clock: Clock, metrics: Metrics, tuning: Tuning = DEFAULT_TUNING):
         self.store, self.clock, self.metrics, self.tuning = store, clock, metrics, tuning
 
-    def apply(self, project: str, job_id: str, event: ev.Event, *, definition: JobDefinition | None = None,
+    def apply(self, project: str, job_id: str, event: JobEvent, *, definition: JobDefinition | None = None,
               source: JobSource | None = None, deleted: bool = False, note: Note | None = None) -> Applied:
         """Step the job with one event and save everything it decided, atomically.
 

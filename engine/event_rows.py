@@ -1,18 +1,16 @@
-"""A fan-out invocation's event rows and tally (statemachine/fanout.py), kept as the
-parts of its progress in one transaction: `event/<index>` for each event that has
-left its first waiting state, `tally` for the outcomes counted so far.
+"""A fan-out invocation's event rows (statemachine/fanout.py), kept as the parts of
+its progress in one transaction: `event/<index>` for each event that has left its
+first waiting state.
 
-Each step of one event reads the job record and writes only its own part (and the
-tally, when its outcome is final), so the events of one occurrence do not contend
-for one row or entity as they start.
+Each step of one event reads the job record and writes only its own part, so the
+events of one occurrence do not contend for one row or entity.
 """
 
 from __future__ import annotations
 
 from engine.ports import Transaction
-from statemachine.fanout import EventState, Tally, state_from_dict, state_to_dict, tally_from_dict, tally_to_dict
+from statemachine.fanout import EventState, state_from_dict, state_to_dict
 
-TALLY = "tally"
 EVENT_PREFIX = "event/"
 
 
@@ -33,10 +31,3 @@ class TransactionRows:
         parts = self.tx.list_progress(*self.key)
         states = (state_from_dict(value) for part, value in parts.items() if part.startswith(EVENT_PREFIX))
         return {state.index: state for state in states}
-
-    def tally(self) -> Tally:
-        stored = self.tx.get_progress(*self.key, TALLY)
-        return Tally() if stored is None else tally_from_dict(stored)
-
-    def put_tally(self, tally: Tally) -> None:
-        self.tx.put_progress(*self.key, TALLY, tally_to_dict(tally))

@@ -14,7 +14,7 @@ from typing import Any
 from engine.ports import InvocationRow, Task, Transaction
 from statemachine import actions as act
 from statemachine import notification as note
-from statemachine.durations import rfc3339_millis
+from statemachine.durations import UTC, rfc3339_millis
 from statemachine.record import ActiveInvocation
 from statemachine.vocabulary import InvocationStatus, NotificationStatus, TaskKind, Trigger
 
@@ -35,6 +35,15 @@ def tick_task(project: str, job_id: str, action: act.ScheduleTick) -> Task:
     payload = {"project": project, "job": job_id, "nonce": action.nonce}
     return Task(task_name(TaskKind.TICK, project, job_id, action.nonce, millis(action.at)), TaskKind.TICK,
                 payload, action.at)
+
+
+def check_task(project: str, job_id: str, action: act.CheckEvents) -> Task:
+    """The check of a fan-out's events, due at the next whole second; its name holds
+    that second, so the outcomes of one second ask for one check between them."""
+    second = millis(action.at) // 1000 + 1
+    payload = {"project": project, "job": job_id, "invocation": action.invocation_id}
+    return Task(task_name(TaskKind.CHECK, project, job_id, action.invocation_id, second), TaskKind.CHECK, payload,
+                datetime.fromtimestamp(second, UTC))
 
 
 def throttle_queue(project: str, throttle: str) -> str:
@@ -119,6 +128,8 @@ def record_action(tx: Transaction, project: str, job_id: str, action, now: datet
         tx.enqueue(tick_task(project, job_id, action))
     elif isinstance(action, act.EnqueueAttempt):
         tx.enqueue(start_task(project, job_id, action, queue))
+    elif isinstance(action, act.CheckEvents):
+        tx.enqueue(check_task(project, job_id, action))
     elif isinstance(action, act.NotifyFailure):
         summary = failure_summary(project, job_id, action)
         record_notification(tx, project, job_id, summary, note.NotificationRequested(), now)

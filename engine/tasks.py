@@ -22,13 +22,14 @@ from engine.ports import DeliveryResult, RetryTask, StoredJob, Task
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.durations import parse_instant
+from statemachine.fanout_step import EventsCheckDue, JobEvent
 from statemachine.machine import InvalidTransition
 from statemachine.vocabulary import TaskKind
 
 log = logging.getLogger("sundial.engine")
 
 # The kinds that step a job's chain, and so may go many at a time.
-CHAIN_KINDS = (TaskKind.TICK, TaskKind.START)
+CHAIN_KINDS = (TaskKind.TICK, TaskKind.START, TaskKind.CHECK)
 
 
 @dataclass
@@ -126,13 +127,15 @@ class TaskRunner:
             log_refused(task, refused)
 
 
-def task_event(task: Task) -> ev.Event:
+def task_event(task: Task) -> JobEvent:
     """The machine event a tick or start task carries."""
     payload = task.payload
     if task.kind == TaskKind.TICK:
         return ev.TickArrived(payload["nonce"])
     if task.kind == TaskKind.START:
         return ev.InvocationStarting(payload["invocation"], payload["event"], payload["attempt"])
+    if task.kind == TaskKind.CHECK:
+        return EventsCheckDue(payload["invocation"])
     raise ValueError(f"task kind {task.kind!r} is not a step of a job's chain")
 
 

@@ -47,6 +47,15 @@ class EnqueueAttempt:
 
 
 @dataclass(frozen=True)
+class CheckEvents:
+    """Enqueue a check of whether every event of the fan-out invocation has its outcome
+    (statemachine/fanout.py), due at `at`; checks asked for within one second are one."""
+
+    invocation_id: str
+    at: datetime
+
+
+@dataclass(frozen=True)
 class Deliver:
     """Mark the attempt RUNNING in this transaction; after commit, call the target."""
 
@@ -126,6 +135,7 @@ Action = (
     ScheduleTick
     | StartInvocation
     | EnqueueAttempt
+    | CheckEvents
     | Deliver
     | RecordSkipped
     | FinishInvocation

@@ -5,9 +5,12 @@ record: that would make the record grow with the count, and make every event's
 start and result a write of the one job entity, on which all of them would
 contend. Each event has an `EventState` row instead, written only by the steps of
 that event; the job record's active entry holds what is shared (deadline, count).
-An event's start reads the job record and writes its own row; its final outcome
-also adds to the invocation's `Tally`, and the outcome that completes the tally
-ends the invocation, as the machine's `InvocationSettled`.
+An event's start and result read the job record and write only the event's own row.
+No row counts the outcomes: one that every event's result updated would be the
+point they all contend for. Instead a final outcome asks for a check (`CheckEvents`,
+at most one a second per invocation), which reads the events' rows, and when every
+one has its outcome (`Tally.complete`) ends the invocation with the machine's
+`InvocationSettled`. The watchdog's repair checks the same way, should a check be lost.
 
 Nothing here reads a clock or touches storage: the shell loads the rows, calls
 these functions with an explicit `now`, and writes what they return.
@@ -55,20 +58,22 @@ class EventState:
 
 @dataclass(frozen=True)
 class Tally:
-    """The final outcomes of an invocation's events so far."""
+    """The final outcomes of an invocation's events, counted from their rows."""
 
     succeeded: int = 0
     failed: int = 0
-    first_failure: str = ""
+    first_failure: str = ""  # the reason of the lowest-numbered failed event
     attempts: int = 1  # the highest attempt any event reached
 
-    def add(self, state: EventState) -> Tally:
-        failed = state.phase is EventPhase.FAILED
-        return Tally(
-            succeeded=self.succeeded + (not failed),
-            failed=self.failed + failed,
-            first_failure=self.first_failure or (state.reason if failed else ""),
-            attempts=max(self.attempts, state.attempt),
+    @classmethod
+    def of(cls, states: dict[int, EventState]) -> Tally:
+        ordered = [states[index] for index in sorted(states)]
+        failures = [state.reason for state in ordered if state.phase is EventPhase.FAILED]
+        return cls(
+            succeeded=sum(state.phase is EventPhase.SUCCEEDED for state in ordered),
+            failed=len(failures),
+            first_failure=failures[0] if failures else "",
+            attempts=max((state.attempt for state in ordered), default=1),
         )
 
     def complete(self, count: int) -> bool:
@@ -201,12 +206,3 @@ def state_to_dict(state: EventState) -> dict[str, Any]:
 def state_from_dict(data: dict[str, Any]) -> EventState:
     return EventState(data["index"], data["attempt"], EventPhase(data["phase"]), _parse(data["started_at"]),
                       _parse(data["retry_at"]), data["reason"])
-
-
-def tally_to_dict(tally: Tally) -> dict[str, Any]:
-    return {"succeeded": tally.succeeded, "failed": tally.failed, "first_failure": tally.first_failure,
-            "attempts": tally.attempts}
-
-
-def tally_from_dict(data: dict[str, Any]) -> Tally:
-    return Tally(data["succeeded"], data["failed"], data["first_failure"], data["attempts"])

@@ -10,6 +10,7 @@ a dict: this module reads no clock and touches no storage of its own.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable, Protocol
 
@@ -24,8 +25,20 @@ from statemachine.record import ActiveInvocation, JobRecord, evolve
 EVENT_STEPS = (ev.InvocationStarting, ev.InvocationStarted, ev.InvocationFinished)
 
 
+@dataclass(frozen=True)
+class EventsCheckDue:
+    """A check of a fan-out invocation's events came due (actions.CheckEvents): end
+    the invocation if every event has its outcome. Only `step_job` knows this event."""
+
+    invocation_id: str
+
+
+# Everything `step_job` steps a job with: the machine's events, and the check.
+JobEvent = ev.Event | EventsCheckDue
+
+
 class EventRows(Protocol):
-    """One invocation's event rows and tally, as one transaction sees them."""
+    """One invocation's event rows, as one transaction sees them."""
 
     def event(self, index: int) -> EventState:
         """The event's state; `EventState(index)` (attempt 1, waiting) when it has no row."""
@@ -35,16 +48,16 @@ class EventRows(Protocol):
     def events(self) -> dict[int, EventState]:
         """Every event that has a row, by index."""
 
-    def tally(self) -> Tally:
-        """The invocation's tally; an empty one when it has no row."""
 
-    def put_tally(self, tally: Tally) -> None: ...
-
-
-def step_job(record: JobRecord, event: ev.Event, now: datetime, tuning: Tuning,
+def step_job(record: JobRecord, event: JobEvent, now: datetime, tuning: Tuning,
              rows: Callable[[str], EventRows]) -> Transition:
     """`machine.step`, with the events of invocations in rows stepped on their rows.
     `rows(invocation_id)` opens an invocation's rows; it is called only when needed."""
+    if isinstance(event, EventsCheckDue):
+        entry = record.find_active(event.invocation_id)
+        if entry is None or not entry.events_in_rows:
+            return Transition(record)
+        return _settle_if_complete(record, entry, rows(entry.invocation_id).events(), now, tuning)
     if isinstance(event, EVENT_STEPS):
         entry = record.find_active(event.invocation_id)
         if entry is not None and entry.events_in_rows:
@@ -84,27 +97,35 @@ def _complete(record: JobRecord, entry: ActiveInvocation, rows: EventRows, event
 
 def _conclude(record: JobRecord, entry: ActiveInvocation, rows: EventRows,
               steps: list[tuple[EventState, EventStep]], now: datetime, tuning: Tuning) -> Transition:
-    """Write the events' new states; count the outcomes that became final; end the
-    invocation when a step says so or when the tally is complete."""
+    """Write the events' new states; ask for a check when one got its outcome; end the
+    invocation at once when a step says so."""
     actions: list[act.Action] = []
     settle = None
-    tally: Tally | None = None
+    outcome = False
     for before, stepped in steps:
         actions += stepped.actions
         settle = settle or stepped.settle
-        if stepped.state == before:
-            continue
-        rows.put_event(stepped.state)
-        if stepped.state.final and not before.final:
-            tally = (tally or rows.tally()).add(stepped.state)
-    if tally is not None:
-        rows.put_tally(tally)
-        if settle is None and tally.complete(entry.event_count):
-            settle = tally.verdict(entry.event_count)
-    if settle is None:
-        return Transition(record, tuple(actions))
+        if stepped.state != before:
+            rows.put_event(stepped.state)
+            outcome = outcome or (stepped.state.final and not before.final)
+    if settle is not None:
+        return _settle(record, entry, settle, Tally.of(rows.events()).attempts, actions, now, tuning)
+    if outcome:
+        actions.append(act.CheckEvents(entry.invocation_id, now))
+    return Transition(record, tuple(actions))
+
+
+def _settle_if_complete(record: JobRecord, entry: ActiveInvocation, states: dict[int, EventState],
+                        now: datetime, tuning: Tuning) -> Transition:
+    tally = Tally.of(states)
+    if not tally.complete(entry.event_count):
+        return Transition(record)
+    return _settle(record, entry, tally.verdict(entry.event_count), tally.attempts, [], now, tuning)
+
+
+def _settle(record: JobRecord, entry: ActiveInvocation, settle: tuple[str, str], attempts: int,
+            actions: list[act.Action], now: datetime, tuning: Tuning) -> Transition:
     status, reason = settle
-    attempts = (tally or rows.tally()).attempts
     ended = step(record, ev.InvocationSettled(entry.invocation_id, status, reason, attempts), now, tuning)
     return Transition(ended.record, tuple(actions) + ended.actions)
 
@@ -116,8 +137,12 @@ def _repair_events(transition: Transition, rows: Callable[[str], EventRows], now
     for entry in record.active:
         if not entry.events_in_rows or entry.expect_by is None or now < entry.expect_by:
             continue
-        reissued, expect_by = fanout.repair(entry, record.live_policy, rows(entry.invocation_id).events(), now,
-                                            tuning)
+        states = rows(entry.invocation_id).events()
+        if Tally.of(states).complete(entry.event_count):  # its check was lost
+            settled = _settle_if_complete(record, entry, states, now, tuning)
+            record, actions = settled.record, actions + list(settled.actions)
+            continue
+        reissued, expect_by = fanout.repair(entry, record.live_policy, states, now, tuning)
         actions += reissued
         record = record.with_active(evolve(entry, expect_by=expect_by))
     if record is transition.record:
@@ -128,26 +153,17 @@ def _repair_events(transition: Transition, rows: Callable[[str], EventRows], now
 class DictRows:
     """`EventRows` over a dict: for tests, and for anything that keeps rows in memory."""
 
-    def __init__(self, store: dict[tuple[str, int | None], EventState | Tally], invocation_id: str):
+    def __init__(self, store: dict[tuple[str, int], EventState], invocation_id: str):
         self.store, self.invocation_id = store, invocation_id
 
     def event(self, index: int) -> EventState:
-        found = self.store.get((self.invocation_id, index))
-        return found if isinstance(found, EventState) else EventState(index)
+        return self.store.get((self.invocation_id, index)) or EventState(index)
 
     def put_event(self, state: EventState) -> None:
         self.store[(self.invocation_id, state.index)] = state
 
     def events(self) -> dict[int, EventState]:
-        return {index: state for (invocation, index), state in self.store.items()
-                if invocation == self.invocation_id and isinstance(state, EventState) and index is not None}
-
-    def tally(self) -> Tally:
-        found = self.store.get((self.invocation_id, None))
-        return found if isinstance(found, Tally) else Tally()
-
-    def put_tally(self, tally: Tally) -> None:
-        self.store[(self.invocation_id, None)] = tally
+        return {index: state for (invocation, index), state in self.store.items() if invocation == self.invocation_id}
 
 
-__all__ = ["EventPhase", "EventRows", "DictRows", "step_job"]
+__all__ = ["EventPhase", "EventRows", "EventsCheckDue", "DictRows", "JobEvent", "step_job"]

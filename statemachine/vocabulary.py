@@ -65,6 +65,7 @@ class TaskKind(StrEnum):
     START = "start"  # one attempt of one event (StartInvocation)
     TRIGGER = "trigger"  # another job's success triggers this one
     NOTIFY = "notify"  # an on_failure notification
+    CHECK = "check"  # see whether every event of a fan-out has its outcome (statemachine/fanout.py)
 
     @property
     def handler_path(self) -> str:

@@ -8,6 +8,7 @@ from datetime import timedelta
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.fanout import EventPhase, EventState
+from statemachine.fanout_step import EventsCheckDue
 from statemachine.policy import FanoutPolicy, RetryPolicy
 from statemachine.record import record_from_dict, record_to_dict
 from tests.unit.machine_helpers import Scenario, clock, occurrence_id
@@ -43,13 +44,16 @@ def test_an_events_start_and_success_write_its_row_and_leave_the_record_alone():
         ]
         assert job.record == record
     assert job.rows[(INV, 7)].phase is EventPhase.STARTED
+    check = act.CheckEvents(INV, clock("10:15:02"))
     for index in range(49):
-        assert job.step(ev.InvocationFinished(INV, True, "", index, 1), "10:15:02") == []
+        assert job.step(ev.InvocationFinished(INV, True, "", index, 1), "10:15:02") == [check]
         assert job.record == record
-    assert job.step(ev.InvocationFinished(INV, True, "", 49, 1), "10:15:02") == [
-        act.FinishInvocation(INV, "SUCCEEDED", "")
-    ]
+    assert job.step(EventsCheckDue(INV), "10:15:03") == []  # one event still out
+    assert job.step(ev.InvocationFinished(INV, True, "", 49, 1), "10:15:02") == [check]
+    assert job.record == record
+    assert job.step(EventsCheckDue(INV), "10:15:03") == [act.FinishInvocation(INV, "SUCCEEDED", "")]
     assert job.record.active == ()
+    assert job.step(EventsCheckDue(INV), "10:15:04") == []  # a check that comes twice
 
 
 def test_a_duplicate_start_while_an_event_is_in_flight_delivers_once():
@@ -73,7 +77,8 @@ def test_a_failed_event_is_retried_no_earlier_than_min_backoff_and_a_stale_attem
     job.step(ev.InvocationStarting(INV, 0, 1), "10:15:20")
     job.step(ev.InvocationFinished(INV, True, "", 0, 1), "10:15:21")
     job.step(ev.InvocationStarting(INV, 1, 2), "10:15:20")
-    assert job.step(ev.InvocationFinished(INV, False, "http 503", 1, 2), "10:15:22") == [
+    job.step(ev.InvocationFinished(INV, False, "http 503", 1, 2), "10:15:22")
+    assert job.step(EventsCheckDue(INV), "10:15:23") == [
         act.FinishInvocation(INV, "FAILED", "1 of 2 events failed; first: http 503")
     ]
 
@@ -115,12 +120,23 @@ def test_the_async_completion_settles_the_events_in_flight_and_leaves_the_waitin
     for index in (0, 1):
         job.step(ev.InvocationStarting(INV, index, 1), "10:15:10")
         job.step(ev.InvocationStarted(INV, index, 1), "10:15:11")
-    assert job.step(ev.InvocationFinished(INV, True, "done", attempt=None), "10:15:12") == []
-    assert job.rows[(INV, 0)].phase is EventPhase.SUCCEEDED
-    job.step(ev.InvocationStarting(INV, 2, 1), "10:15:20")
-    assert job.step(ev.InvocationFinished(INV, True, "", 2, 1), "10:15:21") == [
-        act.FinishInvocation(INV, "SUCCEEDED", "")
+    assert job.step(ev.InvocationFinished(INV, True, "done", attempt=None), "10:15:12") == [
+        act.CheckEvents(INV, clock("10:15:12"))
     ]
+    assert job.rows[(INV, 0)].phase is EventPhase.SUCCEEDED
+    assert job.step(EventsCheckDue(INV), "10:15:13") == []  # event 2 has not started
+    job.step(ev.InvocationStarting(INV, 2, 1), "10:15:20")
+    job.step(ev.InvocationFinished(INV, True, "", 2, 1), "10:15:21")
+    assert job.step(EventsCheckDue(INV), "10:15:22") == [act.FinishInvocation(INV, "SUCCEEDED", "")]
+
+
+def test_the_watchdog_ends_a_fanout_whose_check_was_lost():
+    job = _fanned_out(2)
+    for index in range(2):
+        job.step(ev.InvocationStarting(INV, index, 1), "10:15:00")
+        job.step(ev.InvocationFinished(INV, True, "", index, 1), "10:15:01")
+    assert act.FinishInvocation(INV, "SUCCEEDED", "") in job.step(ev.WatchdogFired(), "10:16:00")
+    assert job.record.active == ()
 
 
 def test_an_abort_ends_the_invocation_and_its_events_later_steps_change_nothing():

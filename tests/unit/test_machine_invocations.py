@@ -4,6 +4,7 @@ from datetime import timedelta
 
 from statemachine import actions as act
 from statemachine import events as ev
+from statemachine.fanout_step import EventsCheckDue
 from statemachine.policy import FanoutPolicy, RetryPolicy, compute_backoff
 from tests.unit.machine_helpers import Scenario, clock, delivered, occurrence_id
 
@@ -125,12 +126,16 @@ def test_fanout_enqueues_staggered_events_and_finishes_when_all_are_done():
     for i in range(4):
         at = T + timedelta(seconds=5 * i)
         assert job.step(ev.InvocationStarting(INV, i, 1), at) == [act.Deliver(INV, T, "schedule", i, 4, 1)]
-    assert job.step(ev.InvocationFinished(INV, True, "", 0, 1), "10:15:30") == []
-    # An event's failure is told in its own row, not in the invocation's history record.
-    assert job.step(ev.InvocationFinished(INV, False, "http 500", 1, 1), "10:15:30") == []
-    assert job.step(ev.InvocationFinished(INV, True, "", 3, 1), "10:15:30") == []
+    # Each outcome asks for a check of them all; an event's failure is told in its own
+    # row, not in the invocation's history record.
+    check = [act.CheckEvents(INV, clock("10:15:30"))]
+    assert job.step(ev.InvocationFinished(INV, True, "", 0, 1), "10:15:30") == check
+    assert job.step(ev.InvocationFinished(INV, False, "http 500", 1, 1), "10:15:30") == check
+    assert job.step(ev.InvocationFinished(INV, True, "", 3, 1), "10:15:30") == check
+    assert job.step(EventsCheckDue(INV), "10:15:31") == []
     assert job.state == "RUNNING"
-    assert job.step(ev.InvocationFinished(INV, True, "", 2, 1), "10:15:31") == [
+    job.step(ev.InvocationFinished(INV, True, "", 2, 1), "10:15:31")
+    assert job.step(EventsCheckDue(INV), "10:15:32") == [
         act.FinishInvocation(INV, "FAILED", "1 of 4 events failed; first: http 500")
     ]
 
