@@ -72,6 +72,7 @@ from app.importer import snapshot_of  # noqa: E402  (the release's, found throug
 from engine import operations  # noqa: E402
 from engine.adapters.cloud.datastore_store import DatastoreJobStore  # noqa: E402
 from engine.adapters.local.dispatcher import InlineDispatcher  # noqa: E402
+from engine.adapters.local.schema import MIGRATIONS  # noqa: E402
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue  # noqa: E402
 from engine.adapters.local.sqlite_store import SqliteJobStore  # noqa: E402
 from engine.ports import DeliveryResult, RetryTask  # noqa: E402
@@ -286,6 +287,7 @@ class Run:
             "release": {"commit": _git(RELEASE, "rev-parse", "HEAD"),
                         "describe": _git(RELEASE, "log", "-1", "--format=%h %s")},
             "record_version": RECORD_VERSION,
+            "sqlite_schema_version": len(MIGRATIONS),
             "project": PROJECT,
             "config": CONFIG,
             "completion_secret": SECRET.decode(),
