@@ -51,6 +51,7 @@ def main() -> int:
     parser.add_argument("--delay-ms", type=int, default=100)
     parser.add_argument("--workers", type=int, default=64, help="SUNDIAL_WORKERS of the server")
     parser.add_argument("--lead", type=float, default=6.0, help="seconds from start to the occurrence")
+    parser.add_argument("--profile", type=Path, help="record py-spy profiles of the server into this directory")
     args = parser.parse_args()
 
     header("bench/fanout_throttle.py")
@@ -66,6 +67,9 @@ def main() -> int:
         records = None
         try:
             server.wait_ready()
+            if args.profile:
+                args.profile.mkdir(parents=True, exist_ok=True)
+                server.start_profile(args.profile / "fanout", args.lead + args.spread + 15)
             records = watch_records(server)
             note(f"waiting for {args.count:,} deliveries")
             finished = _wait_for(receiver, args.count, start.timestamp() + args.spread + 600)

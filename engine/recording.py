@@ -14,7 +14,7 @@ from typing import Any
 from engine.ports import InvocationRow, Task, Transaction
 from statemachine import actions as act
 from statemachine import notification as note
-from statemachine.durations import UTC, rfc3339_millis
+from statemachine.durations import rfc3339_millis
 from statemachine.record import ActiveInvocation
 from statemachine.vocabulary import InvocationStatus, NotificationStatus, TaskKind, Trigger
 
@@ -38,12 +38,11 @@ def tick_task(project: str, job_id: str, action: act.ScheduleTick) -> Task:
 
 
 def check_task(project: str, job_id: str, action: act.CheckEvents) -> Task:
-    """The check of a fan-out's events, due at the next whole second; its name holds
-    that second, so the outcomes of one second ask for one check between them."""
-    second = millis(action.at) // 1000 + 1
+    """The check of a fan-out's events; its name holds its due time, so the outcomes of
+    one period ask for one check between them."""
     payload = {"project": project, "job": job_id, "invocation": action.invocation_id}
-    return Task(task_name(TaskKind.CHECK, project, job_id, action.invocation_id, second), TaskKind.CHECK, payload,
-                datetime.fromtimestamp(second, UTC))
+    return Task(task_name(TaskKind.CHECK, project, job_id, action.invocation_id, millis(action.at)), TaskKind.CHECK,
+                payload, action.at)
 
 
 def throttle_queue(project: str, throttle: str) -> str:

@@ -49,7 +49,8 @@ class EnqueueAttempt:
 @dataclass(frozen=True)
 class CheckEvents:
     """Enqueue a check of whether every event of the fan-out invocation has its outcome
-    (statemachine/fanout.py), due at `at`; checks asked for within one second are one."""
+    (statemachine/fanout.py), due at `at`: the end of a period (fanout_step.check_due),
+    so that the checks asked for within one period are one task."""
 
     invocation_id: str
     at: datetime

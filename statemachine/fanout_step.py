@@ -111,8 +111,17 @@ def _conclude(record: JobRecord, entry: ActiveInvocation, rows: EventRows,
     if settle is not None:
         return _settle(record, entry, settle, Tally.of(rows.events()).attempts, actions, now, tuning)
     if outcome:
-        actions.append(act.CheckEvents(entry.invocation_id, now))
+        actions.append(act.CheckEvents(entry.invocation_id, check_due(now, entry.event_count)))
     return Transition(record, tuple(actions))
+
+
+def check_due(now: datetime, count: int) -> datetime:
+    """When the check asked for at `now` runs: at the end of its period, so that every
+    outcome of one period shares one check. A check reads every event's row, so the
+    period grows with the count: a second per thousand events."""
+    period = max(1, -(-count // 1000))
+    seconds = int(now.timestamp()) // period * period + period
+    return datetime.fromtimestamp(seconds, now.tzinfo)
 
 
 def _settle_if_complete(record: JobRecord, entry: ActiveInvocation, states: dict[int, EventState],
@@ -166,4 +175,4 @@ class DictRows:
         return {index: state for (invocation, index), state in self.store.items() if invocation == self.invocation_id}
 
 
-__all__ = ["EventPhase", "EventRows", "EventsCheckDue", "DictRows", "JobEvent", "step_job"]
+__all__ = ["EventPhase", "EventRows", "EventsCheckDue", "DictRows", "JobEvent", "check_due", "step_job"]

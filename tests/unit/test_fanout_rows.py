@@ -8,7 +8,7 @@ from datetime import timedelta
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.fanout import EventPhase, EventState
-from statemachine.fanout_step import EventsCheckDue
+from statemachine.fanout_step import EventsCheckDue, check_due
 from statemachine.policy import FanoutPolicy, RetryPolicy
 from statemachine.record import record_from_dict, record_to_dict
 from tests.unit.machine_helpers import Scenario, clock, occurrence_id
@@ -44,7 +44,7 @@ def test_an_events_start_and_success_write_its_row_and_leave_the_record_alone():
         ]
         assert job.record == record
     assert job.rows[(INV, 7)].phase is EventPhase.STARTED
-    check = act.CheckEvents(INV, clock("10:15:02"))
+    check = act.CheckEvents(INV, clock("10:15:03"))  # at the end of the second
     for index in range(49):
         assert job.step(ev.InvocationFinished(INV, True, "", index, 1), "10:15:02") == [check]
         assert job.record == record
@@ -121,7 +121,7 @@ def test_the_async_completion_settles_the_events_in_flight_and_leaves_the_waitin
         job.step(ev.InvocationStarting(INV, index, 1), "10:15:10")
         job.step(ev.InvocationStarted(INV, index, 1), "10:15:11")
     assert job.step(ev.InvocationFinished(INV, True, "done", attempt=None), "10:15:12") == [
-        act.CheckEvents(INV, clock("10:15:12"))
+        act.CheckEvents(INV, clock("10:15:13"))
     ]
     assert job.rows[(INV, 0)].phase is EventPhase.SUCCEEDED
     assert job.step(EventsCheckDue(INV), "10:15:13") == []  # event 2 has not started
@@ -167,3 +167,10 @@ def test_a_fanout_begun_before_version_2_keeps_its_events_in_the_record_until_it
         act.FinishInvocation(INV, "SUCCEEDED", "")
     ]
     assert record_to_dict(job.record)["version"] == 2
+
+
+def test_one_check_serves_the_outcomes_of_a_period_that_grows_with_the_count():
+    assert check_due(clock("10:15:02.300"), 50) == clock("10:15:03")
+    assert check_due(clock("10:15:03"), 50) == clock("10:15:04")
+    assert check_due(clock("10:15:02.300"), 10_000) == clock("10:15:10")  # ten seconds for 10,000 events
+    assert check_due(clock("10:15:09.999"), 10_000) == clock("10:15:10")
