@@ -42,6 +42,15 @@ PUT_PROJECT = (
     " VALUES (?, ?, ?, ?, ?)"
 )
 DELETE_PROJECT = "DELETE FROM projects WHERE id = ?"
+# Which process holds each event's attempt in flight (liveness.py), keyed by
+# (project, job_id, invocation_id, event).
+HOLD_KEY = "project = ? AND job_id = ? AND invocation_id = ? AND event = ?"
+SELECT_HOLD = f"SELECT attempt, holder FROM held_attempts WHERE {HOLD_KEY}"
+PUT_HOLD = (
+    "INSERT OR REPLACE INTO held_attempts (project, job_id, invocation_id, event, attempt, holder, since)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+DELETE_HOLD = f"DELETE FROM held_attempts WHERE {HOLD_KEY}"
 
 
 def to_seconds(value: datetime | None) -> float | None:
@@ -168,6 +177,17 @@ class SqliteTransaction:
 
     def put_invocation(self, row: InvocationRow) -> None:
         self._pending[(row.project, row.job_id, row.id)] = copy_invocation(row)
+
+    def get_hold(self, key: Row) -> Row | None:
+        """(attempt, holder) of the event's attempt in flight (liveness.py); None if none is held."""
+        row: Row | None = self.conn.execute(SELECT_HOLD, key).fetchone()
+        return row
+
+    def put_hold(self, values: Row) -> None:
+        self.conn.execute(PUT_HOLD, values)
+
+    def delete_hold(self, key: Row) -> None:
+        self.conn.execute(DELETE_HOLD, key)
 
     def enqueue(self, task: Task) -> None:
         # A pending task of the same name makes this a no-op: enqueueing is idempotent.
