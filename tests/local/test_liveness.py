@@ -12,7 +12,10 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from app.importer import snapshot_of
+from config.settings import Heartbeat, from_environment
 from engine.adapters.local import schema
 from engine.adapters.local.commits import GroupCommits
 from engine.adapters.local.dispatcher import Dispatcher, InlineDispatcher, Wakeup
@@ -153,3 +156,13 @@ def _import_one_offs(engine, count: int) -> None:
     text = "jobs:\n" + "".join(f"  - id: j{i}\n    at: [\"{at}\"]\n    target: {{noop: {{}}}}\n" for i in range(count))
     data = text.encode()
     engine.configs.import_project(snapshot_of("p", Path("p.yaml"), data, hashlib.sha256(data).hexdigest(), "local"))
+
+
+def test_the_heartbeat_is_tuned_from_the_environment_and_its_timeout_must_exceed_its_period():
+    assert from_environment({}).heartbeat == Heartbeat(timedelta(seconds=5), timedelta(seconds=20))
+    assert from_environment({"SUNDIAL_HEARTBEAT_PERIOD": "500ms"}).heartbeat == Heartbeat(
+        timedelta(milliseconds=500), timedelta(seconds=2))
+    tuned = from_environment({"SUNDIAL_HEARTBEAT_PERIOD": "1s", "SUNDIAL_HEARTBEAT_TIMEOUT": "3s"})
+    assert tuned.heartbeat == Heartbeat(timedelta(seconds=1), timedelta(seconds=3))
+    with pytest.raises(SystemExit):
+        from_environment({"SUNDIAL_HEARTBEAT_PERIOD": "5s", "SUNDIAL_HEARTBEAT_TIMEOUT": "5s"})
