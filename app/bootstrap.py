@@ -18,12 +18,14 @@ from app.processes import DispatcherProcesses
 from config.settings import Settings
 from engine.adapters.local.commits import GroupCommits, LockedCommits
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
+from engine.adapters.local.liveness import ProcessRegistry, SqliteAttemptHolds, this_process
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.clock import SystemClock
+from engine.interruptions import Interruptions
 from engine.logs import log_event
 from engine.metrics import Metrics
-from engine.ports import Clock, JobStore
+from engine.ports import AttemptHolds, Clock, JobStore
 from engine.service import Engine, build_engine
 from engine.targets import GoogleAccess, build_targets
 from statemachine.safety import OwnService
@@ -50,8 +52,11 @@ class Runtime:
     app: Flask | None  # None in a dispatcher-only process
     loops: list["PeriodicLoop"] = field(default_factory=list)
     children: DispatcherProcesses | None = None  # the extra dispatchers of --processes N
+    liveness: Liveness | None = None  # None on the cloud backend: Cloud Tasks retries settle attempts
 
     def start(self) -> None:
+        if self.liveness is not None:  # first: it settles what gone processes held
+            self.liveness.start()
         if self.dispatcher is not None:
             self.dispatcher.start()
         for loop in self.loops:
@@ -66,6 +71,8 @@ class Runtime:
             loop.stop()
         if self.dispatcher is not None:
             self.dispatcher.stop()
+        if self.liveness is not None:
+            self.liveness.stop()
 
 
 class PeriodicLoop:
@@ -106,6 +113,37 @@ class PeriodicLoop:
             log_event(log, f"{self.name} failed", error=repr(error))
 
 
+class Liveness:
+    """This process in its database's process registry (engine/adapters/local/liveness.py).
+
+    The first heartbeat, in `start()`, registers it and settles the attempts held by
+    processes that are gone (engine/interruptions.py) before the dispatcher takes any
+    task: an attempt left in flight by a killed process must not hold its job into
+    the restart. Then every period: a heartbeat, and the same settling, so that a
+    process that dies beside this one has its attempts settled within a few periods
+    (at once, when its pid is dead). `stop()` deregisters it.
+    """
+
+    def __init__(self, registry: ProcessRegistry, interruptions: Interruptions | None, period: timedelta):
+        self.registry, self.interruptions = registry, interruptions
+        self.loop = PeriodicLoop("heartbeat", period, self.beat, first_in_start=True)
+
+    def beat(self) -> None:
+        self.registry.heartbeat()
+        if self.interruptions is not None:
+            self.interruptions.settle()
+
+    def start(self) -> None:
+        self.loop.start()
+
+    def stop(self) -> None:
+        self.loop.stop()
+        try:
+            self.registry.deregister()
+        except Exception as error:  # its holds are settled by the next process to look anyway
+            log_event(log, "deregistering failed", error=repr(error))
+
+
 def build(settings: Settings, clock: Clock | None = None, *, children: bool = False) -> Runtime:
     """The runtime of the backend the settings name; `children`: with the extra
     dispatcher processes of `serve --processes N` (only `serve` starts them)."""
@@ -130,12 +168,15 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     # /metrics in the server counts what its children did too (their snapshots).
     metrics = Metrics(other_processes=[extra.snapshots] if extra is not None else [])
     targets = build_targets("local", _own(settings), google_access(settings))
-    engine = _engine(settings, store, targets, clock, metrics)
+    registry = ProcessRegistry(store, this_process(), clock, settings.heartbeat.timeout, role.value)
+    engine = _engine(settings, store, targets, clock, metrics, SqliteAttemptHolds(store, registry))
+    liveness = Liveness(registry, engine.interruptions, settings.heartbeat.period)
     queue = SqliteTaskQueue(store)
     dispatcher = Dispatcher(queue, engine.tasks, clock, wakeup, settings.workers, settings.task_lease)
     if role is Role.DISPATCHER:
-        return Runtime(settings, engine, dispatcher, app=None)
-    return _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending, children=extra)
+        return Runtime(settings, engine, dispatcher, app=None, liveness=liveness)
+    return _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending, children=extra,
+                    liveness=liveness)
 
 
 def _children(settings: Settings) -> DispatcherProcesses | None:
@@ -260,10 +301,12 @@ def _with_secret(settings: Settings, shared_secret: Callable[[Callable[[], str]]
     return replace(settings, task_secret=shared_secret(lambda: secrets.token_urlsafe(32)))
 
 
-def _engine(settings: Settings, store: JobStore, targets: dict, clock: Clock, metrics: Metrics | None = None) -> Engine:
+def _engine(settings: Settings, store: JobStore, targets: dict, clock: Clock, metrics: Metrics | None = None,
+            holds: AttemptHolds | None = None) -> Engine:
     return build_engine(
         store, targets, clock, settings.tuning, metrics=metrics,
         service_url=settings.service_url, secret=settings.task_secret.encode(), secrets=_secrets(settings),
+        holds=holds,
     )
 
 
@@ -290,7 +333,7 @@ def _secrets(settings: Settings):
 
 def _runtime(settings: Settings, engine: Engine, dispatcher: Dispatcher | None, loops: bool,
              queue_depth: Callable[[], int] | None = None, after_import: Callable[[], None] | None = None,
-             children: DispatcherProcesses | None = None) -> Runtime:
+             children: DispatcherProcesses | None = None, liveness: Liveness | None = None) -> Runtime:
     def import_configs() -> int:
         imported = import_directory(engine.configs, settings.config_dir, settings.backend, _own(settings))
         if after_import is not None:
@@ -308,4 +351,4 @@ def _runtime(settings: Settings, engine: Engine, dispatcher: Dispatcher | None, 
         PeriodicLoop("watchdog", settings.watchdog_period, cron["watchdog"]),
         PeriodicLoop("cleanup", settings.cleanup_period, cron["cleanup"]),
     ]
-    return Runtime(settings, engine, dispatcher, app, periodic if loops else [], children)
+    return Runtime(settings, engine, dispatcher, app, periodic if loops else [], children, liveness)

@@ -15,6 +15,8 @@ each has a default that suits one machine:
 | SUNDIAL_WORKERS | 32 | task threads of the embedded dispatcher |
 | SUNDIAL_PROCESSES | 1 | serve's processes on the embedded backend: N - 1 extra dispatcher-only processes (`serve --processes`); on 2 cores, 2 take a burst from ~1,300 to ~2,400 deliveries/s for 60-100 MiB more memory. The default keeps CONTRACT's one process |
 | SUNDIAL_TASK_LEASE | 30s | how long a taken task is its taker's |
+| SUNDIAL_HEARTBEAT_PERIOD | 5s | embedded backend: how often each process says it is alive (and settles the attempts of processes that are gone) |
+| SUNDIAL_HEARTBEAT_TIMEOUT | 4 heartbeat periods | embedded backend: a process whose heartbeat is older is gone, and its attempts in flight are settled (a dead pid on this machine is gone at once) |
 | SUNDIAL_TICK_GRACE, SUNDIAL_START_GRACE, SUNDIAL_LATE_TOLERANCE | 30s, 60s, 60s | the chain's timings (statemachine.policy.Tuning) |
 | SUNDIAL_TASK_SECRET | generated, kept in the database | the secret on every task |
 | SUNDIAL_SECRETS_DIR | | one machine: secrets of header values, one folder per project (`<dir>/<project>/<NAME>`) |
@@ -48,6 +50,15 @@ from statemachine.safety import OwnService
 
 
 @dataclass(frozen=True)
+class Heartbeat:
+    """Embedded backend: how often each process says it is alive, and how old its last
+    word may be before the process counts as gone (engine/adapters/local/liveness.py)."""
+
+    period: timedelta = timedelta(seconds=5)
+    timeout: timedelta = timedelta(seconds=20)
+
+
+@dataclass(frozen=True)
 class Settings:
     config_dir: str = "examples/configs"
     db_path: str = ".sundial/sundial.db"
@@ -63,6 +74,7 @@ class Settings:
     # (one Python process uses one core; docs/PERFORMANCE.md has the figures).
     processes: int = 1
     task_lease: timedelta = timedelta(seconds=30)
+    heartbeat: Heartbeat = field(default_factory=Heartbeat)
     tuning: Tuning = field(default_factory=Tuning)
     task_secret: str = ""
     api_tokens: str = ""
@@ -139,6 +151,7 @@ def from_environment(env=None) -> Settings:
         workers=_int(env, "SUNDIAL_WORKERS", defaults.workers),
         processes=max(1, _int(env, "SUNDIAL_PROCESSES", defaults.processes)),
         task_lease=_duration(env, "SUNDIAL_TASK_LEASE", defaults.task_lease),
+        heartbeat=_heartbeat(env, defaults.heartbeat.period),
         tuning=tuning,
         task_secret=env.get("SUNDIAL_TASK_SECRET", ""),
         api_tokens=env.get("SUNDIAL_API_TOKENS", ""),
@@ -165,6 +178,15 @@ def from_environment(env=None) -> Settings:
         datastore_emulator_host=env.get("DATASTORE_EMULATOR_HOST", ""),
         google_credentials=_has_google_credentials(env),
     )
+
+
+def _heartbeat(env, default: timedelta) -> Heartbeat:
+    """The heartbeat's period, and its timeout (by default 4 periods)."""
+    period = _duration(env, "SUNDIAL_HEARTBEAT_PERIOD", default)
+    timeout = _duration(env, "SUNDIAL_HEARTBEAT_TIMEOUT", 4 * period)
+    if period <= timedelta(0) or timeout <= period:
+        raise SystemExit("SUNDIAL_HEARTBEAT_TIMEOUT must be longer than SUNDIAL_HEARTBEAT_PERIOD (> 0)")
+    return Heartbeat(period, timeout)
 
 
 def _has_google_credentials(env) -> bool:

@@ -14,7 +14,7 @@ from typing import Any, Callable, TypeVar
 from engine.errors import ConflictError, NotFound
 from engine.event_rows import TransactionRows
 from engine.metrics import Metrics
-from engine.ports import Clock, JobSource, JobStore, StoredJob, Transaction
+from engine.ports import AttemptHolds, AttemptKey, Clock, HeldAttempt, JobSource, JobStore, StoredJob, Transaction
 from engine.recording import append_log, materialize, record_action, throttle_queue
 from statemachine import actions as act
 from statemachine import events as ev
@@ -42,12 +42,20 @@ class Note:
 
 @dataclass(frozen=True)
 class Change:
-    """One event for one job, as `apply_many` takes it."""
+    """One event for one job, as `apply_many` takes it.
+
+    `releases`: the attempt whose end this change records; its hold (AttemptHolds)
+    is released in the same transaction. With `if_held`, the event applies only if
+    that process still held that attempt (a gone process's attempt is settled once,
+    and never after another process took it over).
+    """
 
     project: str
     job_id: str
     event: JobEvent
     note: Note | None = None
+    releases: HeldAttempt | None = None
+    if_held: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,8 +71,12 @@ Refusal = NotFound | InvalidTransition
 
 
 class JobChanges:
-    def __init__(self, store: JobStore, clock: Clock, metrics: Metrics, tuning: Tuning = DEFAULT_TUNING):
+    def __init__(self, store: JobStore, clock: Clock, metrics: Metrics, tuning: Tuning = DEFAULT_TUNING,
+                 holds: AttemptHolds | None = None):
+        """`holds`: where this process records the attempts it holds (None: the
+        backend's tasks hold them, as on Cloud Tasks)."""
         self.store, self.clock, self.metrics, self.tuning = store, clock, metrics, tuning
+        self.holds = holds
 
     def apply(self, project: str, job_id: str, event: JobEvent, *, definition: JobDefinition | None = None,
               source: JobSource | None = None, deleted: bool = False, note: Note | None = None) -> Applied:
@@ -96,6 +108,7 @@ class JobChanges:
             results: list[Applied | Refusal] = []
             for change in changes:
                 try:
+                    self._release(tx, change)
                     results.append(self._apply_in(tx, change, None, None, False))
                 except (NotFound, InvalidTransition) as refused:
                     results.append(refused)
@@ -120,6 +133,19 @@ class JobChanges:
                 if attempt == CONFLICT_RETRIES:
                     raise
         raise AssertionError("unreachable")
+
+    def _release(self, tx: Transaction, change: Change) -> None:
+        """End the hold of the attempt whose result `change` records (whatever the job
+        makes of the result: a job deleted meanwhile still lets go of it).
+
+        :raises NotFound: `if_held`, and that process no longer held that attempt.
+        """
+        if change.releases is None or self.holds is None:
+            return
+        if not self.holds.release(tx, change.releases) and change.if_held:
+            key = change.releases.key
+            raise NotFound(f"attempt {key.attempt} of {key.invocation_id} event {key.event_index}"
+                           f" is no longer held by {change.releases.holder}")
 
     def _count_outcomes(self, actions: tuple[act.Action, ...]) -> None:
         for action in actions:
@@ -165,6 +191,9 @@ class JobChanges:
         queue = throttle_queue(project, policy.throttle) if policy is not None else ""
         for action in transition.actions:
             record_action(tx, project, job_id, action, now, queue)
+            if isinstance(action, act.Deliver) and self.holds is not None:
+                self.holds.hold(tx, AttemptKey(project, job_id, action.invocation_id, action.event_index,
+                                               action.attempt))
         return Applied(transition, stored)
 
 

@@ -18,7 +18,7 @@ from engine.changes import Change, Note
 from engine.delivery import deliver, deliver_notification
 from engine.logs import log_event
 from engine.metrics import Metrics
-from engine.ports import Clock, DeliveryResult, JobStore, SecretReader, StoredJob, Target
+from engine.ports import AttemptKey, Clock, DeliveryResult, HeldAttempt, JobStore, SecretReader, StoredJob, Target
 from engine.recording import tells_history
 from statemachine import actions as act
 from statemachine import events as ev
@@ -94,7 +94,9 @@ def outcome_change(job: StoredJob, action: act.Deliver, result: DeliveryResult) 
     note = Note(action.invocation_id, f"attempt {action.attempt}: {result.outcome}",
                 {"event": action.event_index, "detail": result.detail,
                  "duration_ms": int(result.duration.total_seconds() * 1000)}) if tells_history(action) else None
-    return Change(job.record.project, job.record.job_id, _outcome_event(action, result), note)
+    project, job_id = job.record.project, job.record.job_id
+    held = HeldAttempt(AttemptKey(project, job_id, action.invocation_id, action.event_index, action.attempt))
+    return Change(project, job_id, _outcome_event(action, result), note, releases=held)
 
 
 def _outcome_event(action: act.Deliver, result: DeliveryResult) -> ev.Event:

@@ -10,6 +10,7 @@ import logging
 from datetime import timedelta
 
 from engine.changes import JobChanges
+from engine.interruptions import Interruptions
 from engine.logs import log_event
 from engine.metrics import Metrics
 from engine.ports import Clock, JobStore
@@ -19,8 +20,12 @@ log = logging.getLogger("sundial.engine")
 
 
 class Maintenance:
-    def __init__(self, store: JobStore, changes: JobChanges, clock: Clock, metrics: Metrics):
+    def __init__(self, store: JobStore, changes: JobChanges, clock: Clock, metrics: Metrics,
+                 interruptions: Interruptions | None = None):
+        """`interruptions`: settles the attempts of gone processes first (None where the
+        backend's tasks settle them)."""
         self.store, self.changes, self.clock, self.metrics = store, changes, clock, metrics
+        self.interruptions = interruptions
 
     def run_watchdog(self, limit: int = 500) -> int:
         """Repair every job whose watchdog_at has passed; returns how many were looked at.
@@ -28,6 +33,13 @@ class Maintenance:
         :raises StoreError: the due jobs could not be listed (a job that fails its own
             repair is logged and skipped: one broken job must not stop the others').
         """
+        if self.interruptions is not None:
+            # Before the repairs: an attempt whose process is gone is settled at once,
+            # not re-issued when its lease runs out.
+            try:
+                self.interruptions.settle()
+            except Exception as error:  # the repairs below do not depend on it
+                log_event(log, "settling interrupted attempts failed", error=repr(error))
         due = self.store.jobs_due_for_watchdog(self.clock.now(), limit)
         for project, job_id in due:
             try:

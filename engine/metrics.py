@@ -20,6 +20,7 @@ HELP = {
     "sundial_skips_total": ("counter", "Occurrences recorded SKIPPED, by reason."),
     "sundial_invocations_finished_total": ("counter", "Invocations that reached a terminal status."),
     "sundial_watchdog_repairs_total": ("counter", "Jobs the watchdog repaired."),
+    "sundial_attempts_interrupted_total": ("counter", "Attempts settled because their process was gone."),
     "sundial_lateness_seconds": ("histogram", "Scheduled time to first attempt start."),
     "sundial_queue_depth": ("gauge", "Tasks waiting in the embedded queue."),
     "sundial_jobs": ("gauge", "Jobs by project and state."),

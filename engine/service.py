@@ -6,6 +6,8 @@
   (write before any external call), and what a delivery needs besides the job.
 - `tasks` (engine/tasks.py): runs the chain's tasks, one or many at a time.
 - `maintenance` (engine/maintenance.py): the watchdog and the history clean-up.
+- `interruptions` (engine/interruptions.py): settles the attempts of processes that
+  are gone; None where the backend's tasks settle them (Cloud Tasks).
 - `queries` (engine/queries.py): the read side the API, the UI and /metrics use.
 - `configs` (engine/config_import.py): applies a project file's snapshot.
 - `meta`: small values beside the jobs (the web UI's sign-out generations).
@@ -22,10 +24,11 @@ from dataclasses import dataclass
 from engine.changes import JobChanges
 from engine.config_import import ConfigImport
 from engine.deliveries import Deliveries
+from engine.interruptions import Interruptions
 from engine.maintenance import Maintenance
 from engine.metrics import Metrics
 from engine.notify import Notifications
-from engine.ports import Clock, JobStore, MetaStore, SecretReader, Target
+from engine.ports import AttemptHolds, Clock, JobStore, MetaStore, SecretReader, Target
 from engine.queries import Queries
 from engine.tasks import TaskRunner
 from statemachine.policy import DEFAULT_TUNING, Tuning
@@ -42,19 +45,23 @@ class Engine:
     meta: MetaStore
     metrics: Metrics
     clock: Clock
+    interruptions: Interruptions | None = None
 
 
 def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuning: Tuning = DEFAULT_TUNING, *,
                  service_url: str = "http://127.0.0.1:8080", secret: bytes = b"",
-                 secrets: SecretReader | None = None, metrics: Metrics | None = None) -> Engine:
+                 secrets: SecretReader | None = None, metrics: Metrics | None = None,
+                 holds: AttemptHolds | None = None) -> Engine:
     """The engine over one store and one set of targets.
 
     `service_url` is where async targets send their completion; `secret` keys the
     completion tokens; `secrets` reads the values header fields name (None: no store);
-    `metrics` is where the parts count (a fresh one by default).
+    `metrics` is where the parts count (a fresh one by default); `holds` records which
+    process holds each attempt in flight (None: the backend's tasks hold them).
     """
     metrics = metrics if metrics is not None else Metrics()
-    changes = JobChanges(store, clock, metrics, tuning)
+    changes = JobChanges(store, clock, metrics, tuning, holds)
+    interruptions = Interruptions(changes, holds, metrics) if holds is not None else None
     deliveries = Deliveries(store, targets, clock, metrics, service_url=service_url, secret=secret,
                             secrets=secrets)
     notifications = Notifications(changes.write, store.get_job, clock, deliveries.send_notification)
@@ -62,10 +69,11 @@ def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuni
         changes=changes,
         deliveries=deliveries,
         tasks=TaskRunner(changes, deliveries, notifications.run_task),
-        maintenance=Maintenance(store, changes, clock, metrics),
+        maintenance=Maintenance(store, changes, clock, metrics, interruptions),
         queries=Queries(store),
         configs=ConfigImport(changes, store),
         meta=store,
         metrics=metrics,
         clock=clock,
+        interruptions=interruptions,
     )

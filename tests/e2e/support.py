@@ -195,6 +195,22 @@ class Server:
                 return list(reversed(rows))
 
 
+def settle(server: Server, configs: Path, jobs, timeout: float = 20, project: str = "e2e") -> bool:
+    """Empty the project's file (no new occurrences) and wait until none of `jobs` has
+    anything in flight; False if something still is after `timeout`."""
+    (configs / f"{project}.yaml").write_text("jobs: []\n")
+
+    def idle():
+        # An invocation started by its tick is in its job's active list until its result is saved.
+        return all(
+            not server.get(f"/api/v1/projects/{project}/jobs/{job}")["active_invocations"]
+            and all(row["status"] not in ("STARTING", "RUNNING") for row in server.invocations(project, job))
+            for job in jobs
+        )
+
+    return bool(wait_until(idle, timeout=timeout))
+
+
 def wait_until(condition, timeout: float, interval: float = 0.1):
     deadline = time.time() + timeout
     while time.time() < deadline:

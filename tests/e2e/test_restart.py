@@ -4,7 +4,7 @@ accounted for, and none is delivered under two invocation ids."""
 import time
 from collections import defaultdict
 
-from tests.e2e.support import Receiver, Server, wait_until
+from tests.e2e.support import Receiver, Server, settle
 
 JOBS = """
 jobs:
@@ -28,17 +28,7 @@ ENV = {"SUNDIAL_LATE_TOLERANCE": "1s"}
 
 def _settle(server: Server, jobs: list[str], configs) -> None:
     """Stop new occurrences and wait until nothing is in flight."""
-    (configs / "e2e.yaml").write_text("jobs: []\n")
-
-    def idle():
-        # An invocation started by its tick is in its job's active list until its result is saved.
-        return all(
-            not server.get(f"/api/v1/projects/e2e/jobs/{job}")["active_invocations"]
-            and all(row["status"] not in ("STARTING", "RUNNING") for row in server.invocations("e2e", job))
-            for job in jobs
-        )
-
-    assert wait_until(idle, timeout=20), "invocations still in flight"
+    assert settle(server, configs, jobs), "invocations still in flight"
 
 
 def _by_second(rows: list[dict]) -> dict:

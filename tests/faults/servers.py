@@ -101,6 +101,9 @@ class Accounting:
     undelivered: list[str] = field(default_factory=list)
     unfinished: list[str] = field(default_factory=list)
     wrong: list[str] = field(default_factory=list)  # a status or reason that should not be
+    # FAILED/interrupted: in flight when its process was killed, no attempt (or time) left
+    # for a retry (CONTRACT 4); it may never have been sent.
+    interrupted: int = 0
 
     def problems(self) -> list[str]:
         return (self.duplicates + self.missing + self.unrecorded + self.undelivered
@@ -113,7 +116,7 @@ class Accounting:
             "redelivered_same_id": self.redelivered, "duplicates": len(self.duplicates),
             "missing": len(self.missing), "unrecorded": len(self.unrecorded),
             "undelivered": len(self.undelivered), "unfinished": len(self.unfinished),
-            "wrong": len(self.wrong),
+            "wrong": len(self.wrong), "interrupted": self.interrupted,
         }
 
     def summary(self) -> str:
@@ -174,6 +177,8 @@ def account(server: Server, receiver: Receiver, paths: dict[str, str], period: d
                 result.skipped[reason] += 1
                 if reason not in ("missed", "overlap", "disabled"):
                     result.wrong.append(f"{job_id} {row['id']} SKIPPED for {reason!r}")
+            elif (status, reason) == ("FAILED", "interrupted"):
+                result.interrupted += 1
             else:
                 result.delivered += 1
                 if row["id"] not in called:

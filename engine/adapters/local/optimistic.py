@@ -44,19 +44,20 @@ class BufferedTransaction:
     def __init__(self, reader: sqlite3.Connection, records: sql.RecordCache):
         self._reader, self._records = reader, records
         self.earliest_eta: datetime | None = None
-        self._reads: dict[tuple[str, ...], sql.Row | None] = {}  # (kind, key...) -> the row as first read
+        self._reads: dict[sql.Row, sql.Row | None] = {}  # (kind, key...) -> the row as first read
         self._jobs: dict[tuple[str, str], tuple[StoredJob, sql.Row] | None] = {}  # None: deleted
         self._projects: dict[str, tuple[ProjectRow, sql.Row] | None] = {}
         self._invocations: dict[tuple[str, str, str], InvocationRow] = {}
         self._tasks: list[sql.Row] = []
         self._progress: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        self._holds: dict[sql.Row, sql.Row | None] = {}  # hold key -> its row to write (None: delete)
 
     @property
     def conn(self) -> NoReturn:
         """:raises NeedsLock: always; SQL of the body's own cannot be checked and replayed."""
         raise NeedsLock()
 
-    def _read(self, kind: str, sql_text: str, key: tuple[str, ...]) -> sql.Row | None:
+    def _read(self, kind: str, sql_text: str, key: sql.Row) -> sql.Row | None:
         row: sql.Row | None = self._reader.execute(sql_text, key).fetchone()
         self._reads.setdefault((kind, *key), row)
         return row
@@ -100,6 +101,18 @@ class BufferedTransaction:
         added meanwhile would go unseen); the few bodies that list run under the lock."""
         raise NeedsLock()
 
+    def get_hold(self, key: sql.Row) -> sql.Row | None:
+        if key in self._holds:
+            pending = self._holds[key]
+            return None if pending is None else pending[4:6]
+        return self._read("hold", sql.SELECT_HOLD, key)
+
+    def put_hold(self, values: sql.Row) -> None:
+        self._holds[values[:4]] = values
+
+    def delete_hold(self, key: sql.Row) -> None:
+        self._holds[key] = None
+
     def enqueue(self, task: Task) -> None:
         self._tasks.append(sql.task_values(task))
         if self.earliest_eta is None or task.eta < self.earliest_eta:
@@ -124,10 +137,10 @@ class BufferedTransaction:
         """Inside the real transaction `tx`: :raises Stale: if a row read has changed."""
         conn = tx.conn
         checks = {"job": sql.SELECT_JOB, "invocation": sql.SELECT_INVOCATION, "project": sql.SELECT_PROJECT,
-                  "progress": sql.SELECT_PROGRESS}
+                  "progress": sql.SELECT_PROGRESS, "hold": sql.SELECT_HOLD}
         for (kind, *key), seen in self._reads.items():
             if conn.execute(checks[kind], key).fetchone() != seen:
-                raise Stale(f"{kind} {'/'.join(key)} changed")
+                raise Stale(f"{kind} {'/'.join(map(str, key))} changed")
         for job_key, job in self._jobs.items():
             if job is None:
                 conn.execute(sql.DELETE_JOB, job_key)
@@ -145,5 +158,10 @@ class BufferedTransaction:
                                                 for key, value in self._progress.items()])
         if self._invocations:
             conn.executemany(sql.PUT_INVOCATION, [sql.invocation_values(r) for r in self._invocations.values()])
+        for hold_key, hold in self._holds.items():
+            if hold is None:
+                conn.execute(sql.DELETE_HOLD, hold_key)
+            else:
+                conn.execute(sql.PUT_HOLD, hold)
         if self.earliest_eta is not None:
             tx.saw_eta(self.earliest_eta)  # so that the store tells the dispatcher

@@ -92,7 +92,7 @@ MIGRATIONS: list[str] = [
         WHERE json_type(definition, '$.deleted') IS NOT NULL
     """,
     # 7: a fan-out invocation's progress (engine/event_rows.py): one row per event that
-    # has started, and its tally, so that the job's record stays small and an event's
+    # has started, so that the job's record stays small and an event's
     # step writes its own row. Records of version 1 keep their events inline until
     # those invocations end, so nothing is moved here.
     """
@@ -104,6 +104,33 @@ MIGRATIONS: list[str] = [
         value TEXT NOT NULL,
         PRIMARY KEY (project, job_id, invocation_id, part)
     );
+    """,
+    # 8: the processes serving this database, each with its heartbeat, and which of them
+    # holds each attempt in flight (liveness.py), so that the attempts of a process that
+    # died are settled at once rather than when their leases run out. One row per event
+    # in flight, written with "attempt N starting" and deleted with its result. New
+    # tables only: an older database simply has no holds for the attempts it had in flight
+    # (they are left to the watchdog, as before).
+    """
+    CREATE TABLE processes (
+        id TEXT PRIMARY KEY,
+        machine TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        started TEXT NOT NULL,
+        role TEXT NOT NULL,
+        heartbeat REAL NOT NULL
+    );
+    CREATE TABLE held_attempts (
+        project TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        invocation_id TEXT NOT NULL,
+        event INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        holder TEXT NOT NULL,
+        since REAL NOT NULL,
+        PRIMARY KEY (project, job_id, invocation_id, event)
+    );
+    CREATE INDEX held_attempts_by_holder ON held_attempts (holder);
     """,
 ]
 

@@ -45,6 +45,15 @@ DELETE_PROJECT = "DELETE FROM projects WHERE id = ?"
 SELECT_PROGRESS = "SELECT value FROM progress WHERE project = ? AND job_id = ? AND invocation_id = ? AND part = ?"
 LIST_PROGRESS = "SELECT part, value FROM progress WHERE project = ? AND job_id = ? AND invocation_id = ?"
 PUT_PROGRESS = "INSERT OR REPLACE INTO progress (project, job_id, invocation_id, part, value) VALUES (?, ?, ?, ?, ?)"
+# Which process holds each event's attempt in flight (liveness.py), keyed by
+# (project, job_id, invocation_id, event).
+HOLD_KEY = "project = ? AND job_id = ? AND invocation_id = ? AND event = ?"
+SELECT_HOLD = f"SELECT attempt, holder FROM held_attempts WHERE {HOLD_KEY}"
+PUT_HOLD = (
+    "INSERT OR REPLACE INTO held_attempts (project, job_id, invocation_id, event, attempt, holder, since)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+DELETE_HOLD = f"DELETE FROM held_attempts WHERE {HOLD_KEY}"
 
 
 def to_seconds(value: datetime | None) -> float | None:
@@ -182,6 +191,17 @@ class SqliteTransaction:
     def list_progress(self, project: str, job_id: str, invocation_id: str) -> dict[str, dict[str, Any]]:
         rows = self.conn.execute(LIST_PROGRESS, (project, job_id, invocation_id))
         return {part: json.loads(value) for part, value in rows}
+
+    def get_hold(self, key: Row) -> Row | None:
+        """(attempt, holder) of the event's attempt in flight (liveness.py); None if none is held."""
+        row: Row | None = self.conn.execute(SELECT_HOLD, key).fetchone()
+        return row
+
+    def put_hold(self, values: Row) -> None:
+        self.conn.execute(PUT_HOLD, values)
+
+    def delete_hold(self, key: Row) -> None:
+        self.conn.execute(DELETE_HOLD, key)
 
     def enqueue(self, task: Task) -> None:
         # A pending task of the same name makes this a no-op: enqueueing is idempotent.

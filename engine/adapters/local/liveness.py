@@ -1,0 +1,215 @@
+"""Which processes serve this database, and which of them holds each attempt in flight.
+
+Every process on the database (a `serve`, each child of `serve --processes N`, a
+second `serve` on the same --db) registers in the `processes` table and heartbeats
+there (app/bootstrap.py). Each attempt in flight has a row in `held_attempts` naming
+its process, written in the transaction that records it as starting and deleted in
+the one that records its result (engine/changes.py, through `SqliteAttemptHolds`).
+
+A process is gone when
+- its heartbeat is older than `timeout` (a few heartbeat periods): it died, or hangs; or
+- at once, when it ran on this machine and its pid is no longer alive with the start
+  time it registered (a kill -9, a crash, an OOM kill). SQLite is a local database: the
+  processes sharing a file share a kernel (a network filesystem does not give SQLite
+  working locks), so asking the kernel about a pid is sound. "This machine" is the
+  kernel's boot id with the pid namespace, so neither a reboot nor a container with
+  pids of its own is taken for it; the start time tells a reused pid from ours; or
+- it is not registered at all (it stopped cleanly and deregistered, leaving a hold
+  whose result it could not record).
+The attempts such a process held are `orphaned`; engine/interruptions.py settles them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Callable, Protocol, cast
+
+from engine.adapters.local.sqlite_rows import Row
+from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.logs import log_event
+from engine.ports import AttemptKey, Clock, HeldAttempt, Transaction
+
+log = logging.getLogger("sundial.serve")
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """One run of one process, made when it starts."""
+
+    machine: str  # where `pid` means this process (see `this_machine`)
+    pid: int
+    started: str  # its start time as the kernel counts it (clock ticks since boot); "" where unknown
+    token: str  # random, so that no two runs share an identity
+
+    @property
+    def id(self) -> str:
+        return f"{self.pid}.{self.started or '-'}.{self.token}"
+
+
+def this_machine() -> str:
+    """The kernel's boot id and this process's pid namespace (Linux); the host name elsewhere."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}/{os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return socket.gethostname()
+
+
+def this_process() -> ProcessIdentity:
+    pid = os.getpid()
+    stat = _stat(pid)
+    return ProcessIdentity(this_machine(), pid, stat[1] if stat else "", secrets.token_hex(6))
+
+
+def _stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time) of a process from /proc; None when there is no such process.
+
+    :raises OSError: this system has no /proc to ask.
+    """
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        if not Path("/proc/self/stat").exists():
+            raise
+        return None
+    fields = text.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    return fields[0], fields[19]  # state (field 3 of proc(5)), starttime (field 22)
+
+
+def is_alive(identity: ProcessIdentity, machine: str) -> bool | None:
+    """Whether the process runs: True or False when this machine can tell, None when
+    it cannot (another machine; no start time to compare)."""
+    if identity.machine != machine:
+        return None
+    try:
+        stat = _stat(identity.pid)
+    except OSError:  # no /proc: only "no such pid" is certain
+        try:
+            os.kill(identity.pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            pass
+        return None
+    if stat is None or stat[0] in ("Z", "X"):  # gone, or a zombie nobody has reaped yet
+        return False
+    return stat[1] == identity.started if identity.started else None
+
+
+class HoldingTransaction(Protocol):
+    """What the holds need of the store's transactions (sqlite_rows.SqliteTransaction,
+    optimistic.BufferedTransaction)."""
+
+    def get_hold(self, key: Row) -> Row | None: ...
+
+    def put_hold(self, values: Row) -> None: ...
+
+    def delete_hold(self, key: Row) -> None: ...
+
+
+class ProcessRegistry:
+    """This process's row in `processes`, and the judge of everyone else's."""
+
+    def __init__(self, store: SqliteJobStore, me: ProcessIdentity, clock: Clock, timeout: timedelta,
+                 role: str = "server", alive: Callable[[ProcessIdentity, str], bool | None] = is_alive):
+        """`timeout`: a heartbeat older than this means its process is gone. `alive`
+        asks the kernel about a process (tests give it other answers)."""
+        self.store, self.me, self.clock, self.timeout, self.role = store, me, clock, timeout, role
+        self._alive = alive
+        self._registered = False
+
+    def heartbeat(self) -> None:
+        """Register, or say this process is still here; and forget the processes that
+        are gone and hold nothing any more.
+
+        :raises StoreError: storage failed.
+        """
+        me, now = self.me, self.clock.now().timestamp()
+        gone = self.gone_among(self._registered_ids())
+        with self.store.transaction() as tx:
+            updated = tx.conn.execute("UPDATE processes SET heartbeat = ? WHERE id = ?", (now, me.id)).rowcount
+            if not updated:
+                tx.conn.execute("INSERT INTO processes (id, machine, pid, started, role, heartbeat)"
+                                " VALUES (?, ?, ?, ?, ?, ?)", (me.id, me.machine, me.pid, me.started, self.role, now))
+            tx.conn.executemany("DELETE FROM processes WHERE id = ? AND NOT EXISTS"
+                                " (SELECT 1 FROM held_attempts WHERE holder = ?)", [(i, i) for i in gone])
+        if not updated and self._registered:
+            # It stalled past the timeout: another process settled what it held.
+            log_event(log, "this process was taken for gone; registered again", level=logging.WARNING,
+                      process=me.id)
+        self._registered = True
+
+    def deregister(self) -> None:
+        """This process stops: what it still holds is settled by the next process to look."""
+        with self.store.transaction() as tx:
+            tx.conn.execute("DELETE FROM processes WHERE id = ?", (self.me.id,))
+
+    def gone_among(self, ids: set[str]) -> set[str]:
+        """Those of `ids` whose process is gone (never this process itself)."""
+        rows = {row[0]: row for row in self.store.connection().execute(
+            "SELECT id, machine, pid, started, heartbeat FROM processes")}
+        stale_before = (self.clock.now() - self.timeout).timestamp()
+        return {i for i in ids if i != self.me.id and self._is_gone(rows.get(i), stale_before)}
+
+    def _is_gone(self, row: Row | None, stale_before: float) -> bool:
+        if row is None:
+            return True  # deregistered (or never registered): it is not running here
+        process_id, machine, pid, started, heartbeat = row
+        if heartbeat < stale_before:
+            return True
+        token = process_id.rsplit(".", 1)[-1]
+        return self._alive(ProcessIdentity(machine, pid, started, token), self.me.machine) is False
+
+    def _registered_ids(self) -> set[str]:
+        return {row[0] for row in self.store.connection().execute("SELECT id FROM processes")}
+
+
+class SqliteAttemptHolds:
+    """The AttemptHolds port (engine/ports.py) on the `held_attempts` table."""
+
+    def __init__(self, store: SqliteJobStore, registry: ProcessRegistry):
+        self.store, self.registry = store, registry
+
+    def hold(self, tx: Transaction, key: AttemptKey) -> None:
+        values = (*_key(key), key.attempt, self.registry.me.id, self.registry.clock.now().timestamp())
+        _holding(tx).put_hold(values)
+
+    def release(self, tx: Transaction, held: HeldAttempt) -> bool:
+        holding = _holding(tx)
+        holder = held.holder or self.registry.me.id
+        if holding.get_hold(_key(held.key)) != (held.key.attempt, holder):
+            return False  # ended already, or another process holds it now (a re-issue)
+        holding.delete_hold(_key(held.key))
+        return True
+
+    def orphaned(self, limit: int) -> list[HeldAttempt]:
+        conn = self.store.connection()
+        # The holders first, then the registry: a process registers before its first
+        # hold, so every holder read here is either in the registry read next, or gone.
+        holders = {row[0] for row in conn.execute("SELECT DISTINCT holder FROM held_attempts")}
+        gone = sorted(self.registry.gone_among(holders)) if holders else []
+        if not gone:
+            return []
+        rows = conn.execute(
+            "SELECT project, job_id, invocation_id, event, attempt, holder FROM held_attempts"
+            f" WHERE holder IN ({','.join('?' * len(gone))}) ORDER BY since LIMIT ?", (*gone, limit),
+        ).fetchall()
+        return [HeldAttempt(AttemptKey(project, job_id, invocation, event, attempt), holder)
+                for project, job_id, invocation, event, attempt, holder in rows]
+
+
+def _key(key: AttemptKey) -> Row:
+    return (key.project, key.job_id, key.invocation_id, key.event_index)
+
+
+def _holding(tx: Transaction) -> HoldingTransaction:
+    """The store's own transaction behind the port's (this adapter's store made it)."""
+    if not hasattr(tx, "put_hold"):
+        raise TypeError(f"{type(tx).__name__} is not a transaction of the SQLite store")
+    return cast(HoldingTransaction, tx)
