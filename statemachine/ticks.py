@@ -1,40 +1,29 @@
 """The tick half of the machine: arming a job's next tick, and handling the fire times
 a tick finds due.
 
-A tick is named by a nonce, `f"{generation}.{counter}"`: arming a new tick makes every
-older one stale, and a stale tick changes nothing when it comes (ticks cannot be
-unscheduled and may come more than once, as in LUCI's cron machine). Every function
-takes a record and returns (record, actions); none looks at anything but its arguments.
+A tick is named by a nonce (statemachine/chain.py). Every function takes a record and
+returns (record, actions); none looks at anything but its arguments.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine import ids
 from statemachine import invocations as inv
 from statemachine.catchup import DuePlan, plan_due
+from statemachine.chain import arm
 from statemachine.invocations import Result
 from statemachine.policy import Tuning, exponential_step
 from statemachine.record import JobRecord, Occurrence, evolve
 from statemachine.schedule import IntervalSchedule, is_clock_driven, next_fire
 from statemachine.vocabulary import SkipReason, Trigger
 
+__all__ = ["after_invocations", "arm", "arm_next", "on_tick", "settle_backlog"]
+
 _MILLISECOND = timedelta(milliseconds=1)
-
-
-def arm(record: JobRecord, at: datetime | None, **changes: Any) -> Result:
-    """Point the record at a new tick (fresh nonce), or at none; `changes` are
-    other fields to set in the same copy."""
-    if at is None:
-        return evolve(record, tick_at=None, tick_nonce=None, **changes), []
-    counter = record.nonce_counter + 1
-    nonce = f"{record.generation}.{counter}"
-    record = evolve(record, nonce_counter=counter, tick_at=at, tick_nonce=nonce, **changes)
-    return record, [act.ScheduleTick(at, nonce)]
 
 
 def arm_next(record: JobRecord, now: datetime) -> Result:
