@@ -7,7 +7,7 @@ clock, touches storage or draws a random number, so a step can be replayed.
 
 `JobState` is a projection of the record's flags, not a second source of truth:
 after every step `derive_state` computes it from `disabled`, `paused`, the
-`active` invocations (and whether one has started), `tick_at` and `buffered`.
+`active` invocations (and whether one has started), `tick_at` and what waits.
 It is stored with the record (and in the SQL `state` column) only so that it can
 be shown and queried without the machine; `_settle` keeps it in step.
 
@@ -38,6 +38,7 @@ from statemachine.record import JobRecord, JobState, Occurrence, evolve
 from statemachine.schedule import IntervalSchedule, is_clock_driven
 from statemachine.ticks import after_invocations, arm, arm_next, on_tick, settle_backlog
 from statemachine.vocabulary import SkipReason, Trigger
+from statemachine.waiting import stop_waiting
 
 
 class InvalidTransition(SundialError):
@@ -105,7 +106,7 @@ def derive_state(record: JobRecord) -> JobState:
         return JobState.RUNNING
     if record.active:
         return JobState.QUEUED
-    if record.tick_at is None and not record.buffered and is_clock_driven(record.live_policy.schedule):
+    if record.tick_at is None and not record.has_waiting and is_clock_driven(record.live_policy.schedule):
         return JobState.DONE
     return JobState.SCHEDULED
 
@@ -171,9 +172,7 @@ def _on_policy_while_disabled(record: JobRecord, event: ev.ScheduleChanged, now:
 
 def _on_disabled(record: JobRecord, event: ev.JobDisabled, now: datetime, tuning: Tuning) -> Result:
     """Stop new occurrences; running invocations finish on their own."""
-    dropped: list[act.Action] = [act.RecordSkipped.of(o, SkipReason.DISABLED) for o in record.buffered]
-    record, _ = arm(evolve(record, disabled=True, buffered=()), None)
-    return record, dropped
+    return stop_waiting(evolve(record, disabled=True), SkipReason.DISABLED, now)
 
 
 # --- operator actions ----------------------------------------------------------------

@@ -11,13 +11,13 @@ from datetime import datetime, timedelta
 
 from statemachine import actions as act
 from statemachine import events as ev
-from statemachine import ids
 from statemachine import invocations as inv
+from statemachine import runs, waiting
 from statemachine.catchup import DuePlan, plan_due
 from statemachine.chain import arm
 from statemachine.invocations import Result
 from statemachine.policy import Tuning, exponential_step
-from statemachine.record import JobRecord, Occurrence, evolve
+from statemachine.record import JobRecord, evolve
 from statemachine.schedule import IntervalSchedule, is_clock_driven, next_fire
 from statemachine.vocabulary import SkipReason, Trigger
 
@@ -33,7 +33,7 @@ def arm_next(record: JobRecord, now: datetime) -> Result:
         return arm(record, None)
     schedule = record.live_policy.schedule
     if isinstance(schedule, IntervalSchedule):
-        if record.active or record.buffered:
+        if record.active or record.has_waiting:
             return arm(record, None)
         at = now + max(schedule.interval, _failure_backoff(record))
         if record.scheduled_until is not None and at <= record.scheduled_until:
@@ -71,7 +71,7 @@ def on_tick(record: JobRecord, event: ev.TickArrived, now: datetime, tuning: Tun
     horizon = max(now, tick_at)
     if isinstance(record.live_policy.schedule, IntervalSchedule):
         # A relative schedule arms its next tick when the invocation ends.
-        occurrence = _occurrence(record, tick_at, Trigger.SCHEDULE)
+        occurrence = waiting.occurrence(record, tick_at, Trigger.SCHEDULE)
         record, actions = arm(record, None, scheduled_until=horizon)
         record, started = inv.admit(record, occurrence, now, tuning, inline=True)
         return record, actions + started
@@ -105,19 +105,19 @@ def _handle_due(record: JobRecord, horizon: datetime, now: datetime, tuning: Tun
         paused_through = None
     record = evolve(record, scheduled_until=plan.handled_until, paused_through=paused_through)
     actions: list[act.Action] = [
-        act.RecordSkipped.of(_occurrence(record, t, Trigger.SCHEDULE), SkipReason.PAUSED) for t in plan.paused]
-    actions += [act.RecordSkipped.of(_occurrence(record, t, Trigger.CATCHUP), SkipReason.MISSED)
+        act.RecordSkipped.of(waiting.occurrence(record, t, Trigger.SCHEDULE), SkipReason.PAUSED)
+        for t in plan.paused]
+    actions += [act.RecordSkipped.of(waiting.occurrence(record, t, Trigger.CATCHUP), SkipReason.MISSED)
                 for t in plan.missed]
+    caught = None if plan.caught is None else runs.of_policy(record.live_policy, *plan.caught, Trigger.CATCHUP)
+    if caught is not None:
+        record, started = inv.admit_run(record, caught, now, tuning, inline)
+        actions += started
     for scheduled_time, trigger in plan.deliver:
-        occurrence = _occurrence(record, scheduled_time, trigger)
+        occurrence = waiting.occurrence(record, scheduled_time, trigger)
         record, started = inv.admit(record, occurrence, now, tuning, inline)
         actions += started
     return record, actions, plan
-
-
-def _occurrence(record: JobRecord, scheduled_time: datetime, trigger: str) -> Occurrence:
-    invocation = ids.invocation_id(record.project, record.job_id, scheduled_time, ids.OCCURRENCE)
-    return Occurrence(invocation, scheduled_time, trigger)
 
 
 _BACKLOG_BATCHES = 50
@@ -149,7 +149,7 @@ def after_invocations(record: JobRecord, now: datetime, actions: list[act.Action
         and isinstance(record.live_policy.schedule, IntervalSchedule)
         and record.tick_at is None
         and not record.active
-        and not record.buffered
+        and not record.has_waiting
     ):
         record, armed = arm_next(record, now)
         actions = actions + armed

@@ -26,6 +26,7 @@ from statemachine.record import JobRecord, new_record, record_from_dict, record_
 
 PROJECT, JOB = "proj", "job"
 WATCHDOG_EVERY = timedelta(minutes=1)
+ROUND_TRIP_EVERY = 7
 
 
 def iso(instant: datetime) -> str:
@@ -45,6 +46,7 @@ class Outcome:
     finished: list[tuple[str, str, str]] = field(default_factory=list)  # (id, status, reason)
     refused: int = 0
     largest_record: int = 0  # bytes of the largest serialized record seen
+    largest_step: int = 0  # the most actions one step gave
 
     def comparable(self) -> dict[str, Any]:
         """What must not change: the deliveries and the finishes in order, the skipped
@@ -61,15 +63,23 @@ class Simulation:
     def __init__(self, policy: JobPolicy, start: datetime, tuning: Tuning | None = None,
                  duration: Callable[[str], timedelta] = lambda _: timedelta(seconds=1),
                  fails: Callable[[str], bool] = lambda _: False,
-                 outages: tuple[tuple[datetime, datetime], ...] = (), measure: bool = True):
+                 outages: tuple[tuple[datetime, datetime], ...] = (), measure: bool = True,
+                 record: JobRecord | None = None, bound: int | None = None):
+        """A new job enabled with `policy` at `start`; or, given `record`, that job as it
+        stands (its pending tick is delivered; its attempts in flight are the caller's).
+        `bound`: the run fails at the first step whose serialized record is larger."""
         self.tuning = tuning or Tuning()
         self.duration, self.fails, self.outages, self.measure = duration, fails, outages, measure
-        self.record: JobRecord = new_record(PROJECT, JOB)
+        self.bound = bound
+        self.record: JobRecord = record or new_record(PROJECT, JOB)
         self.outcome = Outcome()
         self.now = start
         self._queue: list[tuple[datetime, int, str, Any]] = []
-        self._serial = 0
-        self.external(start, ev.JobEnabled(policy))
+        self._serial = self._steps = 0
+        if record is None:
+            self.external(start, ev.JobEnabled(policy))
+        elif record.tick_at is not None:
+            self._push(record.tick_at, "tick", record.tick_nonce)
         self._push(start + WATCHDOG_EVERY, "watchdog", None)
         self.on_step: Callable[[Simulation], None] | None = None
 
@@ -111,12 +121,17 @@ class Simulation:
         except InvalidTransition:
             self.outcome.refused += 1
             return
+        self.record = transition.record
+        self._steps += 1
         if self.measure:
-            data = record_to_dict(transition.record)
-            self.outcome.largest_record = max(self.outcome.largest_record, len(json.dumps(data)))
-            self.record = record_from_dict(data)
-        else:
-            self.record = transition.record
+            data = record_to_dict(self.record)
+            size = len(json.dumps(data))
+            assert self.bound is None or size < self.bound, f"a {size}-byte record at {self.now}"
+            self.outcome.largest_record = max(self.outcome.largest_record, size)
+            if self._steps % ROUND_TRIP_EVERY == 0:  # now and then, the stored form must load as it was
+                self.record = record_from_dict(data)
+                assert self.record == transition.record
+        self.outcome.largest_step = max(self.outcome.largest_step, len(transition.actions))
         for action in transition.actions:
             self._apply(action, nonce)
         if self.on_step is not None:
