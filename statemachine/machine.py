@@ -297,8 +297,7 @@ def _table() -> dict[JobState, dict[type, Entry]]:
         S.QUEUED: common,
         S.RUNNING: common,
         S.PAUSED: {
-            **common,
-            ev.TickArrived: IGNORE,
+            **common,  # a tick comes only to record occurrences that stopped waiting (ticks.on_tick)
             ev.ManualTrigger: _trigger_while_stopped(SkipReason.PAUSED),
             ev.Resumed: _on_resumed,
         },
@@ -307,7 +306,6 @@ def _table() -> dict[JobState, dict[type, Entry]]:
             ev.JobEnabled: _on_enabled,
             ev.JobDisabled: IGNORE,
             ev.ScheduleChanged: _on_policy_while_disabled,
-            ev.TickArrived: IGNORE,
             ev.ManualTrigger: _trigger_while_stopped(SkipReason.DISABLED),
             ev.Paused: disabled_refusal,
             ev.Resumed: disabled_refusal,
@@ -352,13 +350,13 @@ def _next_states() -> dict[JobState, dict[type, JobState | _Ignore | type[Invali
         S.PAUSED: {
             # The invocation in flight finishes on its own: resumed, the job is RUNNING.
             E.JobEnabled: S.PAUSED, E.JobDisabled: S.DISABLED, E.ScheduleChanged: S.PAUSED,
-            E.TickArrived: IGNORE, E.InvocationStarting: S.PAUSED, E.InvocationStarted: S.PAUSED,
+            E.TickArrived: S.PAUSED, E.InvocationStarting: S.PAUSED, E.InvocationStarted: S.PAUSED,
             E.InvocationFinished: S.PAUSED, E.ManualTrigger: REFUSED, E.Paused: S.PAUSED,
             E.Resumed: S.RUNNING, E.Aborted: S.PAUSED, E.WatchdogFired: S.PAUSED,
         },
         S.DISABLED: {
             E.JobEnabled: S.RUNNING, E.JobDisabled: IGNORE, E.ScheduleChanged: S.DISABLED,
-            E.TickArrived: IGNORE, E.InvocationStarting: S.DISABLED, E.InvocationStarted: S.DISABLED,
+            E.TickArrived: S.DISABLED, E.InvocationStarting: S.DISABLED, E.InvocationStarted: S.DISABLED,
             E.InvocationFinished: S.DISABLED, E.ManualTrigger: REFUSED, E.Paused: REFUSED,
             E.Resumed: REFUSED, E.Aborted: S.DISABLED, E.WatchdogFired: S.DISABLED,
         },

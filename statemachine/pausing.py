@@ -14,7 +14,8 @@ from statemachine.waiting import stop_waiting
 
 
 def pause(record: JobRecord, reason: str, now: datetime) -> tuple[JobRecord, list[act.Action]]:
-    """Stop new occurrences: drop what waits (SKIPPED/paused) and the tick.
+    """Stop new occurrences: drop what waits (SKIPPED/paused) and the tick (one stays
+    only while the dropped ones are being recorded, see waiting.stop_waiting).
 
     Pausing a paused job only updates the reason. Invocations in flight finish on
     their own; events not yet started end when their start task comes (see

@@ -143,6 +143,9 @@ class JobRecord:
     # of a clock-driven schedule's fire times, whose size does not depend on their length.
     buffered: tuple[Occurrence, ...] = ()
     runs: tuple[Run, ...] = ()
+    # No longer waiting: (reason, run) to record SKIPPED with that reason, one batch
+    # per tick, so that no commit writes an unbounded number of rows.
+    dropping: tuple[tuple[str, Run], ...] = ()
     watchdog_at: datetime | None = None
     consecutive_failures: int = 0
     last_finished_at: datetime | None = None
@@ -333,6 +336,7 @@ def record_to_dict(record: JobRecord) -> Data:
         "active": [_active_to_dict(e) for e in record.active],
         "buffered": [_occurrence_to_list(o) for o in record.buffered],
         "runs": [_run_to_list(r) for r in record.runs],
+        "dropping": [[reason, *_run_to_list(r)] for reason, r in record.dropping],
         "watchdog_at": _time(record.watchdog_at),
         "consecutive_failures": record.consecutive_failures,
         "last_finished_at": _time(record.last_finished_at),
@@ -359,8 +363,9 @@ def record_from_dict(data: Data) -> JobRecord:
         paused_through=_parse_time(data.get("paused_through")),
         active=tuple(_active_from_dict(e) for e in data["active"]),
         buffered=tuple(_occurrence_from_list(o) for o in data["buffered"]),
-        # Records written before runs existed have none: what waits is all in `buffered`.
+        # Records written before runs existed have neither key: what waits is all in `buffered`.
         runs=tuple(_run_from_list(r) for r in data.get("runs", ())),
+        dropping=tuple((r[0], _run_from_list(r[1:])) for r in data.get("dropping", ())),
         watchdog_at=_parse_time(data["watchdog_at"]),
         consecutive_failures=data["consecutive_failures"],
         last_finished_at=_parse_time(data["last_finished_at"]),

@@ -1,8 +1,10 @@
 """The tick half of the machine: arming a job's next tick, and handling the fire times
 a tick finds due.
 
-A tick is named by a nonce (statemachine/chain.py). Every function takes a record and
-returns (record, actions); none looks at anything but its arguments.
+A tick is named by a nonce (statemachine/chain.py). A tick also records, a batch at a
+time, the occurrences that stopped waiting (`JobRecord.dropping`): while any are left,
+the job's next tick is armed for now, even when it is paused or disabled. Every function
+takes a record and returns (record, actions); none looks at anything but its arguments.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ _MILLISECOND = timedelta(milliseconds=1)
 
 def arm_next(record: JobRecord, now: datetime) -> Result:
     """Arm the tick that follows what the record has handled so far."""
+    if record.dropping:
+        return arm(record, now)  # a tick records the next batch of them
     # Callers in every state come here (a new policy arrives while paused, too).
     if record.disabled or record.paused:
         return arm(record, None)
@@ -68,16 +72,21 @@ def on_tick(record: JobRecord, event: ev.TickArrived, now: datetime, tuning: Tun
         return arm(record, tick_at)
     if early > tuning.accept_early:
         return record, [act.RetryLater(early)]
+    if record.dropping or record.paused or record.disabled:
+        # A tick for the dropped occurrences' rows (a stopped job has no other).
+        record, recorded = waiting.record_dropped(record)
+        record, armed = arm_next(record, now)
+        return record, armed + recorded
     horizon = max(now, tick_at)
     if isinstance(record.live_policy.schedule, IntervalSchedule):
         # A relative schedule arms its next tick when the invocation ends.
         occurrence = waiting.occurrence(record, tick_at, Trigger.SCHEDULE)
         record, actions = arm(record, None, scheduled_until=horizon)
         record, started = inv.admit(record, occurrence, now, tuning, inline=True)
-        return record, actions + started
+        return after_invocations(record, now, actions + started)
     record, handled, plan = _handle_due(record, horizon, now, tuning)
     next_at: datetime | None
-    if plan.more:
+    if plan.more or record.dropping:
         next_at = now  # a long backlog continues in the next transaction
     elif plan.following is not None:
         next_at = plan.following
@@ -143,7 +152,11 @@ def settle_backlog(record: JobRecord, now: datetime, tuning: Tuning) -> Result:
 
 
 def after_invocations(record: JobRecord, now: datetime, actions: list[act.Action]) -> Result:
-    """A relative schedule's next tick counts from the end of its last invocation."""
+    """A relative schedule's next tick counts from the end of its last invocation; occurrences
+    that stopped waiting (under `buffer_one`, or past the caps) want a tick now for their rows."""
+    if record.dropping and (record.tick_at is None or record.tick_at > now):
+        record, armed = arm(record, now)
+        return record, actions + armed
     if (
         record.policy is not None
         and isinstance(record.live_policy.schedule, IntervalSchedule)

@@ -15,7 +15,9 @@ Two queues, in one order: the order they came in.
   came (`behind`): run times up to there start before it, later ones after it.
 
 Occurrences that stop waiting without being delivered (pause, disable, a newer one
-under `buffer_one`) are recorded SKIPPED.
+under `buffer_one`) are recorded SKIPPED: up to DROP_BATCH in the step that drops them,
+the rest from `dropping`, a batch per tick (statemachine/ticks.py), so that no commit
+writes an unbounded number of rows.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from statemachine.vocabulary import SkipReason, Trigger
 Result = tuple[JobRecord, list[act.Action]]
 
 MAX_RUNS = 50  # about 130 bytes each in the stored record
+DROP_BATCH = 1000  # SKIPPED rows written by one step for occurrences that stop waiting
 
 FROM_SCHEDULE = (Trigger.SCHEDULE, Trigger.CATCHUP)
 
@@ -100,12 +103,14 @@ def count(record: JobRecord, trigger_kind: Callable[[str], bool]) -> int:
 
 def stop_waiting(record: JobRecord, reason: str, now: datetime) -> Result:
     """Nothing waits any more (a pause, a disable): each is recorded SKIPPED with
-    `reason`, and the job's tick goes too."""
+    `reason`. The job's tick goes too, unless one is needed for the rest of the rows."""
     actions: list[act.Action] = []
-    while record.has_waiting:
+    while record.has_waiting and len(actions) < DROP_BATCH:
         record, head = pop(record)
         actions.append(act.RecordSkipped.of(head, reason))
-    record, armed = arm(record, None)
+    actions += [act.RecordSkipped.of(waiting, reason) for waiting in record.buffered]
+    dropping = record.dropping + tuple((reason, run) for run in record.runs)
+    record, armed = arm(evolve(record, buffered=(), runs=(), dropping=dropping), now if dropping else None)
     return record, actions + armed
 
 
@@ -123,5 +128,26 @@ def drop_unless(record: JobRecord, kept: Callable[[str], bool], reason: str) -> 
 
 
 def drop_run(record: JobRecord, run: Run, reason: str) -> Result:
-    """The run's occurrences are recorded SKIPPED."""
-    return record, [act.RecordSkipped.of(occurrence(record, t, run.trigger), reason) for t in run.times()]
+    """The run's occurrences are recorded SKIPPED: a batch now, the rest by later ticks."""
+    times = list(run.times(DROP_BATCH))
+    actions: list[act.Action] = [act.RecordSkipped.of(occurrence(record, t, run.trigger), reason) for t in times]
+    rest = run.without_through(times[-1]) if len(times) == DROP_BATCH else None
+    if rest is not None:
+        record = evolve(record, dropping=record.dropping + ((reason, rest),))
+    return record, actions
+
+
+def record_dropped(record: JobRecord) -> Result:
+    """Record the next batch of the dropped occurrences SKIPPED."""
+    actions: list[act.Action] = []
+    dropping = list(record.dropping)
+    while dropping and len(actions) < DROP_BATCH:
+        reason, run = dropping[0]
+        times = list(run.times(DROP_BATCH - len(actions)))
+        actions += [act.RecordSkipped.of(occurrence(record, t, run.trigger), reason) for t in times]
+        rest = run.without_through(times[-1]) if times else None
+        if rest is None:
+            dropping.pop(0)
+        else:
+            dropping[0] = (reason, rest)
+    return evolve(record, dropping=tuple(dropping)), actions

@@ -43,7 +43,7 @@ def record(project: str = "proj", job_id: str = "job", watchdog_at: datetime | N
         project=project, job_id=job_id, state=JobState.RUNNING, policy=policy(), disabled=False,
         paused=False, pause_reason="was paused", paused_at=T0 - timedelta(hours=1), generation=3,
         nonce_counter=9, tick_at=T0 + timedelta(minutes=5), tick_nonce="3-9", scheduled_until=T0,
-        active=(active,), buffered=(buffered,), runs=(run, at_run), watchdog_at=watchdog_at,
+        active=(active,), buffered=(buffered,), runs=(run,), dropping=(("paused", at_run),), watchdog_at=watchdog_at,
         consecutive_failures=2, last_finished_at=T0 - timedelta(minutes=5),
     )
 

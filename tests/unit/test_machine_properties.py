@@ -130,5 +130,8 @@ def _check_invariants(record, admitted: bool, limit: int) -> None:
     assert len(ids) == len(set(ids))
     if record.tick_at is not None or record.active:
         assert record.watchdog_at is not None
+    if record.dropping:  # their rows are recorded a batch per tick
+        assert record.tick_at is not None
     if record.disabled or record.paused:
-        assert record.tick_nonce is None and not record.has_waiting
+        assert not record.has_waiting
+        assert record.tick_nonce is None or record.dropping

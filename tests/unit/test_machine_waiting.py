@@ -10,8 +10,8 @@ import pytest
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import Catchup, Overlap
-from statemachine.record import record_from_dict, record_to_dict
-from statemachine.waiting import MAX_RUNS, peek
+from statemachine.record import JobState, record_from_dict, record_to_dict
+from statemachine.waiting import DROP_BATCH, MAX_RUNS, peek
 from tests.unit.machine_helpers import Scenario, clock, manual_id, occurrence_id, policy, started
 from tests.unit.waiting_scenarios import GOLDEN, HOURS, SCENARIOS, START, make_policy, run, scheduled, summary
 from tests.unit.waiting_sim import Simulation, iso
@@ -96,7 +96,7 @@ def test_an_old_record_with_a_long_buffered_list_delivers_all_of_it_first():
     old.insert(600, [manual, iso_z(START - 600 * SECOND), "manual"])
     new = [(o.scheduled_time, o.trigger) for o in peek(sim.record, 100)]
     data["buffered"] = old + [[occurrence_id(t), iso_z(t), trigger] for t, trigger in new]
-    data.pop("runs")
+    data.pop("runs"), data.pop("dropping")
     record = record_from_dict(data)
     upgraded = Simulation(make_policy(), sim.now, record=record, duration=lambda _: SECOND / 10)
     upgraded.external(sim.now, ev.InvocationFinished(occurrence_id(START + SECOND), True))
@@ -107,6 +107,32 @@ def test_an_old_record_with_a_long_buffered_list_delivers_all_of_it_first():
     assert outcome.delivered[: len(expected)] == expected
     assert outcome.largest_record < len(json.dumps(data))  # it only shrinks
     assert len(json.dumps(record_to_dict(upgraded.record))) < BOUND
+
+
+def test_a_pause_with_5000_waiting_records_them_skipped_a_batch_per_step():
+    sim = _every_second_busy()
+    sim.run(START + 5001 * SECOND)
+    waiting = peek(sim.record, 10_000)
+    sim.external(sim.now, ev.Paused("maintenance"))
+    outcome = sim.run(sim.now + 10 * SECOND)
+    assert outcome.largest_step <= DROP_BATCH + 1
+    assert sorted(outcome.skipped) == sorted(
+        (w.invocation_id, iso(w.scheduled_time), "schedule", "paused") for w in waiting)
+    assert outcome.largest_record < BOUND
+    assert sim.record.state is JobState.PAUSED and sim.record.tick_at is None and not sim.record.dropping
+    sim.external(sim.now, ev.Resumed())  # the pause is over: the job fires on time again
+    assert sim.run(sim.now + 5 * SECOND).delivered[-1][1] == "schedule"
+
+
+def test_a_disable_with_5000_waiting_records_them_skipped_a_batch_per_step():
+    sim = _every_second_busy()
+    sim.run(START + 5001 * SECOND)
+    count = len(peek(sim.record, 10_000))
+    sim.external(sim.now, ev.JobDisabled())
+    outcome = sim.run(sim.now + 10 * SECOND)
+    assert outcome.largest_step <= DROP_BATCH + 1
+    assert [s[3] for s in outcome.skipped] == ["disabled"] * count
+    assert sim.record.state is JobState.DISABLED and sim.record.tick_at is None and not sim.record.dropping
 
 
 # --- caps --------------------------------------------------------------------------------
