@@ -74,16 +74,27 @@ def admit_run(record: JobRecord, run: Run, now: datetime, tuning: Tuning, inline
 
 
 # Under `buffer_all`, at most this many occurrences started by other jobs' triggers
-# wait at once; more are SKIPPED/overlap, so a storm of upstream successes cannot grow
-# a job's record (and its backlog) without bound. Every other overlap policy bounds
+# wait at once, and at most this many started by people (the API, the UI); more are
+# SKIPPED/overlap, so that a storm of upstream successes or of requests cannot grow a
+# job's record (and its backlog) without bound. Every other overlap policy bounds
 # them already (skip: none wait; buffer_one: one; allow: none beyond max_concurrent).
 MAX_TRIGGERED_WAITING = 100
 
 
 def _trigger_storm(record: JobRecord, occurrence: Occurrence, policy: JobPolicy) -> bool:
-    if policy.overlap is not Overlap.BUFFER_ALL or not occurrence.trigger.startswith(JOB_PREFIX):
+    if policy.overlap is not Overlap.BUFFER_ALL:
         return False
-    return waiting.count(record, lambda trigger: trigger.startswith(JOB_PREFIX)) >= MAX_TRIGGERED_WAITING
+    kind = _triggered_kind(occurrence.trigger)
+    if kind is None:
+        return False
+    return waiting.count(record, lambda trigger: _triggered_kind(trigger) == kind) >= MAX_TRIGGERED_WAITING
+
+
+def _triggered_kind(trigger: str) -> str | None:
+    """"job" for another job's trigger, "manual" for a person's, None for the schedule's."""
+    if trigger.startswith(JOB_PREFIX):
+        return "job"
+    return "manual" if trigger == Trigger.MANUAL else None
 
 
 def _kept_for_catchup(trigger: str, policy: JobPolicy) -> bool:

@@ -139,7 +139,7 @@ class JobRecord:
     active: tuple[ActiveInvocation, ...] = ()
     # What waits for the overlap policy to let it start, in two queues merged by
     # `Occurrence.behind` (statemachine/waiting.py): occurrences one by one (triggered
-    # ones, and a relative schedule's, at most one), and runs
+    # ones, whose number is capped, and a relative schedule's, at most one), and runs
     # of a clock-driven schedule's fire times, whose size does not depend on their length.
     buffered: tuple[Occurrence, ...] = ()
     runs: tuple[Run, ...] = ()

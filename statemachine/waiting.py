@@ -8,8 +8,8 @@ Two queues, in one order: the order they came in.
   same trigger, extends it; one after a gap (times recorded SKIPPED or started in
   between), or with the other trigger, opens a new run. Runs are capped (MAX_RUNS):
   an occurrence that would open one more is recorded SKIPPED/overlap.
-- `buffered`: occurrences one by one: other jobs' triggers (capped under
-  `buffer_all`, see invocations.MAX_TRIGGERED_WAITING), a person's, a relative schedule's
+- `buffered`: occurrences one by one: a person's and other jobs' triggers (capped
+  under `buffer_all`, see invocations.MAX_TRIGGERED_WAITING), a relative schedule's
   (at most one waits: its next tick is armed once the job is idle), and those of
   records written before runs existed. Each notes how far the runs reached when it
   came (`behind`): run times up to there start before it, later ones after it.

@@ -9,6 +9,7 @@ import pytest
 
 from statemachine import actions as act
 from statemachine import events as ev
+from statemachine.invocations import MAX_TRIGGERED_WAITING
 from statemachine.policy import Catchup, Overlap
 from statemachine.record import JobState, record_from_dict, record_to_dict
 from statemachine.waiting import DROP_BATCH, MAX_RUNS, peek
@@ -136,6 +137,19 @@ def test_a_disable_with_5000_waiting_records_them_skipped_a_batch_per_step():
 
 
 # --- caps --------------------------------------------------------------------------------
+
+
+def test_past_max_triggered_waiting_a_persons_trigger_is_skipped_under_buffer_all():
+    job = Scenario()
+    job.enable("10:00", schedule_text="triggered", overlap=Overlap.BUFFER_ALL)
+    for index in range(MAX_TRIGGERED_WAITING + 1):
+        job.step(ev.ManualTrigger(f"req-{index}"), "10:01")
+    assert len(peek(job.record, 1000)) == MAX_TRIGGERED_WAITING
+    actions = job.step(ev.ManualTrigger("one-more"), "10:02")
+    assert actions == [act.RecordSkipped(manual_id(clock("10:02"), "one-more"), clock("10:02"), "manual", "overlap")]
+    # Another job's trigger has a cap of its own: it still waits.
+    job.step(ev.ManualTrigger("src", "job:upstream", clock("10:02")), "10:02")
+    assert len(peek(job.record, 1000)) == MAX_TRIGGERED_WAITING + 1
 
 
 def test_past_max_runs_an_occurrence_after_a_gap_is_skipped_for_overlap():
