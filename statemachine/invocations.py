@@ -67,7 +67,9 @@ def admit_run(record: JobRecord, run: Run, now: datetime, tuning: Tuning, inline
     if policy.overlap is Overlap.BUFFER_ALL or _kept_for_catchup(run.trigger, policy):
         record, queued = waiting.push_run(record, rest)
         return record, actions + queued
-    for moment in rest.times():  # none of them waits: at most the newest, under buffer_one
+    # Only `catchup: all` admits a run (its caught-up times), and they all wait; were a run
+    # of others admitted, each would be admitted alone (under buffer_one the newest waits).
+    for moment in rest.times():
         record, admitted = admit(record, waiting.occurrence(record, moment, run.trigger), now, tuning, inline)
         actions += admitted
     return record, actions

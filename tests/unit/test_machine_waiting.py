@@ -13,7 +13,7 @@ from statemachine.invocations import MAX_TRIGGERED_WAITING
 from statemachine.policy import Catchup, Overlap
 from statemachine.record import JobState, record_from_dict, record_to_dict
 from statemachine.waiting import DROP_BATCH, MAX_RUNS, peek
-from tests.unit.machine_helpers import Scenario, clock, manual_id, occurrence_id, policy, started
+from tests.unit.machine_helpers import Scenario, clock, manual_id, occurrence_id, policy, skipped, started
 from tests.unit.waiting_scenarios import GOLDEN, HOURS, SCENARIOS, START, make_policy, run, scheduled, summary
 from tests.unit.waiting_sim import Simulation, iso
 
@@ -150,6 +150,18 @@ def test_past_max_triggered_waiting_a_persons_trigger_is_skipped_under_buffer_al
     # Another job's trigger has a cap of its own: it still waits.
     job.step(ev.ManualTrigger("src", "job:upstream", clock("10:02")), "10:02")
     assert len(peek(job.record, 1000)) == MAX_TRIGGERED_WAITING + 1
+
+
+def test_a_time_recorded_missed_between_waiting_ones_is_never_delivered():
+    job = Scenario()
+    job.enable("10:00:30", schedule_text="every 1m", overlap=Overlap.BUFFER_ALL, catchup=Catchup.NONE)
+    job.tick("10:01")  # runs from here on
+    job.tick("10:02")  # waits
+    assert skipped(clock("10:03"), "missed", "catchup") in job.tick("10:04:10")  # 10:04 waits
+    assert [o.scheduled_time for o in peek(job.record, 10)] == [clock("10:02"), clock("10:04")]
+    assert job.run_through(occurrence_id(clock("10:01")), "10:05")[1:] == started(clock("10:02"), clock("10:05"))
+    assert job.run_through(occurrence_id(clock("10:02")), "10:05")[1:] == started(clock("10:04"), clock("10:05"))
+    assert job.run_through(occurrence_id(clock("10:04")), "10:05")[1:] == []
 
 
 def test_past_max_runs_an_occurrence_after_a_gap_is_skipped_for_overlap():
