@@ -67,7 +67,7 @@ def push_run(record: JobRecord, run: Run) -> Result:
             return evolve(record, runs=record.runs[:-1] + (joined,)), []
     if len(record.runs) < MAX_RUNS:
         return evolve(record, runs=record.runs + (run,)), []
-    return drop_run(record, run, SkipReason.OVERLAP)
+    return drop_runs(record, [run], SkipReason.OVERLAP)
 
 
 def pop(record: JobRecord) -> tuple[JobRecord, Occurrence]:
@@ -120,34 +120,35 @@ def drop_unless(record: JobRecord, kept: Callable[[str], bool], reason: str) -> 
     runs = [run for run in record.runs if not kept(run.trigger)]
     record = evolve(record, buffered=tuple(w for w in record.buffered if kept(w.trigger)),
                     runs=tuple(run for run in record.runs if kept(run.trigger)))
-    actions: list[act.Action] = [act.RecordSkipped.of(waiting, reason) for waiting in dropped]
-    for run in runs:
-        record, skipped = drop_run(record, run, reason)
-        actions += skipped
-    return record, actions
+    record, skipped = drop_runs(record, runs, reason)
+    return record, [act.RecordSkipped.of(waiting, reason) for waiting in dropped] + skipped
 
 
-def drop_run(record: JobRecord, run: Run, reason: str) -> Result:
-    """The run's occurrences are recorded SKIPPED: a batch now, the rest by later ticks."""
-    times = list(run.times(DROP_BATCH))
-    actions: list[act.Action] = [act.RecordSkipped.of(occurrence(record, t, run.trigger), reason) for t in times]
-    rest = run.without_through(times[-1]) if len(times) == DROP_BATCH else None
-    if rest is not None:
-        record = evolve(record, dropping=record.dropping + ((reason, rest),))
-    return record, actions
+def drop_runs(record: JobRecord, runs: list[Run], reason: str) -> Result:
+    """The runs' occurrences are recorded SKIPPED: DROP_BATCH of them now, the rest by later ticks."""
+    actions, rest = _record_some(record, [(reason, run) for run in runs])
+    return evolve(record, dropping=record.dropping + rest), actions
 
 
 def record_dropped(record: JobRecord) -> Result:
     """Record the next batch of the dropped occurrences SKIPPED."""
+    actions, rest = _record_some(record, list(record.dropping))
+    return evolve(record, dropping=rest), actions
+
+
+Dropped = tuple[str, Run]  # (reason, run): occurrences to record SKIPPED with that reason
+
+
+def _record_some(record: JobRecord, queue: list[Dropped]) -> tuple[list[act.Action], tuple[Dropped, ...]]:
+    """SKIPPED rows for up to DROP_BATCH occurrences from the head of `queue`, and what is left of it."""
     actions: list[act.Action] = []
-    dropping = list(record.dropping)
-    while dropping and len(actions) < DROP_BATCH:
-        reason, run = dropping[0]
+    while queue and len(actions) < DROP_BATCH:
+        reason, run = queue[0]
         times = list(run.times(DROP_BATCH - len(actions)))
         actions += [act.RecordSkipped.of(occurrence(record, t, run.trigger), reason) for t in times]
         rest = run.without_through(times[-1]) if times else None
         if rest is None:
-            dropping.pop(0)
+            queue.pop(0)
         else:
-            dropping[0] = (reason, rest)
-    return evolve(record, dropping=tuple(dropping)), actions
+            queue[0] = (reason, rest)
+    return actions, tuple(queue)

@@ -3,6 +3,7 @@ order, with its own time, trigger and id, by a job record whose size does not gr
 with how many wait."""
 
 import json
+from collections import Counter
 from datetime import datetime, timedelta
 
 import pytest
@@ -134,6 +135,21 @@ def test_a_disable_with_5000_waiting_records_them_skipped_a_batch_per_step():
     assert outcome.largest_step <= DROP_BATCH + 1
     assert [s[3] for s in outcome.skipped] == ["disabled"] * count
     assert sim.record.state is JobState.DISABLED and sim.record.tick_at is None and not sim.record.dropping
+
+
+def test_turning_to_buffer_one_with_5000_waiting_records_them_skipped_a_batch_per_step():
+    """A newer occurrence replaces what waits under buffer_one: after a switch from buffer_all
+    that is thousands of SKIPPED/overlap rows, written a batch per step."""
+    sim = _every_second_busy()
+    sim.run(START + 5001 * SECOND)
+    later = make_policy(schedule_text="* * * * * ?", overlap=Overlap.BUFFER_ONE, timeout=3 * HOURS,
+                        attempt_timeout=2 * HOURS, revision="r2")
+    sim.external(sim.now, ev.ScheduleChanged(later))
+    outcome = sim.run(sim.now + 30 * SECOND)
+    assert outcome.largest_step <= DROP_BATCH + 1
+    assert Counter(reason for *_, reason in outcome.skipped) == {"overlap": 4999}  # 10:00:32 started first
+    assert len({s[0] for s in outcome.skipped}) == 4999
+    assert not sim.record.dropping and sim.record.tick_at is not None
 
 
 # --- caps --------------------------------------------------------------------------------
