@@ -11,9 +11,11 @@ from datetime import datetime
 
 from statemachine import actions as act
 from statemachine import events as ev
+from statemachine import waiting
 from statemachine.pausing import count_outcome
 from statemachine.policy import Catchup, JobPolicy, Overlap, Tuning, compute_backoff, fanout_offsets
 from statemachine.record import ActiveInvocation, JobRecord, Occurrence, evolve
+from statemachine.runs import Run
 from statemachine.vocabulary import JOB_PREFIX, InvocationStatus, SkipReason, Trigger
 
 SUCCEEDED, FAILED = InvocationStatus.SUCCEEDED, InvocationStatus.FAILED
@@ -25,7 +27,7 @@ Result = tuple[JobRecord, list[act.Action]]
 def admit(
     record: JobRecord, occurrence: Occurrence, now: datetime, tuning: Tuning, inline: bool = False
 ) -> Result:
-    """Start an occurrence, buffer it, or skip it, as the overlap policy says.
+    """Start an occurrence, let it wait, or skip it, as the overlap policy says.
 
     `inline`: the caller will deliver right after its commit (see `start`).
     """
@@ -36,33 +38,69 @@ def admit(
         return record, [act.RecordSkipped.of(occurrence, SkipReason.OVERLAP)]
     # A caught-up occurrence under `catchup: all` is never dropped for overlap:
     # the policy promises each one is delivered, so they wait their turn.
-    if policy.overlap is Overlap.BUFFER_ALL or _kept_for_catchup(occurrence, policy):
-        return evolve(record, buffered=record.buffered + (occurrence,)), []
+    if policy.overlap is Overlap.BUFFER_ALL or _kept_for_catchup(occurrence.trigger, policy):
+        return waiting.push(record, occurrence, policy)
     if policy.overlap is Overlap.BUFFER_ONE:
         # The newest replaces what waits, except the caught-up ones promised above.
-        kept = tuple(o for o in record.buffered if _kept_for_catchup(o, policy))
-        dropped: list[act.Action] = [act.RecordSkipped.of(o, SkipReason.OVERLAP) for o in record.buffered
-                                     if not _kept_for_catchup(o, policy)]
-        return evolve(record, buffered=kept + (occurrence,)), dropped
+        record, dropped = waiting.drop_unless(record, lambda trigger: _kept_for_catchup(trigger, policy),
+                                              SkipReason.OVERLAP)
+        record, pushed = waiting.push(record, occurrence, policy)
+        return record, dropped + pushed
     return record, [act.RecordSkipped.of(occurrence, SkipReason.OVERLAP)]
 
 
+def admit_run(record: JobRecord, run: Run, now: datetime, tuning: Tuning, inline: bool = False) -> Result:
+    """Admit the run's occurrences, in order, as `admit` would one by one: start what the
+    overlap policy lets start, queue the rest as one run when they all wait."""
+    policy = record.live_policy
+    actions: list[act.Action] = []
+    rest: Run | None = run
+    while rest is not None and len(record.active) < policy.concurrency_limit():
+        first = rest.first()
+        if first is None:
+            break
+        rest = rest.without_through(first)
+        record, started = start(record, waiting.occurrence(record, first, run.trigger), now, tuning, inline)
+        actions += started
+    if rest is None:
+        return record, actions
+    if policy.overlap is Overlap.BUFFER_ALL or _kept_for_catchup(run.trigger, policy):
+        record, queued = waiting.push_run(record, rest)
+        return record, actions + queued
+    # Only `catchup: all` admits a run (its caught-up times), and they all wait; were a run
+    # of others admitted, each would be admitted alone (under buffer_one the newest waits).
+    for moment in rest.times():
+        record, admitted = admit(record, waiting.occurrence(record, moment, run.trigger), now, tuning, inline)
+        actions += admitted
+    return record, actions
+
+
 # Under `buffer_all`, at most this many occurrences started by other jobs' triggers
-# wait at once; more are SKIPPED/overlap, so a storm of upstream successes cannot grow
-# a job's record (and its backlog) without bound. Every other overlap policy bounds
+# wait at once, and at most this many started by people (the API, the UI); more are
+# SKIPPED/overlap, so that a storm of upstream successes or of requests cannot grow a
+# job's record (and its backlog) without bound. Every other overlap policy bounds
 # them already (skip: none wait; buffer_one: one; allow: none beyond max_concurrent).
 MAX_TRIGGERED_WAITING = 100
 
 
 def _trigger_storm(record: JobRecord, occurrence: Occurrence, policy: JobPolicy) -> bool:
-    if policy.overlap is not Overlap.BUFFER_ALL or not occurrence.trigger.startswith(JOB_PREFIX):
+    if policy.overlap is not Overlap.BUFFER_ALL:
         return False
-    waiting = sum(1 for o in record.buffered if o.trigger.startswith(JOB_PREFIX))
-    return waiting >= MAX_TRIGGERED_WAITING
+    kind = _triggered_kind(occurrence.trigger)
+    if kind is None:
+        return False
+    return waiting.count(record, lambda trigger: _triggered_kind(trigger) == kind) >= MAX_TRIGGERED_WAITING
 
 
-def _kept_for_catchup(occurrence: Occurrence, policy: JobPolicy) -> bool:
-    return occurrence.trigger == Trigger.CATCHUP and policy.catchup is Catchup.ALL
+def _triggered_kind(trigger: str) -> str | None:
+    """"job" for another job's trigger, "manual" for a person's, None for the schedule's."""
+    if trigger.startswith(JOB_PREFIX):
+        return "job"
+    return "manual" if trigger == Trigger.MANUAL else None
+
+
+def _kept_for_catchup(trigger: str, policy: JobPolicy) -> bool:
+    return trigger == Trigger.CATCHUP and policy.catchup is Catchup.ALL
 
 
 def start(
@@ -290,11 +328,11 @@ def finish(record: JobRecord, entry: ActiveInvocation, status: str, reason: str,
 
 
 def drain_buffer(record: JobRecord, now: datetime, tuning: Tuning) -> Result:
-    """Start buffered occurrences, in order, while the overlap policy allows."""
+    """Start waiting occurrences, in order, while the overlap policy allows."""
     actions: list[act.Action] = []
-    while record.buffered and len(record.active) < record.live_policy.concurrency_limit():
-        head, rest = record.buffered[0], record.buffered[1:]
-        record, started = start(evolve(record, buffered=rest), head, now, tuning)
+    while record.has_waiting and len(record.active) < record.live_policy.concurrency_limit():
+        record, head = waiting.pop(record)
+        record, started = start(record, head, now, tuning)
         actions += started
     return record, actions
 

@@ -7,7 +7,7 @@ clock, touches storage or draws a random number, so a step can be replayed.
 
 `JobState` is a projection of the record's flags, not a second source of truth:
 after every step `derive_state` computes it from `disabled`, `paused`, the
-`active` invocations (and whether one has started), `tick_at` and `buffered`.
+`active` invocations (and whether one has started), `tick_at` and what waits.
 It is stored with the record (and in the SQL `state` column) only so that it can
 be shown and queried without the machine; `with_derived_fields` keeps it in step.
 
@@ -38,6 +38,7 @@ from statemachine.record import JobRecord, JobState, Occurrence, evolve
 from statemachine.schedule import IntervalSchedule, is_clock_driven
 from statemachine.ticks import after_invocations, arm, arm_next, on_tick, settle_backlog
 from statemachine.vocabulary import SkipReason, Trigger
+from statemachine.waiting import stop_waiting
 
 
 class InvalidTransition(SundialError):
@@ -105,7 +106,7 @@ def derive_state(record: JobRecord) -> JobState:
         return JobState.RUNNING
     if record.active:
         return JobState.QUEUED
-    if record.tick_at is None and not record.buffered and is_clock_driven(record.live_policy.schedule):
+    if record.tick_at is None and not record.has_waiting and is_clock_driven(record.live_policy.schedule):
         return JobState.DONE
     return JobState.SCHEDULED
 
@@ -171,9 +172,7 @@ def _on_policy_while_disabled(record: JobRecord, event: ev.ScheduleChanged, now:
 
 def _on_disabled(record: JobRecord, event: ev.JobDisabled, now: datetime, tuning: Tuning) -> Result:
     """Stop new occurrences; running invocations finish on their own."""
-    dropped: list[act.Action] = [act.RecordSkipped.of(o, SkipReason.DISABLED) for o in record.buffered]
-    record, _ = arm(evolve(record, disabled=True, buffered=()), None)
-    return record, dropped
+    return stop_waiting(evolve(record, disabled=True), SkipReason.DISABLED, now)
 
 
 # --- operator actions ----------------------------------------------------------------
@@ -300,8 +299,7 @@ def _table() -> dict[JobState, dict[type, Entry]]:
         S.QUEUED: common,
         S.RUNNING: common,
         S.PAUSED: {
-            **common,
-            ev.TickArrived: IGNORE,
+            **common,  # a tick comes only to record occurrences that stopped waiting (ticks.on_tick)
             ev.ManualTrigger: _trigger_while_stopped(SkipReason.PAUSED),
             ev.Resumed: _on_resumed,
         },
@@ -310,7 +308,6 @@ def _table() -> dict[JobState, dict[type, Entry]]:
             ev.JobEnabled: _on_enabled,
             ev.JobDisabled: IGNORE,
             ev.ScheduleChanged: _on_policy_while_disabled,
-            ev.TickArrived: IGNORE,
             ev.ManualTrigger: _trigger_while_stopped(SkipReason.DISABLED),
             ev.Paused: disabled_refusal,
             ev.Resumed: disabled_refusal,
@@ -358,14 +355,14 @@ def _next_states() -> dict[JobState, dict[type, JobState | _Ignore | type[Invali
         S.PAUSED: {
             # The invocation in flight finishes on its own: resumed, the job is RUNNING.
             E.JobEnabled: S.PAUSED, E.JobDisabled: S.DISABLED, E.ScheduleChanged: S.PAUSED,
-            E.TickArrived: IGNORE, E.InvocationStarting: S.PAUSED, E.InvocationStarted: S.PAUSED,
+            E.TickArrived: S.PAUSED, E.InvocationStarting: S.PAUSED, E.InvocationStarted: S.PAUSED,
             E.InvocationFinished: S.PAUSED, E.InvocationSettled: S.PAUSED,
             E.ManualTrigger: REFUSED, E.Paused: S.PAUSED,
             E.Resumed: S.RUNNING, E.Aborted: S.PAUSED, E.WatchdogFired: S.PAUSED,
         },
         S.DISABLED: {
             E.JobEnabled: S.RUNNING, E.JobDisabled: IGNORE, E.ScheduleChanged: S.DISABLED,
-            E.TickArrived: IGNORE, E.InvocationStarting: S.DISABLED, E.InvocationStarted: S.DISABLED,
+            E.TickArrived: S.DISABLED, E.InvocationStarting: S.DISABLED, E.InvocationStarted: S.DISABLED,
             E.InvocationFinished: S.DISABLED, E.InvocationSettled: S.DISABLED,
             E.ManualTrigger: REFUSED, E.Paused: REFUSED,
             E.Resumed: REFUSED, E.Aborted: S.DISABLED, E.WatchdogFired: S.DISABLED,

@@ -10,10 +10,12 @@ from datetime import datetime
 from statemachine import actions as act
 from statemachine.record import JobRecord, evolve
 from statemachine.vocabulary import InvocationStatus, SkipReason
+from statemachine.waiting import stop_waiting
 
 
 def pause(record: JobRecord, reason: str, now: datetime) -> tuple[JobRecord, list[act.Action]]:
-    """Stop new occurrences: drop what waits in the buffer (SKIPPED/paused) and the tick.
+    """Stop new occurrences: drop what waits (SKIPPED/paused) and the tick (one stays
+    only while the dropped ones are being recorded, see waiting.stop_waiting).
 
     Pausing a paused job only updates the reason. Invocations in flight finish on
     their own; events not yet started end when their start task comes (see
@@ -21,11 +23,8 @@ def pause(record: JobRecord, reason: str, now: datetime) -> tuple[JobRecord, lis
     """
     if record.paused:
         return evolve(record, pause_reason=reason), []
-    dropped: list[act.Action] = [act.RecordSkipped.of(o, SkipReason.PAUSED) for o in record.buffered]
-    record = evolve(
-        record, paused=True, pause_reason=reason, paused_at=now, buffered=(), tick_at=None, tick_nonce=None
-    )
-    return record, dropped
+    record = evolve(record, paused=True, pause_reason=reason, paused_at=now)
+    return stop_waiting(record, SkipReason.PAUSED, now)
 
 
 def count_outcome(record: JobRecord, status: str, reason: str, now: datetime) -> tuple[JobRecord, list[act.Action]]:

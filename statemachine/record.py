@@ -20,6 +20,7 @@ from statemachine.policy import (
     Overlap,
     RetryPolicy,
 )
+from statemachine.runs import Run
 
 # 2: a fan-out invocation's events live in rows of their own (statemachine/fanout.py);
 # a version 1 record reads as version 2 whose active entries keep their events inline.
@@ -63,11 +64,15 @@ class JobState(str, Enum):
 
 @dataclass(frozen=True)
 class Occurrence:
-    """An occurrence waiting in the overlap buffer."""
+    """An occurrence; in `JobRecord.buffered`, one that waits."""
 
     invocation_id: str
     scheduled_time: datetime
     trigger: str
+    # In the buffer: the fire times waiting in `runs` up to this instant start before
+    # it (they came first). None: it starts before every run (so do those of records
+    # written before runs existed, which were all in `buffered`).
+    behind: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,15 @@ class JobRecord:
     # recorded SKIPPED/paused as the following ticks come to them.
     paused_through: datetime | None = None
     active: tuple[ActiveInvocation, ...] = ()
+    # What waits for the overlap policy to let it start, in two queues merged by
+    # `Occurrence.behind` (statemachine/waiting.py): occurrences one by one (triggered
+    # ones, whose number is capped, and a relative schedule's, at most one), and runs
+    # of a clock-driven schedule's fire times, whose size does not depend on their length.
     buffered: tuple[Occurrence, ...] = ()
+    runs: tuple[Run, ...] = ()
+    # No longer waiting: (reason, run) to record SKIPPED with that reason, one batch
+    # per tick, so that no commit writes an unbounded number of rows.
+    dropping: tuple[tuple[str, Run], ...] = ()
     watchdog_at: datetime | None = None
     consecutive_failures: int = 0
     last_finished_at: datetime | None = None
@@ -151,6 +164,10 @@ class JobRecord:
         if self.policy is None:
             raise ValueError(f"job {self.project}/{self.job_id} has no policy yet")
         return self.policy
+
+    @property
+    def has_waiting(self) -> bool:
+        return bool(self.buffered or self.runs)
 
     def find_active(self, invocation_id: str) -> ActiveInvocation | None:
         for entry in self.active:
@@ -308,6 +325,26 @@ def _active_from_dict(data: Data) -> ActiveInvocation:
     )
 
 
+def _occurrence_to_list(occurrence: Occurrence) -> list[Any]:
+    kept = [occurrence.invocation_id, _time(occurrence.scheduled_time), occurrence.trigger]
+    return kept if occurrence.behind is None else [*kept, _time(occurrence.behind)]
+
+
+def _occurrence_from_list(data: list[Any]) -> Occurrence:
+    behind = _parse_time(data[3]) if len(data) > 3 else None
+    return Occurrence(data[0], _required_time(data[1]), data[2], behind)
+
+
+def _run_to_list(run: Run) -> list[Any]:
+    kept = [_time(run.after), _time(run.through), run.trigger, run.schedule_text, run.timezone]
+    return kept if run.at is None else [*kept, [_time(t) for t in run.at]]
+
+
+def _run_from_list(data: list[Any]) -> Run:
+    at = tuple(_required_time(t) for t in data[5]) if len(data) > 5 else None
+    return Run(_required_time(data[0]), _required_time(data[1]), data[2], data[3], data[4], at)
+
+
 def record_to_dict(record: JobRecord) -> Data:
     """A JSON-ready dict of the record; `record_from_dict` is its inverse."""
     return {
@@ -327,9 +364,9 @@ def record_to_dict(record: JobRecord) -> Data:
         "scheduled_until": _time(record.scheduled_until),
         "paused_through": _time(record.paused_through),
         "active": [_active_to_dict(e) for e in record.active],
-        "buffered": [
-            [o.invocation_id, _time(o.scheduled_time), o.trigger] for o in record.buffered
-        ],
+        "buffered": [_occurrence_to_list(o) for o in record.buffered],
+        "runs": [_run_to_list(r) for r in record.runs],
+        "dropping": [[reason, *_run_to_list(r)] for reason, r in record.dropping],
         "watchdog_at": _time(record.watchdog_at),
         "consecutive_failures": record.consecutive_failures,
         "last_finished_at": _time(record.last_finished_at),
@@ -355,9 +392,10 @@ def record_from_dict(data: Data) -> JobRecord:
         scheduled_until=_parse_time(data["scheduled_until"]),
         paused_through=_parse_time(data.get("paused_through")),
         active=tuple(_active_from_dict(e) for e in data["active"]),
-        buffered=tuple(
-            Occurrence(i, _required_time(t), trigger) for i, t, trigger in data["buffered"]
-        ),
+        buffered=tuple(_occurrence_from_list(o) for o in data["buffered"]),
+        # Records written before runs existed have neither key: what waits is all in `buffered`.
+        runs=tuple(_run_from_list(r) for r in data.get("runs", ())),
+        dropping=tuple((r[0], _run_from_list(r[1:])) for r in data.get("dropping", ())),
         watchdog_at=_parse_time(data["watchdog_at"]),
         consecutive_failures=data["consecutive_failures"],
         last_finished_at=_parse_time(data["last_finished_at"]),

@@ -1,50 +1,43 @@
 """The tick half of the machine: arming a job's next tick, and handling the fire times
 a tick finds due.
 
-A tick is named by a nonce, `f"{generation}.{counter}"`: arming a new tick makes every
-older one stale, and a stale tick changes nothing when it comes (ticks cannot be
-unscheduled and may come more than once, as in LUCI's cron machine). Every function
+A tick is named by a nonce (statemachine/chain.py). A tick also records, a batch at a
+time, the occurrences that stopped waiting (`JobRecord.dropping`): while any are left,
+the job's next tick is armed for now, even when it is paused or disabled. Every function
 takes a record and returns (record, actions); none looks at anything but its arguments.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from statemachine import actions as act
 from statemachine import events as ev
-from statemachine import ids
 from statemachine import invocations as inv
+from statemachine import runs, waiting
 from statemachine.catchup import DuePlan, plan_due
+from statemachine.chain import arm
 from statemachine.invocations import Result
 from statemachine.policy import Tuning, exponential_step
-from statemachine.record import JobRecord, Occurrence, evolve
+from statemachine.record import JobRecord, evolve
 from statemachine.schedule import IntervalSchedule, is_clock_driven, next_fire
 from statemachine.vocabulary import SkipReason, Trigger
+
+__all__ = ["after_invocations", "arm", "arm_next", "on_tick", "settle_backlog"]
 
 _MILLISECOND = timedelta(milliseconds=1)
 
 
-def arm(record: JobRecord, at: datetime | None, **changes: Any) -> Result:
-    """Point the record at a new tick (fresh nonce), or at none; `changes` are
-    other fields to set in the same copy."""
-    if at is None:
-        return evolve(record, tick_at=None, tick_nonce=None, **changes), []
-    counter = record.nonce_counter + 1
-    nonce = f"{record.generation}.{counter}"
-    record = evolve(record, nonce_counter=counter, tick_at=at, tick_nonce=nonce, **changes)
-    return record, [act.ScheduleTick(at, nonce)]
-
-
 def arm_next(record: JobRecord, now: datetime) -> Result:
     """Arm the tick that follows what the record has handled so far."""
+    if record.dropping:
+        return arm(record, now)  # a tick records the next batch of them
     # Callers in every state come here (a new policy arrives while paused, too).
     if record.disabled or record.paused:
         return arm(record, None)
     schedule = record.live_policy.schedule
     if isinstance(schedule, IntervalSchedule):
-        if record.active or record.buffered:
+        if record.active or record.has_waiting:
             return arm(record, None)
         at = now + max(schedule.interval, _failure_backoff(record))
         if record.scheduled_until is not None and at <= record.scheduled_until:
@@ -79,16 +72,21 @@ def on_tick(record: JobRecord, event: ev.TickArrived, now: datetime, tuning: Tun
         return arm(record, tick_at)
     if early > tuning.accept_early:
         return record, [act.RetryLater(early)]
+    if record.dropping or record.paused or record.disabled:
+        # A tick for the dropped occurrences' rows (a stopped job has no other).
+        record, recorded = waiting.record_dropped(record)
+        record, armed = arm_next(record, now)
+        return record, armed + recorded
     horizon = max(now, tick_at)
     if isinstance(record.live_policy.schedule, IntervalSchedule):
         # A relative schedule arms its next tick when the invocation ends.
-        occurrence = _occurrence(record, tick_at, Trigger.SCHEDULE)
+        occurrence = waiting.occurrence(record, tick_at, Trigger.SCHEDULE)
         record, actions = arm(record, None, scheduled_until=horizon)
         record, started = inv.admit(record, occurrence, now, tuning, inline=True)
-        return record, actions + started
+        return after_invocations(record, now, actions + started)
     record, handled, plan = _handle_due(record, horizon, now, tuning)
     next_at: datetime | None
-    if plan.more:
+    if plan.more or record.dropping:
         next_at = now  # a long backlog continues in the next transaction
     elif plan.following is not None:
         next_at = plan.following
@@ -116,19 +114,19 @@ def _handle_due(record: JobRecord, horizon: datetime, now: datetime, tuning: Tun
         paused_through = None
     record = evolve(record, scheduled_until=plan.handled_until, paused_through=paused_through)
     actions: list[act.Action] = [
-        act.RecordSkipped.of(_occurrence(record, t, Trigger.SCHEDULE), SkipReason.PAUSED) for t in plan.paused]
-    actions += [act.RecordSkipped.of(_occurrence(record, t, Trigger.CATCHUP), SkipReason.MISSED)
+        act.RecordSkipped.of(waiting.occurrence(record, t, Trigger.SCHEDULE), SkipReason.PAUSED)
+        for t in plan.paused]
+    actions += [act.RecordSkipped.of(waiting.occurrence(record, t, Trigger.CATCHUP), SkipReason.MISSED)
                 for t in plan.missed]
+    caught = None if plan.caught is None else runs.of_policy(record.live_policy, *plan.caught, Trigger.CATCHUP)
+    if caught is not None:
+        record, started = inv.admit_run(record, caught, now, tuning, inline)
+        actions += started
     for scheduled_time, trigger in plan.deliver:
-        occurrence = _occurrence(record, scheduled_time, trigger)
+        occurrence = waiting.occurrence(record, scheduled_time, trigger)
         record, started = inv.admit(record, occurrence, now, tuning, inline)
         actions += started
     return record, actions, plan
-
-
-def _occurrence(record: JobRecord, scheduled_time: datetime, trigger: str) -> Occurrence:
-    invocation = ids.invocation_id(record.project, record.job_id, scheduled_time, ids.OCCURRENCE)
-    return Occurrence(invocation, scheduled_time, trigger)
 
 
 _BACKLOG_BATCHES = 50
@@ -154,13 +152,17 @@ def settle_backlog(record: JobRecord, now: datetime, tuning: Tuning) -> Result:
 
 
 def after_invocations(record: JobRecord, now: datetime, actions: list[act.Action]) -> Result:
-    """A relative schedule's next tick counts from the end of its last invocation."""
+    """A relative schedule's next tick counts from the end of its last invocation; occurrences
+    that stopped waiting (under `buffer_one`, or past the caps) want a tick now for their rows."""
+    if record.dropping and (record.tick_at is None or record.tick_at > now):
+        record, armed = arm(record, now)
+        return record, actions + armed
     if (
         record.policy is not None
         and isinstance(record.live_policy.schedule, IntervalSchedule)
         and record.tick_at is None
         and not record.active
-        and not record.buffered
+        and not record.has_waiting
     ):
         record, armed = arm_next(record, now)
         actions = actions + armed

@@ -11,6 +11,7 @@ from statemachine.durations import UTC
 from statemachine.notification import NotificationState
 from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
 from statemachine.record import ActiveInvocation, JobRecord, JobState, Occurrence
+from statemachine.runs import Run
 from statemachine.vocabulary import NotificationStatus
 
 T0 = datetime(2026, 1, 5, 10, 0, 0, 123456, tzinfo=UTC)
@@ -35,12 +36,14 @@ def record(project: str = "proj", job_id: str = "job", watchdog_at: datetime | N
         failure_reason="http 500", started_at=T0 + timedelta(seconds=1), expect_by=T0 + timedelta(seconds=40),
     )
     buffered = Occurrence(ids.invocation_id(project, job_id, T0 + timedelta(minutes=5), ids.OCCURRENCE),
-                          T0 + timedelta(minutes=5), "catchup")
+                          T0 + timedelta(minutes=5), "manual", behind=T0 + timedelta(minutes=4))
+    run = Run(T0 - timedelta(days=30), T0 + timedelta(minutes=4), "catchup", "*/5 * * * *", "Europe/Berlin")
+    at_run = Run(T0, T0 + timedelta(days=1), "schedule", "", "UTC", at=(T0 + timedelta(days=1),))
     return JobRecord(
         project=project, job_id=job_id, state=JobState.RUNNING, policy=policy(), disabled=False,
         paused=False, pause_reason="was paused", paused_at=T0 - timedelta(hours=1), generation=3,
         nonce_counter=9, tick_at=T0 + timedelta(minutes=5), tick_nonce="3-9", scheduled_until=T0,
-        active=(active,), buffered=(buffered,), watchdog_at=watchdog_at,
+        active=(active,), buffered=(buffered,), runs=(run,), dropping=(("paused", at_run),), watchdog_at=watchdog_at,
         consecutive_failures=2, last_finished_at=T0 - timedelta(minutes=5),
     )
 
