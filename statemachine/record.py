@@ -7,20 +7,13 @@ The shell stores a record as `record_to_dict(record)` and loads it with
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import Enum
-from functools import lru_cache
 from typing import Any, TypeVar
 
-from statemachine.durations import UTC, parse_instant
-from statemachine.policy import (
-    Catchup,
-    FanoutPolicy,
-    JobPolicy,
-    Overlap,
-    RetryPolicy,
-)
+from statemachine.policy import JobPolicy
 from statemachine.runs import Run
+from statemachine.stored_form import parse_stored_time, policy_from_dict, policy_to_dict, required_time, stored_time
 
 # 2: a fan-out invocation's events live in rows of their own (statemachine/fanout.py);
 # a version 1 record reads as version 2 whose active entries keep their events inline.
@@ -102,6 +95,9 @@ class ActiveInvocation:
     # re-issues start tasks past it. None while nothing is waiting to start.
     expect_by: datetime | None = None
     events_in_rows: bool = False
+    # The nonce of the tick whose step delivered its attempt inline: a queue's retry
+    # of that tick task redelivers the attempt (invocations.redeliver_inline).
+    started_by: str = ""
 
     @property
     def all_events_mask(self) -> int:
@@ -193,95 +189,23 @@ def new_record(project: str, job_id: str) -> JobRecord:
 
 # --- serialization -------------------------------------------------------------
 
-def _time(value: datetime | None) -> str | None:
-    return None if value is None else _utc_text(value)
-
-
-@lru_cache(maxsize=4096)  # equal instants in any zone give the same text, so one entry serves them all
-def _utc_text(value: datetime) -> str:
-    # Microseconds, not the millis of the API: a stored instant must compare
-    # exactly as it did before it was stored.
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _parse_time(value: str | None) -> datetime | None:
-    return None if value is None else parse_instant(value)
-
-
-def _required_time(value: str) -> datetime:
-    return parse_instant(value)
-
-
-def _millis(value: timedelta) -> int:
-    return round(value.total_seconds() * 1000)
-
-
-def policy_to_dict(policy: JobPolicy) -> Data:
-    return {
-        "schedule": policy.schedule_text,
-        "timezone": policy.timezone,
-        "at": [_time(t) for t in policy.at],
-        "overlap": policy.overlap.value,
-        "max_concurrent": policy.max_concurrent,
-        "catchup": policy.catchup.value,
-        "catchup_window_ms": _millis(policy.catchup_window),
-        "timeout_ms": _millis(policy.timeout),
-        "attempt_timeout_ms": _millis(policy.attempt_timeout),
-        "retry": [
-            policy.retry.max_attempts,
-            _millis(policy.retry.min_backoff),
-            _millis(policy.retry.max_backoff),
-        ],
-        "fanout": [policy.fanout.count, _millis(policy.fanout.spread)],
-        "triggers": list(policy.triggers),
-        "throttle": policy.throttle,
-        "pause_after_failures": policy.pause_after_failures,
-        "notify_failures": policy.notify_failures,
-        "revision": policy.revision,
-    }
-
-
-def policy_from_dict(data: Data) -> JobPolicy:
-    attempts, min_backoff, max_backoff = data["retry"]
-    count, spread = data["fanout"]
-    return JobPolicy(
-        schedule_text=data["schedule"],
-        timezone=data["timezone"],
-        at=tuple(_required_time(t) for t in data["at"]),
-        overlap=Overlap(data["overlap"]),
-        max_concurrent=data["max_concurrent"],
-        catchup=Catchup(data["catchup"]),
-        catchup_window=timedelta(milliseconds=data["catchup_window_ms"]),
-        timeout=timedelta(milliseconds=data["timeout_ms"]),
-        attempt_timeout=timedelta(milliseconds=data["attempt_timeout_ms"]),
-        retry=RetryPolicy(attempts, timedelta(milliseconds=min_backoff), timedelta(milliseconds=max_backoff)),
-        fanout=FanoutPolicy(count, timedelta(milliseconds=spread)),
-        triggers=tuple(data["triggers"]),
-        # Records written before these fields existed read as "not set".
-        throttle=data.get("throttle", ""),
-        pause_after_failures=data.get("pause_after_failures", 0),
-        notify_failures=data.get("notify_failures", False),
-        revision=data["revision"],
-    )
-
-
 def _active_to_dict(entry: ActiveInvocation) -> Data:
     if entry.events_in_rows:
         return {
             "id": entry.invocation_id,
-            "scheduled_time": _time(entry.scheduled_time),
+            "scheduled_time": stored_time(entry.scheduled_time),
             "trigger": entry.trigger,
-            "deadline": _time(entry.deadline),
+            "deadline": stored_time(entry.deadline),
             "event_count": entry.event_count,
             "events_in_rows": True,
-            "started_at": _time(entry.started_at),
-            "expect_by": _time(entry.expect_by),
+            "started_at": stored_time(entry.started_at),
+            "expect_by": stored_time(entry.expect_by),
         }
     return {
         "id": entry.invocation_id,
-        "scheduled_time": _time(entry.scheduled_time),
+        "scheduled_time": stored_time(entry.scheduled_time),
         "trigger": entry.trigger,
-        "deadline": _time(entry.deadline),
+        "deadline": stored_time(entry.deadline),
         "event_count": entry.event_count,
         "attempts": list(entry.attempts),
         # Masks as hex strings: JSON numbers lose precision past 2**53.
@@ -290,8 +214,9 @@ def _active_to_dict(entry: ActiveInvocation) -> Data:
         "done": format(entry.done_mask, "x"),
         "failed": format(entry.failed_mask, "x"),
         "failure_reason": entry.failure_reason,
-        "started_at": _time(entry.started_at),
-        "expect_by": _time(entry.expect_by),
+        "started_at": stored_time(entry.started_at),
+        "expect_by": stored_time(entry.expect_by),
+        "started_by": entry.started_by,
     }
 
 
@@ -299,20 +224,20 @@ def _active_from_dict(data: Data) -> ActiveInvocation:
     if data.get("events_in_rows"):
         return ActiveInvocation(
             invocation_id=data["id"],
-            scheduled_time=_required_time(data["scheduled_time"]),
+            scheduled_time=required_time(data["scheduled_time"]),
             trigger=data["trigger"],
-            deadline=_required_time(data["deadline"]),
+            deadline=required_time(data["deadline"]),
             event_count=data["event_count"],
             attempts=(),
-            started_at=_parse_time(data["started_at"]),
-            expect_by=_parse_time(data["expect_by"]),
+            started_at=parse_stored_time(data["started_at"]),
+            expect_by=parse_stored_time(data["expect_by"]),
             events_in_rows=True,
         )
     return ActiveInvocation(
         invocation_id=data["id"],
-        scheduled_time=_required_time(data["scheduled_time"]),
+        scheduled_time=required_time(data["scheduled_time"]),
         trigger=data["trigger"],
-        deadline=_required_time(data["deadline"]),
+        deadline=required_time(data["deadline"]),
         event_count=data["event_count"],
         attempts=tuple(data["attempts"]),
         started_mask=int(data["started"], 16),
@@ -320,29 +245,30 @@ def _active_from_dict(data: Data) -> ActiveInvocation:
         done_mask=int(data["done"], 16),
         failed_mask=int(data["failed"], 16),
         failure_reason=data["failure_reason"],
-        started_at=_parse_time(data["started_at"]),
-        expect_by=_parse_time(data["expect_by"]),
+        started_at=parse_stored_time(data["started_at"]),
+        expect_by=parse_stored_time(data["expect_by"]),
+        started_by=data.get("started_by", ""),
     )
 
 
 def _occurrence_to_list(occurrence: Occurrence) -> list[Any]:
-    kept = [occurrence.invocation_id, _time(occurrence.scheduled_time), occurrence.trigger]
-    return kept if occurrence.behind is None else [*kept, _time(occurrence.behind)]
+    kept = [occurrence.invocation_id, stored_time(occurrence.scheduled_time), occurrence.trigger]
+    return kept if occurrence.behind is None else [*kept, stored_time(occurrence.behind)]
 
 
 def _occurrence_from_list(data: list[Any]) -> Occurrence:
-    behind = _parse_time(data[3]) if len(data) > 3 else None
-    return Occurrence(data[0], _required_time(data[1]), data[2], behind)
+    behind = parse_stored_time(data[3]) if len(data) > 3 else None
+    return Occurrence(data[0], required_time(data[1]), data[2], behind)
 
 
 def _run_to_list(run: Run) -> list[Any]:
-    kept = [_time(run.after), _time(run.through), run.trigger, run.schedule_text, run.timezone]
-    return kept if run.at is None else [*kept, [_time(t) for t in run.at]]
+    kept = [stored_time(run.after), stored_time(run.through), run.trigger, run.schedule_text, run.timezone]
+    return kept if run.at is None else [*kept, [stored_time(t) for t in run.at]]
 
 
 def _run_from_list(data: list[Any]) -> Run:
-    at = tuple(_required_time(t) for t in data[5]) if len(data) > 5 else None
-    return Run(_required_time(data[0]), _required_time(data[1]), data[2], data[3], data[4], at)
+    at = tuple(required_time(t) for t in data[5]) if len(data) > 5 else None
+    return Run(required_time(data[0]), required_time(data[1]), data[2], data[3], data[4], at)
 
 
 def record_to_dict(record: JobRecord) -> Data:
@@ -356,20 +282,20 @@ def record_to_dict(record: JobRecord) -> Data:
         "disabled": record.disabled,
         "paused": record.paused,
         "pause_reason": record.pause_reason,
-        "paused_at": _time(record.paused_at),
+        "paused_at": stored_time(record.paused_at),
         "generation": record.generation,
         "nonce_counter": record.nonce_counter,
-        "tick_at": _time(record.tick_at),
+        "tick_at": stored_time(record.tick_at),
         "tick_nonce": record.tick_nonce,
-        "scheduled_until": _time(record.scheduled_until),
-        "paused_through": _time(record.paused_through),
+        "scheduled_until": stored_time(record.scheduled_until),
+        "paused_through": stored_time(record.paused_through),
         "active": [_active_to_dict(e) for e in record.active],
         "buffered": [_occurrence_to_list(o) for o in record.buffered],
         "runs": [_run_to_list(r) for r in record.runs],
         "dropping": [[reason, *_run_to_list(r)] for reason, r in record.dropping],
-        "watchdog_at": _time(record.watchdog_at),
+        "watchdog_at": stored_time(record.watchdog_at),
         "consecutive_failures": record.consecutive_failures,
-        "last_finished_at": _time(record.last_finished_at),
+        "last_finished_at": stored_time(record.last_finished_at),
     }
 
 
@@ -384,19 +310,19 @@ def record_from_dict(data: Data) -> JobRecord:
         disabled=data["disabled"],
         paused=data["paused"],
         pause_reason=data["pause_reason"],
-        paused_at=_parse_time(data["paused_at"]),
+        paused_at=parse_stored_time(data["paused_at"]),
         generation=data["generation"],
         nonce_counter=data["nonce_counter"],
-        tick_at=_parse_time(data["tick_at"]),
+        tick_at=parse_stored_time(data["tick_at"]),
         tick_nonce=data["tick_nonce"],
-        scheduled_until=_parse_time(data["scheduled_until"]),
-        paused_through=_parse_time(data.get("paused_through")),
+        scheduled_until=parse_stored_time(data["scheduled_until"]),
+        paused_through=parse_stored_time(data.get("paused_through")),
         active=tuple(_active_from_dict(e) for e in data["active"]),
         buffered=tuple(_occurrence_from_list(o) for o in data["buffered"]),
         # Records written before runs existed have neither key: what waits is all in `buffered`.
         runs=tuple(_run_from_list(r) for r in data.get("runs", ())),
         dropping=tuple((r[0], _run_from_list(r[1:])) for r in data.get("dropping", ())),
-        watchdog_at=_parse_time(data["watchdog_at"]),
+        watchdog_at=parse_stored_time(data["watchdog_at"]),
         consecutive_failures=data["consecutive_failures"],
-        last_finished_at=_parse_time(data["last_finished_at"]),
+        last_finished_at=parse_stored_time(data["last_finished_at"]),
     )

@@ -1,0 +1,85 @@
+"""The stored form of a job's policy and of instants, as the job record keeps them
+(statemachine/record.py's `record_to_dict` and `record_from_dict`)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from functools import lru_cache
+from typing import Any
+
+from statemachine.durations import UTC, parse_instant
+from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
+
+Data = dict[str, Any]  # a JSON-ready dict, as stored
+
+
+def stored_time(value: datetime | None) -> str | None:
+    return None if value is None else _utc_text(value)
+
+
+@lru_cache(maxsize=4096)  # equal instants in any zone give the same text, so one entry serves them all
+def _utc_text(value: datetime) -> str:
+    # Microseconds, not the millis of the API: a stored instant must compare
+    # exactly as it did before it was stored.
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_stored_time(value: str | None) -> datetime | None:
+    return None if value is None else parse_instant(value)
+
+
+def required_time(value: str) -> datetime:
+    return parse_instant(value)
+
+
+def millis(value: timedelta) -> int:
+    return round(value.total_seconds() * 1000)
+
+
+def policy_to_dict(policy: JobPolicy) -> Data:
+    return {
+        "schedule": policy.schedule_text,
+        "timezone": policy.timezone,
+        "at": [stored_time(t) for t in policy.at],
+        "overlap": policy.overlap.value,
+        "max_concurrent": policy.max_concurrent,
+        "catchup": policy.catchup.value,
+        "catchup_window_ms": millis(policy.catchup_window),
+        "timeout_ms": millis(policy.timeout),
+        "attempt_timeout_ms": millis(policy.attempt_timeout),
+        "retry": [
+            policy.retry.max_attempts,
+            millis(policy.retry.min_backoff),
+            millis(policy.retry.max_backoff),
+        ],
+        "fanout": [policy.fanout.count, millis(policy.fanout.spread)],
+        "triggers": list(policy.triggers),
+        "throttle": policy.throttle,
+        "pause_after_failures": policy.pause_after_failures,
+        "notify_failures": policy.notify_failures,
+        "revision": policy.revision,
+    }
+
+
+def policy_from_dict(data: Data) -> JobPolicy:
+    attempts, min_backoff, max_backoff = data["retry"]
+    count, spread = data["fanout"]
+    return JobPolicy(
+        schedule_text=data["schedule"],
+        timezone=data["timezone"],
+        at=tuple(required_time(t) for t in data["at"]),
+        overlap=Overlap(data["overlap"]),
+        max_concurrent=data["max_concurrent"],
+        catchup=Catchup(data["catchup"]),
+        catchup_window=timedelta(milliseconds=data["catchup_window_ms"]),
+        timeout=timedelta(milliseconds=data["timeout_ms"]),
+        attempt_timeout=timedelta(milliseconds=data["attempt_timeout_ms"]),
+        retry=RetryPolicy(attempts, timedelta(milliseconds=min_backoff), timedelta(milliseconds=max_backoff)),
+        fanout=FanoutPolicy(count, timedelta(milliseconds=spread)),
+        triggers=tuple(data["triggers"]),
+        # Records written before these fields existed read as "not set".
+        throttle=data.get("throttle", ""),
+        pause_after_failures=data.get("pause_after_failures", 0),
+        notify_failures=data.get("notify_failures", False),
+        revision=data["revision"],
+    )
