@@ -32,6 +32,9 @@ class Task:
     # The queue it goes on: "" for the chain's own; "PROJECT/THROTTLE" for the start
     # tasks of a throttled job, whose queue runs at most max_in_flight at once.
     queue: str = ""
+    # As a queue hands it to a handler: it ran before and that run gave no answer
+    # (Cloud Tasks' retry count); what that run began died with it (events.TickArrived).
+    retried: bool = False
 
 
 class JobSource(StrEnum):

@@ -131,9 +131,10 @@ def task_event(task: Task) -> JobEvent:
     """The machine event a tick or start task carries."""
     payload = task.payload
     if task.kind == TaskKind.TICK:
-        return ev.TickArrived(payload["nonce"])
+        return ev.TickArrived(payload["nonce"], redelivered=task.retried)
     if task.kind == TaskKind.START:
-        return ev.InvocationStarting(payload["invocation"], payload["event"], payload["attempt"])
+        return ev.InvocationStarting(payload["invocation"], payload["event"], payload["attempt"],
+                                     redelivered=task.retried)
     if task.kind == TaskKind.CHECK:
         return EventsCheckDue(payload["invocation"])
     raise ValueError(f"task kind {task.kind!r} is not a step of a job's chain")

@@ -38,9 +38,13 @@ class ScheduleChanged:
 
 @dataclass(frozen=True)
 class TickArrived:
-    """A tick task was delivered; `nonce` says which tick it was."""
+    """A tick task was delivered; `nonce` says which tick it was. `redelivered`: the
+    queue ran this task before and that run gave no answer (Cloud Tasks' retry count
+    is above 0): whatever that run began has ended, and an attempt it delivered
+    inline is to be delivered again."""
 
     nonce: str
+    redelivered: bool = False
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,9 @@ class InvocationStarting:
     invocation_id: str
     event_index: int = 0
     attempt: int = 1
+    # The queue ran this task before without an answer: its attempt, still "in
+    # flight" in storage, died with that run and is delivered again (see TickArrived).
+    redelivered: bool = False
 
 
 @dataclass(frozen=True)

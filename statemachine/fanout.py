@@ -104,7 +104,7 @@ def _current(state: EventState, attempt: int | None) -> bool:
 
 
 def on_starting(entry: ActiveInvocation, policy: JobPolicy, paused: bool, state: EventState, attempt: int,
-                now: datetime, tuning: Tuning) -> EventStep:
+                now: datetime, tuning: Tuning, redelivered: bool = False) -> EventStep:
     """A start task of the event arrived: commit that its attempt is starting, then deliver."""
     if not _current(state, attempt) or state.phase is EventPhase.ACCEPTED:
         return EventStep(state)  # stale, or the target took it (202) and owes its completion
@@ -115,7 +115,7 @@ def on_starting(entry: ActiveInvocation, policy: JobPolicy, paused: bool, state:
         # backoff is a floor, so it goes back to wait for its time.
         return EventStep(state, (act.RetryLater(state.retry_at - now),))
     started_at = state.started_at if state.phase is EventPhase.STARTED else None
-    if started_at is not None and now - started_at < _lease(policy, tuning):
+    if started_at is not None and now - started_at < _lease(policy, tuning) and not redelivered:
         return EventStep(state)  # a duplicate of a start whose attempt is still in flight
     if paused:
         # Nothing is delivered while a job is paused: the invocation ends here. An

@@ -79,7 +79,7 @@ def _step_event(record: JobRecord, entry: ActiveInvocation, rows: EventRows,
     before = rows.event(event.event_index)
     policy = record.live_policy
     if isinstance(event, ev.InvocationStarting):
-        stepped = fanout.on_starting(entry, policy, record.paused, before, attempt, now, tuning)
+        stepped = fanout.on_starting(entry, policy, record.paused, before, attempt, now, tuning, event.redelivered)
     elif isinstance(event, ev.InvocationStarted):
         stepped = fanout.on_started(before, attempt)
     else:

@@ -173,7 +173,7 @@ def on_starting(record: JobRecord, event: ev.InvocationStarting, now: datetime, 
     if entry.accepted_mask & bit:
         return record, []  # the target took it (202) and owes us its completion
     lease = record.live_policy.attempt_timeout + tuning.start_grace
-    if entry.started_mask & bit and entry.started_at and now - entry.started_at < lease:
+    if entry.started_mask & bit and entry.started_at and now - entry.started_at < lease and not event.redelivered:
         return record, []  # a duplicate of a start whose attempt is still in flight
     if record.paused:
         # Nothing is delivered while a job is paused: what was waiting to start
@@ -355,3 +355,28 @@ def repair(record: JobRecord, entry: ActiveInvocation, now: datetime, tuning: Tu
     # `started_at`, which the first of them to start moves to now).
     entry = evolve(entry, started_mask=entry.started_mask & ~lost, expect_by=now + tuning.start_grace + lease)
     return record.with_active(entry), actions
+
+
+def mark_inline(record: JobRecord, actions: list[act.Action], nonce: str) -> JobRecord:
+    """Note on each entry whose attempt this tick's step delivers inline which tick it
+    was, for `redeliver_inline`."""
+    for action in actions:
+        entry = record.find_active(action.invocation_id) if isinstance(action, act.Deliver) else None
+        if entry is not None and not entry.events_in_rows:
+            record = record.with_active(evolve(entry, started_by=nonce))
+    return record
+
+
+def redeliver_inline(record: JobRecord, nonce: str, now: datetime, tuning: Tuning) -> Result:
+    """The queue ran the tick `nonce` again after a run that gave no answer: that run's
+    process died or timed out, and with it the attempt it delivered inline, which the
+    record still holds in flight. It is delivered again, under the same invocation and
+    attempt, now rather than when its lease runs out."""
+    actions: list[act.Action] = []
+    for entry in record.active:
+        if entry.started_by != nonce or entry.event_done(0) or entry.accepted_mask:
+            continue
+        redelivery = ev.InvocationStarting(entry.invocation_id, 0, entry.attempts[0], redelivered=True)
+        record, started = on_starting(record, redelivery, now, tuning)
+        actions += started
+    return record, actions

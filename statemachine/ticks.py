@@ -64,7 +64,14 @@ def _failure_backoff(record: JobRecord) -> timedelta:
 def on_tick(record: JobRecord, event: ev.TickArrived, now: datetime, tuning: Tuning) -> Result:
     tick_at = record.tick_at
     if event.nonce != record.tick_nonce or tick_at is None:
+        if event.redelivered:  # its earlier run died: what it delivered inline goes again
+            return inv.redeliver_inline(record, event.nonce, now, tuning)
         return record, []  # stale: superseded by a newer tick, or a duplicate
+    record, actions = _on_current_tick(record, tick_at, now, tuning)
+    return inv.mark_inline(record, actions, event.nonce), actions
+
+
+def _on_current_tick(record: JobRecord, tick_at: datetime, now: datetime, tuning: Tuning) -> Result:
     early = tick_at - now
     if early > tuning.rearm_early:
         # A fresh nonce: the task being processed is acknowledged, and a queue

@@ -41,7 +41,8 @@ def run_task(kind: str):
         return error_response("NOT_FOUND", f"no task kind {kind!r}")
     body = request.get_json(silent=True) or {}
     try:
-        task = Task(body.get("name", ""), TASK_KINDS[kind], body["payload"], parse_instant(body["eta"]))
+        task = Task(body.get("name", ""), TASK_KINDS[kind], body["payload"], parse_instant(body["eta"]),
+                    retried=_retried(request.headers))
     except (KeyError, TypeError, ValueError) as error:
         # A malformed task will never succeed: answer 2xx so the queue drops it.
         return jsonify({"dropped": f"malformed task: {error!r}"}), 200
@@ -53,6 +54,17 @@ def run_task(kind: str):
     except StoreError as error:
         return error_response(*classify(error))
     return jsonify({"done": True})
+
+
+def _retried(headers) -> bool:
+    """Whether Cloud Tasks ran this task before without a 2xx answer: its retry count
+    (HTTP tasks, or App Engine tasks) is above 0. Only the queue reaches this
+    handler (guard.py), so the header is the queue's."""
+    for name in ("X-CloudTasks-TaskRetryCount", "X-AppEngine-TaskRetryCount"):
+        value = headers.get(name, "")
+        if value.isdigit():
+            return int(value) > 0
+    return False
 
 
 @internal.get("/cron/<name>")

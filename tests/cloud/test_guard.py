@@ -258,3 +258,12 @@ def test_guard_from_settings_uses_the_service_account_and_the_service_url():
     verifier = guard._verify_token
     assert (verifier.service_account, verifier.audience) == (ACCOUNT, SERVICE_URL)
     assert guard_from_settings(Settings(task_secret=SECRET))._verify_token is None
+
+
+@pytest.mark.parametrize("header", ["X-CloudTasks-TaskRetryCount", "X-AppEngine-TaskRetryCount"])
+def test_the_queues_retry_count_marks_a_task_as_run_before(header):
+    client, engine, _ = make_app()
+    for count in ("0", "2", "junk"):
+        assert call_task(client, {"X-Sundial-Task-Secret": SECRET, header: count}).status_code == 200
+    assert call_task(client, {"X-Sundial-Task-Secret": SECRET}).status_code == 200
+    assert [task.retried for task in engine.handled] == [False, True, False, False]
