@@ -40,8 +40,8 @@ class ScheduleChanged:
 class TickArrived:
     """A tick task was delivered; `nonce` says which tick it was. `redelivered`: the
     queue ran this task before and that run gave no answer (Cloud Tasks' retry count
-    is above 0): whatever that run began has ended, and an attempt it delivered
-    inline is to be delivered again."""
+    is above 0): whatever that run began has ended, and an attempt it delivered inline
+    is settled as interrupted (retried, or FAILED without attempts left)."""
 
     nonce: str
     redelivered: bool = False
@@ -59,7 +59,7 @@ class InvocationStarting:
     event_index: int = 0
     attempt: int = 1
     # The queue ran this task before without an answer: its attempt, still "in
-    # flight" in storage, died with that run and is delivered again (see TickArrived).
+    # flight" in storage, died with that run and is settled as interrupted (TickArrived).
     redelivered: bool = False
 
 

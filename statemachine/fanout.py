@@ -115,7 +115,9 @@ def on_starting(entry: ActiveInvocation, policy: JobPolicy, paused: bool, state:
         # backoff is a floor, so it goes back to wait for its time.
         return EventStep(state, (act.RetryLater(state.retry_at - now),))
     started_at = state.started_at if state.phase is EventPhase.STARTED else None
-    if started_at is not None and now - started_at < _lease(policy, tuning) and not redelivered:
+    if started_at is not None and now - started_at < _lease(policy, tuning):
+        if redelivered:  # the run that started it died without an answer
+            return on_finished(entry, policy, state, attempt, False, "interrupted", now)
         return EventStep(state)  # a duplicate of a start whose attempt is still in flight
     if paused:
         # Nothing is delivered while a job is paused: the invocation ends here. An

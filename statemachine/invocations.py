@@ -19,6 +19,7 @@ from statemachine.runs import Run
 from statemachine.vocabulary import JOB_PREFIX, InvocationStatus, SkipReason, Trigger
 
 SUCCEEDED, FAILED = InvocationStatus.SUCCEEDED, InvocationStatus.FAILED
+INTERRUPTED = "interrupted"  # the reason of an attempt whose process died in flight (CONTRACT 4)
 ABORTED, SKIPPED = InvocationStatus.ABORTED, InvocationStatus.SKIPPED
 
 Result = tuple[JobRecord, list[act.Action]]
@@ -173,7 +174,10 @@ def on_starting(record: JobRecord, event: ev.InvocationStarting, now: datetime, 
     if entry.accepted_mask & bit:
         return record, []  # the target took it (202) and owes us its completion
     lease = record.live_policy.attempt_timeout + tuning.start_grace
-    if entry.started_mask & bit and entry.started_at and now - entry.started_at < lease and not event.redelivered:
+    if entry.started_mask & bit and entry.started_at and now - entry.started_at < lease:
+        if event.redelivered:  # the run that started it died without an answer
+            lost = ev.InvocationFinished(entry.invocation_id, False, INTERRUPTED, event.event_index, event.attempt)
+            return _attempt_failed(record, entry, lost, event.attempt, now, tuning)
         return record, []  # a duplicate of a start whose attempt is still in flight
     if record.paused:
         # Nothing is delivered while a job is paused: what was waiting to start
@@ -370,8 +374,9 @@ def mark_inline(record: JobRecord, actions: list[act.Action], nonce: str) -> Job
 def redeliver_inline(record: JobRecord, nonce: str, now: datetime, tuning: Tuning) -> Result:
     """The queue ran the tick `nonce` again after a run that gave no answer: that run's
     process died or timed out, and with it the attempt it delivered inline, which the
-    record still holds in flight. It is delivered again, under the same invocation and
-    attempt, now rather than when its lease runs out."""
+    record still holds in flight. It is settled now rather than when its lease runs out:
+    a failed attempt, reason `interrupted`, retried under the same invocation id if
+    attempts remain (on_starting)."""
     actions: list[act.Action] = []
     for entry in record.active:
         if entry.started_by != nonce or entry.event_done(0) or entry.accepted_mask:

@@ -1,8 +1,9 @@
 """On Cloud Tasks, the task's own retry settles an attempt whose process died (CONTRACT 4):
 gcloud-tasks-emulator runs the start task again after the killed server gave no answer,
-with a retry count of 1, and the new server delivers the attempt again at once, under the
-same invocation id, instead of leaving it "in flight" until its lease runs out (two
-minutes with the defaults) for the watchdog to find.
+with a retry count of 1, and the new server settles the attempt at once (a failed
+attempt, reason `interrupted`) and retries it under the same invocation id, instead of
+leaving it "in flight" until its lease runs out (two minutes with the defaults) for the
+watchdog to find.
 """
 
 import time
@@ -15,12 +16,13 @@ allowed_hosts: ["127.0.0.1"]
 jobs:
   - id: slow
     schedule: triggered
+    retry: {{max_attempts: 2, min_backoff: 1s}}
     target: {{http: {{url: {url}/slow}}}}
 """
 LEASE = 120  # seconds: attempt_timeout (60 s) + start grace (60 s), the defaults
 
 
-def test_a_start_task_run_again_after_its_server_died_delivers_the_attempt_at_once(tmp_path, datastore,
+def test_a_start_task_run_again_after_its_server_died_retries_the_attempt_at_once(tmp_path, datastore,
                                                                                    tasks_emulator):
     receiver = Receiver(delays={"/slow": 4})
     configs = tmp_path / "configs"
@@ -44,10 +46,16 @@ def test_a_start_task_run_again_after_its_server_died_delivers_the_attempt_at_on
         first, again = receiver.at_path("/slow")
         assert again.at - restarted < 20 < LEASE
         assert again.headers["X-Sundial-Invocation"] == first.headers["X-Sundial-Invocation"]
-        assert again.headers["X-Sundial-Attempt"] == "1"
+        assert (first.headers["X-Sundial-Attempt"], again.headers["X-Sundial-Attempt"]) == ("1", "2")
         invocation = first.headers["X-Sundial-Invocation"]
-        assert wait_until(lambda: server.get(f"/api/v1/projects/cloud/jobs/slow/invocations/{invocation}")
-                          ["status"] == "SUCCEEDED", timeout=15)
+        row = wait_until(lambda: _finished(server, invocation), timeout=15)
+        assert row["status"] == "SUCCEEDED"
+        assert any("attempt 1 failed: interrupted" in entry["message"] for entry in row["log"])
     finally:
         server.stop()
         receiver.close()
+
+
+def _finished(server: Server, invocation: str) -> dict | None:
+    row = server.get(f"/api/v1/projects/cloud/jobs/slow/invocations/{invocation}")
+    return row if row["status"] not in ("STARTING", "RUNNING") else None

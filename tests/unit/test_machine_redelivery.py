@@ -1,37 +1,52 @@
 """A task that the queue runs again after a run that gave no answer (Cloud Tasks'
-retry count above 0; CONTRACT 4): the attempt that run began died with it, and is
-delivered again at once under the same invocation id and attempt, instead of
-blocking its job until its lease runs out."""
+retry count above 0): the attempt that run began died with it. As CONTRACT 4 says of
+an attempt whose process died, it is settled at once, not when its lease runs out:
+retried under the same invocation id if attempts remain, else FAILED `interrupted`."""
 
 from datetime import timedelta
 
 from statemachine import actions as act
 from statemachine import events as ev
-from statemachine.policy import FanoutPolicy
+from statemachine.policy import FanoutPolicy, RetryPolicy, compute_backoff
+from statemachine.vocabulary import InvocationStatus
 from tests.unit.machine_helpers import Scenario, clock, delivered, occurrence_id
 
 T = clock("10:15")
 INV = occurrence_id(T)
+TWO_ATTEMPTS = RetryPolicy(max_attempts=2, min_backoff=timedelta(seconds=1))
 
 
-def _delivered_inline() -> tuple[Scenario, str]:
+def _delivered_inline(**fields) -> tuple[Scenario, str]:
     job = Scenario()
-    job.enable("10:07")
+    job.enable("10:07", **fields)
     nonce = job.record.tick_nonce
     assert delivered(T) == [a for a in job.tick("10:15") if not isinstance(a, act.ScheduleTick)]
     return job, nonce
 
 
-def test_a_retried_tick_delivers_again_what_its_dead_run_delivered_inline():
-    job, nonce = _delivered_inline()
+def _retried(at: str, attempt: int = 1, index: int = 0) -> list:
+    retry_at = clock(at) + compute_backoff(TWO_ATTEMPTS, attempt, f"{INV}/{index}")
+    return [act.RecordAttemptFailed(INV, index, attempt, "interrupted", retry_at),
+            act.EnqueueAttempt(INV, index, attempt + 1, retry_at)]
+
+
+def test_a_retried_tick_settles_what_its_dead_run_delivered_inline_as_interrupted():
+    job, nonce = _delivered_inline(retry=TWO_ATTEMPTS)
     assert job.step(ev.TickArrived(nonce), "10:15:02") == []  # a duplicate: the attempt is in flight
+    assert job.step(ev.TickArrived(nonce, redelivered=True), "10:15:02") == _retried("10:15:02")
+    assert job.step(ev.InvocationStarting(INV, 0, 2), "10:15:04") == [act.Deliver(INV, T, "schedule", 0, 1, 2)]
+
+
+def test_without_attempts_left_the_interrupted_attempt_ends_its_invocation_failed():
+    job, nonce = _delivered_inline()
     assert job.step(ev.TickArrived(nonce, redelivered=True), "10:15:02") == [
-        act.Deliver(INV, T, "schedule", 0, 1, 1)
+        act.RecordAttemptFailed(INV, 0, 1, "interrupted", None),
+        act.FinishInvocation(INV, InvocationStatus.FAILED, "interrupted"),
     ]
-    assert job.record.find_active(INV).started_at == clock("10:15:02")  # its lease starts again
+    assert job.record.active == ()  # the job is free at once
 
 
-def test_a_retried_tick_delivers_nothing_once_the_attempt_has_its_answer():
+def test_a_retried_tick_settles_nothing_once_the_attempt_has_its_answer():
     job, nonce = _delivered_inline()
     job.step(ev.InvocationFinished(INV, True, "", 0, 1), "10:15:01")
     assert job.step(ev.TickArrived(nonce, redelivered=True), "10:15:02") == []
@@ -44,23 +59,22 @@ def test_a_retried_tick_that_delivered_nothing_changes_nothing():
     assert job.record == before
 
 
-def test_a_retried_start_task_delivers_its_attempt_again_within_its_lease():
+def test_a_retried_start_task_settles_its_attempt_within_its_lease():
     job = Scenario()
-    job.enable("10:07")
+    job.enable("10:07", retry=TWO_ATTEMPTS)
     job.tick("10:14:59.980")  # 20 ms early: the start goes through a start task
     assert job.step(ev.InvocationStarting(INV), "10:15:01") == [act.Deliver(INV, T, "schedule", 0, 1, 1)]
     assert job.step(ev.InvocationStarting(INV), "10:15:05") == []
-    assert job.step(ev.InvocationStarting(INV, redelivered=True), "10:15:05") == [
-        act.Deliver(INV, T, "schedule", 0, 1, 1)
-    ]
+    assert job.step(ev.InvocationStarting(INV, redelivered=True), "10:15:05") == _retried("10:15:05")
+    assert job.step(ev.InvocationStarting(INV, redelivered=True), "10:15:06") == []  # attempt 1 is settled
 
 
-def test_a_retried_start_task_of_a_fanout_event_delivers_it_again():
+def test_a_retried_start_task_of_a_fanout_event_settles_that_event():
     job = Scenario()
-    job.enable("10:07", fanout=FanoutPolicy(count=3, spread=timedelta(0)))
+    job.enable("10:07", fanout=FanoutPolicy(count=3, spread=timedelta(0)), retry=TWO_ATTEMPTS)
     job.tick("10:15")
     job.step(ev.InvocationStarting(INV, 2, 1), "10:15:01")
     assert job.step(ev.InvocationStarting(INV, 2, 1), "10:15:02") == []
-    assert job.step(ev.InvocationStarting(INV, 2, 1, redelivered=True), "10:15:02") == [
-        act.Deliver(INV, T, "schedule", 2, 3, 1)
-    ]
+    [retry] = job.step(ev.InvocationStarting(INV, 2, 1, redelivered=True), "10:15:02")
+    assert (retry.event_index, retry.attempt) == (2, 2) and retry.at >= clock("10:15:03")
+    assert job.rows[(INV, 2)].reason == "interrupted"
