@@ -32,7 +32,7 @@ class Task:
     # The queue it goes on: "" for the chain's own; "PROJECT/THROTTLE" for the start
     # tasks of a throttled job, whose queue runs at most max_in_flight at once.
     queue: str = ""
-    # As a queue hands it to a handler: it ran before and that run gave no answer
+    # As a queue hands it to a handler: it ran before and that run gave no 2xx answer
     # (Cloud Tasks' retry count); what that run began died with it (events.TickArrived).
     retried: bool = False
 
@@ -109,7 +109,7 @@ class Transaction(Protocol):
         """Create or replace one invocation's history record."""
 
     def get_progress(self, project: str, job_id: str, invocation_id: str, part: str) -> dict[str, Any] | None:
-        """One part of a fan-out invocation's progress (an event's state, its tally:
+        """One part of a fan-out invocation's progress (an event's state:
         engine/event_rows.py), as stored; None when it has no row yet."""
 
     def put_progress(self, project: str, job_id: str, invocation_id: str, part: str, value: dict[str, Any]) -> None:

@@ -185,7 +185,7 @@ def materialize(tx: Transaction, project: str, job_id: str, entry: ActiveInvocat
         project, job_id, entry.invocation_id,
         InvocationStatus.RUNNING if entry.has_started else InvocationStatus.STARTING,
         entry.scheduled_time, entry.trigger, created_time=began, started_time=began,
-        attempt=max(entry.attempts), event_count=entry.event_count,
+        attempt=max(entry.attempts, default=1), event_count=entry.event_count,
     )
     append_log(row, began, "created", trigger=entry.trigger)
     append_log(row, began, "attempt 1 starting", event=0)

@@ -16,7 +16,7 @@ from typing import Callable
 
 from engine.changes import Applied, Change, JobChanges, Refusal
 from engine.deliveries import Deliveries, outcome_change
-from engine.errors import NotFound
+from engine.errors import NotFound, StoreError
 from engine.logs import log_event
 from engine.ports import DeliveryResult, RetryTask, StoredJob, Task
 from statemachine import actions as act
@@ -27,6 +27,9 @@ from statemachine.machine import InvalidTransition
 from statemachine.vocabulary import TaskKind
 
 log = logging.getLogger("sundial.engine")
+
+# Tries to record an attempt's result before its task gives up on it (_record_result).
+RESULT_TRIES = 3
 
 # The kinds that step a job's chain, and so may go many at a time.
 CHAIN_KINDS = (TaskKind.TICK, TaskKind.START, TaskKind.CHECK)
@@ -115,7 +118,22 @@ class TaskRunner:
         if retry is not None:
             raise retry
         for job, action in stepped.deliveries:
-            self.record_many([Sent(job, action, self.deliveries.send(job, action))], task)
+            self._record_result(Sent(job, action, self.deliveries.send(job, action)), task)
+
+    def _record_result(self, sent: Sent, task: Task) -> None:
+        """Record what the target answered, trying again at once when storage fails.
+        If it keeps failing the task still counts as done: a queue that ran it again
+        would take the attempt, still in flight in storage, for one whose process died
+        and settle it as interrupted though the target answered. Left so, the attempt
+        is re-issued under its invocation id once its lease runs out (the watchdog)."""
+        for attempt in range(1, RESULT_TRIES + 1):
+            try:
+                self.record_many([sent], task)
+                return
+            except StoreError as error:
+                if attempt == RESULT_TRIES:
+                    log_event(log, "result not recorded", task=task.name, invocation=sent.action.invocation_id,
+                              error=str(error))
 
     def _run_trigger(self, task: Task) -> None:
         payload = task.payload

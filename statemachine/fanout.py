@@ -8,9 +8,10 @@ that event; the job record's active entry holds what is shared (deadline, count)
 An event's start and result read the job record and write only the event's own row.
 No row counts the outcomes: one that every event's result updated would be the
 point they all contend for. Instead a final outcome asks for a check (`CheckEvents`,
-at most one a second per invocation), which reads the events' rows, and when every
-one has its outcome (`Tally.complete`) ends the invocation with the machine's
-`InvocationSettled`. The watchdog's repair checks the same way, should a check be lost.
+one per period per invocation, the period growing with the count), which reads the
+events' rows, and when every one has its outcome (`Tally.complete`) ends the
+invocation with the machine's `InvocationSettled`. The watchdog checks the same way
+before anything else, should a check be lost or a deadline come first.
 
 Nothing here reads a clock or touches storage: the shell loads the rows, calls
 these functions with an explicit `now`, and writes what they return.
@@ -120,11 +121,9 @@ def on_starting(entry: ActiveInvocation, policy: JobPolicy, paused: bool, state:
             return on_finished(entry, policy, state, attempt, False, "interrupted", now)
         return EventStep(state)  # a duplicate of a start whose attempt is still in flight
     if paused:
-        # Nothing is delivered while a job is paused: the invocation ends here. An
-        # event past the first, or a retry, means some attempt has gone out already.
-        began = entry.has_started or state.index > 0 or state.attempt > 1
-        return EventStep(state, settle=(InvocationStatus.ABORTED if began else InvocationStatus.SKIPPED,
-                                        SkipReason.PAUSED))
+        # Nothing is delivered while a job is paused: the invocation ends here, SKIPPED
+        # unless some event went out already (then ABORTED: fanout_step reads the rows).
+        return EventStep(state, settle=(InvocationStatus.SKIPPED, SkipReason.PAUSED))
     state = evolve(state, phase=EventPhase.STARTED, started_at=now, retry_at=None)
     deliver = act.Deliver(entry.invocation_id, entry.scheduled_time, entry.trigger, state.index,
                           entry.event_count, attempt)
@@ -168,14 +167,18 @@ def repair(entry: ActiveInvocation, policy: JobPolicy, states: dict[int, EventSt
            tuning: Tuning) -> tuple[list[act.Action], datetime | None]:
     """The watchdog's repair once the entry's `expect_by` passed: re-issue the start of
     every event whose attempt should have started or ended by now and did not.
-    Returns the start tasks and the entry's next `expect_by` (None: no event is
-    waiting to start or in flight any more, only the deadline is left to watch)."""
+    Returns the start tasks and the entry's next `expect_by`: while any event has no
+    outcome the watchdog comes back, at the latest a lease from now (None: every event
+    has its outcome, and the check or the watchdog ends the invocation)."""
     lease = _lease(policy, tuning)
     actions: list[act.Action] = []
     watch: list[datetime] = []
     for index in range(entry.event_count):
         state = states.get(index) or EventState(index)
-        if state.final or state.phase is EventPhase.ACCEPTED:
+        if state.final:
+            continue
+        if state.phase is EventPhase.ACCEPTED:
+            watch.append(now + lease)  # its completion report settles it; look again then
             continue
         if state.phase is EventPhase.STARTED and state.started_at is not None:
             due = state.started_at + lease  # by when its attempt should have answered

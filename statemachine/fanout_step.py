@@ -1,9 +1,8 @@
 """`step_job`: the machine's step for a job whose fan-out invocations keep their events
 in rows of their own (statemachine/fanout.py).
 
-An event of such an invocation is stepped on its own row (and, when its outcome is
-final, the invocation's tally), and the job record changes only when the whole
-invocation ends (`InvocationSettled`) or the watchdog repairs it. The rows come
+An event of such an invocation is stepped on its own row, and the job record changes
+only when the whole invocation ends (`InvocationSettled`) or the watchdog repairs it. The rows come
 through `EventRows`, which the shell backs with its transaction and the tests with
 a dict: this module reads no clock and touches no storage of its own.
 """
@@ -11,7 +10,7 @@ a dict: this module reads no clock and touches no storage of its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Callable, Protocol
 
 from statemachine import actions as act
@@ -21,6 +20,7 @@ from statemachine.fanout import EventPhase, EventState, EventStep, Tally
 from statemachine.machine import Transition, step, with_derived_fields
 from statemachine.policy import Tuning
 from statemachine.record import ActiveInvocation, JobRecord, evolve
+from statemachine.vocabulary import InvocationStatus, SkipReason
 
 EVENT_STEPS = (ev.InvocationStarting, ev.InvocationStarted, ev.InvocationFinished)
 
@@ -62,10 +62,26 @@ def step_job(record: JobRecord, event: JobEvent, now: datetime, tuning: Tuning,
         entry = record.find_active(event.invocation_id)
         if entry is not None and entry.events_in_rows:
             return _step_event(record, entry, rows(entry.invocation_id), event, now, tuning)
-    transition = step(record, event, now, tuning)
     if isinstance(event, ev.WatchdogFired):
-        return _repair_events(transition, rows, now, tuning)
-    return transition
+        # The rows first: events that all have their outcome end as they say, not as
+        # a deadline the check was about to beat would have them (timeout).
+        record, settled = _settle_overdue(record, rows, now, tuning)
+        transition = step(record, event, now, tuning)
+        return _repair_events(Transition(transition.record, settled + transition.actions), rows, now, tuning)
+    return step(record, event, now, tuning)
+
+
+def _settle_overdue(record: JobRecord, rows: Callable[[str], EventRows], now: datetime,
+                    tuning: Tuning) -> tuple[JobRecord, tuple[act.Action, ...]]:
+    """End each invocation in rows that the watchdog is due to look at and whose every
+    event has its outcome (its check was lost, or the deadline came first)."""
+    actions: tuple[act.Action, ...] = ()
+    for entry in record.active:
+        due = [t for t in (entry.deadline, entry.expect_by) if t is not None]
+        if entry.events_in_rows and now >= min(due):
+            settled = _settle_if_complete(record, entry, rows(entry.invocation_id).events(), now, tuning)
+            record, actions = settled.record, actions + settled.actions
+    return record, actions
 
 
 def _step_event(record: JobRecord, entry: ActiveInvocation, rows: EventRows,
@@ -109,19 +125,30 @@ def _conclude(record: JobRecord, entry: ActiveInvocation, rows: EventRows,
             rows.put_event(stepped.state)
             outcome = outcome or (stepped.state.final and not before.final)
     if settle is not None:
-        return _settle(record, entry, settle, Tally.of(rows.events()).attempts, actions, now, tuning)
+        states = rows.events()
+        if settle[1] == SkipReason.PAUSED and any(s.phase is not EventPhase.WAITING or s.attempt > 1
+                                                  for s in states.values()):
+            settle = (InvocationStatus.ABORTED, SkipReason.PAUSED)  # some event went out
+        return _settle(record, entry, settle, Tally.of(states).attempts, actions, now, tuning)
     if outcome:
         actions.append(act.CheckEvents(entry.invocation_id, check_due(now, entry.event_count)))
     return Transition(record, tuple(actions))
 
 
+# How long after its period a check runs: an outcome decided (its `now` read) within
+# the period may commit a little later, and must find the check still to come.
+CHECK_MARGIN = timedelta(seconds=2)
+
+
 def check_due(now: datetime, count: int) -> datetime:
-    """When the check asked for at `now` runs: at the end of its period, so that every
-    outcome of one period shares one check. A check reads every event's row, so the
-    period grows with the count: a second per thousand events."""
+    """When the check asked for at `now` runs: `CHECK_MARGIN` after the end of its
+    period, so that every outcome of one period shares one check (its task is named by
+    its time). A check reads every event's row, so the period grows with the count: a
+    second per thousand events. A check lost all the same is the watchdog's to make
+    up for (`_settle_overdue`)."""
     period = max(1, -(-count // 1000))
     seconds = int(now.timestamp()) // period * period + period
-    return datetime.fromtimestamp(seconds, now.tzinfo)
+    return datetime.fromtimestamp(seconds, now.tzinfo) + CHECK_MARGIN
 
 
 def _settle_if_complete(record: JobRecord, entry: ActiveInvocation, states: dict[int, EventState],
@@ -147,10 +174,6 @@ def _repair_events(transition: Transition, rows: Callable[[str], EventRows], now
         if not entry.events_in_rows or entry.expect_by is None or now < entry.expect_by:
             continue
         states = rows(entry.invocation_id).events()
-        if Tally.of(states).complete(entry.event_count):  # its check was lost
-            settled = _settle_if_complete(record, entry, states, now, tuning)
-            record, actions = settled.record, actions + list(settled.actions)
-            continue
         reissued, expect_by = fanout.repair(entry, record.live_policy, states, now, tuning)
         actions += reissued
         record = record.with_active(evolve(entry, expect_by=expect_by))

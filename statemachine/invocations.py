@@ -112,8 +112,9 @@ def start(
     With `inline`, a single event due now is not enqueued: this same commit
     records "attempt 1 starting" (`Deliver`) and the shell sends it right
     after, which spares a task, a transaction and a trip through the queue.
-    A process lost in between is covered like any attempt in flight: the
-    watchdog re-issues it once its lease runs out.
+    A process lost in between is covered like any attempt in flight: settled
+    once the process is known to be gone (or the queue runs the tick again:
+    `redeliver_inline`), at the latest re-issued by the watchdog after its lease.
     """
     policy = record.live_policy
     fanout = policy.fanout
@@ -346,7 +347,7 @@ def repair(record: JobRecord, entry: ActiveInvocation, now: datetime, tuning: Tu
     if now >= entry.deadline:
         return finish(record, entry, FAILED, "timeout", now, tuning)
     if entry.expect_by is None or now < entry.expect_by or entry.events_in_rows:
-        return record, []  # (the events in rows are repaired by fanout_step.repair_events)
+        return record, []  # (the events in rows are repaired by fanout_step._repair_events)
     lost = entry.all_events_mask & ~entry.done_mask & ~entry.accepted_mask
     actions: list[act.Action] = [
         act.EnqueueAttempt(entry.invocation_id, index, entry.attempts[index], now)
@@ -379,7 +380,9 @@ def redeliver_inline(record: JobRecord, nonce: str, now: datetime, tuning: Tunin
     attempts remain (on_starting)."""
     actions: list[act.Action] = []
     for entry in record.active:
-        if entry.started_by != nonce or entry.event_done(0) or entry.accepted_mask:
+        # Only the attempt that tick delivered: attempt 1, still in flight (a later
+        # attempt of the invocation is none of that tick's run).
+        if entry.started_by != nonce or entry.attempts != (1,) or entry.started_mask != 1 or entry.done_mask:
             continue
         redelivery = ev.InvocationStarting(entry.invocation_id, 0, entry.attempts[0], redelivered=True)
         record, started = on_starting(record, redelivery, now, tuning)

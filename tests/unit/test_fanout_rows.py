@@ -44,7 +44,7 @@ def test_an_events_start_and_success_write_its_row_and_leave_the_record_alone():
         ]
         assert job.record == record
     assert job.rows[(INV, 7)].phase is EventPhase.STARTED
-    check = act.CheckEvents(INV, clock("10:15:03"))  # at the end of the second
+    check = act.CheckEvents(INV, clock("10:15:05"))  # the end of the second, plus the margin
     for index in range(49):
         assert job.step(ev.InvocationFinished(INV, True, "", index, 1), "10:15:02") == [check]
         assert job.record == record
@@ -121,7 +121,7 @@ def test_the_async_completion_settles_the_events_in_flight_and_leaves_the_waitin
         job.step(ev.InvocationStarting(INV, index, 1), "10:15:10")
         job.step(ev.InvocationStarted(INV, index, 1), "10:15:11")
     assert job.step(ev.InvocationFinished(INV, True, "done", attempt=None), "10:15:12") == [
-        act.CheckEvents(INV, clock("10:15:13"))
+        act.CheckEvents(INV, clock("10:15:15"))
     ]
     assert job.rows[(INV, 0)].phase is EventPhase.SUCCEEDED
     assert job.step(EventsCheckDue(INV), "10:15:13") == []  # event 2 has not started
@@ -170,7 +170,36 @@ def test_a_fanout_begun_before_version_2_keeps_its_events_in_the_record_until_it
 
 
 def test_one_check_serves_the_outcomes_of_a_period_that_grows_with_the_count():
-    assert check_due(clock("10:15:02.300"), 50) == clock("10:15:03")
-    assert check_due(clock("10:15:03"), 50) == clock("10:15:04")
-    assert check_due(clock("10:15:02.300"), 10_000) == clock("10:15:10")  # ten seconds for 10,000 events
-    assert check_due(clock("10:15:09.999"), 10_000) == clock("10:15:10")
+    # The end of the period, plus two seconds for an outcome decided in it to commit.
+    assert check_due(clock("10:15:02.300"), 50) == clock("10:15:05")
+    assert check_due(clock("10:15:03"), 50) == clock("10:15:06")
+    assert check_due(clock("10:15:02.300"), 10_000) == clock("10:15:12")  # ten seconds for 10,000 events
+    assert check_due(clock("10:15:09.999"), 10_000) == clock("10:15:12")
+
+
+def test_events_that_all_answered_before_the_deadline_succeed_though_the_check_comes_after_it():
+    job = _fanned_out(2, timeout=timedelta(seconds=60))
+    for index, at in ((0, "10:15:59.2"), (1, "10:15:59.4")):
+        job.step(ev.InvocationStarting(INV, index, 1), "10:15:58")
+        job.step(ev.InvocationFinished(INV, True, "", index, 1), at)
+    assert act.FinishInvocation(INV, "SUCCEEDED", "") in job.step(ev.WatchdogFired(), "10:16:00")
+
+
+def test_the_watchdog_keeps_looking_while_an_accepted_event_owes_its_completion():
+    job = _fanned_out(2)
+    for index in range(2):
+        job.step(ev.InvocationStarting(INV, index, 1), "10:15:00")
+    job.step(ev.InvocationStarted(INV, 0, 1), "10:15:01")
+    job.step(ev.InvocationFinished(INV, True, "", 1, 1), "10:15:01")
+    job.step(ev.WatchdogFired(), "10:16:00")
+    assert job.record.watchdog_at == clock("10:18:00")  # a lease on, not only the 10:25 deadline
+    job.step(ev.InvocationFinished(INV, True, "", attempt=None), "10:16:30")  # its check gets lost
+    assert act.FinishInvocation(INV, "SUCCEEDED", "") in job.step(ev.WatchdogFired(), "10:18:00")
+
+
+def test_paused_before_any_event_went_out_the_fanout_is_skipped():
+    job = _fanned_out(3, spread=timedelta(seconds=30))
+    job.step(ev.Paused("maintenance"), "10:15:00")
+    assert job.step(ev.InvocationStarting(INV, 1, 1), "10:15:10") == [
+        act.FinishInvocation(INV, "SKIPPED", "paused")
+    ]

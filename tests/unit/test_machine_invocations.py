@@ -128,7 +128,7 @@ def test_fanout_enqueues_staggered_events_and_finishes_when_all_are_done():
         assert job.step(ev.InvocationStarting(INV, i, 1), at) == [act.Deliver(INV, T, "schedule", i, 4, 1)]
     # Each outcome asks for a check of them all; an event's failure is told in its own
     # row, not in the invocation's history record.
-    check = [act.CheckEvents(INV, clock("10:15:31"))]
+    check = [act.CheckEvents(INV, clock("10:15:33"))]
     assert job.step(ev.InvocationFinished(INV, True, "", 0, 1), "10:15:30") == check
     assert job.step(ev.InvocationFinished(INV, False, "http 500", 1, 1), "10:15:30") == check
     assert job.step(ev.InvocationFinished(INV, True, "", 3, 1), "10:15:30") == check

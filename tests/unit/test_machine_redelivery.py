@@ -78,3 +78,9 @@ def test_a_retried_start_task_of_a_fanout_event_settles_that_event():
     [retry] = job.step(ev.InvocationStarting(INV, 2, 1, redelivered=True), "10:15:02")
     assert (retry.event_index, retry.attempt) == (2, 2) and retry.at >= clock("10:15:03")
     assert job.rows[(INV, 2)].reason == "interrupted"
+
+
+def test_a_retried_tick_leaves_a_later_attempt_alone():
+    job, nonce = _delivered_inline(retry=TWO_ATTEMPTS)
+    job.step(ev.InvocationFinished(INV, False, "http 500", 0, 1), "10:15:01")  # attempt 2 waits its backoff
+    assert job.step(ev.TickArrived(nonce, redelivered=True), "10:15:01.5") == []

@@ -4,7 +4,7 @@ Layout (kinds and keys):
 
     Job         ("Job", "PROJECT/JOB")                       a root entity
     Invocation  ("Job", "PROJECT/JOB", "Invocation", ID)     a child of its job
-    Progress    (... "Invocation", ID, "Progress", PART)     a fan-out's event or tally
+    Progress    (... "Invocation", ID, "Progress", PART)     a fan-out's event
     Project     ("Project", "PROJECT")
     Meta        ("Meta", NAME)                               e.g. the task secret
 
