@@ -118,7 +118,7 @@ def test_events_starting_at_once_in_many_threads_are_each_delivered_once(backend
     for thread in threads:
         thread.join()
     assert errors == []
-    scenario.run_until(START + timedelta(hours=1, seconds=2))  # the check the outcomes asked for
+    scenario.run_until(START + timedelta(hours=1, seconds=5))  # the check the outcomes asked for
     [row] = scenario.invocations()
     assert row.status == "SUCCEEDED"
     assert sorted(r.event_index for r in scenario.target.requests) == list(range(20))
@@ -132,7 +132,7 @@ def test_an_async_fanout_completes_through_its_completion_report(backend):
     [row] = scenario.invocations()
     assert row.status == "RUNNING"
     scenario.engine.changes.apply("proj", "job", ev.InvocationFinished(row.id, True, "", attempt=None))
-    scenario.run_until(START + timedelta(hours=1, seconds=7))  # the check the completion asked for
+    scenario.run_until(START + timedelta(hours=1, seconds=10))  # the check the completion asked for
     [row] = scenario.invocations()
     assert row.status == "SUCCEEDED"
     assert len(scenario.target.requests) == 3

@@ -6,6 +6,7 @@ import pytest
 
 from engine.config_import import ProjectSnapshot
 from engine.ports import DeliveryResult, StoreError
+from engine.tasks import RESULT_TRIES
 from statemachine.definition import JobDefinition
 from statemachine.policy import Catchup, RetryPolicy, Tuning
 from tests.engine.harness import START, Harness
@@ -73,7 +74,7 @@ def test_a_failure_between_delivery_and_result_redelivers_under_the_same_id(h):
 
     def flaky_apply_many(changes):
         results = [change.event for change in changes if change.note is not None]
-        if results and not failed:  # the first save of an attempt's result
+        if results and len(failed) < RESULT_TRIES:  # every try to save the first attempt's result
             failed.append(results[0])
             raise StoreError("injected: result could not be saved")
         return original(changes)
@@ -84,8 +85,8 @@ def test_a_failure_between_delivery_and_result_redelivers_under_the_same_id(h):
     # Started by its tick, the invocation lives in the job record until a result is saved.
     active = h.store.get_job("proj", "job").record.active
     assert failed and [entry.invocation_id for entry in active] == [failed[0].invocation_id]
-    # The retried start task sees the attempt in flight and leaves it; the
-    # watchdog re-issues it once the attempt's lease has run out.
+    # The task gave up on the result after its tries and counts as done; the
+    # watchdog re-issues the attempt once its lease has run out.
     h.run_until(START + timedelta(minutes=3, seconds=5))
     assert h.engine.maintenance.run_watchdog() == 1
     h.run_until(START + timedelta(minutes=5))
@@ -202,3 +203,22 @@ def test_a_job_defined_disabled_is_stored_and_readable(h):
     assert stored is not None and stored.record.state.value == "DISABLED"
     h.run_until(START + timedelta(minutes=3))
     assert h.invocations("off") == []
+
+
+def test_a_result_that_fails_to_save_once_is_saved_by_the_next_try_of_the_same_task(h):
+    h.define(retry=RetryPolicy(max_attempts=1))
+    h.run_until(START + timedelta(seconds=59))
+    original = h.engine.changes.apply_many
+    failed = []
+
+    def flaky_once(changes):
+        if any(change.note is not None for change in changes) and not failed:
+            failed.append(True)
+            raise StoreError("injected: result could not be saved")
+        return original(changes)
+
+    h.engine.changes.apply_many = flaky_once
+    h.run_until(START + timedelta(minutes=1, seconds=1))
+    first = h.invocations()[0]
+    assert failed and first.status == "SUCCEEDED"
+    assert h.target.invocations().count(first.id) == 1
