@@ -19,6 +19,7 @@ from engine.deliveries import Deliveries, outcome_change
 from engine.errors import NotFound, StoreError
 from engine.logs import log_event
 from engine.ports import DeliveryResult, RetryTask, StoredJob, Task
+from engine.recording import millis
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.durations import parse_instant
@@ -119,6 +120,19 @@ class TaskRunner:
             raise retry
         for job, action in stepped.deliveries:
             self._record_result(Sent(job, action, self.deliveries.send(job, action)), task)
+
+    def hand_back(self, task: Task, delay: timedelta) -> Task:
+        """Enqueue a fresh copy of `task`, due `delay` from now, under a name of its own:
+        how a task handler behind Cloud Tasks says "not yet" (a tick that came early)
+        and still answers 2xx, since Cloud Tasks reads a 503 or 429 as an overloaded
+        target and slows the whole queue. Returns the copy.
+
+        :raises StoreError: nothing was enqueued.
+        """
+        eta = self.changes.clock.now() + delay
+        again = Task(f"{task.name}/again/{millis(eta)}", task.kind, task.payload, eta, task.queue)
+        self.changes.write(lambda tx: tx.enqueue(again))
+        return again
 
     def _record_result(self, sent: Sent, task: Task) -> None:
         """Record what the target answered, trying again at once when storage fails.

@@ -8,12 +8,10 @@ configured service account.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from flask import Blueprint, current_app, jsonify, request
 
 from engine.ports import RetryTask, StoreError, Task
-from statemachine.durations import parse_instant
+from statemachine.durations import parse_instant, rfc3339_millis
 from statemachine.vocabulary import TaskKind
 from web.context import current_engine
 from web.errors import classify, error_response
@@ -46,13 +44,18 @@ def run_task(kind: str):
     except (KeyError, TypeError, ValueError) as error:
         # A malformed task will never succeed: answer 2xx so the queue drops it.
         return jsonify({"dropped": f"malformed task: {error!r}"}), 200
+    # Every "not now" answers without 503 or 429, which Cloud Tasks takes for an
+    # overloaded target and answers by slowing the whole queue (every job's chain).
     try:
-        current_engine().tasks.handle(task)
-    except RetryTask as retry:
-        seconds = max(retry.delay / timedelta(seconds=1), 0.001)
-        return jsonify({"retry_in_s": seconds}), 503, {"Retry-After": f"{seconds:.3f}"}
+        try:
+            current_engine().tasks.handle(task)
+        except RetryTask as retry:  # a tick that came early: a fresh copy waits for its time
+            again = current_engine().tasks.hand_back(task, retry.delay)
+            return jsonify({"handed_back": again.name, "eta": rfc3339_millis(again.eta)})
     except StoreError as error:
-        return error_response(*classify(error))
+        # 500: the queue retries the task with its own backoff, and throttles nothing.
+        code, message, _ = classify(error)
+        return jsonify({"error": {"code": code, "message": message}}), 500
     return jsonify({"done": True})
 
 

@@ -8,9 +8,11 @@ from datetime import datetime, timedelta
 import pytest
 
 from engine.config_import import JobSnapshot, ProjectSnapshot
+from engine.ports import Task
 from engine.service import build_engine
 from statemachine.definition import JobDefinition
 from statemachine.policy import JobPolicy, Tuning
+from statemachine.vocabulary import TaskKind
 from tests.engine.harness import START, FakeClock, RecordingTarget
 
 
@@ -89,3 +91,19 @@ def test_the_watchdog_repairs_a_lost_tick(scenario):
     times = [r.scheduled_time for r in scenario.invocations()]
     assert times[0] == START + timedelta(minutes=1) and times[-1] == START + timedelta(minutes=6)
     assert len(times) == len(set(times))
+
+
+def test_a_task_handed_back_runs_again_at_its_time_under_a_name_of_its_own(backend):
+    scenario = Scenario(backend)
+    scenario.define()  # every minute: the first tick is due at START + 1 min
+    ticks = []
+    backend.run_due(START, lambda task: ticks.append(task))  # nothing is due yet
+    assert ticks == []
+    tick_names = [n for n in backend.queued_names() if n.startswith("tick/")]
+    [name] = tick_names
+    original = Task(name, TaskKind.TICK, {"project": "proj", "job": "job",
+                                          "nonce": scenario.engine.queries.job("proj", "job").record.tick_nonce},
+                    START + timedelta(minutes=1))
+    again = scenario.engine.tasks.hand_back(original, timedelta(seconds=30))
+    assert again.name != name and again.eta == START + timedelta(seconds=30)
+    assert again.name in backend.queued_names()

@@ -136,3 +136,4 @@ def test_an_async_fanout_completes_through_its_completion_report(backend):
     [row] = scenario.invocations()
     assert row.status == "SUCCEEDED"
     assert len(scenario.target.requests) == 3
+
