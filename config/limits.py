@@ -21,6 +21,9 @@ MAX_BODY_BYTES = 256 * KIB  # a body (http, cloud_tasks) or data (pubsub) templa
 MAX_HEADERS = 64  # headers of one target
 MAX_HEADER_VALUE_BYTES = 8 * KIB  # one header value template
 MAX_HEADERS_BYTES = 32 * KIB  # all header names and values of one target together
+# A cloud_tasks target's url, headers and body together: Cloud Tasks refuses a task over
+# 100 KB (CreateTask reference), and Sundial adds its own headers and the task's name.
+MAX_CLOUD_TASK_TEMPLATE_BYTES = 90 * KIB
 MAX_ATTRIBUTES = 100  # Pub/Sub attributes of one target (Pub/Sub's own limit)
 MAX_ATTRIBUTE_KEY_BYTES = 256  # Pub/Sub's own limit
 MAX_ATTRIBUTE_VALUE_BYTES = 1 * KIB  # Pub/Sub's own limit, for the template
@@ -38,6 +41,7 @@ LIMITS = {
     "headers_per_target": MAX_HEADERS,
     "header_value_bytes": MAX_HEADER_VALUE_BYTES,
     "headers_total_bytes": MAX_HEADERS_BYTES,
+    "cloud_task_template_bytes": MAX_CLOUD_TASK_TEMPLATE_BYTES,
     "attributes_per_target": MAX_ATTRIBUTES,
     "attribute_key_bytes": MAX_ATTRIBUTE_KEY_BYTES,
     "attribute_value_bytes": MAX_ATTRIBUTE_VALUE_BYTES,

@@ -170,7 +170,18 @@ def _cloud_tasks(check: Checker, path: Path, value: Any, own: OwnService) -> dic
     if refused:
         check.report(path + (refused[0],), f"{refused[1]}: a task there would pass for one of "
                                            "Sundial's own")
+    size = _task_template_bytes(spec)
+    if size > limits.MAX_CLOUD_TASK_TEMPLATE_BYTES:
+        check.report(path, limits.size_error("the task's url, headers and body together", size,
+                                             limits.MAX_CLOUD_TASK_TEMPLATE_BYTES)
+                     + " (Cloud Tasks refuses a task over 100 KB)")
     return spec
+
+
+def _task_template_bytes(spec: dict) -> int:
+    parts = [spec["url"] or "", spec["body"] or ""]
+    parts += [f"{name}{value}" for name, value in (spec["headers"] or {}).items()]
+    return sum(len(part.encode("utf-8", "surrogatepass")) for part in parts)
 
 
 # --- fields --------------------------------------------------------------------------

@@ -9,7 +9,8 @@ standard library only.
   project's body become the start of the next project's request.
 - Credential headers are masked wherever a definition is shown, and dropped when a
   redirect leaves the host they were meant for.
-- A `cloud_tasks` target may not create tasks on Sundial's own service or queues.
+- A `cloud_tasks` target may not create tasks on Sundial's own service or queues, nor
+  tasks larger than Cloud Tasks accepts (its CreateTask reference: 100 KB).
 - An address is refused when it reaches the platform (link-local, the metadata
   server) on every backend, and on the cloud backend anything that is not the public
   internet, including the IPv6 forms that carry an IPv4 address inside them.
@@ -38,6 +39,9 @@ _SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
 _GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # ::a.b.c.d, deprecated but parsed
 _IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # ::ffff:0:a.b.c.d (SIIT)
+
+# The largest task a `cloud_tasks` target may create, as Cloud Tasks counts it (100 KB).
+CLOUD_TASK_MAX_BYTES = 100_000
 
 
 def is_framing_header(name: str) -> bool:

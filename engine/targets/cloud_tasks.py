@@ -27,7 +27,7 @@ from google.cloud import tasks_v2
 
 from engine.ports import DeliveryRequest, DeliveryResult
 from engine.targets.http import sundial_headers
-from statemachine.safety import OwnService, is_framing_header
+from statemachine.safety import CLOUD_TASK_MAX_BYTES, OwnService, is_framing_header
 
 CREATE_TIMEOUT = 30.0  # seconds for the CreateTask call
 _BODY_METHODS = ("POST", "PUT", "PATCH")  # Cloud Tasks refuses a body with any other
@@ -113,7 +113,12 @@ class CloudTasksTarget:
             headers=headers,
             body=body.encode("utf-8"),
         )
-        return tasks_v2.Task(name=f"{queue}/tasks/{task_id(request)}", http_request=http)
+        task = tasks_v2.Task(name=f"{queue}/tasks/{task_id(request)}", http_request=http)
+        size = len(tasks_v2.Task.serialize(task))
+        if size > CLOUD_TASK_MAX_BYTES:  # its templates grew past the limit as they rendered
+            raise ValueError(f"the task is {size:,} bytes; Cloud Tasks refuses a task over "
+                             f"{CLOUD_TASK_MAX_BYTES:,} bytes")
+        return task
 
     def _get_client(self):
         with self._lock:

@@ -149,3 +149,11 @@ def test_framing_headers_never_reach_a_task():
     assert CloudTasksTarget(client, own=OWN).deliver(request(headers=headers)).outcome == "succeeded"
     sent = dict(client.created[0].http_request.headers)
     assert "Content-Type" in sent and not {"Content-Length", "Host", "Proxy-Y"} & set(sent)
+
+
+def test_a_task_whose_templates_rendered_past_cloud_tasks_limit_fails_before_sending():
+    client = FakeTasksClient()
+    result = CloudTasksTarget(client).deliver(request(body="y" * 100_000))
+    assert result.outcome == "failed"
+    assert "Cloud Tasks refuses a task over 100,000 bytes" in result.reason
+    assert client.calls == 0

@@ -296,3 +296,14 @@ def test_a_cloud_tasks_target_may_not_name_sundials_own_service_or_queues(
     other = job("cloud_tasks: {queue: 'projects/p/locations/l/queues/chained', "
                 "url: 'https://sundial-prod.appspot.com.example.com/x'}")
     assert errors(other, backend="cloud") == []
+
+
+def test_a_cloud_tasks_target_larger_than_cloud_tasks_accepts_is_refused():
+    url = "https://w.example.com/run"
+    body = "x" * (90 * 1024 - len(url) + 1)
+    source = job(f"cloud_tasks:\n  queue: projects/p/locations/l/queues/q\n  url: {url}\n  body: {body}")
+    assert errors(source) == [
+        "p.yaml:6: job 'a': target.cloud_tasks: the task's url, headers and body together is 92,161 bytes; "
+        "the limit is 92,160 bytes (Cloud Tasks refuses a task over 100 KB)"]
+    assert errors(job(f"cloud_tasks:\n  queue: projects/p/locations/l/queues/q\n  url: {url}\n"
+                      f"  body: {body[:-1]}")) == []
