@@ -10,8 +10,9 @@ from datetime import timedelta
 
 from google.api_core import exceptions as gexc
 
+from config import limits
 from config.settings import Settings
-from engine.adapters.cloud.cloud_tasks_queue import MAX_HOP, CloudTasksQueue, task_id
+from engine.adapters.cloud.cloud_tasks_queue import DISPATCH_DEADLINE, MAX_HOP, CloudTasksQueue, task_id
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.ports import Task
@@ -166,3 +167,13 @@ def test_a_60_day_tick_is_chained_in_hops_and_fires_once_on_time(tmp_path):
     assert len({task.name for task in client.created}) == len(client.created)
     assert [(r.project, r.job_id, r.scheduled_time) for r in target.requests] == [("proj", "job", fire_at)]
     assert queue.counters["enqueue_failures"] == 0
+
+
+def test_every_task_has_a_dispatch_deadline_longer_than_the_longest_attempt_it_makes():
+    queue, client, _ = make_queue()
+    queue.enqueue_now([tick(START), Task("start-x", "start", {"invocation": "inv"}, START)])
+    deadlines = {task.dispatch_deadline for task in client.created}
+    assert deadlines == {DISPATCH_DEADLINE}
+    # An attempt (at most MAX_ATTEMPT_TIMEOUT on the cloud backend) and its recording fit in
+    # it, and App Engine's 10 minutes under automatic scaling bound it.
+    assert limits.MAX_ATTEMPT_TIMEOUT["cloud"] + timedelta(minutes=1) <= DISPATCH_DEADLINE <= timedelta(minutes=10)

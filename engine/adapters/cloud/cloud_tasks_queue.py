@@ -53,6 +53,12 @@ log = logging.getLogger("sundial.cloud_tasks")
 SECRET_HEADER = "X-Sundial-Task-Secret"
 # Cloud Tasks' limit is 30 days ahead; a day less leaves room for clock skew.
 MAX_HOP = timedelta(days=29)
+# How long Cloud Tasks waits for a task handler's answer before it counts the run as
+# failed and retries the task. A handler delivers one attempt (at most 9 minutes on the
+# cloud backend: config/limits.MAX_ATTEMPT_TIMEOUT) and records it; App Engine stops a
+# request after 10 minutes under automatic scaling, which is also the longest an HTTP
+# handler is given here. A retry after it means the earlier run is over (events.TickArrived).
+DISPATCH_DEADLINE = timedelta(minutes=10)
 TASK_ID_LIMIT = 500  # Cloud Tasks: [A-Za-z0-9_-]{1,500}
 QUEUE_ID_LIMIT = 100  # Cloud Tasks: [A-Za-z0-9-]{1,100}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -150,6 +156,7 @@ class CloudTasksQueue:
             name=f"{self.path_of(task)}/tasks/{task_id(task.name)}",
             schedule_time=min(task.eta, now + MAX_HOP),
             http_request=self._http_request(task),
+            dispatch_deadline=DISPATCH_DEADLINE,
         )
 
     def _http_request(self, task: Task) -> tasks_v2.HttpRequest:
