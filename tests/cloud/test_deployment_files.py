@@ -30,6 +30,18 @@ def test_app_yaml_runs_gunicorn_on_the_cloud_backend():
     assert any(line.startswith("gunicorn==") for line in pins)
 
 
+def test_app_engine_sends_as_many_requests_at_once_as_the_workers_have_threads():
+    app = load("app.yaml")
+    words = app["entrypoint"].split()
+    workers, threads = int(words[words.index("--workers") + 1]), int(words[words.index("--threads") + 1])
+    assert app["automatic_scaling"]["max_concurrent_requests"] == workers * threads
+
+
+def test_gunicorn_writes_nothing_to_the_read_only_filesystem_at_start():
+    # gunicorn 27 opens a control socket under $HOME unless told not to.
+    assert "--no-control-socket" in load("app.yaml")["entrypoint"].split()
+
+
 def test_every_cron_entry_reaches_a_cron_handler_on_app_engine(tmp_path):
     cron = load("cron.yaml")["cron"]
     urls = [entry["url"] for entry in cron]
