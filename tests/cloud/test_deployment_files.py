@@ -69,3 +69,13 @@ def test_gcloudignore_uploads_the_app_and_its_configs_but_no_virtualenv():
     for left_out in (".venv/bin/python", ".venv-tasks/bin/python", "tests/cloud/test_guard.py",
                      ".sundial/sundial.db", "engine/__pycache__/service.cpython-311.pyc"):
         assert ignored(left_out), left_out
+
+
+def test_deploy_md_creates_the_throttle_queues_of_the_configs_it_deploys():
+    # Without --configs the command reads SUNDIAL_CONFIG_DIR, which app.yaml sets for the
+    # app but not for the shell running the command: it fell back to the examples.
+    deploy = (ROOT / "docs" / "DEPLOY.md").read_text()
+    commands = [line.strip() for line in deploy.splitlines()
+                if "main.py queues" in line and line.strip().startswith((".venv/bin/python", "python "))]
+    config_dir = load("app.yaml")["env_variables"]["SUNDIAL_CONFIG_DIR"]
+    assert commands and all(f"--configs {config_dir}" in line for line in commands), commands
