@@ -190,23 +190,18 @@ def new_record(project: str, job_id: str) -> JobRecord:
 # --- serialization -------------------------------------------------------------
 
 def _active_to_dict(entry: ActiveInvocation) -> Data:
-    if entry.events_in_rows:
-        return {
-            "id": entry.invocation_id,
-            "scheduled_time": stored_time(entry.scheduled_time),
-            "trigger": entry.trigger,
-            "deadline": stored_time(entry.deadline),
-            "event_count": entry.event_count,
-            "events_in_rows": True,
-            "started_at": stored_time(entry.started_at),
-            "expect_by": stored_time(entry.expect_by),
-        }
-    return {
+    shared = {
         "id": entry.invocation_id,
         "scheduled_time": stored_time(entry.scheduled_time),
         "trigger": entry.trigger,
         "deadline": stored_time(entry.deadline),
         "event_count": entry.event_count,
+    }
+    timing = {"started_at": stored_time(entry.started_at), "expect_by": stored_time(entry.expect_by)}
+    if entry.events_in_rows:
+        return {**shared, "events_in_rows": True, **timing}
+    return {
+        **shared,
         "attempts": list(entry.attempts),
         # Masks as hex strings: JSON numbers lose precision past 2**53.
         "started": format(entry.started_mask, "x"),
@@ -214,39 +209,31 @@ def _active_to_dict(entry: ActiveInvocation) -> Data:
         "done": format(entry.done_mask, "x"),
         "failed": format(entry.failed_mask, "x"),
         "failure_reason": entry.failure_reason,
-        "started_at": stored_time(entry.started_at),
-        "expect_by": stored_time(entry.expect_by),
+        **timing,
         "started_by": entry.started_by,
     }
 
 
 def _active_from_dict(data: Data) -> ActiveInvocation:
-    if data.get("events_in_rows"):
-        return ActiveInvocation(
-            invocation_id=data["id"],
-            scheduled_time=required_time(data["scheduled_time"]),
-            trigger=data["trigger"],
-            deadline=required_time(data["deadline"]),
-            event_count=data["event_count"],
-            attempts=(),
-            started_at=parse_stored_time(data["started_at"]),
-            expect_by=parse_stored_time(data["expect_by"]),
-            events_in_rows=True,
-        )
-    return ActiveInvocation(
+    shared = ActiveInvocation(
         invocation_id=data["id"],
         scheduled_time=required_time(data["scheduled_time"]),
         trigger=data["trigger"],
         deadline=required_time(data["deadline"]),
         event_count=data["event_count"],
+        started_at=parse_stored_time(data["started_at"]),
+        expect_by=parse_stored_time(data["expect_by"]),
+    )
+    if data.get("events_in_rows"):
+        return evolve(shared, attempts=(), events_in_rows=True)
+    return evolve(
+        shared,
         attempts=tuple(data["attempts"]),
         started_mask=int(data["started"], 16),
         accepted_mask=int(data["accepted"], 16),
         done_mask=int(data["done"], 16),
         failed_mask=int(data["failed"], 16),
         failure_reason=data["failure_reason"],
-        started_at=parse_stored_time(data["started_at"]),
-        expect_by=parse_stored_time(data["expect_by"]),
         started_by=data.get("started_by", ""),
     )
 
