@@ -66,22 +66,28 @@ def test_storage_failing_before_delivery_sends_nothing_and_recovers(h):
     assert len(h.target.requests) == 2
 
 
-def test_a_failure_between_delivery_and_result_redelivers_under_the_same_id(h):
-    h.define(retry=RetryPolicy(max_attempts=1))
-    h.run_until(START + timedelta(seconds=59))
-    original = h.engine.changes.apply_many
-    failed = []
+def _fail_result_saves(h, times: int) -> list:
+    """Make the next `times` saves of an attempt's result fail; returns the events they
+    carried, as they fail."""
+    original, failed = h.engine.changes.apply_many, []
 
     def flaky_apply_many(changes):
         results = [change.event for change in changes if change.note is not None]
-        if results and len(failed) < RESULT_TRIES:  # every try to save the first attempt's result
+        if results and len(failed) < times:
             failed.append(results[0])
             raise StoreError("injected: result could not be saved")
         return original(changes)
 
     h.engine.changes.apply_many = flaky_apply_many
+    return failed
+
+
+def test_a_failure_between_delivery_and_result_redelivers_under_the_same_id(h):
+    h.define(retry=RetryPolicy(max_attempts=1))
+    h.run_until(START + timedelta(seconds=59))
+    failed = _fail_result_saves(h, RESULT_TRIES)  # every try to save the first attempt's result
     h.run_until(START + timedelta(minutes=1, seconds=1))
-    h.engine.changes.apply_many = original
+    del h.engine.changes.apply_many  # the class's own again
     # Started by its tick, the invocation lives in the job record until a result is saved.
     active = h.store.get_job("proj", "job").record.active
     assert failed and [entry.invocation_id for entry in active] == [failed[0].invocation_id]
@@ -208,16 +214,7 @@ def test_a_job_defined_disabled_is_stored_and_readable(h):
 def test_a_result_that_fails_to_save_once_is_saved_by_the_next_try_of_the_same_task(h):
     h.define(retry=RetryPolicy(max_attempts=1))
     h.run_until(START + timedelta(seconds=59))
-    original = h.engine.changes.apply_many
-    failed = []
-
-    def flaky_once(changes):
-        if any(change.note is not None for change in changes) and not failed:
-            failed.append(True)
-            raise StoreError("injected: result could not be saved")
-        return original(changes)
-
-    h.engine.changes.apply_many = flaky_once
+    failed = _fail_result_saves(h, 1)
     h.run_until(START + timedelta(minutes=1, seconds=1))
     first = h.invocations()[0]
     assert failed and first.status == "SUCCEEDED"
