@@ -27,6 +27,7 @@ from typing import Any
 from statemachine import actions as act
 from statemachine.policy import JobPolicy, Tuning, compute_backoff
 from statemachine.record import ActiveInvocation, evolve
+from statemachine.stored_form import parse_stored_time, stored_time
 from statemachine.vocabulary import InvocationStatus, SkipReason
 
 
@@ -195,19 +196,12 @@ def repair(entry: ActiveInvocation, policy: JobPolicy, states: dict[int, EventSt
 
 # --- stored form -------------------------------------------------------------------
 
-def _time(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
-
-def _parse(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
-
-
 def state_to_dict(state: EventState) -> dict[str, Any]:
     return {"index": state.index, "attempt": state.attempt, "phase": state.phase.value,
-            "started_at": _time(state.started_at), "retry_at": _time(state.retry_at), "reason": state.reason}
+            "started_at": stored_time(state.started_at), "retry_at": stored_time(state.retry_at),
+            "reason": state.reason}
 
 
 def state_from_dict(data: dict[str, Any]) -> EventState:
-    return EventState(data["index"], data["attempt"], EventPhase(data["phase"]), _parse(data["started_at"]),
-                      _parse(data["retry_at"]), data["reason"])
+    return EventState(data["index"], data["attempt"], EventPhase(data["phase"]),
+                      parse_stored_time(data["started_at"]), parse_stored_time(data["retry_at"]), data["reason"])
