@@ -205,12 +205,23 @@ def build_cloud(settings: Settings, clock: Clock | None = None) -> Runtime:
         tasks, settings.gcp_project, settings.tasks_location, settings.tasks_queue,
         settings.service_url, settings.task_secret, settings.tasks_service_account,
         clock=clock, copies=2 if settings.fault_duplicate_tasks else 1,
+        app_engine=chain_task_target(settings),
     )
     store = DatastoreJobStore(client, queue)
     _ensure_chain_queue(tasks, settings)
     engine = _engine(settings, store, build_targets("cloud", _own(settings), google_access(settings)), clock)
     return _runtime(settings, engine, None, loops=not settings.on_app_engine,
                     after_import=_throttle_queue_keeper(tasks, settings, store))
+
+
+def chain_task_target(settings: Settings):
+    """The form of the chain's tasks, chosen once: on App Engine (or with
+    SUNDIAL_TASKS_TARGET=appengine) App Engine tasks routed to this service, which stay
+    inside Google, so IAP and the App Engine firewall never stop them; else None, HTTP
+    tasks to the service URL."""
+    from engine.adapters.cloud.cloud_tasks_queue import AppEngineTarget
+
+    return AppEngineTarget(settings.app_engine_service) if settings.app_engine_tasks else None
 
 
 def provision_task_queues(project: str, location: str, queue: str, emulator_host: str | None = None,

@@ -24,7 +24,9 @@ each has a default that suits one machine:
 | SUNDIAL_TASKS_LOCATION, SUNDIAL_TASKS_QUEUE | us-central1, sundial | cloud backend: the chain's queue |
 | SUNDIAL_SERVICE_URL | http://HOST:PORT, or https://PROJECT.appspot.com on App Engine | where Cloud Tasks calls back |
 | SUNDIAL_TASKS_EMULATOR_HOST | | host:port of a Cloud Tasks emulator (no TLS) |
-| SUNDIAL_TASKS_SERVICE_ACCOUNT | | the account whose OIDC tokens the task handlers accept |
+| SUNDIAL_TASKS_SERVICE_ACCOUNT | | the account whose OIDC tokens the task handlers accept, and (HTTP tasks) the account of the token on every task |
+| SUNDIAL_TASKS_TARGET | appengine on App Engine, else http | the form of the chain's tasks: `appengine` (App Engine tasks to this app's service, inside Google: IAP and the App Engine firewall do not stop them) or `http` (HTTP tasks to SUNDIAL_SERVICE_URL) |
+| GAE_SERVICE | set by App Engine | App Engine tasks are routed to this service (the serving version) |
 | SUNDIAL_FAULT_DUPLICATE_TASKS | 0 | fault injection: create every Cloud Tasks task twice |
 | SUNDIAL_ADMINS | | members (`user:EMAIL`, ...) who own every project, comma-separated |
 | SUNDIAL_GROUPS_FILE | | a YAML file of `{group: [members]}` for ACLs |
@@ -43,6 +45,7 @@ import os
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
+from typing import TypedDict
 
 from statemachine.durations import parse_duration
 from statemachine.policy import Tuning
@@ -85,6 +88,8 @@ class Settings:
     tasks_queue: str = "sundial"
     tasks_emulator_host: str = ""
     tasks_service_account: str = ""
+    tasks_target: str = ""  # "appengine" or "http"; "" chooses by where Sundial runs
+    app_engine_service: str = ""  # GAE_SERVICE: where App Engine tasks are routed
     explicit_service_url: str = ""
     fault_duplicate_tasks: bool = False
     admins: str = ""  # members who own every project, comma-separated
@@ -99,6 +104,11 @@ class Settings:
     pubsub_emulator_host: str = ""
     datastore_emulator_host: str = ""
     google_credentials: bool = False  # Application Default Credentials set up on this machine
+
+    @property
+    def app_engine_tasks(self) -> bool:
+        """Whether the chain's tasks are App Engine tasks (else HTTP tasks)."""
+        return self.tasks_target == "appengine" or (not self.tasks_target and self.on_app_engine)
 
     @property
     def service_url(self) -> str:
@@ -117,6 +127,14 @@ def _duration(env, name: str, default: timedelta) -> timedelta:
         return parse_duration(raw)
     except ValueError as error:
         raise SystemExit(f"{name}: {error}") from None
+
+
+def _choice(env, name: str, choices: tuple[str, ...]) -> str:
+    """One of `choices`, or "" when the variable is not set."""
+    raw = env.get(name, "")
+    if raw and raw not in choices:
+        raise SystemExit(f"{name}: expected one of {', '.join(choices)}, got {raw!r}")
+    return raw
 
 
 def _int(env, name: str, default: int) -> int:
@@ -159,10 +177,7 @@ def from_environment(env=None) -> Settings:
         # The demo's echo endpoint exists only where a newcomer runs the examples.
         demo_echo=backend == "local",
         gcp_project=env.get("GOOGLE_CLOUD_PROJECT", ""),
-        tasks_location=env.get("SUNDIAL_TASKS_LOCATION", defaults.tasks_location),
-        tasks_queue=env.get("SUNDIAL_TASKS_QUEUE", defaults.tasks_queue),
-        tasks_emulator_host=env.get("SUNDIAL_TASKS_EMULATOR_HOST", ""),
-        tasks_service_account=env.get("SUNDIAL_TASKS_SERVICE_ACCOUNT", ""),
+        **_cloud_tasks(env, defaults),
         explicit_service_url=env.get("SUNDIAL_SERVICE_URL", ""),
         fault_duplicate_tasks=env.get("SUNDIAL_FAULT_DUPLICATE_TASKS", "0") == "1",
         admins=env.get("SUNDIAL_ADMINS", ""),
@@ -178,6 +193,27 @@ def from_environment(env=None) -> Settings:
         datastore_emulator_host=env.get("DATASTORE_EMULATOR_HOST", ""),
         google_credentials=_has_google_credentials(env),
     )
+
+
+class _CloudTasks(TypedDict):
+    tasks_location: str
+    tasks_queue: str
+    tasks_emulator_host: str
+    tasks_service_account: str
+    tasks_target: str
+    app_engine_service: str
+
+
+def _cloud_tasks(env, defaults: Settings) -> _CloudTasks:
+    """The cloud backend's chain queue, and the form and target of its tasks."""
+    return {
+        "tasks_location": env.get("SUNDIAL_TASKS_LOCATION", defaults.tasks_location),
+        "tasks_queue": env.get("SUNDIAL_TASKS_QUEUE", defaults.tasks_queue),
+        "tasks_emulator_host": env.get("SUNDIAL_TASKS_EMULATOR_HOST", ""),
+        "tasks_service_account": env.get("SUNDIAL_TASKS_SERVICE_ACCOUNT", ""),
+        "tasks_target": _choice(env, "SUNDIAL_TASKS_TARGET", ("appengine", "http")),
+        "app_engine_service": env.get("GAE_SERVICE", ""),
+    }
 
 
 def _heartbeat(env, default: timedelta) -> Heartbeat:

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 
 import pytest
 from werkzeug.serving import make_server
 
 from config.settings import Settings
-from engine.adapters.cloud.cloud_tasks_queue import CloudTasksQueue, QueueSpec, build_tasks_client, ensure_queue
+from engine.adapters.cloud.cloud_tasks_queue import (
+    AppEngineTarget,
+    CloudTasksQueue,
+    QueueSpec,
+    build_tasks_client,
+    ensure_queue,
+)
 from engine.clock import SystemClock
 from engine.ports import Task
 from web.app import create_app
@@ -29,17 +36,31 @@ class RecordingEngine:
         self.arrived.append(datetime.now(timezone.utc))
 
 
-@pytest.fixture
-def service():
-    """Sundial's Flask app on a real port, with an engine that records its tasks."""
-    engine = RecordingEngine()
-    app = create_app(engine, Settings(task_secret="emulator-secret"))
-    server = make_server("127.0.0.1", 0, app, threaded=True)
+@contextmanager
+def serving(settings: Settings, port: int = 0):
+    """Sundial's Flask app on a real port, with an engine that records its tasks; yields
+    (base URL, engine, the headers of every request that reached the app)."""
+    engine, seen = RecordingEngine(), []
+    app = create_app(engine, settings)
+
+    def recording(environ, start_response):
+        seen.append({k[5:].replace("_", "-").title(): v for k, v in environ.items() if k.startswith("HTTP_")})
+        return app(environ, start_response)
+
+    server = make_server("127.0.0.1", port, recording, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_port}", engine
-    server.shutdown()
-    thread.join(5)
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", engine, seen
+    finally:
+        server.shutdown()
+        thread.join(5)
+
+
+@pytest.fixture
+def service():
+    with serving(Settings(task_secret="emulator-secret")) as (url, engine, _):
+        yield url, engine
 
 
 @pytest.fixture
@@ -91,6 +112,27 @@ def test_tasks_without_the_secret_are_refused_and_never_reach_the_engine(client,
     time.sleep(1.0)  # the emulator retries a 403 again and again; none may get through
     assert engine.handled == []
     client.delete_queue(name=queue.queue_path)  # stops the emulator retrying it forever
+
+
+def test_on_app_engine_an_app_engine_task_reaches_its_handler_admitted_by_app_engines_queue_header(
+        tasks_emulator, client):
+    """The emulator dispatches App Engine tasks to its --target-port, as App Engine would
+    to the app, with X-AppEngine-QueueName. The task's secret is not the app's, so only
+    that header (which App Engine strips from outside requests) can admit it."""
+    ensure_queue(client, PROJECT, LOCATION, QueueSpec("chain-app-engine"))
+    queue = CloudTasksQueue(client, PROJECT, LOCATION, "chain-app-engine", "", "not-the-apps-secret",
+                            clock=SystemClock(), app_engine=AppEngineTarget("default"))
+    tick = Task("tick-p-j-2.1-1", "tick", {"project": "p", "job": "j", "nonce": "2.1"}, datetime.now(timezone.utc))
+    settings = Settings(task_secret="the-apps-secret", on_app_engine=True, gcp_project=PROJECT)
+    try:
+        with serving(settings, port=tasks_emulator.target_port) as (_, engine, seen):
+            queue.enqueue_now([tick])
+            arrived = wait_for(engine.handled, 1)
+    finally:
+        client.delete_queue(name=queue.queue_path)  # a refused task would be retried forever
+    assert [(t.kind, t.name, t.payload) for t in arrived] == [("tick", tick.name, tick.payload)]
+    assert seen[0]["X-Appengine-Queuename"] == queue.queue_path
+    assert not any(name.startswith("X-Cloudtasks-") for name in seen[0])  # not an HTTP task
 
 
 def test_the_queues_command_creates_the_chain_queue_and_can_run_again(tasks_emulator, client, monkeypatch, capsys):

@@ -8,11 +8,20 @@ import json
 import re
 from datetime import timedelta
 
+import pytest
 from google.api_core import exceptions as gexc
 
+from app.bootstrap import chain_task_target
 from config import limits
-from config.settings import Settings
-from engine.adapters.cloud.cloud_tasks_queue import DISPATCH_DEADLINE, MAX_HOP, CloudTasksQueue, task_id
+from config.settings import Settings, from_environment
+from engine.adapters.cloud.cloud_tasks_queue import (
+    DISPATCH_DEADLINE,
+    MAX_HOP,
+    AppEngineTarget,
+    CloudTasksQueue,
+    task_id,
+    throttle_queue_id,
+)
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.ports import Task
@@ -27,10 +36,11 @@ SERVICE_URL = "https://proj.appspot.com"
 QUEUE = "projects/proj/locations/us-central1/queues/chain"
 
 
-def make_queue(clock=None, account="", client=None):
+def make_queue(clock=None, account="", client=None, app_engine=None):
     clock = clock or FakeClock()
     client = client or FakeTasksClient(clock)
-    queue = CloudTasksQueue(client, "proj", "us-central1", "chain", SERVICE_URL + "/", "sek", account, clock=clock)
+    queue = CloudTasksQueue(client, "proj", "us-central1", "chain", SERVICE_URL + "/", "sek", account, clock=clock,
+                            app_engine=app_engine)
     return queue, client, clock
 
 
@@ -64,6 +74,43 @@ def test_an_oidc_token_for_the_service_account_with_the_service_url_as_audience(
     queue.enqueue_now([tick(START)])
     token = client.created[0].http_request.oidc_token
     assert (token.service_account_email, token.audience) == ("tasks@proj.iam.gserviceaccount.com", SERVICE_URL)
+
+
+def test_on_app_engine_each_kind_is_an_app_engine_task_to_its_handler_on_this_service():
+    queue, client, _ = make_queue(account="tasks@proj.iam.gserviceaccount.com", app_engine=AppEngineTarget("sundial"))
+    eta = START + timedelta(minutes=5)
+    start = Task("start-proj-job-inv-0-1-0", "start", {"invocation": "inv"}, eta)
+    notify = Task("notify-proj-job-inv-1", "notify", {"invocation": "inv"}, START)
+    queue.enqueue_now([tick(eta), start, notify])
+    requests = [task.app_engine_http_request for task in client.created]
+    handlers = ("tick", "start-invocation", "notify")
+    assert [r.relative_uri for r in requests] == [f"/internal/tasks/{handler}" for handler in handlers]
+    assert all(not task.http_request.url for task in client.created)  # nothing leaves Google
+    first = requests[0]
+    assert first.http_method.name == "POST"
+    # The serving version of this service: no version is pinned, so a deploy moves the chain along.
+    assert (first.app_engine_routing.service, first.app_engine_routing.version) == ("sundial", "")
+    assert json.loads(first.body) == {
+        "name": "tick-proj-job-1.1-0",
+        "payload": {"project": "proj", "job": "job", "nonce": "1.1"},
+        "eta": "2026-01-05T10:05:00.000Z",
+    }
+    # The secret still travels, a second proof beside App Engine's queue header.
+    assert dict(first.headers) == {"Content-Type": "application/json", "X-Sundial-Task-Secret": "sek"}
+    assert schedule_time(client.created[0]) == eta
+    assert {task.dispatch_deadline for task in client.created} == {DISPATCH_DEADLINE}
+
+
+def test_a_throttled_start_task_on_app_engine_is_an_app_engine_task_on_its_throttle_queue():
+    queue, client, _ = make_queue(app_engine=AppEngineTarget("default"))
+    start = Task("start-proj-job-inv-0-1-0", "start", {"invocation": "inv"}, START, queue="proj/backups")
+    queue.enqueue_now([start])
+    [task] = client.created
+    assert task.name.rsplit("/tasks/", 1)[0] == (
+        f"projects/proj/locations/us-central1/queues/{throttle_queue_id('chain', 'proj/backups')}")
+    assert task.app_engine_http_request.relative_uri == "/internal/tasks/start-invocation"
+    assert task.app_engine_http_request.app_engine_routing.service == "default"
+    assert not task.http_request.url
 
 
 def test_names_are_deterministic_hashed_and_within_cloud_tasks_rules():
@@ -177,3 +224,21 @@ def test_every_task_has_a_dispatch_deadline_longer_than_the_longest_attempt_it_m
     # An attempt (at most MAX_ATTEMPT_TIMEOUT on the cloud backend) and its recording fit in
     # it, and App Engine's 10 minutes under automatic scaling bound it.
     assert limits.MAX_ATTEMPT_TIMEOUT["cloud"] + timedelta(minutes=1) <= DISPATCH_DEADLINE <= timedelta(minutes=10)
+
+
+# --- which form the running app chooses -------------------------------------------------
+
+
+def test_on_app_engine_the_chain_is_app_engine_tasks_routed_to_this_service():
+    on_app_engine = {"GAE_APPLICATION": "s~proj", "GAE_SERVICE": "sundial", "GAE_VERSION": "20260101t000000"}
+    assert chain_task_target(from_environment(on_app_engine)) == AppEngineTarget("sundial")
+    assert chain_task_target(from_environment({})) is None  # elsewhere: HTTP tasks to the service URL
+    # Either choice can be forced: HTTP tasks on App Engine (a service behind its own domain),
+    # App Engine tasks elsewhere (the app of the project, or an emulator's target port).
+    assert chain_task_target(from_environment({**on_app_engine, "SUNDIAL_TASKS_TARGET": "http"})) is None
+    assert chain_task_target(from_environment({"SUNDIAL_TASKS_TARGET": "appengine"})) == AppEngineTarget("")
+
+
+def test_an_unknown_task_target_stops_the_start_naming_the_variable():
+    with pytest.raises(SystemExit, match="SUNDIAL_TASKS_TARGET: expected one of appengine, http, got 'cloudrun'"):
+        from_environment({"SUNDIAL_TASKS_TARGET": "cloudrun"})

@@ -1,5 +1,14 @@
-"""The chain's task queue on Cloud Tasks: every Task becomes an HTTP task that POSTs to
-Sundial's own internal task handler (web/internal.py).
+"""The chain's task queue on Cloud Tasks: every Task becomes a task that POSTs to Sundial's
+own internal task handler (web/internal.py), in one of two forms chosen when the queue is
+built (`AppEngineTarget`):
+
+- On App Engine, App Engine tasks (`app_engine_http_request`, relative URI
+  `/internal/tasks/<kind>`): Cloud Tasks hands them to the app inside Google, so
+  Identity-Aware Proxy and the App Engine firewall (its default rule set to deny) never
+  stand in their way, they carry `X-AppEngine-QueueName`, which App Engine strips from
+  outside requests (the guard trusts it there), and they cost no egress.
+- Elsewhere (Cloud Run, `serve` on a VM), HTTP tasks to the service URL, with an OIDC
+  token of the configured service account when there is one.
 
 Cloud Tasks is not transactional, so the Datastore store calls `enqueue_now` after its
 commit. What makes that safe:
@@ -22,9 +31,11 @@ The task handler delivers before it answers, so Cloud Tasks' concurrency limit i
 limit on requests in flight. `main.py queues` creates those queues from the config files
 (and `serve` on the cloud backend creates the ones it sees at import, when it may).
 
-Every task carries the shared secret (`X-Sundial-Task-Secret`), and when a service
-account is configured an OIDC token for it with the service URL as audience, so the
-guard (web/guard.py) can admit it wherever Sundial runs.
+Every task carries the shared secret (`X-Sundial-Task-Secret`), so the guard
+(web/guard.py) can admit it wherever Sundial runs, App Engine tasks too (a second proof
+beside the platform's header). An HTTP task also carries an OIDC token for the configured
+service account, with the service URL as audience; an App Engine task cannot carry one.
+Throttle queues get the same form of task as the chain's queue.
 """
 
 from __future__ import annotations
@@ -105,6 +116,16 @@ def throttle_queue_id(chain_queue: str, queue: str) -> str:
     return f"{readable[: QUEUE_ID_LIMIT - len(digest) - 1]}-{digest}"
 
 
+@dataclass(frozen=True)
+class AppEngineTarget:
+    """App Engine tasks to this project's App Engine app, routed to `service` ("" is the
+    app's default service). No version is named: Cloud Tasks then sends each attempt to
+    the version serving when it is attempted, so after a deploy the chain moves to the
+    new version with the traffic, and pending tasks never pin an old one."""
+
+    service: str = ""
+
+
 class CloudTasksQueue:
     """Enqueues the chain's tasks on one Cloud Tasks queue, right after a commit."""
 
@@ -120,11 +141,13 @@ class CloudTasksQueue:
         *,
         clock: Clock,
         copies: int = 1,
+        app_engine: AppEngineTarget | None = None,
     ) -> None:
-        """`copies`: create every task this many times (fault injection: the real service
-        refuses the copies by name; an emulator that does not deduplicate delivers each one,
-        which is how tests prove duplicates are harmless)."""
-        if not service_url:
+        """`app_engine`: create App Engine tasks routed so, instead of HTTP tasks to
+        `service_url`. `copies`: create every task this many times (fault injection: the
+        real service refuses the copies by name; an emulator that does not deduplicate
+        delivers each one, which is how tests prove duplicates are harmless)."""
+        if not service_url and app_engine is None:
             raise ValueError("CloudTasksQueue needs the service URL that Cloud Tasks calls back")
         self.client = client
         self.queue_path = client.queue_path(project, location, queue)
@@ -137,6 +160,7 @@ class CloudTasksQueue:
         self.counters: Counter[str] = Counter()
         self._lock = threading.Lock()
         self.copies = copies
+        self.app_engine = app_engine
 
     def enqueue_now(self, tasks: list[Task]) -> None:
         """Create one Cloud Tasks task per Task. Never raises for Cloud Tasks' failures:
@@ -151,28 +175,42 @@ class CloudTasksQueue:
         return self._queue_path_of(task.queue) if task.queue else self.queue_path
 
     def cloud_task(self, task: Task, now: datetime) -> tasks_v2.Task:
-        """The Cloud Tasks task for `task`, as it is enqueued at `now`."""
-        return tasks_v2.Task(
+        """The Cloud Tasks task for `task`, as it is enqueued at `now`. The dispatch
+        deadline suits both forms: an App Engine task may have up to 24 hours, and App
+        Engine's automatic scaling ends the request at 10 minutes anyway."""
+        cloud_task = tasks_v2.Task(
             name=f"{self.path_of(task)}/tasks/{task_id(task.name)}",
             schedule_time=min(task.eta, now + MAX_HOP),
-            http_request=self._http_request(task),
             dispatch_deadline=DISPATCH_DEADLINE,
         )
+        if self.app_engine is not None:
+            cloud_task.app_engine_http_request = self._app_engine_request(task, self.app_engine)
+        else:
+            cloud_task.http_request = self._http_request(task)
+        return cloud_task
 
-    def _http_request(self, task: Task) -> tasks_v2.HttpRequest:
+    def _request_parts(self, task: Task) -> tuple[str, dict[str, str], bytes]:
+        """The handler's path, the headers and the body, the same in both forms."""
         kind = task_kind(task.kind)
         if not isinstance(kind, TaskKind):
             raise ValueError(f"no task handler for kind {task.kind!r}")
-        path = kind.handler_path
         body = {"name": task.name, "payload": task.payload, "eta": rfc3339_millis(task.eta)}
         headers = {"Content-Type": "application/json"}  # Cloud Tasks' default is octet-stream
         if self.secret:
             headers[SECRET_HEADER] = self.secret
+        return f"/internal/tasks/{kind.handler_path}", headers, json.dumps(body, separators=(",", ":")).encode()
+
+    def _app_engine_request(self, task: Task, target: AppEngineTarget) -> tasks_v2.AppEngineHttpRequest:
+        path, headers, body = self._request_parts(task)
+        return tasks_v2.AppEngineHttpRequest(
+            relative_uri=path, http_method=tasks_v2.HttpMethod.POST, headers=headers, body=body,
+            app_engine_routing=tasks_v2.AppEngineRouting(service=target.service),
+        )
+
+    def _http_request(self, task: Task) -> tasks_v2.HttpRequest:
+        path, headers, body = self._request_parts(task)
         request = tasks_v2.HttpRequest(
-            url=f"{self.service_url}/internal/tasks/{path}",
-            http_method=tasks_v2.HttpMethod.POST,
-            headers=headers,
-            body=json.dumps(body, separators=(",", ":")).encode("utf-8"),
+            url=f"{self.service_url}{path}", http_method=tasks_v2.HttpMethod.POST, headers=headers, body=body,
         )
         if self.service_account_email:
             # Without an explicit audience Cloud Tasks would use the full task URL; the
