@@ -23,10 +23,13 @@ from statemachine.policy import Catchup, JobPolicy, Overlap
 from statemachine.schedule import fire_times, parse_schedule
 from tests.contract.queues import EtaQueue
 from tests.engine.harness import FakeClock
+from tests.faults.support import SCALE
 from tests.support.commits import MeteredStore
 
 EVERY_SECOND = "* * * * * ?"
-BROKEN = timedelta(minutes=20)  # 1,200 fire times
+# 540 fire times: more than one commit takes. The long run (SUNDIAL_FAULTS_SCALE >= 2)
+# has the 20 minutes (1,200 times) of the measured case (bench/commit_budget.py).
+BROKEN = timedelta(minutes=20 if SCALE >= 2 else 9)
 
 
 class Succeeding:
@@ -84,7 +87,7 @@ def times(after, through) -> list:
     return list(fire_times(parse_schedule(EVERY_SECOND, "UTC"), after, through))
 
 
-def test_a_tick_after_20_minutes_of_broken_chain_records_each_missed_time_once_within_budget(world):
+def test_a_tick_after_a_long_broken_chain_records_each_missed_time_once_within_budget(world):
     world.configure()
     start = world.clock.current
     world.lose_the_chain()
@@ -94,16 +97,16 @@ def test_a_tick_after_20_minutes_of_broken_chain_records_each_missed_time_once_w
     world.check_budget()
     history = world.history()
     due = times(start, world.clock.current)
-    assert len(due) == 1200 and set(due) <= set(history)
-    assert len(history) == 1200
+    assert len(due) == BROKEN.total_seconds() and set(due) <= set(history)
+    assert len(history) == len(due)
     statuses = [history[moment].status for moment in due]
     # catchup: latest, superseded by the newest time, which is on time: that one runs.
-    assert statuses[:-1] == ["SKIPPED"] * 1199 and statuses[-1] == "SUCCEEDED"
+    assert statuses[:-1] == ["SKIPPED"] * (len(due) - 1) and statuses[-1] == "SUCCEEDED"
     assert {history[moment].reason for moment in due[:-1]} == {"missed"}
     assert max(commit.entities for commit in world.store.commits) <= ROWS_PER_STEP + 1  # the rows and the job
 
 
-def test_a_resume_after_20_minutes_of_pause_records_each_paused_time_once_within_budget(world):
+def test_a_resume_after_a_long_pause_records_each_paused_time_once_within_budget(world):
     world.configure()
     operations.pause(world.engine, "proj", "job")
     start = world.clock.current
@@ -116,7 +119,7 @@ def test_a_resume_after_20_minutes_of_pause_records_each_paused_time_once_within
     history = world.history()
     paused = [moment for moment in times(start, world.clock.current) if moment > start]
     assert {history[moment].reason for moment in paused} == {"paused"}
-    assert len([row for row in history.values() if row.reason == "paused"]) == len(paused) == 1200
+    assert len([row for row in history.values() if row.reason == "paused"]) == len(paused) == len(history)
 
 
 def test_a_timing_change_over_a_long_backlog_records_it_within_budget(world):
@@ -131,8 +134,8 @@ def test_a_timing_change_over_a_long_backlog_records_it_within_budget(world):
     history = world.history()
     due = times(start, world.clock.current)
     assert set(due) <= set(history)
-    assert len(history) == 1200
-    assert [history[moment].status for moment in due[:-1]] == ["SKIPPED"] * 1199
+    assert len(history) == len(due)
+    assert [history[moment].status for moment in due[:-1]] == ["SKIPPED"] * (len(due) - 1)
 
 
 @pytest.mark.parametrize("stop", ["pause", "disable"])
@@ -152,7 +155,8 @@ def test_a_caught_up_backlog_dropped_by_a_stop_is_recorded_within_budget(world, 
     world.check_budget()
     history = world.history()
     due = times(start, world.clock.current)
-    assert set(due) <= set(history) and len(history) == 1200
+    assert set(due) <= set(history) and len(history) == len(due)
     skipped = [history[moment] for moment in due if history[moment].status == "SKIPPED"]
-    assert len(skipped) >= 1198 and {row.reason for row in skipped} == {"paused" if stop == "pause" else "disabled"}
+    assert len(skipped) >= len(due) - 2
+    assert {row.reason for row in skipped} == {"paused" if stop == "pause" else "disabled"}
     assert not world.store.get_job("proj", "job").record.dropping
