@@ -15,7 +15,7 @@ from engine.errors import ConflictError, NotFound
 from engine.event_rows import TransactionRows
 from engine.metrics import Metrics
 from engine.ports import AttemptHolds, AttemptKey, Clock, HeldAttempt, JobSource, JobStore, StoredJob, Transaction
-from engine.recording import append_log, materialize, record_action, throttle_queue
+from engine.recording import append_log, materialize, record_actions, throttle_queue
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.definition import JobDefinition
@@ -189,8 +189,8 @@ class JobChanges:
             tx.put_job(stored)
         policy = transition.record.policy
         queue = throttle_queue(project, policy.throttle) if policy is not None else ""
+        record_actions(tx, project, job_id, transition.actions, now, queue)
         for action in transition.actions:
-            record_action(tx, project, job_id, action, now, queue)
             if isinstance(action, act.Deliver) and self.holds is not None:
                 self.holds.hold(tx, AttemptKey(project, job_id, action.invocation_id, action.event_index,
                                                action.attempt))

@@ -4,6 +4,7 @@
 - `Refused`: a well-formed request that is not allowed; `code` names why in the API's
   words, because only the use cases (engine/operations.py) know which rule refused it.
 - `StoreError` > `ConflictError`: storage failed, nothing was committed; retryable.
+- `StoreError` > `CommitTooLarge`: a transaction would write more than one commit may.
 
 `RetryTask` (engine/ports.py) is not an error: it is how a task handler hands its task
 back to the queue, and stays outside the family.
@@ -11,6 +12,7 @@ back to the queue, and stays outside the family.
 
 from __future__ import annotations
 
+from statemachine.budget import COMMIT_ENTITY_LIMIT
 from statemachine.errors import SundialError
 
 
@@ -32,3 +34,19 @@ class StoreError(SundialError):
 
 class ConflictError(StoreError):
     """Another writer changed the data this transaction read; retry it."""
+
+
+class CommitTooLarge(StoreError):
+    """A transaction would write more entities than legacy Datastore takes in one
+    commit (statemachine/budget.py). Every store refuses it before anything is
+    written: the steps are bounded to fit, so this is a defect to report, not a load
+    to retry into success."""
+
+    def __init__(self, store: str, jobs: list[str], count: int):
+        self.jobs, self.count = jobs, count
+        whose = ("job " + ", ".join(jobs[:3]) + (f" and {len(jobs) - 3} more" if len(jobs) > 3 else "")
+                 if jobs else "no job")
+        super().__init__(
+            f"{store}: a transaction of {whose} would write {count:,} entities, over the limit of"
+            f" {COMMIT_ENTITY_LIMIT} entities in one commit (legacy Datastore's); nothing was written"
+        )

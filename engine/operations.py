@@ -213,6 +213,8 @@ def complete(engine: Engine, project: str, job_id: str, invocation_id: str, toke
                       f"invocation {invocation_id} has already finished: {row.status}{reason}")
     reason = "" if succeeded else (message or "failed")
     note = Note(invocation_id, f"completion: {status}", {"detail": message} if message else {})
-    engine.changes.apply(project, job_id, ev.InvocationFinished(invocation_id, succeeded, reason, attempt=None),
-                 note=note)
+    event = ev.InvocationFinished(invocation_id, succeeded, reason, attempt=None)
+    applied = engine.changes.apply(project, job_id, event, note=note)
+    while applied.transition.more:  # a big fan-out's events, a commit's worth at a time
+        applied = engine.changes.apply(project, job_id, event)
     return engine.queries.find_invocation(project, job_id, invocation_id) or row

@@ -108,6 +108,10 @@ class Transaction(Protocol):
     def put_invocation(self, row: InvocationRow) -> None:
         """Create or replace one invocation's history record."""
 
+    def existing_invocations(self, project: str, job_id: str, invocation_ids: list[str]) -> set[str]:
+        """Which of the invocations have a history record (this transaction's own
+        writes included), in one batched read rather than one read per id."""
+
     def get_progress(self, project: str, job_id: str, invocation_id: str, part: str) -> dict[str, Any] | None:
         """One part of a fan-out invocation's progress (an event's state:
         engine/event_rows.py), as stored; None when it has no row yet."""

@@ -119,6 +119,22 @@ def append_log(row: InvocationRow, now: datetime, message: str, /, **fields) -> 
         row.log[:] = head + [marker] + rest[-keep:]
 
 
+def record_actions(tx: Transaction, project: str, job_id: str, actions: tuple[act.Action, ...], now: datetime,
+                   queue: str = "") -> None:
+    """Write a transition's actions, in order (see `record_action`). Whether each
+    occurrence to record SKIPPED has its record already is read once for all of them:
+    a catch-up lists hundreds, and a read each would be hundreds of round trips."""
+    known: set[str] | None = None
+    for action in actions:
+        if isinstance(action, act.RecordSkipped):
+            if known is None:
+                skipped = [a.invocation_id for a in actions if isinstance(a, act.RecordSkipped)]
+                known = tx.existing_invocations(project, job_id, list(dict.fromkeys(skipped)))
+            _record_skipped(tx, project, job_id, action, now, known)
+        else:
+            record_action(tx, project, job_id, action, now, queue)
+
+
 def record_action(tx: Transaction, project: str, job_id: str, action, now: datetime, queue: str = "") -> None:
     """Write one action (other than Deliver and RetryLater, which the caller handles).
 
@@ -142,7 +158,8 @@ def record_action(tx: Transaction, project: str, job_id: str, action, now: datet
         append_log(row, now, "created", trigger=action.trigger)
         tx.put_invocation(row)
     elif isinstance(action, act.RecordSkipped):
-        _record_skipped(tx, project, job_id, action, now)
+        _record_skipped(tx, project, job_id, action, now, tx.existing_invocations(project, job_id,
+                                                                                  [action.invocation_id]))
     elif isinstance(action, act.FinishInvocation):
         _update(tx, project, job_id, action.invocation_id, lambda row: _finish(row, action, now))
     elif isinstance(action, act.RecordAttemptFailed):
@@ -163,9 +180,12 @@ def tells_history(action: act.Deliver) -> bool:
     return action.event_count == 1 or (action.event_index, action.attempt) == (0, 1)
 
 
-def _record_skipped(tx: Transaction, project: str, job_id: str, action: act.RecordSkipped, now) -> None:
-    if tx.get_invocation(project, job_id, action.invocation_id) is not None:
+def _record_skipped(tx: Transaction, project: str, job_id: str, action: act.RecordSkipped, now,
+                    known: set[str]) -> None:
+    """`known`: the invocations that have a record; this one joins them."""
+    if action.invocation_id in known:
         return  # one occurrence, one record
+    known.add(action.invocation_id)
     row = InvocationRow(
         project, job_id, action.invocation_id, InvocationStatus.SKIPPED, action.scheduled_time, action.trigger,
         reason=action.reason, created_time=now, finished_time=now,

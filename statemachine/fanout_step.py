@@ -9,13 +9,14 @@ a dict: this module reads no clock and touches no storage of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Callable, Protocol
 
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine import fanout
+from statemachine.budget import ROWS_PER_STEP
 from statemachine.fanout import EventPhase, EventState, EventStep, Tally
 from statemachine.machine import Transition, step, with_derived_fields
 from statemachine.policy import Tuning
@@ -105,10 +106,15 @@ def _step_event(record: JobRecord, entry: ActiveInvocation, rows: EventRows,
 
 def _complete(record: JobRecord, entry: ActiveInvocation, rows: EventRows, event: ev.InvocationFinished,
               now: datetime, tuning: Tuning) -> Transition:
-    """The async completion report settles every event in flight or accepted."""
-    steps = [(state, fanout.on_completion(state, event.succeeded, event.reason))
-             for state in rows.events().values()]
-    return _conclude(record, entry, rows, steps, now, tuning)
+    """The async completion report settles every event in flight or accepted, up to
+    ROWS_PER_STEP of them in one step (`more`: the host steps again for the rest)."""
+    steps = []
+    for state in sorted(rows.events().values(), key=lambda state: state.index):
+        stepped = fanout.on_completion(state, event.succeeded, event.reason)
+        if stepped.state != state:
+            steps.append((state, stepped))
+    concluded = _conclude(record, entry, rows, steps[:ROWS_PER_STEP], now, tuning)
+    return replace(concluded, more=len(steps) > ROWS_PER_STEP)
 
 
 def _conclude(record: JobRecord, entry: ActiveInvocation, rows: EventRows,

@@ -50,6 +50,9 @@ class InvalidTransition(SundialError):
 class Transition:
     record: JobRecord
     actions: tuple[act.Action, ...] = ()
+    # The event has more to do than one step may write (statemachine/budget.py): the
+    # host steps the job with the same event again, in a transaction of its own.
+    more: bool = False
 
 
 # A transition's handler: the record and the event in, the record and its actions out.

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from statemachine import schedule as schedules
+from statemachine.budget import ROWS_PER_STEP
 
 
 class Overlap(str, Enum):
@@ -71,7 +72,7 @@ class Tuning:
     late_tolerance: timedelta = timedelta(seconds=60)
     # At most this many fire times are examined in one transaction; a longer
     # backlog continues in an immediate follow-up tick.
-    scan_limit: int = 1000
+    scan_limit: int = ROWS_PER_STEP
 
 
 DEFAULT_TUNING = Tuning()

@@ -15,6 +15,7 @@ from statemachine import actions as act
 from statemachine import events as ev
 from statemachine import invocations as inv
 from statemachine import runs, waiting
+from statemachine.budget import ROWS_PER_STEP
 from statemachine.catchup import DuePlan, plan_due
 from statemachine.chain import arm
 from statemachine.invocations import Result
@@ -140,7 +141,11 @@ _BACKLOG_BATCHES = 50
 
 
 def settle_backlog(record: JobRecord, now: datetime, tuning: Tuning) -> Result:
-    """Handle the fire times of the current timing that are due but not yet handled."""
+    """Handle the fire times of the current timing that are due but not yet handled.
+
+    The times listed SKIPPED are written by this step up to ROWS_PER_STEP; the rest
+    wait in `dropping` (as runs of this timing) for the ticks that follow, as do the
+    times of a backlog longer than _BACKLOG_BATCHES scans: missed, or paused."""
     if (
         record.policy is None
         or record.disabled
@@ -150,12 +155,44 @@ def settle_backlog(record: JobRecord, now: datetime, tuning: Tuning) -> Result:
     ):
         return record, []
     actions: list[act.Action] = []
+    rows = 0
     for _ in range(_BACKLOG_BATCHES):
         record, handled, plan = _handle_due(record, now, now, tuning, inline=False)
-        actions += handled
+        skipped = plan.paused + plan.missed
+        if rows + len(skipped) <= ROWS_PER_STEP:
+            rows += len(skipped)
+            actions += handled
+        else:
+            record = waiting.defer(record, _listed_runs(record, plan))
+            actions += [action for action in handled if not isinstance(action, act.RecordSkipped)]
         if not plan.more:
-            break
-    return record, actions
+            return record, actions
+    return _defer_rest(record, now), actions
+
+
+def _listed_runs(record: JobRecord, plan: DuePlan) -> list[waiting.Dropped]:
+    """The plan's paused and missed times as runs: each list is consecutive fire times."""
+    policy, queue = record.live_policy, list[waiting.Dropped]()
+    for times, reason, trigger in ((plan.paused, SkipReason.PAUSED, Trigger.SCHEDULE),
+                                   (plan.missed, SkipReason.MISSED, Trigger.CATCHUP)):
+        run = runs.of_policy(policy, runs.before(times[0]), times[-1], trigger) if times else None
+        if run is not None:
+            queue.append((reason, run))
+    return queue
+
+
+def _defer_rest(record: JobRecord, now: datetime) -> JobRecord:
+    """Every fire time still due, to be recorded SKIPPED by later ticks: paused up to
+    `paused_through`, missed after it."""
+    since, paused_through, policy = record.scheduled_until or now, record.paused_through, record.live_policy
+    queue: list[waiting.Dropped] = []
+    split = min(now, paused_through) if paused_through is not None and paused_through > since else since
+    for after, through, reason, trigger in ((since, split, SkipReason.PAUSED, Trigger.SCHEDULE),
+                                            (split, now, SkipReason.MISSED, Trigger.CATCHUP)):
+        run = runs.of_policy(policy, after, through, trigger) if through > after else None
+        if run is not None:
+            queue.append((reason, run))
+    return waiting.defer(evolve(record, scheduled_until=now, paused_through=None), queue)
 
 
 def after_invocations(record: JobRecord, now: datetime, actions: list[act.Action]) -> Result:

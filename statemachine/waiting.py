@@ -28,6 +28,7 @@ from typing import Callable
 
 from statemachine import actions as act
 from statemachine import ids
+from statemachine.budget import ROWS_PER_STEP
 from statemachine.chain import arm
 from statemachine.policy import JobPolicy
 from statemachine.record import JobRecord, Occurrence, evolve
@@ -38,7 +39,7 @@ from statemachine.vocabulary import SkipReason, Trigger
 Result = tuple[JobRecord, list[act.Action]]
 
 MAX_RUNS = 50  # about 130 bytes each in the stored record
-DROP_BATCH = 1000  # SKIPPED rows written by one step for occurrences that stop waiting
+DROP_BATCH = ROWS_PER_STEP  # SKIPPED rows written by one step for occurrences that stop waiting
 
 FROM_SCHEDULE = (Trigger.SCHEDULE, Trigger.CATCHUP)
 
@@ -67,7 +68,12 @@ def push_run(record: JobRecord, run: Run) -> Result:
             return evolve(record, runs=record.runs[:-1] + (joined,)), []
     if len(record.runs) < MAX_RUNS:
         return evolve(record, runs=record.runs + (run,)), []
-    return drop_runs(record, [run], SkipReason.OVERLAP)
+    first = run.first()
+    if first is not None and run.without_through(first) is None:
+        return drop_runs(record, [run], SkipReason.OVERLAP)  # one row
+    # A longer run's rows are written by ticks, not by this step, which may have
+    # written a batch of rows already (a tick's catch-up).
+    return defer(record, [(SkipReason.OVERLAP, run)]), []
 
 
 def pop(record: JobRecord) -> tuple[JobRecord, Occurrence]:
@@ -103,15 +109,46 @@ def count(record: JobRecord, trigger_kind: Callable[[str], bool]) -> int:
 
 def stop_waiting(record: JobRecord, reason: str, now: datetime) -> Result:
     """Nothing waits any more (a pause, a disable): each is recorded SKIPPED with
-    `reason`. The job's tick goes too, unless one is needed for the rest of the rows."""
-    actions: list[act.Action] = []
-    while record.has_waiting and len(actions) < DROP_BATCH:
-        record, head = pop(record)
-        actions.append(act.RecordSkipped.of(head, reason))
-    actions += [act.RecordSkipped.of(waiting, reason) for waiting in record.buffered]
-    dropping = record.dropping + tuple((reason, run) for run in record.runs)
-    record, armed = arm(evolve(record, buffered=(), runs=(), dropping=dropping), now if dropping else None)
-    return record, actions + armed
+    `reason`, DROP_BATCH now and the rest by ticks. The job's tick goes too, unless one
+    is needed for the rest of the rows."""
+    policy = record.live_policy
+    queue: list[Dropped] = []
+    alone: list[Occurrence] = []  # held one by one, and not a fire time of the schedule
+    while record.has_waiting:
+        first = record.runs[0].first() if record.runs else None
+        head = record.buffered[0] if record.buffered else None
+        if head is None or (first is not None and head.behind is not None and first <= head.behind):
+            queue.append((reason, record.runs[0]))
+            record = evolve(record, runs=record.runs[1:])
+            continue
+        record = evolve(record, buffered=record.buffered[1:])
+        run = single(policy, head.scheduled_time, head.trigger) if _from_schedule(head, policy) else None
+        if run is None:
+            alone.append(head)
+        else:
+            queue.append((reason, run))
+    # What waits one by one is capped (invocations.MAX_TRIGGERED_WAITING), so it all fits.
+    actions: list[act.Action] = [act.RecordSkipped.of(waiting, reason) for waiting in alone]
+    skipped, rest = _record_some(record, _joined(queue), DROP_BATCH - len(actions))
+    dropping = record.dropping + rest
+    record, armed = arm(evolve(record, dropping=dropping), now if dropping else None)
+    return record, actions + skipped + armed
+
+
+def _from_schedule(waiting: Occurrence, policy: JobPolicy) -> bool:
+    return waiting.trigger in FROM_SCHEDULE and is_clock_driven(policy.schedule)
+
+
+def _joined(queue: list[Dropped]) -> list[Dropped]:
+    """The queue with each run joined to the one before it when nothing lies between."""
+    joined: list[Dropped] = []
+    for reason, run in queue:
+        both = joined[-1][1].joined(run) if joined and joined[-1][0] == reason else None
+        if both is None:
+            joined.append((reason, run))
+        else:
+            joined[-1] = (reason, both)
+    return joined
 
 
 def drop_unless(record: JobRecord, kept: Callable[[str], bool], reason: str) -> Result:
@@ -120,14 +157,20 @@ def drop_unless(record: JobRecord, kept: Callable[[str], bool], reason: str) -> 
     runs = [run for run in record.runs if not kept(run.trigger)]
     record = evolve(record, buffered=tuple(w for w in record.buffered if kept(w.trigger)),
                     runs=tuple(run for run in record.runs if kept(run.trigger)))
-    record, skipped = drop_runs(record, runs, reason)
-    return record, [act.RecordSkipped.of(waiting, reason) for waiting in dropped] + skipped
+    skipped = [act.RecordSkipped.of(waiting, reason) for waiting in dropped]
+    record, batch = drop_runs(record, runs, reason, DROP_BATCH - len(skipped))
+    return record, skipped + batch
 
 
-def drop_runs(record: JobRecord, runs: list[Run], reason: str) -> Result:
-    """The runs' occurrences are recorded SKIPPED: DROP_BATCH of them now, the rest by later ticks."""
-    actions, rest = _record_some(record, [(reason, run) for run in runs])
+def drop_runs(record: JobRecord, runs: list[Run], reason: str, budget: int = DROP_BATCH) -> Result:
+    """The runs' occurrences are recorded SKIPPED: `budget` of them now, the rest by later ticks."""
+    actions, rest = _record_some(record, [(reason, run) for run in runs], budget)
     return evolve(record, dropping=record.dropping + rest), actions
+
+
+def defer(record: JobRecord, queue: list[Dropped]) -> JobRecord:
+    """The queue's occurrences are to be recorded SKIPPED by later ticks (the caller arms one)."""
+    return evolve(record, dropping=tuple(_joined(list(record.dropping) + queue)))
 
 
 def record_dropped(record: JobRecord) -> Result:
@@ -139,12 +182,13 @@ def record_dropped(record: JobRecord) -> Result:
 Dropped = tuple[str, Run]  # (reason, run): occurrences to record SKIPPED with that reason
 
 
-def _record_some(record: JobRecord, queue: list[Dropped]) -> tuple[list[act.Action], tuple[Dropped, ...]]:
-    """SKIPPED rows for up to DROP_BATCH occurrences from the head of `queue`, and what is left of it."""
+def _record_some(record: JobRecord, queue: list[Dropped],
+                 budget: int = DROP_BATCH) -> tuple[list[act.Action], tuple[Dropped, ...]]:
+    """SKIPPED rows for up to `budget` occurrences from the head of `queue`, and what is left of it."""
     actions: list[act.Action] = []
-    while queue and len(actions) < DROP_BATCH:
+    while queue and len(actions) < budget:
         reason, run = queue[0]
-        times = list(run.times(DROP_BATCH - len(actions)))
+        times = list(run.times(budget - len(actions)))
         actions += [act.RecordSkipped.of(occurrence(record, t, run.trigger), reason) for t in times]
         rest = run.without_through(times[-1]) if times else None
         if rest is None:

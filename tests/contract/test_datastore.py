@@ -211,8 +211,8 @@ def test_counters_count_committed_writes_reads_and_enqueues(backend):
     row = samples.invocation(T0)
     store.run_in_transaction(lambda tx: (tx.put_job(samples.job()), tx.put_invocation(row), tx.enqueue(tick("t"))))
     assert store.reset_counters() == {
-        "reads": 0, "queries": 0, "writes": 2, "enqueues": 1, "enqueue_failures": 0,
-        "transactions": 1, "retries": 0,
+        "reads": 0, "lookups": 0, "queries": 0, "writes": 2, "enqueues": 1, "enqueue_failures": 0,
+        "transactions": 1, "retries": 0, "largest_commit": 2,
     }
 
     def read_then_fail(tx):
@@ -226,6 +226,7 @@ def test_counters_count_committed_writes_reads_and_enqueues(backend):
     store.list_invocations("proj", "job", 10, None)
     counted = store.reset_counters()
     assert (counted["reads"], counted["writes"], counted["transactions"], counted["queries"]) == (3, 0, 0, 1)
+    assert (counted["lookups"], counted["largest_commit"]) == (2, 0)  # the two in the body, none committed
 
 
 def test_the_shared_secret_is_made_once(backend):

@@ -22,18 +22,28 @@ array the sum of its values); an entity is its key, its properties and 32 bytes.
 The Firestore emulator counts the same way (measured: it refuses an entity at
 exactly one byte over its own limit, 1,048,576), and the property limit is on the
 value's bytes alone (1,048,487 accepted, 1,048,488 refused).
+
+The number of entities in one commit: legacy Datastore took at most 500 ("Maximum
+number of entities that can be passed to a Commit operation"), each put and each
+delete counting as one; Firestore in Datastore mode and all three emulators take
+more. The store refuses a larger commit itself (CommitTooLarge), so that a step that
+outgrew its budget (statemachine/budget.py) shows in the tests. A Lookup takes at
+most 1,000 keys.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from google.cloud import ndb
 
-from engine.errors import StoreError
+from engine.errors import CommitTooLarge, StoreError
+from statemachine.budget import COMMIT_ENTITY_LIMIT
 
 MAX_ENTITY_BYTES = 1_048_572
 MAX_PROPERTY_BYTES = 1_048_487
+MAX_LOOKUP_KEYS = 1_000
 
 
 class EntityTooLarge(StoreError):
@@ -102,3 +112,10 @@ def check_size(entity: ndb.Model) -> None:
     size = entity_size(entity)
     if size > MAX_ENTITY_BYTES:
         raise EntityTooLarge(describe(entity.key), size, MAX_ENTITY_BYTES, f"its {entity.key.kind()} entity")
+
+
+def check_count(writes: Mapping[ndb.Key, object]) -> None:
+    """:raises CommitTooLarge: more entities (puts and deletes) than one commit takes."""
+    if len(writes) > COMMIT_ENTITY_LIMIT:
+        jobs = dict.fromkeys(key.pairs()[0][1] for key in writes if key.pairs()[0][0] == "Job")
+        raise CommitTooLarge("datastore", list(jobs), len(writes))

@@ -20,9 +20,10 @@ store may be called from any thread; inside a context that is already open it
 joins it. ndb's caches are off: a read always goes to Datastore.
 
 `counters` counts what the benchmark reports: entity reads (lookups and
-entities returned by queries; keys-only queries count as queries only),
-entity writes and deletes that committed, tasks enqueued, committed
-transactions, and body re-runs.
+entities returned by queries; keys-only queries count as queries only), the
+lookup calls of transactions (a batched one counts once), entity writes and
+deletes that committed, tasks enqueued, committed transactions, body re-runs,
+and the most entities one commit wrote (`largest_commit`, a maximum, not a sum).
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ log = logging.getLogger("sundial.datastore")
 T = TypeVar("T")
 TERMINAL = tuple(status.value for status in TERMINAL_STATUSES)
 MAX_MUTATIONS = 500  # Datastore's limit of mutations in one commit
-COUNTERS = ("reads", "queries", "writes", "enqueues", "enqueue_failures", "transactions", "retries")
+COUNTERS = ("reads", "lookups", "queries", "writes", "enqueues", "enqueue_failures", "transactions", "retries",
+            "largest_commit")
 
 
 class TaskSender(Protocol):
@@ -127,6 +129,8 @@ class DatastoreJobStore:
             self.count(retries=max(runs - 1, 0))
         tx = committed[-1]
         self.count(transactions=1, writes=len(tx.writes))
+        with self._lock:
+            self.counters["largest_commit"] = max(self.counters["largest_commit"], len(tx.writes))
         self._send(tx.tasks)
         return result
 

@@ -22,7 +22,7 @@ from engine.adapters.cloud.datastore_entities import (
     project_key,
     project_row,
 )
-from engine.adapters.cloud.datastore_limits import check_size
+from engine.adapters.cloud.datastore_limits import MAX_LOOKUP_KEYS, check_count, check_size
 from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
 
 
@@ -47,12 +47,14 @@ class DatastoreTransaction:
         if key in self.writes:
             return self.writes[key]
         entity = key.get()
-        self.store.count(reads=1)
+        self.store.count(reads=1, lookups=1)
         return entity
 
     def flush(self) -> None:
         """Hand the writes to ndb, which sends them with the commit; an entity over
-        production's size limit stops the transaction first (datastore_limits.py)."""
+        production's size limit, or more entities than one commit takes, stops the
+        transaction first (datastore_limits.py)."""
+        check_count(self.writes)
         puts = [entity for entity in self.writes.values() if entity is not None]
         for entity in puts:
             check_size(entity)
@@ -81,6 +83,23 @@ class DatastoreTransaction:
     def put_invocation(self, row: InvocationRow) -> None:
         entity = invocation_entity(row)
         self.writes[entity.key] = entity
+
+    def existing_invocations(self, project: str, job_id: str, invocation_ids: list[str]) -> set[str]:
+        found: set[str] = set()
+        keys = []
+        for invocation_id in invocation_ids:
+            key = invocation_key(project, job_id, invocation_id)
+            if key in self.writes:
+                if self.writes[key] is not None:
+                    found.add(invocation_id)
+            else:
+                keys.append(key)
+        for start in range(0, len(keys), MAX_LOOKUP_KEYS):
+            batch = keys[start:start + MAX_LOOKUP_KEYS]
+            entities = ndb.get_multi(batch)
+            self.store.count(reads=len(batch), lookups=1)
+            found.update(key.id() for key, entity in zip(batch, entities) if entity is not None)
+        return found
 
     def get_progress(self, project: str, job_id: str, invocation_id: str, part: str) -> dict[str, Any] | None:
         entity = self._get(progress_key(project, job_id, invocation_id, part))

@@ -71,6 +71,7 @@ class OptimisticCommits:
                 break
             except sqlite3.Error as error:
                 raise StoreError(f"sqlite: {error}") from error
+            buffered.check_budget()
             if self.commit(buffered):
                 return result
         return self._locked.run(body)

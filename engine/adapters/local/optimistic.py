@@ -86,6 +86,16 @@ class BufferedTransaction:
     def put_invocation(self, row: InvocationRow) -> None:
         self._invocations[(row.project, row.job_id, row.id)] = sql.copy_invocation(row)
 
+    def existing_invocations(self, project: str, job_id: str, invocation_ids: list[str]) -> set[str]:
+        found = {i for i in invocation_ids if (project, job_id, i) in self._invocations}
+        unread = [i for i in invocation_ids if i not in found]
+        present = sql.select_existing(self._reader, project, job_id, unread)
+        for invocation_id in unread:
+            if invocation_id not in present:
+                # Checked at commit like any read: one written meanwhile must not be overwritten.
+                self._reads.setdefault(("invocation", project, job_id, invocation_id), None)
+        return found | present
+
     def get_progress(self, project: str, job_id: str, invocation_id: str, part: str) -> dict[str, Any] | None:
         key = (project, job_id, invocation_id, part)
         if key in self._progress:
@@ -130,6 +140,14 @@ class BufferedTransaction:
 
     def delete_project(self, project: str) -> None:
         self._projects[project] = None
+
+    def check_budget(self) -> None:
+        """:raises CommitTooLarge: the writes would not fit one Datastore commit (sqlite_rows.check_budget)."""
+        written: list[sql.Row] = [("job", *key) for key in self._jobs]
+        written += [("project", key) for key in self._projects]
+        written += [("invocation", *key) for key in self._invocations]
+        written += [("progress", *key) for key in self._progress]
+        sql.check_budget(written)
 
     # --- at commit, under the write lock ------------------------------------------------
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Collection
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
+from engine.errors import CommitTooLarge
 from engine.ports import InvocationRow, JobSource, ProjectRow, StoredJob, Task
 from engine.recording import notification_text, stored_notification
+from statemachine.budget import COMMIT_ENTITY_LIMIT
 from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
 from statemachine.record import JobRecord, record_from_dict, record_to_dict
@@ -154,9 +157,14 @@ class SqliteTransaction:
         self.records = records
         self.earliest_eta: datetime | None = None
         self._pending: dict[tuple[str, str, str], InvocationRow] = {}
+        self._written: set[Row] = set()  # (kind, key...) of the other rows written, for the budget
 
     def flush(self) -> None:
-        """Write the pending invocation rows (the store calls it just before COMMIT)."""
+        """Write the pending invocation rows (the store calls it just before COMMIT).
+
+        :raises CommitTooLarge: the transaction wrote more rows than one Datastore
+            commit takes; it is rolled back (see `check_budget`)."""
+        check_budget(self._written | {("invocation", *key) for key in self._pending})
         pending, self._pending = self._pending, {}
         if pending:
             self.conn.executemany(PUT_INVOCATION, [invocation_values(row) for row in pending.values()])
@@ -167,9 +175,11 @@ class SqliteTransaction:
 
     def put_job(self, job: StoredJob) -> None:
         self.conn.execute(PUT_JOB, job_values(job, self.records))
+        self._written.add(("job", job.record.project, job.record.job_id))
 
     def delete_job(self, project: str, job_id: str) -> None:
         self.conn.execute(DELETE_JOB, (project, job_id))
+        self._written.add(("job", project, job_id))
 
     def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
         pending = self._pending.get((project, job_id, invocation_id))
@@ -181,12 +191,17 @@ class SqliteTransaction:
     def put_invocation(self, row: InvocationRow) -> None:
         self._pending[(row.project, row.job_id, row.id)] = copy_invocation(row)
 
+    def existing_invocations(self, project: str, job_id: str, invocation_ids: list[str]) -> set[str]:
+        found = {i for i in invocation_ids if (project, job_id, i) in self._pending}
+        return found | select_existing(self.conn, project, job_id, [i for i in invocation_ids if i not in found])
+
     def get_progress(self, project: str, job_id: str, invocation_id: str, part: str) -> dict[str, Any] | None:
         row = self.conn.execute(SELECT_PROGRESS, (project, job_id, invocation_id, part)).fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
     def put_progress(self, project: str, job_id: str, invocation_id: str, part: str, value: dict[str, Any]) -> None:
         self.conn.execute(PUT_PROGRESS, (project, job_id, invocation_id, part, progress_text(value)))
+        self._written.add(("progress", project, job_id, invocation_id, part))
 
     def list_progress(self, project: str, job_id: str, invocation_id: str) -> dict[str, dict[str, Any]]:
         rows = self.conn.execute(LIST_PROGRESS, (project, job_id, invocation_id))
@@ -218,9 +233,42 @@ class SqliteTransaction:
 
     def put_project(self, row: ProjectRow) -> None:
         self.conn.execute(PUT_PROJECT, project_values(row))
+        self._written.add(("project", row.id))
 
     def delete_project(self, project: str) -> None:
         self.conn.execute(DELETE_PROJECT, (project,))
+        self._written.add(("project", project))
+
+
+def check_budget(written: Collection[Row]) -> None:
+    """The embedded store holds every transaction to the budget of one Datastore
+    commit (statemachine/budget.py), which SQLite itself does not need: so that a
+    step that outgrew it fails the embedded backend's tests as it would fail on
+    legacy Datastore, rather than only there. `written`: (kind, key...) of each job,
+    invocation, progress and project row written or deleted (not the queue's tasks
+    nor the attempt holds, which are no Datastore entities).
+
+    :raises CommitTooLarge: more rows than one commit takes.
+    """
+    if len(written) > COMMIT_ENTITY_LIMIT:
+        jobs = dict.fromkeys(f"{key[1]}/{key[2]}" for key in written if key[0] != "project")
+        raise CommitTooLarge("sqlite", list(jobs), len(written))
+
+
+# Ids per query: well under SQLite's limit of bound parameters (32,766; 999 before 3.32).
+_IDS_PER_QUERY = 500
+
+
+def select_existing(conn: sqlite3.Connection, project: str, job_id: str, invocation_ids: list[str]) -> set[str]:
+    """Which of the invocations have a row, in one query per _IDS_PER_QUERY ids."""
+    found: set[str] = set()
+    for start in range(0, len(invocation_ids), _IDS_PER_QUERY):
+        batch = invocation_ids[start:start + _IDS_PER_QUERY]
+        marks = ", ".join("?" * len(batch))
+        rows = conn.execute(f"SELECT id FROM invocations WHERE project = ? AND job_id = ? AND id IN ({marks})",
+                            (project, job_id, *batch))
+        found.update(row[0] for row in rows)
+    return found
 
 
 def job_values(job: StoredJob, records: RecordCache) -> Row:
