@@ -306,7 +306,7 @@ def _engine(settings: Settings, store: JobStore, targets: dict, clock: Clock, me
     return build_engine(
         store, targets, clock, settings.tuning, metrics=metrics,
         service_url=settings.service_url, secret=settings.task_secret.encode(), secrets=_secrets(settings),
-        holds=holds,
+        holds=holds, repair_workers=settings.watchdog_workers or (8 if settings.backend == "cloud" else 1),
     )
 
 
@@ -340,10 +340,11 @@ def _runtime(settings: Settings, engine: Engine, dispatcher: Dispatcher | None, 
             after_import()
         return imported
 
+    budget = settings.maintenance_budget
     cron = {
-        "watchdog": engine.maintenance.run_watchdog,
+        "watchdog": lambda: engine.maintenance.run_watchdog(budget),
         "import-configs": import_configs,
-        "cleanup": lambda: engine.maintenance.cleanup(settings.history),
+        "cleanup": lambda: engine.maintenance.cleanup(settings.history, budget),
     }
     app = create_app(engine, settings, cron, queue_depth, gatekeepers_from_settings(settings))
     periodic = [

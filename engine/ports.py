@@ -204,8 +204,26 @@ class JobStore(MetaStore, Protocol):
         :raises StoreError: storage is failing.
         """
 
-    def jobs_due_for_watchdog(self, now: datetime, limit: int) -> list[tuple[str, str]]:
-        """(project, job_id) of records whose watchdog_at is before `now` (indexed)."""
+    def jobs_due_for_watchdog(
+        self, now: datetime, limit: int, cursor: str | None = None
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        """One page of up to `limit` (project, job_id) whose watchdog_at is before `now`,
+        earliest first (indexed, keys only), and the cursor of the page after it (None:
+        this was the last). The cursor is a position in the query's order, not an
+        offset: jobs repaired meanwhile (watchdog_at moved past `now`) neither shift
+        the next page nor come back in it. Pass the same `now` with a cursor.
+        """
+
+    def defer_watchdog(self, project: str, job_id: str, until: datetime) -> bool:
+        """Move the job's indexed watchdog time later, to `until`, leaving its record
+        alone: a job whose repair failed leaves the head of the watchdog's query for a
+        while. Never moves it earlier, and does nothing for a job that is gone or has
+        no watchdog time; the job's next step sets it from its record again. True if
+        it moved. Reads nothing but the indexed time, so a job whose record cannot be
+        read can still be deferred.
+
+        :raises StoreError: storage is failing; nothing moved.
+        """
 
     def list_projects(self) -> list[ProjectRow]:
         """Every project's row, broken ones included."""
@@ -231,7 +249,24 @@ class JobStore(MetaStore, Protocol):
         """One invocation's history record with its log; None when there is none."""
 
     def delete_invocations_before(self, cutoff: datetime, limit: int) -> int:
-        """Remove up to `limit` invocations created before `cutoff`; returns how many."""
+        """Remove up to `limit` finished invocations created before `cutoff` (never one
+        still running, never a younger one); returns how many. Called again, it goes on
+        with the next ones: what it removed is gone from its query.
+
+        :raises StoreError: storage failed; what was removed before stays removed.
+        """
+
+    def delete_finished_progress(
+        self, cutoff: datetime, limit: int, cursor: str | None = None
+    ) -> tuple[int, str | None]:
+        """Remove the progress rows (engine/event_rows.py) of fan-out invocations
+        scheduled before `cutoff` that have finished or are gone, looking at up to
+        `limit` rows from `cursor` on; returns how many were removed and the cursor
+        to go on from (None: none left to look at). Rows of an invocation still
+        running are stepped over, and stay.
+
+        :raises StoreError: storage failed; what was removed before stays removed.
+        """
 
     # --- paged reads for the web UI (a page costs the same with 10 or 10,000 rows) ---
 

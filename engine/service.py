@@ -51,13 +51,14 @@ class Engine:
 def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuning: Tuning = DEFAULT_TUNING, *,
                  service_url: str = "http://127.0.0.1:8080", secret: bytes = b"",
                  secrets: SecretReader | None = None, metrics: Metrics | None = None,
-                 holds: AttemptHolds | None = None) -> Engine:
+                 holds: AttemptHolds | None = None, repair_workers: int = 1) -> Engine:
     """The engine over one store and one set of targets.
 
     `service_url` is where async targets send their completion; `secret` keys the
     completion tokens; `secrets` reads the values header fields name (None: no store);
     `metrics` is where the parts count (a fresh one by default); `holds` records which
-    process holds each attempt in flight (None: the backend's tasks hold them).
+    process holds each attempt in flight (None: the backend's tasks hold them);
+    `repair_workers` is how many watchdog repairs run at once (engine/maintenance.py).
     """
     metrics = metrics if metrics is not None else Metrics()
     changes = JobChanges(store, clock, metrics, tuning, holds)
@@ -69,7 +70,7 @@ def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuni
         changes=changes,
         deliveries=deliveries,
         tasks=TaskRunner(changes, deliveries, notifications.run_task),
-        maintenance=Maintenance(store, changes, clock, metrics, interruptions),
+        maintenance=Maintenance(store, changes, clock, metrics, interruptions, repair_workers),
         queries=Queries(store),
         configs=ConfigImport(changes, store),
         meta=store,
