@@ -22,10 +22,11 @@ from engine.adapters.local.liveness import ProcessRegistry, SqliteAttemptHolds, 
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.clock import SystemClock
+from engine.holds import AttemptHolds
 from engine.interruptions import Interruptions
 from engine.logs import log_event
 from engine.metrics import Metrics
-from engine.ports import AttemptHolds, Clock, JobStore
+from engine.ports import Clock, JobStore
 from engine.service import Engine, build_engine
 from engine.targets import GoogleAccess, build_targets
 from statemachine.safety import OwnService
@@ -317,7 +318,7 @@ def _engine(settings: Settings, store: JobStore, targets: dict, clock: Clock, me
     return build_engine(
         store, targets, clock, settings.tuning, metrics=metrics,
         service_url=settings.service_url, secret=settings.task_secret.encode(), secrets=_secrets(settings),
-        holds=holds,
+        holds=holds, repair_workers=settings.watchdog_workers or (8 if settings.backend == "cloud" else 1),
     )
 
 
@@ -351,10 +352,11 @@ def _runtime(settings: Settings, engine: Engine, dispatcher: Dispatcher | None, 
             after_import()
         return imported
 
+    budget = settings.maintenance_budget
     cron = {
-        "watchdog": engine.maintenance.run_watchdog,
+        "watchdog": lambda: engine.maintenance.run_watchdog(budget),
         "import-configs": import_configs,
-        "cleanup": lambda: engine.maintenance.cleanup(settings.history),
+        "cleanup": lambda: engine.maintenance.cleanup(settings.history, budget),
     }
     app = create_app(engine, settings, cron, queue_depth, gatekeepers_from_settings(settings))
     periodic = [

@@ -12,6 +12,8 @@ each has a default that suits one machine:
 | SUNDIAL_WATCHDOG_PERIOD | 30s | how often serve runs the watchdog |
 | SUNDIAL_IMPORT_PERIOD | 5s | how often serve re-reads the configs |
 | SUNDIAL_CLEANUP_PERIOD | 1h | how often serve removes old history |
+| SUNDIAL_MAINTENANCE_BUDGET | 40s | how long one run of the watchdog or the clean-up may work (cron or serve's loops); what is left goes to the next run |
+| SUNDIAL_WATCHDOG_WORKERS | 8 on the cloud backend, 1 on the embedded one | watchdog repairs run at once |
 | SUNDIAL_WORKERS | 32 | task threads of the embedded dispatcher |
 | SUNDIAL_PROCESSES | 1 | serve's processes on the embedded backend: N - 1 extra dispatcher-only processes (`serve --processes`); on 2 cores, 2 take a burst from ~1,300 to ~2,400 deliveries/s for 60-100 MiB more memory. The default keeps CONTRACT's one process |
 | SUNDIAL_TASK_LEASE | 30s | how long a taken task is its taker's |
@@ -72,6 +74,9 @@ class Settings:
     watchdog_period: timedelta = timedelta(seconds=30)
     import_period: timedelta = timedelta(seconds=5)
     cleanup_period: timedelta = timedelta(hours=1)
+    # One run of the watchdog or the clean-up: App Engine's cron calls each every minute.
+    maintenance_budget: timedelta = timedelta(seconds=40)
+    watchdog_workers: int = 0  # 0: by backend (8 on Datastore, whose repairs wait on RPCs; 1 on SQLite)
     workers: int = 32
     # One process, as CONTRACT's `serve` says; --processes N is the opt-in for bursts
     # (one Python process uses one core; docs/PERFORMANCE.md has the figures).
@@ -149,12 +154,6 @@ def _int(env, name: str, default: int) -> int:
 def from_environment(env=None) -> Settings:
     env = os.environ if env is None else env
     defaults = Settings()
-    tuning = replace(
-        defaults.tuning,
-        tick_grace=_duration(env, "SUNDIAL_TICK_GRACE", defaults.tuning.tick_grace),
-        start_grace=_duration(env, "SUNDIAL_START_GRACE", defaults.tuning.start_grace),
-        late_tolerance=_duration(env, "SUNDIAL_LATE_TOLERANCE", defaults.tuning.late_tolerance),
-    )
     backend = env.get("SUNDIAL_BACKEND", "local")
     if backend not in ("local", "cloud"):
         raise SystemExit(f"SUNDIAL_BACKEND: expected 'local' or 'cloud', got {backend!r}")
@@ -166,11 +165,13 @@ def from_environment(env=None) -> Settings:
         watchdog_period=_duration(env, "SUNDIAL_WATCHDOG_PERIOD", defaults.watchdog_period),
         import_period=_duration(env, "SUNDIAL_IMPORT_PERIOD", defaults.import_period),
         cleanup_period=_duration(env, "SUNDIAL_CLEANUP_PERIOD", defaults.cleanup_period),
+        maintenance_budget=_duration(env, "SUNDIAL_MAINTENANCE_BUDGET", defaults.maintenance_budget),
+        watchdog_workers=_int(env, "SUNDIAL_WATCHDOG_WORKERS", defaults.watchdog_workers),
         workers=_int(env, "SUNDIAL_WORKERS", defaults.workers),
         processes=max(1, _int(env, "SUNDIAL_PROCESSES", defaults.processes)),
         task_lease=_duration(env, "SUNDIAL_TASK_LEASE", defaults.task_lease),
         heartbeat=_heartbeat(env, defaults.heartbeat.period),
-        tuning=tuning,
+        tuning=_tuning(env, defaults.tuning),
         task_secret=env.get("SUNDIAL_TASK_SECRET", ""),
         api_tokens=env.get("SUNDIAL_API_TOKENS", ""),
         on_app_engine=bool(env.get("GAE_APPLICATION")),
@@ -214,6 +215,15 @@ def _cloud_tasks(env, defaults: Settings) -> _CloudTasks:
         "tasks_target": _choice(env, "SUNDIAL_TASKS_TARGET", ("appengine", "http")),
         "app_engine_service": env.get("GAE_SERVICE", ""),
     }
+
+
+def _tuning(env, default: Tuning) -> Tuning:
+    return replace(
+        default,
+        tick_grace=_duration(env, "SUNDIAL_TICK_GRACE", default.tick_grace),
+        start_grace=_duration(env, "SUNDIAL_START_GRACE", default.start_grace),
+        late_tolerance=_duration(env, "SUNDIAL_LATE_TOLERANCE", default.late_tolerance),
+    )
 
 
 def _heartbeat(env, default: timedelta) -> Heartbeat:

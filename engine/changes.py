@@ -13,8 +13,9 @@ from typing import Any, Callable, TypeVar
 
 from engine.errors import ConflictError, NotFound
 from engine.event_rows import TransactionRows
+from engine.holds import AttemptHolds, AttemptKey, HeldAttempt
 from engine.metrics import Metrics
-from engine.ports import AttemptHolds, AttemptKey, Clock, HeldAttempt, JobSource, JobStore, StoredJob, Transaction
+from engine.ports import Clock, JobSource, JobStore, StoredJob, Transaction
 from engine.recording import append_log, materialize, record_actions, throttle_queue
 from statemachine import actions as act
 from statemachine import events as ev

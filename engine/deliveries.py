@@ -16,9 +16,10 @@ from typing import Any
 
 from engine.changes import Change, Note
 from engine.delivery import deliver, deliver_notification
+from engine.holds import AttemptKey, HeldAttempt
 from engine.logs import log_event
 from engine.metrics import Metrics
-from engine.ports import AttemptKey, Clock, DeliveryResult, HeldAttempt, JobStore, SecretReader, StoredJob, Target
+from engine.ports import Clock, DeliveryResult, JobStore, SecretReader, StoredJob, Target
 from engine.recording import tells_history
 from statemachine import actions as act
 from statemachine import events as ev

@@ -21,9 +21,9 @@ from __future__ import annotations
 import logging
 
 from engine.changes import Applied, Change, JobChanges, Note
+from engine.holds import AttemptHolds, HeldAttempt
 from engine.logs import log_event
 from engine.metrics import Metrics
-from engine.ports import AttemptHolds, HeldAttempt
 from statemachine import events as ev
 
 log = logging.getLogger("sundial.engine")

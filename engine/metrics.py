@@ -20,6 +20,10 @@ HELP = {
     "sundial_skips_total": ("counter", "Occurrences recorded SKIPPED, by reason."),
     "sundial_invocations_finished_total": ("counter", "Invocations that reached a terminal status."),
     "sundial_watchdog_repairs_total": ("counter", "Jobs the watchdog repaired."),
+    "sundial_watchdog_repair_failures_total": ("counter", "Watchdog repairs that failed; tried again later."),
+    "sundial_cleanup_removed_total": ("counter", "History rows the clean-up removed."),
+    "sundial_maintenance_budget_spent_total": ("counter", "Watchdog or clean-up runs that stopped at their time "
+                                               "budget with work left for the next run."),
     "sundial_attempts_interrupted_total": ("counter", "Attempts settled because their process was gone."),
     "sundial_lateness_seconds": ("histogram", "Scheduled time to first attempt start."),
     "sundial_queue_depth": ("gauge", "Tasks waiting in the embedded queue."),

@@ -136,48 +136,6 @@ class Transaction(Protocol):
         """Remove the project's row (its jobs are the caller's to stop first)."""
 
 
-@dataclass(frozen=True)
-class AttemptKey:
-    """One attempt of one event of an invocation."""
-
-    project: str
-    job_id: str
-    invocation_id: str
-    event_index: int
-    attempt: int
-
-
-@dataclass(frozen=True)
-class HeldAttempt:
-    """An attempt in flight and the process that holds it ("": this process)."""
-
-    key: AttemptKey
-    holder: str = ""
-
-
-class AttemptHolds(Protocol):
-    """Which process holds each attempt in flight, on a store whose processes can die
-    under their attempts with nothing else to notice (the embedded backend). The hold
-    is written in the transaction that records the attempt as starting and removed in
-    the one that records its result; a process that is gone leaves its holds behind,
-    and `orphaned` finds them (engine/interruptions.py settles them). On Cloud Tasks
-    an attempt belongs to its task instead, whose retry settles it (RELIABILITY.md).
-    """
-
-    def hold(self, tx: Transaction, key: AttemptKey) -> None:
-        """This process holds the attempt from `tx`'s commit on (replacing any earlier
-        hold of the same event)."""
-
-    def release(self, tx: Transaction, held: HeldAttempt) -> bool:
-        """End the hold in `tx`, if that process still holds that attempt; True if it did."""
-
-    def orphaned(self, limit: int) -> list[HeldAttempt]:
-        """Up to `limit` attempts held by processes that are gone.
-
-        :raises StoreError: storage is failing.
-        """
-
-
 class MetaStore(Protocol):
     """Small values kept beside the jobs (the shared task secret, sign-out generations)."""
 
@@ -208,8 +166,26 @@ class JobStore(MetaStore, Protocol):
         :raises StoreError: storage is failing.
         """
 
-    def jobs_due_for_watchdog(self, now: datetime, limit: int) -> list[tuple[str, str]]:
-        """(project, job_id) of records whose watchdog_at is before `now` (indexed)."""
+    def jobs_due_for_watchdog(
+        self, now: datetime, limit: int, cursor: str | None = None
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        """One page of up to `limit` (project, job_id) whose watchdog_at is before `now`,
+        earliest first (indexed, keys only), and the cursor of the page after it (None:
+        this was the last). The cursor is a position in the query's order, not an
+        offset: jobs repaired meanwhile (watchdog_at moved past `now`) neither shift
+        the next page nor come back in it. Pass the same `now` with a cursor.
+        """
+
+    def defer_watchdog(self, project: str, job_id: str, until: datetime) -> bool:
+        """Move the job's indexed watchdog time later, to `until`, leaving its record
+        alone: a job whose repair failed leaves the head of the watchdog's query for a
+        while. Never moves it earlier, and does nothing for a job that is gone or has
+        no watchdog time; the job's next step sets it from its record again. True if
+        it moved. Reads nothing but the indexed time, so a job whose record cannot be
+        read can still be deferred.
+
+        :raises StoreError: storage is failing; nothing moved.
+        """
 
     def list_projects(self) -> list[ProjectRow]:
         """Every project's row, broken ones included."""
@@ -235,7 +211,24 @@ class JobStore(MetaStore, Protocol):
         """One invocation's history record with its log; None when there is none."""
 
     def delete_invocations_before(self, cutoff: datetime, limit: int) -> int:
-        """Remove up to `limit` invocations created before `cutoff`; returns how many."""
+        """Remove up to `limit` finished invocations created before `cutoff` (never one
+        still running, never a younger one); returns how many. Called again, it goes on
+        with the next ones: what it removed is gone from its query.
+
+        :raises StoreError: storage failed; what was removed before stays removed.
+        """
+
+    def delete_finished_progress(
+        self, cutoff: datetime, limit: int, cursor: str | None = None
+    ) -> tuple[int, str | None]:
+        """Remove the progress rows (engine/event_rows.py) of fan-out invocations
+        scheduled before `cutoff` that have finished or are gone, looking at up to
+        `limit` rows from `cursor` on; returns how many were removed and the cursor
+        to go on from (None: none left to look at). Rows of an invocation still
+        running are stepped over, and stay.
+
+        :raises StoreError: storage failed; what was removed before stays removed.
+        """
 
     # --- paged reads for the web UI (a page costs the same with 10 or 10,000 rows) ---
 

@@ -24,11 +24,12 @@ from dataclasses import dataclass
 from engine.changes import JobChanges
 from engine.config_import import ConfigImport
 from engine.deliveries import Deliveries
+from engine.holds import AttemptHolds
 from engine.interruptions import Interruptions
 from engine.maintenance import Maintenance
 from engine.metrics import Metrics
 from engine.notify import Notifications
-from engine.ports import AttemptHolds, Clock, JobStore, MetaStore, SecretReader, Target
+from engine.ports import Clock, JobStore, MetaStore, SecretReader, Target
 from engine.queries import Queries
 from engine.tasks import TaskRunner
 from statemachine.policy import DEFAULT_TUNING, Tuning
@@ -51,13 +52,14 @@ class Engine:
 def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuning: Tuning = DEFAULT_TUNING, *,
                  service_url: str = "http://127.0.0.1:8080", secret: bytes = b"",
                  secrets: SecretReader | None = None, metrics: Metrics | None = None,
-                 holds: AttemptHolds | None = None) -> Engine:
+                 holds: AttemptHolds | None = None, repair_workers: int = 1) -> Engine:
     """The engine over one store and one set of targets.
 
     `service_url` is where async targets send their completion; `secret` keys the
     completion tokens; `secrets` reads the values header fields name (None: no store);
     `metrics` is where the parts count (a fresh one by default); `holds` records which
-    process holds each attempt in flight (None: the backend's tasks hold them).
+    process holds each attempt in flight (None: the backend's tasks hold them);
+    `repair_workers` is how many watchdog repairs run at once (engine/maintenance.py).
     """
     metrics = metrics if metrics is not None else Metrics()
     changes = JobChanges(store, clock, metrics, tuning, holds)
@@ -69,7 +71,7 @@ def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuni
         changes=changes,
         deliveries=deliveries,
         tasks=TaskRunner(changes, deliveries, notifications.run_task),
-        maintenance=Maintenance(store, changes, clock, metrics, interruptions),
+        maintenance=Maintenance(store, changes, clock, metrics, interruptions, repair_workers),
         queries=Queries(store),
         configs=ConfigImport(changes, store),
         meta=store,

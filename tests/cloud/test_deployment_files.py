@@ -55,6 +55,21 @@ def test_every_cron_entry_reaches_a_cron_handler_on_app_engine(tmp_path):
         assert client.get(url).status_code == 403, url
 
 
+def _minutes(schedule: str) -> int:
+    words = schedule.split()
+    assert words[0] == "every" and words[2] in ("minutes", "mins"), schedule
+    return int(words[1])
+
+
+def test_each_housekeeping_run_ends_before_the_next_one_starts_and_clean_up_runs_at_least_daily():
+    cron = {entry["url"]: entry["schedule"] for entry in load("cron.yaml")["cron"]}
+    budget = Settings().maintenance_budget
+    for url in ("/internal/cron/watchdog", "/internal/cron/cleanup"):
+        # A run stops at its budget (engine/maintenance.py); App Engine's cap is 10 minutes.
+        assert budget.total_seconds() < min(_minutes(cron[url]) * 60, 600), url
+    assert _minutes(cron["/internal/cron/cleanup"]) <= 24 * 60
+
+
 def test_gcloudignore_uploads_the_app_and_its_configs_but_no_virtualenv():
     patterns = [line.strip() for line in (ROOT / ".gcloudignore").read_text().splitlines()
                 if line.strip() and not line.startswith("#")]

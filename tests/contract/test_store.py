@@ -91,10 +91,45 @@ def test_the_watchdog_query_finds_only_overdue_jobs_oldest_first(store):
         samples.job("p", "future", watchdog_at=now + timedelta(seconds=1)),
         samples.job("p", "no-watchdog", watchdog_at=None),
     )
-    assert store.jobs_due_for_watchdog(now, 10) == [("p", "late-1h"), ("p", "late-1m"), ("q", "late-1s")]
-    assert store.jobs_due_for_watchdog(now, 2) == [("p", "late-1h"), ("p", "late-1m")]
+    assert store.jobs_due_for_watchdog(now, 10) == ([("p", "late-1h"), ("p", "late-1m"), ("q", "late-1s")], None)
+    assert store.jobs_due_for_watchdog(now, 2)[0] == [("p", "late-1h"), ("p", "late-1m")]
     put(store, samples.job("p", "late-1h", watchdog_at=now + timedelta(minutes=5)))  # repaired
-    assert store.jobs_due_for_watchdog(now, 10) == [("p", "late-1m"), ("q", "late-1s")]
+    assert store.jobs_due_for_watchdog(now, 10) == ([("p", "late-1m"), ("q", "late-1s")], None)
+
+
+def test_the_watchdog_query_pages_with_a_cursor_that_repairs_do_not_shift(store):
+    now = T0 + timedelta(hours=1)
+    jobs = [samples.job("p", f"late-{n:02}", watchdog_at=now - timedelta(minutes=30 - n)) for n in range(7)]
+    jobs.append(samples.job("p", "tied", watchdog_at=now - timedelta(minutes=30)))  # tied with late-00
+    put(store, *jobs)
+    seen, cursor, pages = [], None, 0
+    while True:
+        page, cursor = store.jobs_due_for_watchdog(now, 3, cursor)
+        seen += page
+        pages += 1
+        # Repairing what a page returned moves it past `now`: the next page is unchanged.
+        put(store, *(samples.job(p, j, watchdog_at=now + timedelta(minutes=1)) for p, j in page))
+        if cursor is None:
+            break
+    assert sorted(seen[:2]) == [("p", "late-00"), ("p", "tied")]
+    assert seen[2:] == [("p", f"late-{n:02}") for n in range(1, 7)]
+    assert pages in (3, 4)  # a full last page may or may not know it was the last
+    assert store.jobs_due_for_watchdog(now, 3) == ([], None)
+
+
+def test_deferring_a_watchdog_only_ever_moves_it_later(store):
+    now = T0 + timedelta(hours=1)
+    put(store, samples.job("p", "wedged", watchdog_at=now - timedelta(minutes=5)),
+        samples.job("p", "fine", watchdog_at=now + timedelta(hours=1)), samples.job("p", "idle", watchdog_at=None))
+    assert store.defer_watchdog("p", "wedged", now + timedelta(minutes=1)) is True
+    assert store.jobs_due_for_watchdog(now, 10) == ([], None)
+    assert store.jobs_due_for_watchdog(now + timedelta(minutes=2), 10)[0] == [("p", "wedged")]
+    assert store.defer_watchdog("p", "fine", now + timedelta(minutes=1)) is False  # never earlier
+    assert store.defer_watchdog("p", "idle", now + timedelta(minutes=1)) is False  # no watchdog: none made
+    assert store.defer_watchdog("p", "gone", now + timedelta(minutes=1)) is False
+    assert store.jobs_due_for_watchdog(now + timedelta(minutes=30), 10)[0] == [("p", "wedged")]
+    # The record is left as it was: its own watchdog time still says when it was due.
+    assert store.get_job("p", "wedged").record.watchdog_at == now - timedelta(minutes=5)
 
 
 def test_projects_put_get_list_delete(store):

@@ -162,11 +162,11 @@ class FlakyStore:
         """The transaction running in this thread is to lose the tasks it sends."""
         return getattr(self._local, "losing", False)
 
-    def jobs_due_for_watchdog(self, now, limit):
+    def jobs_due_for_watchdog(self, now, limit, cursor=None):
         if self.fail_queries is not None and self.fail_queries("watchdog-query"):
             self._count("failed", step="watchdog-query")
             raise StoreError("injected: watchdog query failed")
-        return self.inner.jobs_due_for_watchdog(now, limit)
+        return self.inner.jobs_due_for_watchdog(now, limit, cursor)
 
 
 # Which step of the chain an engine call is, by the event it applies.

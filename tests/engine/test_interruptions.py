@@ -16,8 +16,9 @@ import pytest
 
 from engine.adapters.local.dispatcher import InlineDispatcher
 from engine.adapters.local.liveness import ProcessIdentity, ProcessRegistry, SqliteAttemptHolds, this_process
+from engine.holds import AttemptKey, HeldAttempt
 from engine.interruptions import interrupted_change
-from engine.ports import AttemptKey, DeliveryResult, HeldAttempt
+from engine.ports import DeliveryResult
 from engine.service import build_engine
 from statemachine.durations import parse_instant
 from statemachine.policy import FanoutPolicy, RetryPolicy, Tuning

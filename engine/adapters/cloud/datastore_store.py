@@ -36,13 +36,12 @@ from typing import Callable, Iterator, Protocol, TypeVar
 
 from google.cloud import ndb
 
+from engine.adapters.cloud import datastore_housekeeping as housekeeping
 from engine.adapters.cloud.datastore_calls import ndb_context, read_shared_secret, storage_errors
 from engine.adapters.cloud.datastore_entities import (
-    EPOCH,
     InvocationEntity,
     JobEntity,
     MetaEntity,
-    ProgressEntity,
     ProjectEntity,
     invocation_key,
     invocation_row,
@@ -51,18 +50,14 @@ from engine.adapters.cloud.datastore_entities import (
     meta_key,
     project_key,
     project_row,
-    split_job_name,
 )
 from engine.adapters.cloud.datastore_transaction import DatastoreTransaction
 from engine.logs import log_event
 from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
-from statemachine.vocabulary import TERMINAL_STATUSES
 
 log = logging.getLogger("sundial.datastore")
 
 T = TypeVar("T")
-TERMINAL = tuple(status.value for status in TERMINAL_STATUSES)
-MAX_MUTATIONS = 500  # Datastore's limit of mutations in one commit
 COUNTERS = ("reads", "lookups", "queries", "writes", "enqueues", "enqueue_failures", "transactions", "retries",
             "largest_commit")
 
@@ -198,12 +193,15 @@ class DatastoreJobStore:
         self.count(queries=1, reads=0 if options.get("keys_only") else len(results))
         return results
 
-    def jobs_due_for_watchdog(self, now: datetime, limit: int) -> list[tuple[str, str]]:
+    def jobs_due_for_watchdog(
+        self, now: datetime, limit: int, cursor: str | None = None
+    ) -> tuple[list[tuple[str, str]], str | None]:
         with self.call("watchdog query"):
-            # Bounded from below so that records without a watchdog (null) never match.
-            query = JobEntity.query(JobEntity.watchdog_at > EPOCH, JobEntity.watchdog_at < now)
-            keys = self._fetch(query.order(JobEntity.watchdog_at), limit=limit, keys_only=True)
-        return [split_job_name(key.id()) for key in keys]
+            return housekeeping.due_page(self, now, limit, cursor)
+
+    def defer_watchdog(self, project: str, job_id: str, until: datetime) -> bool:
+        with self.call("defer watchdog"):
+            return housekeeping.defer(self, project, job_id, until)
 
     def list_projects(self) -> list[ProjectRow]:
         with self.call("list projects"):
@@ -234,37 +232,14 @@ class DatastoreJobStore:
         return page, (page[-1].id if len(entities) > page_size else None)
 
     def delete_invocations_before(self, cutoff: datetime, limit: int) -> int:
-        """Delete up to `limit` finished invocations created before `cutoff`.
-
-        Outside a transaction: the keys span many jobs' groups, deleting is
-        idempotent, and a finished invocation never changes status again.
-        """
         with self.call("retention"):
-            keys: list[ndb.Key] = []
-            for status in TERMINAL:
-                if len(keys) >= limit:
-                    break
-                query = InvocationEntity.query(
-                    InvocationEntity.status == status,
-                    InvocationEntity.created_time > EPOCH,
-                    InvocationEntity.created_time < cutoff,
-                )
-                keys += self._fetch(query, limit=limit - len(keys), keys_only=True)
-            keys += self._finished_progress(cutoff, limit)
-            for start in range(0, len(keys), MAX_MUTATIONS):
-                ndb.delete_multi(keys[start:start + MAX_MUTATIONS])
-        self.count(writes=len(keys))
-        return len(keys)
+            return housekeeping.delete_invocations(self, cutoff, limit)
 
-    def _finished_progress(self, cutoff: datetime, limit: int) -> list[ndb.Key]:
-        """Progress entities (engine/event_rows.py) of fan-outs scheduled before `cutoff`
-        whose invocation has finished or is gone."""
-        query = ProgressEntity.query(ProgressEntity.scheduled_time > EPOCH, ProgressEntity.scheduled_time < cutoff)
-        keys = self._fetch(query, limit=limit, keys_only=True)
-        parents = list(dict.fromkeys(key.parent() for key in keys))
-        invocations = ndb.get_multi(parents) if parents else []
-        done = {key for key, entity in zip(parents, invocations) if entity is None or entity.status in TERMINAL}
-        return [key for key in keys if key.parent() in done]
+    def delete_finished_progress(
+        self, cutoff: datetime, limit: int, cursor: str | None = None
+    ) -> tuple[int, str | None]:
+        with self.call("retention of progress"):
+            return housekeeping.delete_progress(self, cutoff, limit, cursor)
 
     # --- paged reads for the web UI ---------------------------------------------------------
 

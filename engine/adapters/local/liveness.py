@@ -32,8 +32,9 @@ from typing import Callable, Protocol, cast
 
 from engine.adapters.local.sqlite_rows import Row
 from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.holds import AttemptKey, HeldAttempt
 from engine.logs import log_event
-from engine.ports import AttemptKey, Clock, HeldAttempt, Transaction
+from engine.ports import Clock, Transaction
 
 log = logging.getLogger("sundial.serve")
 

@@ -129,13 +129,32 @@ class SqliteJobStore:
 
     # --- queries outside transactions -------------------------------------------------
 
-    def jobs_due_for_watchdog(self, now: datetime, limit: int) -> list[tuple[str, str]]:
+    def jobs_due_for_watchdog(
+        self, now: datetime, limit: int, cursor: str | None = None
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        # Keyset paging on (watchdog_at, rowid): the partial index on watchdog_at holds
+        # the rowid too, so the page is one range read with no sort. A job rewritten
+        # meanwhile has a new rowid, and a new watchdog_at past `now` unless a step left
+        # it due; such a job may be seen twice or next run, never lost.
+        after_at, after_row = (float(part) for part in cursor.split(":")) if cursor else (float("-inf"), -1)
         rows = self.connection().execute(
-            "SELECT project, job_id FROM jobs WHERE watchdog_at IS NOT NULL AND watchdog_at < ?"
-            " ORDER BY watchdog_at LIMIT ?",
-            (now.timestamp(), limit),
-        )
-        return [(project, job_id) for project, job_id in rows]
+            "SELECT rowid, watchdog_at, project, job_id FROM jobs WHERE watchdog_at IS NOT NULL"
+            " AND watchdog_at < ? AND (watchdog_at, rowid) > (?, ?) ORDER BY watchdog_at, rowid LIMIT ?",
+            (now.timestamp(), after_at, int(after_row), limit),
+        ).fetchall()
+        page = [(project, job_id) for _, _, project, job_id in rows]
+        if len(rows) < limit:
+            return page, None
+        last_row, last_at, _, _ = rows[-1]
+        return page, f"{last_at!r}:{last_row}"
+
+    def defer_watchdog(self, project: str, job_id: str, until: datetime) -> bool:
+        with self.transaction() as tx:
+            moved = tx.conn.execute(
+                "UPDATE jobs SET watchdog_at = ? WHERE project = ? AND job_id = ? AND watchdog_at < ?",
+                (until.timestamp(), project, job_id, until.timestamp()),
+            ).rowcount
+        return moved > 0
 
     def list_projects(self) -> list[ProjectRow]:
         rows = self.connection().execute("SELECT * FROM projects ORDER BY id")
@@ -184,6 +203,13 @@ class SqliteJobStore:
                                 [(project, job_id, id_) for _, project, job_id, id_, count in doomed if count > 1])
             tx.conn.executemany("DELETE FROM invocations WHERE rowid = ?", [(rowid,) for rowid, *_ in doomed])
             return len(doomed)
+
+    def delete_finished_progress(
+        self, cutoff: datetime, limit: int, cursor: str | None = None
+    ) -> tuple[int, str | None]:
+        # Nothing to sweep here: a fan-out's progress rows are deleted in the same
+        # transaction as their invocation (above), so none outlives it.
+        return 0, None
 
     # --- paged reads for the web UI ----------------------------------------------------
 

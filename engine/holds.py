@@ -1,0 +1,51 @@
+"""The port of attempt holds: which process holds each attempt in flight (the embedded
+backend's way to notice attempts whose process died; engine/interruptions.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from engine.ports import Transaction
+
+
+@dataclass(frozen=True)
+class AttemptKey:
+    """One attempt of one event of an invocation."""
+
+    project: str
+    job_id: str
+    invocation_id: str
+    event_index: int
+    attempt: int
+
+
+@dataclass(frozen=True)
+class HeldAttempt:
+    """An attempt in flight and the process that holds it ("": this process)."""
+
+    key: AttemptKey
+    holder: str = ""
+
+
+class AttemptHolds(Protocol):
+    """Which process holds each attempt in flight, on a store whose processes can die
+    under their attempts with nothing else to notice (the embedded backend). The hold
+    is written in the transaction that records the attempt as starting and removed in
+    the one that records its result; a process that is gone leaves its holds behind,
+    and `orphaned` finds them (engine/interruptions.py settles them). On Cloud Tasks
+    an attempt belongs to its task instead, whose retry settles it (RELIABILITY.md).
+    """
+
+    def hold(self, tx: Transaction, key: AttemptKey) -> None:
+        """This process holds the attempt from `tx`'s commit on (replacing any earlier
+        hold of the same event)."""
+
+    def release(self, tx: Transaction, held: HeldAttempt) -> bool:
+        """End the hold in `tx`, if that process still holds that attempt; True if it did."""
+
+    def orphaned(self, limit: int) -> list[HeldAttempt]:
+        """Up to `limit` attempts held by processes that are gone.
+
+        :raises StoreError: storage is failing.
+        """
