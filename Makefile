@@ -9,7 +9,7 @@ BENCH_STAMP := $(VENV)/.bench-installed
 TASKS_VENV := .venv-tasks
 TASKS_STAMP := $(TASKS_VENV)/.installed
 
-.PHONY: run test bench clean
+.PHONY: run test bench appserver-smoke clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 
 bench: $(BENCH_STAMP)
 	$(PY) bench/core.py
+
+# The app under the Cloud SDK's dev_appserver.py with app.yaml, on the emulators (about
+# 50 s; docs/DEPLOY.md, "Trying the deployment locally"). Not part of `make test`.
+appserver-smoke: $(STAMP) $(TASKS_STAMP)
+	$(PY) -m tests.smoke.appserver_smoke
 
 clean:
 	rm -rf $(VENV) $(TASKS_VENV) .pytest_cache .hypothesis

@@ -63,3 +63,10 @@ def firestore(firestore_emulator):
     """The Firestore emulator in Datastore mode, emptied before the test."""
     firestore_emulator.reset()
     return firestore_emulator
+
+
+@pytest.fixture(params=["datastore", "firestore"])
+def cloud_database(request):
+    """The Datastore emulator, then the Firestore emulator in Datastore mode, emptied
+    before the test (tests/support/cloud_stores.py says how a slow test narrows it)."""
+    return request.getfixturevalue(request.param)

@@ -1,6 +1,7 @@
 """The backoff floor, seen from the target, on both backends: the next attempt never
 arrives less than `min_backoff` after the previous attempt's answer (jitter adds to
-the wait, never takes from it). The cloud run goes through gcloud-tasks-emulator.
+the wait, never takes from it). The cloud runs go through gcloud-tasks-emulator, on the
+Datastore emulator and on the Firestore emulator in Datastore mode.
 """
 
 from __future__ import annotations
@@ -59,11 +60,11 @@ def test_retries_wait_at_least_min_backoff_after_each_answer_on_sqlite(setup, tm
     assert min(gaps) >= MIN_BACKOFF, gaps
 
 
-def test_retries_wait_at_least_min_backoff_after_each_answer_on_cloud_tasks(setup, tmp_path, datastore,
+def test_retries_wait_at_least_min_backoff_after_each_answer_on_cloud_tasks(setup, tmp_path, cloud_database,
                                                                           tasks_emulator):
     configs, receiver, servers = setup
     port = free_port()
-    env = cloud_server_env(datastore, tasks_emulator, "floor", port)
+    env = cloud_server_env(cloud_database, tasks_emulator, "floor", port)
     servers.append(Server(configs, tmp_path / "unused.db", tmp_path / "serve.log", env, port=port).start())
     started = time.time()
     gaps = _run(servers[0], receiver)

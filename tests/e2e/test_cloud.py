@@ -1,5 +1,6 @@
-"""The cloud adapters end to end: a real server on the Datastore emulator, with
-gcloud-tasks-emulator dispatching real HTTP requests to its task handlers.
+"""The cloud adapters end to end: a real server on the Datastore emulator, and on the
+Firestore emulator in Datastore mode, with gcloud-tasks-emulator dispatching real HTTP
+requests to its task handlers.
 
 Skipped, with the reason, where an emulator is not installed.
 """
@@ -10,6 +11,7 @@ from collections import defaultdict
 import pytest
 
 from tests.e2e.support import Receiver, Server, free_port
+from tests.support.cloud_stores import ON_BOTH_IN_LONG_RUNS
 from tests.support.emulators import cloud_server_env
 
 # The cloud backend refuses loopback targets unless the project allows them.
@@ -24,7 +26,7 @@ RUN_SECONDS = 14
 
 
 @pytest.fixture
-def cloud(tmp_path, datastore, tasks_emulator):
+def cloud(tmp_path, cloud_database, tasks_emulator):
     receiver = Receiver()
     configs = tmp_path / "configs"
     configs.mkdir()
@@ -33,7 +35,7 @@ def cloud(tmp_path, datastore, tasks_emulator):
 
     def start(**extra) -> Server:
         port = free_port()
-        env = {**cloud_server_env(datastore, tasks_emulator, "sundial", port), **extra}
+        env = {**cloud_server_env(cloud_database, tasks_emulator, "sundial", port), **extra}
         server = Server(configs, tmp_path / "unused.db", tmp_path / "server.log", env, port=port).start()
         servers.append(server)
         return server
@@ -63,6 +65,7 @@ def _check_exactly_once(server: Server, receiver: Receiver, started: float) -> N
     assert delivered <= {row["id"] for row in rows} | active
 
 
+@pytest.mark.parametrize("cloud_database", ON_BOTH_IN_LONG_RUNS, indirect=True)
 def test_the_chain_runs_on_datastore_and_cloud_tasks(cloud):
     start, receiver = cloud
     server = start()
@@ -73,6 +76,7 @@ def test_the_chain_runs_on_datastore_and_cloud_tasks(cloud):
     assert statuses <= {"SUCCEEDED", "RUNNING", "STARTING"}
 
 
+@pytest.mark.parametrize("cloud_database", ON_BOTH_IN_LONG_RUNS, indirect=True)
 def test_every_task_sent_twice_makes_no_duplicate_invocation(cloud):
     start, receiver = cloud
     server = start(SUNDIAL_FAULT_DUPLICATE_TASKS="1")

@@ -8,7 +8,10 @@ watchdog to find.
 
 import time
 
+import pytest
+
 from tests.e2e.support import Receiver, Server, free_port, wait_until
+from tests.support.cloud_stores import ON_BOTH_IN_LONG_RUNS
 from tests.support.emulators import cloud_server_env
 
 CONFIG = """
@@ -22,14 +25,15 @@ jobs:
 LEASE = 120  # seconds: attempt_timeout (60 s) + start grace (60 s), the defaults
 
 
-def test_a_start_task_run_again_after_its_server_died_retries_the_attempt_at_once(tmp_path, datastore,
+@pytest.mark.parametrize("cloud_database", ON_BOTH_IN_LONG_RUNS, indirect=True)
+def test_a_start_task_run_again_after_its_server_died_retries_the_attempt_at_once(tmp_path, cloud_database,
                                                                                    tasks_emulator):
     receiver = Receiver(delays={"/slow": 4})
     configs = tmp_path / "configs"
     configs.mkdir()
     (configs / "cloud.yaml").write_text(CONFIG.format(url=receiver.url))
     port = free_port()
-    env = cloud_server_env(datastore, tasks_emulator, "redelivery", port)
+    env = cloud_server_env(cloud_database, tasks_emulator, "redelivery", port)
 
     def start() -> Server:
         return Server(configs, tmp_path / "unused.db", tmp_path / "server.log", env, port=port).start()

@@ -20,6 +20,7 @@ import pytest
 
 from engine.adapters.cloud.cloud_tasks_queue import build_tasks_client, throttle_queue_id
 from tests.e2e.support import ROOT, Receiver, Server, free_port, wait_until
+from tests.support.cloud_stores import ON_BOTH_IN_LONG_RUNS
 
 PROJECT, LOCATION, CHAIN = "sundial-test", "us-central1", "sundial"
 LIMIT, EVENTS = 5, 6
@@ -55,7 +56,7 @@ class PathReceiver(Receiver):
 
 
 @pytest.fixture
-def setup(tmp_path, datastore, tasks_emulator):
+def setup(tmp_path, cloud_database, tasks_emulator):
     receiver = PathReceiver(delays={"/slow": 0.3})
     configs = tmp_path / "configs"
     configs.mkdir()
@@ -65,7 +66,7 @@ def setup(tmp_path, datastore, tasks_emulator):
     port = free_port()
     env = {
         "SUNDIAL_BACKEND": "cloud", "GOOGLE_CLOUD_PROJECT": PROJECT,
-        "DATASTORE_EMULATOR_HOST": datastore.host, "SUNDIAL_TASKS_EMULATOR_HOST": tasks_emulator.host,
+        "DATASTORE_EMULATOR_HOST": cloud_database.host, "SUNDIAL_TASKS_EMULATOR_HOST": tasks_emulator.host,
         "SUNDIAL_TASKS_LOCATION": LOCATION, "SUNDIAL_TASKS_QUEUE": CHAIN,
         "SUNDIAL_SERVICE_URL": f"http://127.0.0.1:{port}",
     }
@@ -75,6 +76,7 @@ def setup(tmp_path, datastore, tasks_emulator):
     receiver.close()
 
 
+@pytest.mark.parametrize("cloud_database", ON_BOTH_IN_LONG_RUNS, indirect=True)
 def test_the_queues_command_creates_the_throttle_queue_with_its_limit(setup):
     _, _, configs, env, emulator = setup
     answer = subprocess.run(
@@ -90,6 +92,7 @@ def test_the_queues_command_creates_the_throttle_queue_with_its_limit(setup):
     assert client.get_queue(name=path).rate_limits.max_concurrent_dispatches == LIMIT
 
 
+@pytest.mark.parametrize("cloud_database", ON_BOTH_IN_LONG_RUNS, indirect=True)
 def test_throttled_deliveries_go_through_the_throttle_queue_within_its_limit(setup):
     server, receiver, _, _, emulator = setup
     server.start()  # its config import creates the throttle's queue itself

@@ -1,5 +1,6 @@
 """Each engine-level fault runs on the embedded backend (SQLite store and queue)
-and on the cloud store through the emulator: Datastore with the contract suite's
+and on the cloud store through the emulators: Datastore, and in long runs the Firestore
+emulator in Datastore mode (tests/support/cloud_stores.py), with the contract suite's
 EtaQueue standing in for Cloud Tasks (tests/contract/backends.py)."""
 
 from __future__ import annotations
@@ -7,22 +8,24 @@ from __future__ import annotations
 import pytest
 
 from tests.engine.harness import Harness
+from tests.support.cloud_stores import FIRESTORE_IN_LONG_RUNS
 
 
-@pytest.fixture(params=["sqlite", "datastore"])
+@pytest.fixture(params=["sqlite", "datastore", FIRESTORE_IN_LONG_RUNS])
 def backend_name(request):
     return request.param
 
 
 @pytest.fixture
 def make_harness(request, backend_name, tmp_path):
-    """Harness(tuning) on the backend under test; the Datastore emulator starts on first use."""
+    """Harness(tuning) on the backend under test; its emulator starts on first use."""
 
     def make(tuning=None) -> Harness:
         if backend_name == "sqlite":
             return Harness(tmp_path, tuning)
-        from tests.contract.backends import DatastoreBackend
+        from tests.contract.backends import DatastoreBackend, FirestoreBackend
 
-        return Harness(tmp_path, tuning, backend=DatastoreBackend(request.getfixturevalue("datastore")))
+        kind = FirestoreBackend if backend_name == "firestore" else DatastoreBackend
+        return Harness(tmp_path, tuning, backend=kind(request.getfixturevalue(backend_name)))
 
     return make

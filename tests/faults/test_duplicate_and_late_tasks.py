@@ -44,7 +44,7 @@ def run_twice_and_late(h: Harness, jobs: int, minutes: int, seed: int, periods=P
     run_workload(h, START + timedelta(minutes=minutes), watchdog=timedelta(minutes=1))
     settle(h, workload)
     result = audit(h, workload)
-    report("twice and late", "sqlite" if h.backend is None else "datastore",
+    report("twice and late", "sqlite" if h.backend is None else h.backend.name,
            {**result.counts(), "tasks": chaos.queued_tasks, "task_deliveries": chaos.deliveries,
             "late": chaos.late_deliveries, "checked_before_call": written.checked,
             "not_stored_at_call": len(written.violations)}, records)

@@ -38,6 +38,8 @@ from tests.faults.support import (
     watch_records,
 )
 from tests.faults.test_queue_purged import purge
+from tests.support.cloud_stores import ON_BOTH_IN_LONG_RUNS
+from tests.support.emulators import FirestoreEmulator
 
 STEPS = ("tick", "start", "result", "watchdog", "import")
 EVERY_STEP = "every step"  # all five at once
@@ -55,10 +57,12 @@ def test_storage_failing_at_one_step_of_the_chain(tmp_path, step):
 
 
 @pytest.mark.parametrize("step", DATASTORE_STEPS)
-def test_storage_failing_on_datastore(tmp_path, datastore, step):
-    from tests.contract.backends import DatastoreBackend
+@pytest.mark.parametrize("cloud_database", ON_BOTH_IN_LONG_RUNS, indirect=True)
+def test_storage_failing_on_datastore(tmp_path, cloud_database, step):
+    from tests.contract.backends import DatastoreBackend, FirestoreBackend
 
-    run_storage_trial(Harness(tmp_path, backend=DatastoreBackend(datastore)), step, sqlite=False)
+    kind = FirestoreBackend if isinstance(cloud_database, FirestoreEmulator) else DatastoreBackend
+    run_storage_trial(Harness(tmp_path, backend=kind(cloud_database)), step, sqlite=False)
 
 
 def run_storage_trial(h: Harness, step: str, sqlite: bool) -> None:
@@ -127,7 +131,7 @@ def run_storage_trial(h: Harness, step: str, sqlite: bool) -> None:
         importer.stop()  # the file keeps its jobs no longer
     settle(h, workload)
     result = audit(h, workload)
-    report(f"storage failing: {step}", "sqlite" if sqlite else "datastore", {
+    report(f"storage failing: {step}", "sqlite" if h.backend is None else h.backend.name, {
         **result.counts(), "injected": {f"{at}/{mode}": n for (at, mode), n in sorted(h.store.injected.items())},
         "checked_before_call": written.checked, "not_stored_at_call": len(written.violations)}, records)
     assert_clean(result)
