@@ -40,15 +40,19 @@ class DatastoreTransaction:
     def __init__(self, store: UseCounter):
         self.store = store
         self.writes: dict[ndb.Key, ndb.Model | None] = {}  # None: delete
+        # What this run read: a transaction reads a snapshot, so a second look at a key
+        # (a step reads an invocation's row, then updates it) costs no second read.
+        self._read: dict[ndb.Key, ndb.Model | None] = {}
         self.tasks: list[Task] = []
         self._task_names: set[str] = set()
 
     def _get(self, key: ndb.Key):
         if key in self.writes:
             return self.writes[key]
-        entity = key.get()
-        self.store.count(reads=1, lookups=1)
-        return entity
+        if key not in self._read:
+            self._read[key] = key.get()
+            self.store.count(reads=1, lookups=1)
+        return self._read[key]
 
     def flush(self) -> None:
         """Hand the writes to ndb, which sends them with the commit; an entity over
