@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
+from engine.deferred_finish import may_defer, settle_deferred
 from engine.errors import ConflictError, NotFound
 from engine.event_rows import TransactionRows
 from engine.holds import AttemptHolds, AttemptKey, HeldAttempt
@@ -167,27 +168,26 @@ class JobChanges:
             if definition is None:
                 raise NotFound(f"job {project}/{job_id} not found")
             stored = StoredJob(new_record(project, job_id), definition, source or JobSource.CONFIG)
-        elif isinstance(event, ev.ManualTrigger):
-            invocation = manual_invocation_id(stored.record, event, now)
+        # A finish left in its invocation's row (engine/deferred_finish.py) comes first.
+        record = settle_deferred(stored.record, lambda invocation: tx.get_invocation(project, job_id, invocation),
+                                 self.tuning)
+        if isinstance(event, ev.ManualTrigger) and not created:
+            invocation = manual_invocation_id(record, event, now)
             if tx.get_invocation(project, job_id, invocation) is not None:
-                return Applied(Transition(stored.record), stored)  # one request, one invocation
-        transition = step_job(stored.record, event, now, self.tuning,
+                return Applied(Transition(record), stored)  # one request, one invocation
+        transition = step_job(record, event, now, self.tuning,
                               lambda invocation: TransactionRows(tx, project, job_id, invocation))
         # The job row is written only when it changed: the steps of a fan-out's events
         # change their own rows (and act), and must not contend for the job's.
         changed = created or transition.record != stored.record
+        redefined = False
         if definition is not None and (definition, source, deleted) != (stored.definition, stored.source,
                                                                         stored.deleted):
             stored = StoredJob(stored.record, definition, source or stored.source, deleted=deleted)
-            changed = True
-        _materialize_deferred(tx, stored.record, transition, note)
+            changed = redefined = True
+        _materialize_deferred(tx, record, transition, note)
         if note is not None:
             _write_note(tx, project, job_id, note, now)
-        if changed:
-            # Built directly, not by dataclasses.replace: this runs for every step of every job.
-            stored = StoredJob(transition.record, stored.definition, stored.source, stored.config_error,
-                               stored.deleted)
-            tx.put_job(stored)
         policy = transition.record.policy
         queue = throttle_queue(project, policy.throttle) if policy is not None else ""
         record_actions(tx, project, job_id, transition.actions, now, queue)
@@ -195,7 +195,22 @@ class JobChanges:
             if isinstance(action, act.Deliver) and self.holds is not None:
                 self.holds.hold(tx, AttemptKey(project, job_id, action.invocation_id, action.event_index,
                                                action.attempt))
+        if changed and not (created or redefined) and record is stored.record:
+            changed = not self._defers(tx, stored, event, now, transition)
+        if changed:
+            # Built directly, not by dataclasses.replace: this runs for every step of every job.
+            stored = StoredJob(transition.record, stored.definition, stored.source, stored.config_error,
+                               stored.deleted)
+            tx.put_job(stored)
         return Applied(transition, stored)
+
+    def _defers(self, tx: Transaction, stored: StoredJob, event: JobEvent, now, transition: Transition) -> bool:
+        """Whether this finish is left to its invocation's row (engine/deferred_finish.py);
+        never for a job being created or redefined in the same step."""
+        if not isinstance(event, ev.InvocationFinished):
+            return False
+        row = tx.get_invocation(stored.record.project, stored.record.job_id, event.invocation_id)
+        return may_defer(stored.record, event, now, transition, row, self.tuning)
 
 
 def _materialize_deferred(tx: Transaction, before: JobRecord, transition: Transition, note: Note | None) -> None:

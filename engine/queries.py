@@ -7,8 +7,12 @@ a PUT, or to finish deleting it) ask for it by name with `stored_job`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from engine.deferred_finish import settle_deferred
 from engine.errors import NotFound
 from engine.ports import InvocationRow, JobStore, ProjectRow, StoredJob
+from statemachine.policy import DEFAULT_TUNING, Tuning
 
 
 def visible(stored: StoredJob) -> bool:
@@ -19,8 +23,17 @@ def visible(stored: StoredJob) -> bool:
 class Queries:
     """Reads only; each method's :raises StoreError: (storage failing) goes without saying."""
 
-    def __init__(self, store: JobStore):
-        self.store = store
+    def __init__(self, store: JobStore, tuning: Tuning = DEFAULT_TUNING):
+        self.store, self.tuning = store, tuning
+
+    def _settled(self, stored: StoredJob) -> StoredJob:
+        """The job as its next step will see it: with a finish that was written only to
+        its invocation's row applied (engine/deferred_finish.py), so a reader never
+        sees an invocation RUNNING in its job and SUCCEEDED in its history."""
+        project, job_id = stored.record.project, stored.record.job_id
+        record = settle_deferred(stored.record, lambda invocation: self.store.get_invocation(project, job_id,
+                                                                                             invocation), self.tuning)
+        return stored if record is stored.record else replace(stored, record=record)
 
     def projects(self) -> list[ProjectRow]:
         return self.store.list_projects()
@@ -46,20 +59,20 @@ class Queries:
     def find_job(self, project: str, job_id: str) -> StoredJob | None:
         """The job, or None where `job` would raise NotFound."""
         stored = self.store.get_job(project, job_id)
-        return stored if stored is not None and visible(stored) else None
+        return self._settled(stored) if stored is not None and visible(stored) else None
 
     def stored_job(self, project: str, job_id: str) -> StoredJob | None:
         """The job's row even while its deletion is under way; for the use cases only."""
         return self.store.get_job(project, job_id)
 
     def jobs(self, project: str) -> list[StoredJob]:
-        return [stored for stored in self.store.list_jobs(project) if visible(stored)]
+        return [self._settled(stored) for stored in self.store.list_jobs(project) if visible(stored)]
 
     def jobs_page(self, project: str, page_size: int, page_token: str | None,
                   prefix: str = "") -> tuple[list[StoredJob], str | None]:
         """One page of the project's jobs in id order (fewer when some are hidden)."""
         page, token = self.store.list_jobs_page(project, page_size, page_token, prefix)
-        return [job for job in page if visible(job)], token
+        return [self._settled(job) for job in page if visible(job)], token
 
     def recent_invocations(self, jobs: list[StoredJob], count: int) -> dict[str, list[InvocationRow]]:
         """Each job's newest `count` invocations, newest first, without their logs,

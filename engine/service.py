@@ -72,7 +72,7 @@ def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuni
         deliveries=deliveries,
         tasks=TaskRunner(changes, deliveries, notifications.run_task),
         maintenance=Maintenance(store, changes, clock, metrics, interruptions, repair_workers),
-        queries=Queries(store),
+        queries=Queries(store, tuning),
         configs=ConfigImport(changes, store),
         meta=store,
         metrics=metrics,

@@ -325,3 +325,28 @@ def test_the_measured_size_is_the_one_firestore_counts(firestore):
         with pytest.raises(InvalidArgument, match="maximum entity size"):
             entity.put()
         assert len(ndb.Key("Job", "proj/job").get().config_error) == len(entity.config_error) - 1
+
+
+def test_a_second_look_at_a_key_in_one_transaction_costs_no_read(backend):
+    store = backend.store
+    store.run_in_transaction(lambda tx: tx.put_job(samples.job()))
+    store.reset_counters()
+    store.run_in_transaction(lambda tx: [tx.get_job("proj", "job") for _ in range(3)])
+    assert store.reset_counters()["reads"] == 1
+
+
+def test_an_invocation_of_a_cron_job_costs_two_writes_one_enqueue_and_two_transactions(backend):
+    """The cost model's figures (docs/COST.md): the tick writes the job, the result
+    writes the invocation's row alone; the job learns of it at its next tick."""
+    from tests.contract.test_engine_scenarios import Scenario
+    from tests.engine.harness import START
+
+    scenario = Scenario(backend)
+    scenario.define(schedule="every 1m")
+    scenario.run_until(START + timedelta(minutes=1, seconds=30))
+    backend.store.reset_counters()
+    scenario.run_until(START + timedelta(minutes=11, seconds=30))
+    counted, delivered = backend.store.reset_counters(), len(scenario.target.requests) - 1
+    assert delivered == 10
+    assert (counted["writes"], counted["enqueues"], counted["transactions"]) == (2 * 10, 10, 2 * 10)
+    assert counted["reads"] <= 6 * 10  # entity reads cost a third of a write each
