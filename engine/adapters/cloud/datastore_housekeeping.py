@@ -19,7 +19,7 @@ query pages with a cursor, which steps over them within a run.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from google.cloud import ndb
 from google.cloud.ndb import _datastore_query
@@ -34,8 +34,14 @@ from engine.adapters.cloud.datastore_entities import (
 )
 from statemachine.vocabulary import TERMINAL_STATUSES
 
-if TYPE_CHECKING:
-    from engine.adapters.cloud.datastore_store import DatastoreJobStore
+
+class CountingStore(Protocol):
+    """What these queries need of the store (datastore_store.py): its counters, and how
+    often it runs a transaction again."""
+
+    retries: int
+
+    def count(self, **amounts: int) -> None: ...
 
 TERMINAL = tuple(status.value for status in TERMINAL_STATUSES)
 
@@ -50,7 +56,7 @@ def _token(cursor, more: bool, full: bool) -> str | None:
     return cursor.urlsafe().decode() if more and full and cursor is not None else None
 
 
-def due_page(store: DatastoreJobStore, now: datetime, limit: int,
+def due_page(store: CountingStore, now: datetime, limit: int,
              cursor: str | None) -> tuple[list[tuple[str, str]], str | None]:
     # Bounded from below so that records without a watchdog (null) never match.
     query = JobEntity.query(JobEntity.watchdog_at > EPOCH, JobEntity.watchdog_at < now).order(JobEntity.watchdog_at)
@@ -59,7 +65,7 @@ def due_page(store: DatastoreJobStore, now: datetime, limit: int,
     return [split_job_name(key.id()) for key in keys], _token(after, more, len(keys) >= limit)
 
 
-def defer(store: DatastoreJobStore, project: str, job_id: str, until: datetime) -> bool:
+def defer(store: CountingStore, project: str, job_id: str, until: datetime) -> bool:
     """In a transaction of its own, so that a repair committing meanwhile is never
     undone; the entity's other properties are written back as they were read."""
     def body() -> bool:
@@ -75,7 +81,7 @@ def defer(store: DatastoreJobStore, project: str, job_id: str, until: datetime) 
     return moved
 
 
-def delete_invocations(store: DatastoreJobStore, cutoff: datetime, limit: int) -> int:
+def delete_invocations(store: CountingStore, cutoff: datetime, limit: int) -> int:
     """Outside a transaction: the keys span many jobs' groups, deleting is
     idempotent, and a finished invocation never changes status again."""
     futures = [
@@ -92,7 +98,7 @@ def delete_invocations(store: DatastoreJobStore, cutoff: datetime, limit: int) -
     return len(keys)
 
 
-def delete_progress(store: DatastoreJobStore, cutoff: datetime, limit: int,
+def delete_progress(store: CountingStore, cutoff: datetime, limit: int,
                     cursor: str | None) -> tuple[int, str | None]:
     """Progress entities (engine/event_rows.py) of fan-outs scheduled before `cutoff`
     whose invocation has finished or is gone."""
@@ -108,7 +114,7 @@ def delete_progress(store: DatastoreJobStore, cutoff: datetime, limit: int,
     return len(doomed), _token(after, more, len(keys) >= limit)
 
 
-def _delete(store: DatastoreJobStore, keys: list[ndb.Key]) -> None:
+def _delete(store: CountingStore, keys: list[ndb.Key]) -> None:
     # ndb sends these as non-transactional commits of at most 500 mutations each
     # (Datastore's limit; its batch is full at 500), all at once.
     if keys:
