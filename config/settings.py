@@ -8,7 +8,7 @@ each has a default that suits one machine:
 | SUNDIAL_CONFIG_DIR | examples/configs | project config files |
 | SUNDIAL_DB | .sundial/sundial.db | the SQLite database |
 | SUNDIAL_BACKEND | local | local or cloud |
-| SUNDIAL_HISTORY_DAYS | 45 | invocation history kept |
+| SUNDIAL_HISTORY_DAYS | 45 | invocation history kept, in days (at least 1) |
 | SUNDIAL_WATCHDOG_PERIOD | 30s | how often serve runs the watchdog |
 | SUNDIAL_IMPORT_PERIOD | 5s | how often serve re-reads the configs |
 | SUNDIAL_CLEANUP_PERIOD | 1h | how often serve removes old history |
@@ -151,6 +151,15 @@ def _int(env, name: str, default: int) -> int:
     return int(raw)
 
 
+def _history(env) -> timedelta:
+    """How long finished invocations are kept: at least a day, because a finish may live
+    in its invocation's row alone until the job's next step (engine/deferred_finish.py)."""
+    days = _int(env, "SUNDIAL_HISTORY_DAYS", 45)
+    if days < 1:
+        raise SystemExit(f"SUNDIAL_HISTORY_DAYS: at least 1 (day), got {days}")
+    return timedelta(days=days)
+
+
 def from_environment(env=None) -> Settings:
     env = os.environ if env is None else env
     defaults = Settings()
@@ -161,7 +170,7 @@ def from_environment(env=None) -> Settings:
         config_dir=env.get("SUNDIAL_CONFIG_DIR", defaults.config_dir),
         db_path=env.get("SUNDIAL_DB", defaults.db_path),
         backend=backend,
-        history=timedelta(days=_int(env, "SUNDIAL_HISTORY_DAYS", 45)),
+        history=_history(env),
         watchdog_period=_duration(env, "SUNDIAL_WATCHDOG_PERIOD", defaults.watchdog_period),
         import_period=_duration(env, "SUNDIAL_IMPORT_PERIOD", defaults.import_period),
         cleanup_period=_duration(env, "SUNDIAL_CLEANUP_PERIOD", defaults.cleanup_period),

@@ -10,10 +10,14 @@ invocation ended, and whatever reads the job next (its next tick, the watchdog, 
 call, a page) replays that finish from the row before anything else. One entity write
 per result instead of two, one more read (cheap) at the next step.
 
-Two rules keep it exact. A finish is deferred only when replaying it from the row, as
+Three rules keep it exact. A finish is deferred only when replaying it from the row, as
 stored, gives exactly the record that applying it now gives (the machine is pure, so
-the replay is the same computation); and only when no other deferred finish is pending
-on the job, so at most one replay is ever outstanding. A row is final and still
+the replay is the same computation); only when no other deferred finish is pending on
+the job, so at most one replay is ever outstanding; and only for a row made less than
+FRESH_ROW ago. The history clean-up removes rows by their age and keeps at least a day
+(SUNDIAL_HISTORY_DAYS >= 1), and the job replays the finish at its next step, by its
+watchdog time at the latest (unchanged by the finish, so at most an attempt's lease
+away): a young row is still there when its job comes to replay it. A row is final and still
 listed as active in its job's record only in this way: every other finish writes both
 in one transaction.
 """
@@ -34,10 +38,12 @@ from statemachine.vocabulary import InvocationStatus
 # What a row's finish can be replayed as: the two outcomes of an attempt's answer.
 REPLAYABLE = (InvocationStatus.SUCCEEDED, InvocationStatus.FAILED)
 
+FRESH_ROW = timedelta(hours=12)  # well inside the shortest history kept (a day)
+
 ReadRow = Callable[[str], InvocationRow | None]  # an invocation's row by its id
 
 
-def _replayable_entry(entry: ActiveInvocation) -> bool:
+def may_hold_finish(entry: ActiveInvocation) -> bool:
     """One event, its attempt sent: the only invocations whose finish may be deferred."""
     return entry.event_count == 1 and not entry.events_in_rows and entry.has_started
 
@@ -53,7 +59,7 @@ def settle_deferred(record: JobRecord, read_row: ReadRow, tuning: Tuning) -> Job
     :raises StoreError: a row could not be read.
     """
     for entry in record.active:
-        if not _replayable_entry(entry):
+        if not may_hold_finish(entry):
             continue
         row = read_row(entry.invocation_id)
         if row is None or row.status not in REPLAYABLE or row.finished_time is None:
@@ -76,8 +82,10 @@ def may_defer(before: JobRecord, event: object, now: datetime, transition: Trans
     if not transition.actions or transition.record.watchdog_at != before.watchdog_at:
         return False  # the watchdog would look at the wrong time
     entry = before.find_active(event.invocation_id)
-    if entry is None or not _replayable_entry(entry) or row.status not in REPLAYABLE:
+    if entry is None or not may_hold_finish(entry) or row.status not in REPLAYABLE:
         return False
+    if row.created_time is None or now - row.created_time > FRESH_ROW:
+        return False  # the clean-up could take its row before the job replays it
     if finish_of(row) != event:
         return False  # the row cannot tell this answer exactly (e.g. an async completion report)
     # Stores keep times to the millisecond or better: the replay must not depend on less.

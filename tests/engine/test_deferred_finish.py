@@ -33,6 +33,8 @@ def test_a_plain_success_leaves_the_job_record_alone_and_readers_see_it_applied(
     shown = h.engine.queries.job("proj", "job").record
     assert (shown.state.value, shown.active) == ("SCHEDULED", ())
     assert [job.record.active for job in h.engine.queries.jobs("proj")] == [()]
+    page, _ = h.engine.queries.jobs_page("proj", 10, None)
+    assert [job.record.state.value for job in page] == ["SCHEDULED"]
     h.run_until(START + timedelta(minutes=2, seconds=5))
     second = h.invocations()[1]
     assert _raw_active(h) == [second.id]  # the next tick applied the first finish and wrote it
@@ -117,3 +119,14 @@ def test_deferring_changes_nothing_anyone_sees(tmp_path, monkeypatch, overlap):
     monkeypatch.setattr(engine.changes, "may_defer", lambda *args: False)
     written = run(tmp_path / "written")
     assert deferred == written
+
+
+def test_a_finish_whose_row_is_older_than_half_a_day_is_written_at_once(h):
+    """The clean-up keeps at least a day: only a young row may carry a finish alone."""
+    h.define(timeout=timedelta(days=1), retry=RetryPolicy(  # every minute; the retries' minutes skip
+        max_attempts=3, min_backoff=timedelta(hours=7, seconds=10), max_backoff=timedelta(hours=7, seconds=10)))
+    h.target.answers.extend([DeliveryResult("failed", reason="http 500")] * 2)
+    h.run_until(START + timedelta(hours=14, minutes=1, seconds=25))  # attempt 3 answered at 00:01:20
+    row = h.invocations()[0]
+    assert (row.status, row.attempt) == ("SUCCEEDED", 3)
+    assert row.id not in _raw_active(h)
