@@ -210,6 +210,10 @@ class JobStore(MetaStore, Protocol):
     def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
         """One invocation's history record with its log; None when there is none."""
 
+    def get_invocations(self, project: str, keys: list[tuple[str, str]]) -> dict[tuple[str, str], InvocationRow]:
+        """The rows of several (job id, invocation id) of one project in one batched
+        read: those that exist, by their key."""
+
     def delete_invocations_before(self, cutoff: datetime, limit: int) -> int:
         """Remove up to `limit` finished invocations created before `cutoff` (never one
         still running, never a younger one); returns how many. Called again, it goes on

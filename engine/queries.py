@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.deferred_finish import settle_deferred
+from engine.deferred_finish import may_hold_finish, settle_deferred
 from engine.errors import NotFound
 from engine.ports import InvocationRow, JobStore, ProjectRow, StoredJob
 from statemachine.policy import DEFAULT_TUNING, Tuning
@@ -26,14 +26,23 @@ class Queries:
     def __init__(self, store: JobStore, tuning: Tuning = DEFAULT_TUNING):
         self.store, self.tuning = store, tuning
 
-    def _settled(self, stored: StoredJob) -> StoredJob:
-        """The job as its next step will see it: with a finish that was written only to
-        its invocation's row applied (engine/deferred_finish.py), so a reader never
-        sees an invocation RUNNING in its job and SUCCEEDED in its history."""
-        project, job_id = stored.record.project, stored.record.job_id
-        record = settle_deferred(stored.record, lambda invocation: self.store.get_invocation(project, job_id,
-                                                                                             invocation), self.tuning)
-        return stored if record is stored.record else replace(stored, record=record)
+    def _settled(self, jobs: list[StoredJob]) -> list[StoredJob]:
+        """The jobs as their next steps will see them: with a finish that was written
+        only to its invocation's row applied (engine/deferred_finish.py), so a reader
+        never sees an invocation RUNNING in its job and SUCCEEDED in its history. The
+        rows that may hold one are read in one batch per page."""
+        if not jobs:
+            return jobs
+        project = jobs[0].record.project
+        keys = [(job.record.job_id, entry.invocation_id) for job in jobs for entry in job.record.active
+                if may_hold_finish(entry)]
+        rows = self.store.get_invocations(project, keys) if keys else {}
+        settled = []
+        for job in jobs:
+            job_id = job.record.job_id
+            record = settle_deferred(job.record, lambda invocation: rows.get((job_id, invocation)), self.tuning)
+            settled.append(job if record is job.record else replace(job, record=record))
+        return settled
 
     def projects(self) -> list[ProjectRow]:
         return self.store.list_projects()
@@ -59,20 +68,20 @@ class Queries:
     def find_job(self, project: str, job_id: str) -> StoredJob | None:
         """The job, or None where `job` would raise NotFound."""
         stored = self.store.get_job(project, job_id)
-        return self._settled(stored) if stored is not None and visible(stored) else None
+        return self._settled([stored])[0] if stored is not None and visible(stored) else None
 
     def stored_job(self, project: str, job_id: str) -> StoredJob | None:
         """The job's row even while its deletion is under way; for the use cases only."""
         return self.store.get_job(project, job_id)
 
     def jobs(self, project: str) -> list[StoredJob]:
-        return [self._settled(stored) for stored in self.store.list_jobs(project) if visible(stored)]
+        return self._settled([stored for stored in self.store.list_jobs(project) if visible(stored)])
 
     def jobs_page(self, project: str, page_size: int, page_token: str | None,
                   prefix: str = "") -> tuple[list[StoredJob], str | None]:
         """One page of the project's jobs in id order (fewer when some are hidden)."""
         page, token = self.store.list_jobs_page(project, page_size, page_token, prefix)
-        return [self._settled(job) for job in page if visible(job)], token
+        return self._settled([job for job in page if visible(job)]), token
 
     def recent_invocations(self, jobs: list[StoredJob], count: int) -> dict[str, list[InvocationRow]]:
         """Each job's newest `count` invocations, newest first, without their logs,

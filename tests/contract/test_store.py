@@ -63,6 +63,15 @@ def test_an_invocation_round_trips_intact(store):
     assert store.get_invocation("proj", "other-job", row.id) is None
 
 
+def test_several_invocations_of_several_jobs_are_read_in_one_call(store):
+    one, two = samples.invocation(T0, status="FAILED"), samples.invocation(T0, job_id="other-job")
+    elsewhere = samples.invocation(T0, project="elsewhere")
+    put(store, one, two, elsewhere)
+    keys = [("job", one.id), ("other-job", two.id), ("job", "nope"), ("other-job", one.id)]
+    assert store.get_invocations("proj", keys) == {("job", one.id): one, ("other-job", two.id): two}
+    assert store.get_invocations("proj", []) == {}
+
+
 def test_invocations_are_listed_newest_first_across_pages(store):
     rows = [samples.invocation(T0 + timedelta(minutes=m)) for m in range(7)]
     put(store, *rows, samples.invocation(T0, job_id="other-job"))

@@ -188,6 +188,14 @@ class DatastoreJobStore:
             entity = self._lookup(invocation_key(project, job_id, invocation_id))
         return None if entity is None else invocation_row(entity)
 
+    def get_invocations(self, project: str, keys: list[tuple[str, str]]) -> dict[tuple[str, str], InvocationRow]:
+        if not keys:
+            return {}
+        with self.call("get invocations"):
+            entities = ndb.get_multi([invocation_key(project, job_id, invocation_id) for job_id, invocation_id in keys])
+        self.count(reads=len(keys), lookups=1)
+        return {key: invocation_row(entity) for key, entity in zip(keys, entities) if entity is not None}
+
     def _fetch(self, query: ndb.Query, **options) -> list:
         results = query.fetch(**options)
         self.count(queries=1, reads=0 if options.get("keys_only") else len(results))

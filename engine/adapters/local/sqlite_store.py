@@ -180,6 +180,12 @@ class SqliteJobStore:
     def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
         return SqliteTransaction(self.connection(), self.records).get_invocation(project, job_id, invocation_id)
 
+    def get_invocations(self, project: str, keys: list[tuple[str, str]]) -> dict[tuple[str, str], InvocationRow]:
+        # Point reads on the primary key of a local file: a batch would save nothing.
+        reader = SqliteTransaction(self.connection(), self.records)
+        found = {key: reader.get_invocation(project, *key) for key in keys}
+        return {key: row for key, row in found.items() if row is not None}
+
     def list_invocations(
         self, project: str, job_id: str, page_size: int, page_token: str | None
     ) -> tuple[list[InvocationRow], str | None]:
