@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Callable, Sequence
 
-from cli import preview, queues, serve, validate
+from cli import operate, preview, queues, serve, validate
 from cli.common import CommandLineParser, UsageError
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "main"]
@@ -26,6 +26,8 @@ COMMANDS: list[AddCommand] = [
     validate.add_validate,
     serve.add_serve,
     queues.add_queues,
+    operate.add_jobs,
+    operate.add_invocations,
 ]
 
 

@@ -39,6 +39,8 @@ each has a default that suits one machine:
 | SUNDIAL_SECRET_MANAGER_URL | https://secretmanager.googleapis.com | Secret Manager's API (tests point it at a stand-in) |
 | PUBSUB_EMULATOR_HOST, DATASTORE_EMULATOR_HOST | | Google's own variables for their emulators; Sundial reads them to decide what is available |
 | GOOGLE_APPLICATION_CREDENTIALS, CLOUDSDK_CONFIG, HOME | | where Application Default Credentials are looked for (pubsub and cloud_tasks targets on one machine) |
+| SUNDIAL_SERVER | http://127.0.0.1:8080 | the operator's commands (`jobs`, `invocations`): the server they talk to, when --server is not given |
+| SUNDIAL_TOKEN | | the operator's commands: their bearer token (one of the server's SUNDIAL_API_TOKENS), when --token is not given |
 """
 
 from __future__ import annotations

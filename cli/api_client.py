@@ -1,0 +1,123 @@
+"""A small client of the REST API (CONTRACT section 5) for the operator's commands.
+
+Standard library only (urllib.request): one request per call, JSON in and out. An
+answer of 4xx/5xx becomes `ApiFailure` with the API's own code and message (web/errors.py
+answers every error as `{"error": {"code", "message"}}`); a server that cannot be reached
+becomes `Unreachable`, naming it. The commands print either as one line and exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Iterator
+
+from cli.common import UsageError
+from config.settings import variable
+
+DEFAULT_SERVER = "http://127.0.0.1:8080"
+TIMEOUT_SECONDS = 30.0
+
+
+class ApiFailure(Exception):
+    """The server answered with an error status."""
+
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(f"{status} {code}: {message}" if code else f"{status}: {message}")
+        self.status, self.code, self.message = status, code, message
+
+
+class Unreachable(Exception):
+    """No usable answer: refused, unknown host, timed out, or an answer that is not JSON."""
+
+
+def server_url(flag: str | None, env=None) -> str:
+    """--server, else SUNDIAL_SERVER, else the default; an http(s) URL without a trailing /."""
+    raw = (flag or variable("SUNDIAL_SERVER", env) or DEFAULT_SERVER).strip()
+    parts = urllib.parse.urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        where = "--server" if flag else "SUNDIAL_SERVER"
+        raise UsageError(f"{where}: expected a URL such as http://127.0.0.1:8080, got {raw!r}")
+    return raw.rstrip("/")
+
+
+def bearer_token(flag: str | None, env=None) -> str:
+    """--token, else SUNDIAL_TOKEN; "" for none (a server without SUNDIAL_API_TOKENS)."""
+    token = (flag if flag is not None else variable("SUNDIAL_TOKEN", env)).strip()
+    if token and not (token.isascii() and token.isprintable() and " " not in token):
+        raise UsageError("--token: a token is printable ASCII without spaces")
+    return token
+
+
+def segment(value: str) -> str:
+    """One path segment, quoted so that an id cannot change the path."""
+    return urllib.parse.quote(value, safe="")
+
+
+class ApiClient:
+    def __init__(self, server: str, token: str = "", timeout: float = TIMEOUT_SECONDS):
+        self.server, self.token, self.timeout = server, token, timeout
+
+    def call(self, method: str, path: str, query: dict | None = None, body: dict | None = None) -> Any:
+        """The decoded JSON answer of `method /api/v1{path}`; raises ApiFailure or Unreachable."""
+        url = f"{self.server}/api/v1{path}"
+        if query:
+            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+        headers = {"Accept": "application/json"}
+        data = None
+        if body is not None:
+            data, headers["Content-Type"] = json.dumps(body).encode(), "application/json"
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
+        if self.token:
+            # Unredirected: a redirect (to another host, say) does not carry the token on.
+            request.add_unredirected_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                status, raw = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            raise _failure(error.code, error.read()) from None
+        except (urllib.error.URLError, OSError) as error:
+            raise Unreachable(f"cannot reach the Sundial server at {self.server}: {_why(error)}") from None
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            raise Unreachable(f"{self.server} answered {status} with something other than JSON: "
+                              f"is it a Sundial server?") from None
+
+    def pages(self, path: str, key: str, limit: int, page_size: int, query: dict | None = None) -> Iterator[dict]:
+        """Each page of a paged list (`key` and `next_page_token`) until the list ends or
+        `limit` rows were asked for; page_size never asks for more than is still wanted."""
+        token, wanted = None, limit
+        while wanted > 0:
+            page = self.call("GET", path, {**(query or {}), "page_size": min(page_size, wanted),
+                                           "page_token": token})
+            yield page
+            wanted -= len(page.get(key) or [])
+            token = page.get("next_page_token")
+            if not token:
+                return
+
+
+def _failure(status: int, raw: bytes) -> ApiFailure:
+    """The API's `{"error": {"code", "message"}}`, or the start of whatever else came
+    (a proxy's HTML page, say) on one line."""
+    try:
+        error = json.loads(raw)["error"]
+        return ApiFailure(status, str(error.get("code", "")), " ".join(str(error["message"]).split()))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        text = " ".join(raw.decode("utf-8", "replace").split())[:200]
+        return ApiFailure(status, "", text or "(no body)")
+
+
+def _why(error: Exception) -> str:
+    reason = getattr(error, "reason", error)
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused (is `serve` running there? set --server or SUNDIAL_SERVER)"
+    if isinstance(reason, (socket.timeout, TimeoutError)):
+        return "no answer in time"
+    if isinstance(reason, socket.gaierror):
+        return f"unknown host ({reason.strerror})"
+    return str(reason)
