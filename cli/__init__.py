@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Callable, Sequence
 
 from cli import operate, preview, queues, serve, validate
 from cli.common import CommandLineParser, UsageError
+from cli.version import __version__
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "main"]
 
@@ -33,13 +35,20 @@ COMMANDS: list[AddCommand] = [
 
 def build_parser() -> CommandLineParser:
     parser = CommandLineParser(
-        prog="main.py",
+        prog=program_name(),
         description="Sundial, a durable job scheduler.",
     )
+    parser.add_argument("--version", action="version", version=f"sundial {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add_command in COMMANDS:
         add_command(subparsers)
     return parser
+
+
+def program_name() -> str:
+    # `sundial` when started as the installed console script, else the file people run
+    # (`python main.py`); the usage and error lines then name what the user typed.
+    return "sundial" if Path(sys.argv[0]).stem == "sundial" else "main.py"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -88,7 +88,8 @@ def test_gcloudignore_uploads_the_app_and_its_configs_but_no_virtualenv():
                  "web/guard.py", "statemachine/machine.py", "app/bootstrap.py", "index.yaml"):
         assert not ignored(kept), kept
     for left_out in (".venv/bin/python", ".venv-tasks/bin/python", "tests/cloud/test_guard.py",
-                     ".sundial/sundial.db", "engine/__pycache__/service.cpython-311.pyc"):
+                     ".sundial/sundial.db", "engine/__pycache__/service.cpython-311.pyc", "pyproject.toml",
+                     "sundial.egg-info/PKG-INFO"):
         assert ignored(left_out), left_out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -247,3 +248,10 @@ def test_unknown_command():
 def test_runs_from_another_directory(tmp_path):
     result = sundial("render", "${todaysDate}", "--at", "2026-01-01T00:00Z", cwd=tmp_path)
     assert result.stdout == "2026-01-01\n"
+
+
+def test_version():
+    result = sundial("--version")
+    version = re.search(r'__version__ = "(.+)"', (ROOT / "cli" / "version.py").read_text())
+    assert version
+    assert (result.returncode, result.stdout) == (0, f"sundial {version.group(1)}\n"), result.stderr
