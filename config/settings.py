@@ -1,13 +1,15 @@
-"""Settings from the environment (CONTRACT sections 1 and 8), overridable by flags.
+"""Settings from the environment, overridable by flags.
 
-Besides the contract's variables, a few knobs exist for tests and operators;
-each has a default that suits one machine:
+The table below is the one list of the variables Sundial reads (docs/REFERENCE.md,
+section 8, explains each; tests/config/test_reference.py checks both lists are complete).
+Each has a default that suits one machine:
 
 | variable | default | meaning |
 |---|---|---|
 | SUNDIAL_CONFIG_DIR | examples/configs | project config files |
 | SUNDIAL_DB | .sundial/sundial.db | the SQLite database |
 | SUNDIAL_BACKEND | local | local or cloud |
+| SUNDIAL_API_TOKENS | | `token=user:EMAIL,...`: the bearer tokens callers may present and who each stands for; unset, serve listens on loopback only |
 | SUNDIAL_HISTORY_DAYS | 45 | invocation history kept, in days (at least 1) |
 | SUNDIAL_WATCHDOG_PERIOD | 30s | how often serve runs the watchdog |
 | SUNDIAL_IMPORT_PERIOD | 5s | how often serve re-reads the configs |
@@ -28,6 +30,7 @@ each has a default that suits one machine:
 | SUNDIAL_TASKS_EMULATOR_HOST | | host:port of a Cloud Tasks emulator (no TLS) |
 | SUNDIAL_TASKS_SERVICE_ACCOUNT | | the account whose OIDC tokens the task handlers accept, and (HTTP tasks) the account of the token on every task |
 | SUNDIAL_TASKS_TARGET | appengine on App Engine, else http | the form of the chain's tasks: `appengine` (App Engine tasks to this app's service, inside Google: IAP and the App Engine firewall do not stop them) or `http` (HTTP tasks to SUNDIAL_SERVICE_URL) |
+| GAE_APPLICATION | set by App Engine | its presence means Sundial runs on App Engine |
 | GAE_SERVICE | set by App Engine | App Engine tasks are routed to this service (the serving version) |
 | SUNDIAL_FAULT_DUPLICATE_TASKS | 0 | fault injection: create every Cloud Tasks task twice |
 | SUNDIAL_ADMINS | | members (`user:EMAIL`, ...) who own every project, comma-separated |
