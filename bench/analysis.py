@@ -11,7 +11,7 @@ from collections import Counter
 
 from bench.output import line, ms, note, percentile
 
-STEADY_P99_GOAL = 0.100  # issue 5: steady lateness p99 under 100 ms
+STEADY_P99_GOAL = 0.100  # goal: steady lateness p99 under 100 ms
 
 
 def occurrence(arrival) -> tuple[str, int]:

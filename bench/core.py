@@ -2,7 +2,7 @@
 
     python bench/core.py [--seconds S]
 
-Prints one line per figure. Goals (issue 2): at least 20,000 next-fire
+Prints one line per figure. Goals: at least 20,000 next-fire
 computations per second for `*/5 * * * *`, 100,000 machine steps per second.
 """
 

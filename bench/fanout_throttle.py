@@ -12,7 +12,7 @@ delivery rate against that 500/s ceiling, and the concurrency against 50.
 
 It also prints the largest job record the server's database held during the run
 (sampled every 2 s, tests/support/records.py) and exits 1 when that is over
-MAX_JOB_RECORD_BYTES (16 KiB, issue 16).
+MAX_JOB_RECORD_BYTES (16 KiB).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def main() -> int:
             server.stop()
             receiver.close()
     _report(args, receiver, start.timestamp(), finished, cpu)
-    # Issue 16: a job record over MAX_JOB_RECORD_BYTES fails the bench (after every figure is out).
+    # The bound on stored state: a job record over MAX_JOB_RECORD_BYTES fails the bench (after every figure is out).
     return 0 if report_records("fan-out:", records)["record_within_bound"] else 1
 
 

@@ -42,7 +42,7 @@ from bench.output import git_state, header, line, load_average, note  # noqa: E4
 from bench.server_process import proc_status  # noqa: E402
 from bench.writes import _counting_classes  # noqa: E402
 
-GOAL_REIMPORT_S = 10.0  # issue 5: re-import of 100,000 unchanged jobs under 10 s
+GOAL_REIMPORT_S = 10.0  # goal: re-import of 100,000 unchanged jobs under 10 s
 
 
 def job_entry(project: int, i: int, schedule: str | None = None) -> str:

@@ -33,7 +33,7 @@ Scenarios (docs/PERFORMANCE.md has the figures and what bounds them):
 Each server scenario also prints the server's peak RSS (VmHWM) and CPU use
 (bench/server_process.py runs and watches the server), and the largest job record
 its database held (sampled every 2 s, tests/support/records.py): over
-MAX_JOB_RECORD_BYTES (16 KiB, issue 16) the bench exits 1, after printing everything. Extra server settings
+MAX_JOB_RECORD_BYTES (16 KiB) the bench exits 1, after printing everything. Extra server settings
 go through `--env SUNDIAL_WORKERS=8` (repeatable); `--servers 2` runs two
 server processes on one database; `--profile DIR` records py-spy profiles of
 the server (DIR/<scenario>-gil.txt: the thread holding the GIL;
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     line("total bench time", f"{time.time() - began:,.0f} s (load average now {load_average()})")
-    # Issue 16: a job record over MAX_JOB_RECORD_BYTES fails the bench (after every figure is out).
+    # The bound on stored state: a job record over MAX_JOB_RECORD_BYTES fails the bench (after every figure is out).
     return 1 if any(fig and not fig.get("record_within_bound", True) for fig in figures) else 0
 
 

@@ -275,7 +275,7 @@ def watch_records(server) -> RecordWatch:
 
 
 def report_records(prefix: str, watch: RecordWatch) -> dict:
-    """Print the largest stored job record against MAX_JOB_RECORD_BYTES (issue 16);
+    """Print the largest stored job record against MAX_JOB_RECORD_BYTES;
     `record_within_bound` False makes the bench exit 1 after printing everything."""
     peak = watch.stop()
     within = peak.bytes <= MAX_JOB_RECORD_BYTES

@@ -53,7 +53,7 @@ LIMITS = {
 }
 
 
-# Rates and deadlines (CONTRACT section 6). `every` fires at most once per second
+# Rates and deadlines (docs/REFERENCE.md section 6). `every` fires at most once per second
 # (statemachine.schedule.MIN_PERIOD). A failed attempt waits at least MIN_BACKOFF,
 # and `continuously` waits like a retry after a failed invocation.
 MIN_BACKOFF = timedelta(milliseconds=100)

@@ -9,7 +9,7 @@
 Each raises or returns `ConfigError`s printed `FILE:LINE: message`. `backend` is "local"
 (the embedded server: loopback and private targets allowed) or "cloud" (refused);
 link-local targets and the metadata server are refused on both unless allowed_hosts
-lists them (CONTRACT section 6).
+lists them (docs/REFERENCE.md section 6).
 
 A directory given to validate_paths means its `*.yaml` files, which is what the server
 imports; a file given by name is checked whatever its name, with an error if the server

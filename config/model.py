@@ -1,4 +1,4 @@
-"""What a project config file becomes once it is loaded and validated (CONTRACT section 2).
+"""What a project config file becomes once it is loaded and validated (docs/REFERENCE.md section 2).
 
 `ProjectConfig` is one `<configs>/<project>.yaml`; each valid job entry is a `JobConfig`
 holding both the machine's `JobPolicy` and its `JobDefinition` (statemachine/definition.py),

@@ -1,13 +1,15 @@
-"""Settings from the environment (CONTRACT sections 1 and 8), overridable by flags.
+"""Settings from the environment, overridable by flags.
 
-Besides the contract's variables, a few knobs exist for tests and operators;
-each has a default that suits one machine:
+The table below is the one list of the variables Sundial reads (docs/REFERENCE.md,
+section 8, explains each; tests/config/test_reference.py checks both lists are complete).
+Each has a default that suits one machine:
 
 | variable | default | meaning |
 |---|---|---|
 | SUNDIAL_CONFIG_DIR | examples/configs | project config files |
 | SUNDIAL_DB | .sundial/sundial.db | the SQLite database |
 | SUNDIAL_BACKEND | local | local or cloud |
+| SUNDIAL_API_TOKENS | | `token=user:EMAIL,...`: the bearer tokens callers may present and who each stands for; unset, serve listens on loopback only |
 | SUNDIAL_HISTORY_DAYS | 45 | invocation history kept, in days (at least 1) |
 | SUNDIAL_WATCHDOG_PERIOD | 30s | how often serve runs the watchdog |
 | SUNDIAL_IMPORT_PERIOD | 5s | how often serve re-reads the configs |
@@ -15,7 +17,7 @@ each has a default that suits one machine:
 | SUNDIAL_MAINTENANCE_BUDGET | 40s | how long one run of the watchdog or the clean-up may work (cron or serve's loops); what is left goes to the next run |
 | SUNDIAL_WATCHDOG_WORKERS | 8 on the cloud backend, 1 on the embedded one | watchdog repairs run at once |
 | SUNDIAL_WORKERS | 32 | task threads of the embedded dispatcher |
-| SUNDIAL_PROCESSES | 1 | serve's processes on the embedded backend: N - 1 extra dispatcher-only processes (`serve --processes`); on 2 cores, 2 take a burst from ~1,300 to ~2,400 deliveries/s for 60-100 MiB more memory. The default keeps CONTRACT's one process |
+| SUNDIAL_PROCESSES | 1 | serve's processes on the embedded backend: N - 1 extra dispatcher-only processes (`serve --processes`); on 2 cores, 2 take a burst from ~1,300 to ~2,400 deliveries/s for 60-100 MiB more memory. The default keeps serve to one process, as documented |
 | SUNDIAL_TASK_LEASE | 30s | how long a taken task is its taker's |
 | SUNDIAL_HEARTBEAT_PERIOD | 5s | embedded backend: how often each process says it is alive (and settles the attempts of processes that are gone) |
 | SUNDIAL_HEARTBEAT_TIMEOUT | 4 heartbeat periods | embedded backend: a process whose heartbeat is older is gone, and its attempts in flight are settled (a dead pid on this machine is gone at once) |
@@ -28,6 +30,7 @@ each has a default that suits one machine:
 | SUNDIAL_TASKS_EMULATOR_HOST | | host:port of a Cloud Tasks emulator (no TLS) |
 | SUNDIAL_TASKS_SERVICE_ACCOUNT | | the account whose OIDC tokens the task handlers accept, and (HTTP tasks) the account of the token on every task |
 | SUNDIAL_TASKS_TARGET | appengine on App Engine, else http | the form of the chain's tasks: `appengine` (App Engine tasks to this app's service, inside Google: IAP and the App Engine firewall do not stop them) or `http` (HTTP tasks to SUNDIAL_SERVICE_URL) |
+| GAE_APPLICATION | set by App Engine | its presence means Sundial runs on App Engine |
 | GAE_SERVICE | set by App Engine | App Engine tasks are routed to this service (the serving version) |
 | SUNDIAL_FAULT_DUPLICATE_TASKS | 0 | fault injection: create every Cloud Tasks task twice |
 | SUNDIAL_ADMINS | | members (`user:EMAIL`, ...) who own every project, comma-separated |
@@ -80,7 +83,7 @@ class Settings:
     maintenance_budget: timedelta = timedelta(seconds=40)
     watchdog_workers: int = 0  # 0: by backend (8 on Datastore, whose repairs wait on RPCs; 1 on SQLite)
     workers: int = 32
-    # One process, as CONTRACT's `serve` says; --processes N is the opt-in for bursts
+    # One process, as docs/REFERENCE.md section 1 says of `serve`; --processes N is the opt-in for bursts
     # (one Python process uses one core; docs/PERFORMANCE.md has the figures).
     processes: int = 1
     task_lease: timedelta = timedelta(seconds=30)
@@ -259,7 +262,7 @@ def _has_google_credentials(env) -> bool:
 
 def own_service(env=None) -> OwnService:
     """Sundial's own service URL and chain queue as the environment names them, for
-    validation (CONTRACT 6: no cloud_tasks target may name them). `serve --port`
+    validation (docs/REFERENCE.md section 6: no cloud_tasks target may name them). `serve --port`
     changes the URL it really listens on; delivery checks against that one."""
     env = os.environ if env is None else env
     settings = Settings(gcp_project=env.get("GOOGLE_CLOUD_PROJECT", ""),

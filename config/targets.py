@@ -1,11 +1,11 @@
 """Delivery targets of a job entry: exactly one of http, pubsub, cloud_tasks, noop.
 
-Defaults where the contract is silent: http `method: POST`, `headers: {}`, `body: ""`,
+Defaults (docs/REFERENCE.md section 2.3): http `method: POST`, `headers: {}`, `body: ""`,
 `timeout: 60s`, `async: false`; pubsub `data: ""`, `attributes: {}`; cloud_tasks
-`method: POST`, `headers: {}`, `body: ""`. Templates (CONTRACT section 4) are checked in
+`method: POST`, `headers: {}`, `body: ""`. Templates (docs/REFERENCE.md section 4) are checked in
 every url, header value, body, data and attribute value.
 
-The literal-address rule of CONTRACT section 6 is applied to http urls here, at
+The literal-address rule of docs/REFERENCE.md section 6 is applied to http urls here, at
 validation time: a host that is the metadata server or a literal link-local address
 (on the cloud backend also loopback, private, multicast or other non-public addresses,
 IPv6 outside global unicast, IPv4 inside NAT64/6to4/compatible forms, and `localhost`;

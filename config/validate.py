@@ -1,4 +1,4 @@
-"""A whole project document -> ProjectConfig (CONTRACT section 2 and its import rules).
+"""A whole project document -> ProjectConfig (docs/REFERENCE.md section 2 and its import rules).
 
 Two kinds of error, as the import rules need:
 - file level: the top level is not a map, or a top-level field (allowed_hosts, acl,

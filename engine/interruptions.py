@@ -1,4 +1,4 @@
-"""Settling the attempts of processes that are gone (CONTRACT 4).
+"""Settling the attempts of processes that are gone (docs/REFERENCE.md section 4).
 
 An attempt in flight when its process died has no answer coming. It is settled as a
 failed attempt with reason `interrupted`, through the same path as any attempt's

@@ -1,4 +1,4 @@
-"""Render a job's target definition for one delivery (CONTRACT section 4).
+"""Render a job's target definition for one delivery (docs/REFERENCE.md section 4).
 
 Template variables are substituted in exactly these places: `url`, `body` and `data`,
 the values of `headers` and the values of `attributes`. Everything else (method,

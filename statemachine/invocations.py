@@ -19,7 +19,7 @@ from statemachine.runs import Run
 from statemachine.vocabulary import JOB_PREFIX, InvocationStatus, SkipReason, Trigger
 
 SUCCEEDED, FAILED = InvocationStatus.SUCCEEDED, InvocationStatus.FAILED
-INTERRUPTED = "interrupted"  # the reason of an attempt whose process died in flight (CONTRACT 4)
+INTERRUPTED = "interrupted"  # the reason of an attempt whose process died in flight (docs/REFERENCE.md section 4)
 ABORTED, SKIPPED = InvocationStatus.ABORTED, InvocationStatus.SKIPPED
 
 Result = tuple[JobRecord, list[act.Action]]

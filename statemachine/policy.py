@@ -84,7 +84,7 @@ class JobPolicy:
 
     Its field defaults are Sundial's builtin defaults, written only here: the config's
     (config/model.py BUILTIN_DEFAULTS) and the definition's (statemachine/definition.py)
-    are read from them. Where the contract is silent they follow Cloud Scheduler and
+    are read from them. Where nothing else decides, they follow Cloud Scheduler and
     Temporal: one attempt, no overlap, catch up the latest missed occurrence of the last hour.
     """
 

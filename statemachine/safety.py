@@ -1,4 +1,4 @@
-"""What a project may not make Sundial send or call (CONTRACT section 6), decided once.
+"""What a project may not make Sundial send or call (docs/REFERENCE.md section 6), decided once.
 
 Validation (config/targets.py) and delivery (engine/targets/) both ask these functions,
 so a rule cannot be tightened in one place and forgotten in the other. Pure: the

@@ -1,7 +1,7 @@
-"""Schedules (CONTRACT section 3): parse every form, compute fire times in a time zone.
+"""Schedules (docs/REFERENCE.md section 3): parse every form, compute fire times in a time zone.
 
 Cron expressions are matched against naive local wall times (statemachine.cron);
-statemachine.zones maps those wall times to UTC instants by the contract's
+statemachine.zones maps those wall times to UTC instants by the
 daylight-saving rules.
 """
 
@@ -27,7 +27,7 @@ __all__ = [
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)
 _EVERY = re.compile(r"every\s+(\S+)(?:\s+offset\s+(\S+))?", re.IGNORECASE)
-# A clock-driven schedule fires at most once per second (CONTRACT section 6): finer
+# A clock-driven schedule fires at most once per second (docs/REFERENCE.md section 6): finer
 # rates are a load one project could put on every other project's jobs.
 MIN_PERIOD = timedelta(seconds=1)
 _INTERVAL = re.compile(r"with\s+(\S+)\s+interval", re.IGNORECASE)
@@ -118,7 +118,7 @@ def _require_duration(name: str, value: object) -> None:
 # --- Parsing -----------------------------------------------------------------------------
 
 def parse_schedule(text: str, timezone: str = "UTC") -> Schedule:
-    """Parse any string form of CONTRACT section 3 (every form but `at`)."""
+    """Parse any string form of docs/REFERENCE.md section 3 (every form but `at`)."""
     if not isinstance(text, str):
         raise ScheduleError(f"schedule must be a string, got {text!r}")
     if not isinstance(timezone, str):
@@ -244,7 +244,7 @@ def is_clock_driven(schedule: Schedule) -> bool:
 
 
 def is_hourly_wild(schedule: Schedule) -> bool:
-    """CONTRACT section 3: the hour field allows every hour (`*`, `*/1`, `0/1`, `0-23`)."""
+    """docs/REFERENCE.md section 3: the hour field allows every hour (`*`, `*/1`, `0/1`, `0-23`)."""
     return isinstance(schedule, CronSchedule) and schedule._spec.hourly_wild
 
 

@@ -1,4 +1,4 @@
-"""`${variable}` substitution in delivery targets (CONTRACT section 4).
+"""`${variable}` substitution in delivery targets (docs/REFERENCE.md section 4).
 
 Values come from the occurrence's *scheduled* time, seen in the job's time zone, so a
 delivery that is retried or caught up hours later still says which period it is about.

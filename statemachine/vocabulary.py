@@ -13,7 +13,7 @@ from enum import StrEnum
 
 
 class InvocationStatus(StrEnum):
-    """Where an invocation is (CONTRACT section 4)."""
+    """Where an invocation is (docs/REFERENCE.md section 4)."""
 
     STARTING = "STARTING"  # recorded; no attempt has started yet, or it is waiting its turn
     RUNNING = "RUNNING"  # an attempt has started
@@ -93,7 +93,7 @@ class NotificationStatus(StrEnum):
 
 
 class TargetKind(StrEnum):
-    """Where a job's occurrence goes (CONTRACT section 2: exactly one per target)."""
+    """Where a job's occurrence goes (docs/REFERENCE.md section 2: exactly one per target)."""
 
     HTTP = "http"
     PUBSUB = "pubsub"

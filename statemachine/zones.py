@@ -1,5 +1,5 @@
 """Cron in a time zone: IANA zones, and the wall times of a cron expression mapped to
-UTC instants by the contract's daylight-saving rules (CONTRACT section 3):
+UTC instants by the daylight-saving rules (docs/REFERENCE.md section 3):
 
 - a wall time inside a spring-forward gap fires once at the first instant after the gap
   (fixed hours) or not at all (hourly-wild);

@@ -1,4 +1,4 @@
-"""The one place where the API and the UI decide who may do what (CONTRACT section 6).
+"""The one place where the API and the UI decide who may do what (docs/REFERENCE.md section 6).
 
 Every endpoint that names a project calls `authorize` with the permission it needs
 before it reads or changes anything; the async completion endpoint is the exception,

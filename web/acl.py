@@ -1,4 +1,4 @@
-"""What a caller may do in a project (CONTRACT section 6), from the project's `acl`.
+"""What a caller may do in a project (docs/REFERENCE.md section 6), from the project's `acl`.
 
     READ     readers, triggerers, owners   jobs, invocations, logs
     TRIGGER  triggerers, owners            trigger, pause, resume

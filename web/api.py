@@ -1,4 +1,4 @@
-"""The REST API under /api/v1 (CONTRACT section 5): reading projects, jobs and history.
+"""The REST API under /api/v1 (docs/REFERENCE.md section 5): reading projects, jobs and history.
 
 The changes are in web/api_jobs.py, /validate and /openapi.json in web/api_meta.py.
 """

@@ -1,4 +1,4 @@
-"""The REST API's changes (CONTRACT section 5): API-managed jobs, the operator's
+"""The REST API's changes (docs/REFERENCE.md section 5): API-managed jobs, the operator's
 actions, and async completion. The use cases are engine/operations.py; this module
 reads requests, asks web/access.py, and shapes answers."""
 

@@ -1,4 +1,4 @@
-"""POST /api/v1/validate and GET /api/v1/openapi.json (CONTRACT section 5)."""
+"""POST /api/v1/validate and GET /api/v1/openapi.json (docs/REFERENCE.md section 5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Who may call the internal task and cron handlers (CONTRACT section 6).
+"""Who may call the internal task and cron handlers (docs/REFERENCE.md section 6).
 
 Three proofs, any one of which admits a request:
 

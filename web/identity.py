@@ -1,4 +1,4 @@
-"""Who is calling (CONTRACT section 6): one `Caller` per API or UI request.
+"""Who is calling (docs/REFERENCE.md section 6): one `Caller` per API or UI request.
 
 Three ways to prove an identity, tried in this order:
 
@@ -14,7 +14,7 @@ Every header is checked, never trusted: a credential that does not verify is
 refused (401), whatever it claims. With no credential at all the caller is
 `anonymous` on App Engine, refused (401) where API tokens are configured, and
 otherwise — one machine, no tokens, which `serve` binds to loopback only — an
-owner of everything, as the contract says.
+owner of everything (docs/REFERENCE.md section 6.1).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Internal handlers: the task queue's and the cron service's way in (CONTRACT section 6).
+"""Internal handlers: the task queue's and the cron service's way in (docs/REFERENCE.md section 6).
 
 Who may call them is web/guard.py's decision: on App Engine the queue and cron headers
 are trusted (App Engine strips them from outside requests); anywhere else a request must

@@ -160,7 +160,7 @@ def _meta_paths() -> dict:
 
 def _description() -> str:
     rows = "\n".join(f"| {name} | {value:,} |" for name, value in limits.LIMITS.items())
-    return ("Sundial's REST API (CONTRACT section 5). Errors are `{\"error\": {\"code\", \"message\"}}`.\n\n"
+    return ("Sundial's REST API (docs/REFERENCE.md section 5). Errors are `{\"error\": {\"code\", \"message\"}}`.\n\n"
             "Limits (config/limits.py); beyond them requests fail with a message naming the limit:\n\n"
             "| limit | value |\n|---|---|\n" + rows)
 

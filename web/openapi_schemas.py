@@ -109,7 +109,7 @@ def _job_entry() -> dict:
         "on_failure": {"allOf": [ref("Target")], "description": "notified with the invocation's summary "
                                                        "(JSON) when an invocation ends FAILED"},
     }, ["target"], closed=True, **{"not": {"required": ["schedule", "at"]}},
-        description="A config file's job entry without its id (CONTRACT section 2): "
+        description="A config file's job entry without its id (docs/REFERENCE.md section 2): "
                     "give exactly one of `schedule` and `at`.",
         example={"at": ["2030-01-04T09:00:00Z"], "timezone": "UTC",
                  "target": {"http": {"url": "https://example.com/remind", "body": '{"at":"${scheduledTime}"}'}}})

@@ -1,4 +1,4 @@
-"""The loopback-only mode's defence against web pages (CONTRACT section 6).
+"""The loopback-only mode's defence against web pages (docs/REFERENCE.md section 6).
 
 With no identities configured, `serve` treats every caller as an owner and listens on
 loopback only. A page open in the operator's browser can still reach that port: by a

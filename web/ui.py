@@ -1,4 +1,4 @@
-"""The web UI's pages (CONTRACT section 7): server-rendered HTML over the API's use cases.
+"""The web UI's pages (docs/REFERENCE.md section 7): server-rendered HTML over the API's use cases.
 
     /                         projects
     /p/PROJECT                its jobs, a page at a time (?q=id prefix, ?page_token=)

@@ -1,4 +1,4 @@
-"""JSON shapes of the API (CONTRACT section 5): Job and Invocation."""
+"""JSON shapes of the API (docs/REFERENCE.md section 5): Job and Invocation."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ def time_or_none(value):
     return None if value is None else rfc3339_millis(value)
 
 
-# The definition's fields a Job shows after the record's, in this order (CONTRACT section 5).
+# The definition's fields a Job shows after the record's, in this order (docs/REFERENCE.md section 5).
 JOB_DEFINITION_FIELDS = ("schedule", "at", "overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout",
                          "throttle", "triggers", "disabled")
 
 
 def job_view(job: StoredJob, last: InvocationRow | None) -> dict:
-    # Credential headers are masked for every reader (CONTRACT 6); a PUT sends them anew.
+    # Credential headers are masked for every reader (docs/REFERENCE.md section 6); a PUT sends them anew.
     record, definition = job.record, masked_definition(job.definition)
     view = {
         "id": record.job_id,

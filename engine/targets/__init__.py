@@ -23,7 +23,7 @@ from engine.targets.noop import NoopTarget, UnavailableTarget
 from statemachine.safety import OwnService
 from statemachine.vocabulary import TargetKind
 
-# The kinds a job target may have (CONTRACT section 2).
+# The kinds a job target may have (docs/REFERENCE.md section 2).
 KINDS = tuple(TargetKind)
 
 

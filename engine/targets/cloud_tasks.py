@@ -1,5 +1,5 @@
 """The Cloud Tasks target: one attempt of one event is one HTTP task on the user's queue
-(CONTRACT section 2: `cloud_tasks: {queue, url, method, headers, body}`).
+(docs/REFERENCE.md section 2: `cloud_tasks: {queue, url, method, headers, body}`).
 
 Cloud Tasks then owns the delivery to `url`, with the queue's own retries, so the
 attempt succeeds once the task is created. The task carries the same X-Sundial-*

@@ -1,4 +1,4 @@
-"""The HTTP target: one attempt of one event is one HTTP request (CONTRACT section 4).
+"""The HTTP target: one attempt of one event is one HTTP request (docs/REFERENCE.md section 4).
 
 One keep-alive connection pool per target instance (`http_pool.py`), shared by every
 dispatcher thread. Nothing else is shared between deliveries: no cookies are kept, and
@@ -37,7 +37,7 @@ METADATA_HOSTS = frozenset({"metadata.google.internal"})
 
 
 class ForbiddenTarget(Exception):
-    """The target's address may not be called from this backend (CONTRACT section 6)."""
+    """The target's address may not be called from this backend (docs/REFERENCE.md section 6)."""
 
     def __init__(self, address: str, why: str) -> None:
         super().__init__(f"forbidden target {address}")
@@ -221,7 +221,7 @@ def _headers(request: DeliveryRequest, spec: dict, endpoint: Endpoint) -> dict[s
 
 
 def sundial_headers(request: DeliveryRequest, is_async: bool = False) -> dict[str, str]:
-    """The X-Sundial-* headers of CONTRACT section 4 for one attempt of one event."""
+    """The X-Sundial-* headers of docs/REFERENCE.md section 4 for one attempt of one event."""
     headers = {
         "X-Sundial-Job": f"{request.project}/{request.job_id}",
         "X-Sundial-Invocation": request.invocation_id,

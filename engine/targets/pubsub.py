@@ -1,4 +1,4 @@
-"""The Pub/Sub target: one attempt of one event is one published message (CONTRACT
+"""The Pub/Sub target: one attempt of one event is one published message (docs/REFERENCE.md
 section 4).
 
 `data` (rendered) is the message body; the attributes are the user's (rendered) plus

@@ -1,4 +1,4 @@
-"""The guard of the internal handlers (CONTRACT section 6), through the Flask app.
+"""The guard of the internal handlers (docs/REFERENCE.md section 6), through the Flask app.
 
 Every forged request gets 403 and changes nothing: no task reaches the engine and no cron
 job runs. OIDC tokens are real JWTs signed by a key made here; google-auth's own

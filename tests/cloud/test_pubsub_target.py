@@ -1,5 +1,5 @@
 """The Pub/Sub target against the Pub/Sub emulator: publish through the target, pull
-from a subscription, and check the data and the attributes (CONTRACT section 4)."""
+from a subscription, and check the data and the attributes (docs/REFERENCE.md section 4)."""
 
 from __future__ import annotations
 

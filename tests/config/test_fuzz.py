@@ -1,4 +1,4 @@
-"""Fuzzing the config loader and the template engine (issue 9): whatever the input, the
+"""Fuzzing the config loader and the template engine: whatever the input, the
 answer is a project, or a clear validation error naming the file and a line, never
 another exception. Templates never evaluate anything: rendering gives back the text
 with only known variables replaced.

@@ -11,7 +11,7 @@ from statemachine.definition import RetrySpec
 from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
 from tests.config.helpers import NAME, project, text
 
-# The example of CONTRACT section 2, verbatim.
+# A project file that uses every top-level field and every target kind.
 CONTRACT_EXAMPLE = """
 allowed_hosts: [metadata.example.internal]   # targets allowed despite section 6; optional
 acl:                                # who may do what (section 6); optional

@@ -1,4 +1,4 @@
-"""The limits that protect the service from one project's jobs (CONTRACT section 6):
+"""The limits that protect the service from one project's jobs (docs/REFERENCE.md section 6):
 rates, retries and deadlines, each a located validation error naming its bound."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Target errors and the literal-address rule of CONTRACT section 6."""
+"""Target errors and the literal-address rule of docs/REFERENCE.md section 6."""
 
 import pytest
 

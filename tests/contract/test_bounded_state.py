@@ -1,4 +1,4 @@
-"""Issue 16, "State that stays small", as contract tests: what must hold once a job's
+""""State that stays small", as contract tests: what must hold once a job's
 per-event and per-occurrence state lives outside its record. Both failed on release
 1da8c97: 50 of 50 starts lost to `409 Transaction lock timeout`, and the record was
 67,924 bytes after the first backlog tick (later refused past 1,048,487 bytes).

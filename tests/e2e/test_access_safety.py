@@ -1,4 +1,4 @@
-"""CONTRACT section 6 through a real server: the loopback-only mode refuses web pages
+"""docs/REFERENCE.md section 6 through a real server: the loopback-only mode refuses web pages
 (cross-site forms, DNS rebinding), a token value that holds no token never opens the
 server, and a UI session's cookie is neither a readable credential, nor enough for an
 API change, nor valid after sign-out (a copied one included, across a restart)."""

@@ -1,4 +1,4 @@
-"""On Cloud Tasks, the task's own retry settles an attempt whose process died (CONTRACT 4):
+"""On Cloud Tasks, the task's own retry settles an attempt whose process died (docs/REFERENCE.md section 4):
 gcloud-tasks-emulator runs the start task again after the killed server gave no answer,
 with a retry count of 1, and the new server settles the attempt at once (a failed
 attempt, reason `interrupted`) and retries it under the same invocation id, instead of

@@ -1,5 +1,5 @@
 """kill -9 with an attempt in flight, restart 6 s later on the same database
-(CONTRACT 4, issue 16): the attempt is settled at start, the downtime goes through
+(docs/REFERENCE.md section 4): the attempt is settled at start, the downtime goes through
 the catch-up policy, and the job fires normally again at once.
 
 Four every-second jobs (`overlap: skip`): `catchup: none` and `catchup: latest`, each

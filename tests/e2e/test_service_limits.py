@@ -1,4 +1,4 @@
-"""One project's jobs cannot hog the server (CONTRACT section 6), through a real server:
+"""One project's jobs cannot hog the server (docs/REFERENCE.md section 6), through a real server:
 a sub-second `every`, a zero backoff and a billion attempts are refused at PUT, and
 `continuously` against a failing target backs off instead of running flat out."""
 

@@ -1,4 +1,4 @@
-"""Attempts held by processes that are gone are settled (CONTRACT 4; engine/interruptions.py),
+"""Attempts held by processes that are gone are settled (docs/REFERENCE.md section 4; engine/interruptions.py),
 on the real SQLite store, queue and process registry, with a fake clock.
 
 A "process" here is an engine with its own identity in the registry, sharing the

@@ -88,7 +88,7 @@ def test_an_occurrence_due_but_unhandled_when_paused_is_still_recorded(h):
 
 
 def test_a_paused_job_delivers_nothing_not_even_later_fanout_events(h):
-    """CONTRACT 4: no occurrence is delivered while a job is paused. That holds for
+    """docs/REFERENCE.md section 4: no occurrence is delivered while a job is paused. That holds for
     an invocation started before the pause too: its later fan-out events (here
     event 1, due at 10:16) must not reach the target while the job is PAUSED."""
     h.define(fanout=FanoutPolicy(count=2, spread=timedelta(minutes=30)))

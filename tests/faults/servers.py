@@ -102,7 +102,7 @@ class Accounting:
     unfinished: list[str] = field(default_factory=list)
     wrong: list[str] = field(default_factory=list)  # a status or reason that should not be
     # FAILED/interrupted: in flight when its process was killed, no attempt (or time) left
-    # for a retry (CONTRACT 4); it may never have been sent.
+    # for a retry (docs/REFERENCE.md section 4); it may never have been sent.
     interrupted: int = 0
 
     def problems(self) -> list[str]:

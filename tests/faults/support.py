@@ -40,7 +40,7 @@ REPORT = os.environ.get("SUNDIAL_FAULTS_REPORT", "")
 
 def report(fault: str, backend: str, counts: dict, records: RecordWatch) -> None:
     """Print one trial's counts and the largest job record it stored (pytest -s shows
-    them), append them to REPORT, and check that record against its bound (issue 16)."""
+    them), append them to REPORT, and check that record against its bound (tests/support/records.py)."""
     line = json.dumps({"fault": fault, "backend": backend, "seed": SEED, "scale": SCALE, **counts,
                        **records.figures()})
     print(f"\n[faults] {line}")

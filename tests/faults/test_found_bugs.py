@@ -12,7 +12,7 @@ from tests.engine.harness import AFTER_COMMIT, START, Harness
 
 def test_catchup_all_is_not_dropped_by_buffer_one_when_an_on_time_occurrence_follows(tmp_path):
     """Found by test_queue_purged: after a gap, `catchup: all` must deliver every
-    missed occurrence in its window (CONTRACT 4), and the machine promises that a
+    missed occurrence in its window (docs/REFERENCE.md section 4), and the machine promises that a
     caught-up occurrence under `all` waits its turn instead of being dropped for
     overlap. With `overlap: buffer_one`, the on-time occurrence handled in the same
     tick used to replace the whole buffer, so the caught-up ones were recorded

@@ -1,4 +1,4 @@
-"""How large the stored job records are: the figure issue 16 bounds.
+"""How large the stored job records are: the figure that must stay bounded.
 
 A job's record is its state as stored, read and rewritten by every step of the job:
 the `record` column of SQLite's `jobs` table, the `record` property of a Datastore
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-# Issue 16: a job's stored record has a bound that does not depend on its work.
+# A job's stored record has a bound that does not depend on its work.
 MAX_JOB_RECORD_BYTES = 16 * 1024
 
 
@@ -135,4 +135,4 @@ class RecordWatch:
     def check(self, bound: int = MAX_JOB_RECORD_BYTES) -> None:
         assert self.peak.bytes <= bound, (
             f"the largest stored job record was {self.peak}, over the bound of {bound:,} bytes"
-            f" (issue 16), over {self.samples} samples")
+            f", over {self.samples} samples")

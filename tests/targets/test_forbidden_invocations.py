@@ -1,4 +1,4 @@
-"""Target safety as the invocation records it (CONTRACT section 6): the engine with the
+"""Target safety as the invocation records it (docs/REFERENCE.md section 6): the engine with the
 real HTTP target of each backend, jobs whose URLs get past validation (the definition
 is imported as stored, or the name only resolves badly at delivery time), and the
 invocation FAILED with a reason that starts with `forbidden target` and names the

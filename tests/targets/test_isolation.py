@@ -1,5 +1,5 @@
 """Projects share the dispatcher and its keep-alive connections, never each other's
-requests or credentials (CONTRACT section 6): no target sets the request's framing,
+requests or credentials (docs/REFERENCE.md section 6): no target sets the request's framing,
 credentials stay on the host they were written for, and idle connections are kept per
 project."""
 

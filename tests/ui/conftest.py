@@ -1,5 +1,5 @@
 """The web UI over the API's test harness: a real SQLite store, a fake clock, tasks run
-inline, Flask's test client; and a role switch standing in for issue 9's ACLs."""
+inline, Flask's test client; and a role switch standing in for the project ACLs."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tests.web.conftest import Api
 from web import access
 from web.errors import ApiError
 
-ROLES = {  # what each role of CONTRACT section 6 may do
+ROLES = {  # what each role of docs/REFERENCE.md section 6 may do
     "owner": {access.READ, access.TRIGGER, access.OWN},
     "triggerer": {access.READ, access.TRIGGER},
     "reader": {access.READ},
@@ -45,7 +45,7 @@ def ui(tmp_path) -> Ui:
 
 @pytest.fixture
 def role(monkeypatch):
-    """`role("reader")` makes web/access.py's hook answer as issue 9's ACLs will."""
+    """`role("reader")` makes web/access.py's hook answer as a project ACL would."""
     def become(name: str) -> None:
         allowed = ROLES[name]
 

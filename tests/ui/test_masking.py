@@ -1,5 +1,5 @@
 """Credential headers written into a definition are masked wherever the definition is
-shown (CONTRACT 6): the API's Job, and the UI's job page with its definition YAML, for
+shown (docs/REFERENCE.md section 6): the API's Job, and the UI's job page with its definition YAML, for
 the target and the on_failure hook alike. A secret reference shows only its name."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The UI's pages (CONTRACT section 7) through Flask's test client: what an on-call
+"""The UI's pages (docs/REFERENCE.md section 7) through Flask's test client: what an on-call
 engineer must be able to read — is the job healthy, when does it run next, why
 didn't it run."""
 

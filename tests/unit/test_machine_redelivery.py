@@ -1,5 +1,5 @@
 """A task that the queue runs again after a run that gave no answer (Cloud Tasks'
-retry count above 0): the attempt that run began died with it. As CONTRACT 4 says of
+retry count above 0): the attempt that run began died with it. As docs/REFERENCE.md section 4 says of
 an attempt whose process died, it is settled at once, not when its lease runs out:
 retried under the same invocation id if attempts remain, else FAILED `interrupted`."""
 

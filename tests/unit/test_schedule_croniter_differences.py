@@ -1,7 +1,7 @@
 """Where Sundial's schedules deliberately differ from croniter 7.0.0.
 
 One test per difference. Each docstring says what croniter does; the assertions pin down
-what Sundial does instead (CONTRACT section 3, Quartz's documentation).
+what Sundial does instead (docs/REFERENCE.md section 3, Quartz's documentation).
 """
 
 from datetime import datetime

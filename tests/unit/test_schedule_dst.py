@@ -1,4 +1,4 @@
-"""Daylight saving, exactly as CONTRACT section 3 says, in 2026.
+"""Daylight saving, exactly as docs/REFERENCE.md section 3 says, in 2026.
 
 America/Los_Angeles: gap 02:00 -> 03:00 on 8 March, repeat of 01:00-02:00 on 1 November.
 Europe/London: gap 01:00 -> 02:00 on 29 March, repeat of 01:00-02:00 on 25 October.

@@ -154,7 +154,7 @@ SIMPLE_UNIX = st.tuples(
 @settings(max_examples=100, deadline=None)
 @given(st.data(), SIMPLE_UNIX, st.sampled_from(DST_ZONES))
 def test_fire_times_match_a_minute_by_minute_reading_of_the_contract(data, expression, zone):
-    """Brute force: walk every UTC minute of an 8-hour window and apply CONTRACT section 3."""
+    """Brute force: walk every UTC minute of an 8-hour window and apply docs/REFERENCE.md section 3."""
     schedule = schedule_or_skip(expression, zone)
     start = data.draw(instants(zone)).replace(second=0, microsecond=0)
     end = start + timedelta(hours=8)

@@ -1,4 +1,4 @@
-"""Storage written by a release, opened and driven by today's code (issue 16: the layout is
+"""Storage written by a release, opened and driven by today's code (the layout is
 versioned, and what today's release wrote is upgraded in place).
 
 Each fixture directory holds what one release left at one instant, on SQLite and on

@@ -1,4 +1,4 @@
-"""Every (caller, action) pair of the API against the project ACL (CONTRACT section 6),
+"""Every (caller, action) pair of the API against the project ACL (docs/REFERENCE.md section 6),
 with bearer tokens from SUNDIAL_API_TOKENS, and forged identities that must not count.
 
 Each refused request changes nothing: the job's state, definition and history are the
