@@ -1,4 +1,4 @@
-"""A small client of the REST API (CONTRACT section 5) for the operator's commands.
+"""A small client of the REST API (docs/REFERENCE.md section 5) for the operator's commands.
 
 Standard library only (urllib.request): one request per call, JSON in and out. An
 answer of 4xx/5xx becomes `ApiFailure` with the API's own code and message (web/errors.py

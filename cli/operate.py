@@ -1,6 +1,6 @@
 """`jobs` and `invocations`: the operator's commands against a running server.
 
-Each verb is one request of the REST API (CONTRACT section 5; lists follow its pages),
+Each verb is one request of the REST API (docs/REFERENCE.md section 5; lists follow its pages),
 shown as a table for people or, with --json, as the API's own JSON in one document.
 An error answer is one line on stderr, `STATUS CODE: message` in the API's words, and
 exit status 1; so is a server that cannot be reached. Bad arguments exit 2.
