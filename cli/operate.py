@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from cli import tables
+import cli.tables as tables
 from cli.api_client import DEFAULT_SERVER, ApiClient, ApiFailure, Unreachable, bearer_token, segment, server_url
 from cli.common import positive_int
 from config.limits import MAX_PAGE_SIZE
