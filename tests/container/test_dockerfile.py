@@ -55,3 +55,19 @@ def test_every_package_of_the_app_is_in_the_image():
     missing = packages - set(copied_sources())
     assert not missing, f"Dockerfile: packages not copied into the image: {sorted(missing)}"
     assert {"main.py", "requirements.txt"} <= set(copied_sources())
+
+
+def test_the_cloud_run_guide_deploys_what_the_image_expects():
+    guide = (ROOT / "docs" / "CLOUD_RUN.md").read_text()
+    deploy = guide[guide.index("gcloud run deploy"):]
+    deploy = deploy[:deploy.index("```")]
+    # serve runs the import, the watchdog and the clean-up itself: CPU outside requests, one instance up.
+    for needed in ("--no-cpu-throttling", "--min-instances=1", "--service-account=", "SUNDIAL_BACKEND=cloud",
+                   "GOOGLE_CLOUD_PROJECT=", "SUNDIAL_TASKS_LOCATION=", "SUNDIAL_TASKS_QUEUE=",
+                   "SUNDIAL_TASKS_SERVICE_ACCOUNT=", "SUNDIAL_TASKS_TARGET=http", "SUNDIAL_SERVICE_URL=",
+                   "--set-secrets=SUNDIAL_API_TOKENS="):
+        assert needed in deploy, needed
+    environment = " ".join(i.arguments for i in instructions() if i.keyword == "ENV")
+    config_dir = re.search(r"SUNDIAL_CONFIG_DIR=(\S+)", environment)
+    assert config_dir and f"mount-path={config_dir.group(1)}" in guide
+    assert f"COPY configs/ {config_dir.group(1)}/" in guide
