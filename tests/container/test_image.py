@@ -24,6 +24,7 @@ import requests
 
 from tests.container.dockerfile import ROOT, last, words
 from tests.e2e.support import free_port, wait_until
+from tests.support.emulators import cloud_server_env
 
 pytestmark = pytest.mark.skipif(os.environ.get("SUNDIAL_CONTAINER_TEST") != "1",
                                 reason="builds a container image: set SUNDIAL_CONTAINER_TEST=1")
@@ -97,6 +98,13 @@ class Engine:
         return self("run", "-d", "--name", name, *self.run_options, *options, TAG, check=True)
 
 
+def healthy(url: str) -> bool:
+    try:
+        return requests.get(f"{url}/healthz", timeout=2).status_code == 200
+    except requests.ConnectionError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def engine():
     found = Engine(find_engine())
@@ -129,13 +137,7 @@ def test_with_tokens_it_serves_on_port_and_stops_cleanly_on_sigterm(engine):
                  "-e", "SUNDIAL_ADMINS=user:a@example.com", "-v", f"{ROOT / 'examples' / 'configs'}:/app/configs:ro")
     try:
         url = f"http://127.0.0.1:{port}"
-
-        def healthy():
-            try:
-                return requests.get(f"{url}/healthz", timeout=2).status_code == 200
-            except requests.ConnectionError:
-                return False
-        assert wait_until(healthy, timeout=60), engine("logs", name).stderr
+        assert wait_until(lambda: healthy(url), timeout=60), engine("logs", name).stderr
         assert requests.get(f"{url}/api/v1/projects", timeout=5).status_code == 401
         projects = requests.get(f"{url}/api/v1/projects", headers={"Authorization": "Bearer tok-a"}, timeout=5)
         assert projects.status_code == 200 and projects.json()["projects"], projects.text
@@ -145,5 +147,32 @@ def test_with_tokens_it_serves_on_port_and_stops_cleanly_on_sigterm(engine):
         state = engine("inspect", "--format", "{{.State.ExitCode}}", name, check=True).stdout.strip()
         logs = engine("logs", name)
         assert state == "0" and "sundial: stopping" in logs.stdout + logs.stderr
+    finally:
+        engine("rm", "-f", name)
+
+
+def test_on_the_cloud_backend_the_image_runs_a_job_through_datastore_and_cloud_tasks(
+        engine, datastore_emulator, tasks_emulator, tmp_path):
+    """The cloud clients (ndb, grpc, Cloud Tasks) work inside the image: a job every second,
+    its chain on the emulators, Cloud Tasks calling the container back over HTTP."""
+    name, port = "sundial-image-cloud", free_port()
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    project = f"image{port}"  # the emulators live for the whole session: a project of its own
+    (configs / f"{project}.yaml").write_text("jobs:\n  - id: tick\n    schedule: every 1s\n    target: {noop: {}}\n")
+    configs.chmod(0o755)
+    (configs / f"{project}.yaml").chmod(0o644)
+    env = cloud_server_env(datastore_emulator, tasks_emulator, tasks_emulator.queue.rsplit("/", 1)[1], port)
+    env.update(PORT=str(port), SUNDIAL_API_TOKENS=TOKENS, SUNDIAL_ADMINS="user:a@example.com")
+    engine.start(name, "--network", "host", *[f"--env={k}={v}" for k, v in env.items()],
+                 "-v", f"{configs}:/app/configs:ro")
+    try:
+        url, auth = f"http://127.0.0.1:{port}", {"Authorization": "Bearer tok-a"}
+        assert wait_until(lambda: healthy(url), timeout=60), engine("logs", name).stderr
+
+        def succeeded():
+            answer = requests.get(f"{url}/api/v1/projects/{project}/jobs/tick/invocations", headers=auth, timeout=5)
+            return answer.ok and [i for i in answer.json()["invocations"] if i["status"] == "SUCCEEDED"]
+        assert wait_until(succeeded, timeout=60), engine("logs", name).stdout + engine("logs", name).stderr
     finally:
         engine("rm", "-f", name)
