@@ -21,6 +21,10 @@ def add_serve(subparsers) -> None:
     parser.add_argument("--processes", type=int, default=None, metavar="N",
                         help="embedded backend: deliver from N processes on the database, "
                              "N - 1 of them dispatchers only (SUNDIAL_PROCESSES; default 1)")
+    parser.add_argument("--require-identity", action="store_true",
+                        help="refuse to start, instead of listening on 127.0.0.1, when --host is not a "
+                             "loopback address and no identity is configured (SUNDIAL_API_TOKENS, "
+                             "SUNDIAL_IAP_AUDIENCE, SUNDIAL_ID_TOKEN_AUDIENCE): what a container wants")
     parser.set_defaults(run=run_serve)
 
 
@@ -33,30 +37,44 @@ def _settings(args):
         "processes": args.processes,
     }
     settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
-    return _loopback_unless_tokens(settings)
+    return _loopback_unless_tokens(settings, args.require_identity)
 
 
-def _loopback_unless_tokens(settings):
-    """CONTRACT section 6: with no API tokens, only this machine may talk to us. The
-    decision is the parsed tokens', never the raw value's: `,` holds no token, and is
-    an error rather than an open server."""
+def _loopback_unless_tokens(settings, require_identity: bool = False):
+    """CONTRACT section 6: with no way to tell callers apart, only this machine may talk
+    to us. The decision is the parsed tokens', never the raw value's: `,` holds no
+    token, and is an error rather than an open server. A non-loopback address asked
+    for without one is narrowed to 127.0.0.1 (and said so), or with `require_identity`
+    refused: in a container, a server on 127.0.0.1 would look healthy from inside and
+    answer no one outside."""
+    if identity_configured(settings):
+        return settings
+    try:
+        loopback = ipaddress.ip_address(settings.host).is_loopback
+    except ValueError:
+        loopback = settings.host == "localhost"
+    if not loopback and require_identity:
+        raise SystemExit(
+            f"sundial: refusing to listen on {settings.host}: with no SUNDIAL_API_TOKENS (nor "
+            "SUNDIAL_IAP_AUDIENCE or SUNDIAL_ID_TOKEN_AUDIENCE), every caller would be an owner. "
+            "Set tokens (TOKEN=user:EMAIL,...) or leave out --host")
+    if not loopback:
+        print(f"sundial: no SUNDIAL_API_TOKENS set: listening on 127.0.0.1 instead of {settings.host}",
+              file=sys.stderr)
+        settings = replace(settings, host="127.0.0.1")
+    return settings
+
+
+def identity_configured(settings) -> bool:
+    """Whether callers must prove who they are: API tokens, App Engine, or Google's
+    signed identities (IAP assertions, ID tokens); web.identity's open mode otherwise."""
     from web.identity import parse_api_tokens
 
     try:
         tokens = parse_api_tokens(settings.api_tokens)
     except ValueError as error:
         raise SystemExit(f"sundial: {error}") from None
-    if tokens or settings.on_app_engine:
-        return settings
-    try:
-        loopback = ipaddress.ip_address(settings.host).is_loopback
-    except ValueError:
-        loopback = settings.host == "localhost"
-    if not loopback:
-        print(f"sundial: no SUNDIAL_API_TOKENS set: listening on 127.0.0.1 instead of {settings.host}",
-              file=sys.stderr)
-        settings = replace(settings, host="127.0.0.1")
-    return settings
+    return bool(tokens or settings.on_app_engine or settings.iap_audience or settings.id_token_audience)
 
 
 def listener_options() -> dict:
@@ -110,7 +128,7 @@ def run_serve(args) -> int:
     print(f"sundial: serving on http://{settings.host}:{settings.port} "
           f"(database {settings.db_path}, configs {settings.config_dir}); "
           "no API tokens set, so every caller on this machine is an owner"
-          if not settings.api_tokens else
+          if not identity_configured(settings) else
           f"sundial: serving on http://{settings.host}:{settings.port}", file=sys.stderr, flush=True)
     signal.signal(signal.SIGTERM, _interrupt)  # stop on SIGTERM exactly as on Ctrl-C
     runtime.start()
