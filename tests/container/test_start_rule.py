@@ -1,5 +1,5 @@
 """The image's command listens on 0.0.0.0, which `serve` allows only when callers must
-prove who they are (CONTRACT section 6): API tokens, or Google's identities (an IAP or
+prove who they are (docs/REFERENCE.md section 6): API tokens, or Google's identities (an IAP or
 ID-token audience). Otherwise it refuses to start, rather than narrowing itself to
 127.0.0.1, where in a container it would pass its own health check and answer no one.
 The Dockerfile's own CMD is run here, with `python` the test's interpreter."""
