@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 import signal
-import sys
 from dataclasses import replace
 
 
@@ -53,8 +52,8 @@ def _loopback_unless_tokens(settings):
     except ValueError:
         loopback = settings.host == "localhost"
     if not loopback:
-        print(f"sundial: no SUNDIAL_API_TOKENS set: listening on 127.0.0.1 instead of {settings.host}",
-              file=sys.stderr)
+        # stdout: stderr carries only JSON log lines (CONTRACT 7b)
+        print(f"sundial: no SUNDIAL_API_TOKENS set: listening on 127.0.0.1 instead of {settings.host}", flush=True)
         settings = replace(settings, host="127.0.0.1")
     return settings
 
@@ -111,7 +110,7 @@ def run_serve(args) -> int:
           f"(database {settings.db_path}, configs {settings.config_dir}); "
           "no API tokens set, so every caller on this machine is an owner"
           if not settings.api_tokens else
-          f"sundial: serving on http://{settings.host}:{settings.port}", file=sys.stderr, flush=True)
+          f"sundial: serving on http://{settings.host}:{settings.port}", flush=True)
     signal.signal(signal.SIGTERM, _interrupt)  # stop on SIGTERM exactly as on Ctrl-C
     runtime.start()
     try:
@@ -119,7 +118,7 @@ def run_serve(args) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        print("sundial: stopping", file=sys.stderr, flush=True)
+        print("sundial: stopping", flush=True)
         server.close()
         runtime.stop()
     return 0

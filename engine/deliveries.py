@@ -51,7 +51,10 @@ class Deliveries:
         self.metrics.inc("sundial_deliveries_total", outcome=result.outcome)
         if action.attempt == 1 and action.event_count == 1:
             self.metrics.observe_lateness(max(lateness.total_seconds(), 0.0))
-        log_event(log, "delivered", job=f"{project}/{job_id}", invocation=action.invocation_id,
+        # A failed attempt is a WARNING: the invocation may still retry; its final
+        # failure is logged at ERROR where the job records it (engine/changes.py).
+        level = logging.WARNING if result.outcome == "failed" else logging.INFO
+        log_event(log, "delivered", level=level, job=f"{project}/{job_id}", invocation=action.invocation_id,
                   scheduled_time=action.scheduled_time, attempt=action.attempt, event=action.event_index,
                   outcome=result.outcome, reason=result.reason,
                   lateness_ms=int(lateness.total_seconds() * 1000),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app
 
+from engine.metrics import job_gauges
 from web.access import readable
 from web.context import current_engine, queries
 
@@ -19,7 +20,9 @@ def metrics():
     depth = current_app.config.get("SUNDIAL_QUEUE_DEPTH")
     if depth is not None:  # the cloud backend's queue is Cloud Tasks' to report
         gauges.append(("sundial_queue_depth", {}, depth()))
-    for project in filter(readable, queries().projects()):
-        gauges.append(("sundial_jobs", {"project": project.id}, queries().job_count(project.id)))
+    readable_projects = [project.id for project in filter(readable, queries().projects())]
+    for project in readable_projects:
+        gauges.append(("sundial_jobs", {"project": project}, queries().job_count(project)))
+    gauges += job_gauges(job for project in readable_projects for job in queries().jobs(project))
     text = current_engine().metrics.render(gauges)
     return Response(text, content_type="text/plain; version=0.0.4; charset=utf-8")
