@@ -30,6 +30,8 @@ HELP = {
     "sundial_lateness_seconds": ("histogram", "Scheduled time to first attempt start."),
     "sundial_queue_depth": ("gauge", "Tasks waiting in the embedded queue."),
     "sundial_jobs": ("gauge", "Job rows by project (those being deleted too)."),
+    "sundial_project_config_errors": ("gauge", "Errors in the project's config file as last imported: 1 for a "
+                                      "file that does not load, else its invalid job entries."),
     "sundial_job_last_success_timestamp_seconds": ("gauge", "When the job's last SUCCEEDED invocation "
                                                    "finished (Unix time); absent before its first."),
     "sundial_job_consecutive_failures": ("gauge", "FAILED invocations of the job since its last SUCCEEDED one "
@@ -38,6 +40,9 @@ HELP = {
                                                "while it is paused, disabled or has nothing scheduled."),
     "sundial_job_paused": ("gauge", "1 while the job is paused, else 0."),
 }
+
+UNLABELLED_COUNTERS = ("sundial_watchdog_repairs_total", "sundial_watchdog_repair_failures_total",
+                       "sundial_cleanup_removed_total", "sundial_attempts_interrupted_total")
 
 
 class Metrics:
@@ -82,6 +87,8 @@ class Metrics:
                 counters[(name, tuple(tuple(pair) for pair in labels))] += value
             buckets = [mine + theirs for mine, theirs in zip(buckets, snapshot["buckets"])]
             total += snapshot["sum"]
+        for name in UNLABELLED_COUNTERS:  # shown from 0, so that rate() and increase() see the first one
+            counters[(name, ())] += 0
         rows = [(name, dict(labels), value) for (name, labels), value in sorted(counters.items())]
         rows += _histogram_rows(buckets, total)
         rows += gauges

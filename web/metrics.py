@@ -20,9 +20,13 @@ def metrics():
     depth = current_app.config.get("SUNDIAL_QUEUE_DEPTH")
     if depth is not None:  # the cloud backend's queue is Cloud Tasks' to report
         gauges.append(("sundial_queue_depth", {}, depth()))
-    readable_projects = [project.id for project in filter(readable, queries().projects())]
+    projects = list(filter(readable, queries().projects()))
+    readable_projects = [project.id for project in projects]
     for project in readable_projects:
         gauges.append(("sundial_jobs", {"project": project}, queries().job_count(project)))
+    for row in projects:
+        errors = 1 if row.config_error else len(row.job_errors)
+        gauges.append(("sundial_project_config_errors", {"project": row.id}, errors))
     gauges += job_gauges(job for project in readable_projects for job in queries().jobs(project))
     text = current_engine().metrics.render(gauges)
     return Response(text, content_type="text/plain; version=0.0.4; charset=utf-8")

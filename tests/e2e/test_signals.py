@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import pytest
 import requests
 
-from tests.e2e.support import Receiver, Server, wait_until
+from tests.e2e.support import ROOT, Receiver, Server, wait_until
 
 SECRET = "signals-secret"
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -115,3 +115,45 @@ def test_per_job_series_match_what_happened(run):
         ("sundial_job_paused", "idle"): 1,
     }
     assert time.time() < new_year
+
+
+def test_config_errors_per_project(run):
+    server, _ = run
+    text = requests.get(f"{server.url}/metrics", timeout=10).text
+    errors = dict(re.findall(r'^sundial_project_config_errors\{project="([^"]*)"\} (\S+)$', text, re.M))
+    assert errors == {"ops": "0", "broken": "1"}
+
+
+ALERTS = ROOT / "docs" / "ALERTS.md"
+
+
+def test_every_series_the_alert_rules_use_is_on_metrics(run):
+    server, _ = run
+    text = requests.get(f"{server.url}/metrics", timeout=10).text
+    shown = set(re.findall(r"^(sundial_\w+)[{ ]", text, re.M))
+    shown |= {name.removesuffix("_bucket") for name in shown}  # a histogram by its family's name
+    # A name not glued to a prefix (log-based metrics read `...:user_sundial_...`).
+    used = set(re.findall(r"(?<![\w:])(sundial_\w+)", ALERTS.read_text()))
+    assert {"sundial_job_consecutive_failures", "sundial_lateness_seconds_bucket",
+            "sundial_watchdog_repairs_total", "sundial_project_config_errors"} <= used
+    assert used - shown == set()
+
+
+def test_every_log_message_the_alerts_filter_on_is_logged_by_sundial():
+    doc = ALERTS.read_text()
+    messages = set(re.findall(r'jsonPayload\.message="([^"]+)"', doc))
+    messages |= {m for group in re.findall(r"jsonPayload\.message=\(([^)]*)\)", doc)
+                 for m in re.findall(r'"([^"]+)"', group)}
+    source = "\n".join(path.read_text() for folder in ("engine", "app")
+                       for path in (ROOT / folder).rglob("*.py"))
+    assert len(messages) >= 6
+    assert {m for m in messages if f'log_event(log, "{m}"' not in source} == set()
+
+
+def test_the_prometheus_rules_are_a_rule_file():
+    import yaml
+
+    blocks = re.findall(r"```yaml\n(.*?)```", ALERTS.read_text(), re.S)
+    [rules] = [yaml.safe_load(block) for block in blocks if block.startswith("groups:")]
+    alerts = [rule for group in rules["groups"] for rule in group["rules"]]
+    assert len(alerts) >= 5 and all(set(rule) >= {"alert", "expr"} for rule in alerts)
