@@ -47,9 +47,9 @@ def run(tmp_path_factory):
     jobs = "/api/v1/projects/ops/jobs"
     assert server.call("POST", f"{jobs}/idle:pause", {"reason": "maintenance"})[0] == 200
     assert server.call("POST", f"{jobs}/ok:trigger")[0] == 200
-    for _ in range(2):  # one after the other: the second waits for the first to finish
+    for count in (1, 2):  # one after the other: the second waits for the first to finish
         assert server.call("POST", f"{jobs}/bad:trigger")[0] == 200
-        assert wait_until(lambda: all(i["status"] != "RUNNING" for i in server.invocations("ops", "bad")), 20)
+        assert wait_until(lambda: [i["status"] for i in server.invocations("ops", "bad")] == ["FAILED"] * count, 20)
     assert wait_until(lambda: [i["status"] for i in server.invocations("ops", "ok")] == ["SUCCEEDED"], 20)
     # A broken file, imported by the cron handler in a request that carries a trace.
     (configs / "broken.yaml").write_text("jobs: [\n")
@@ -157,3 +157,19 @@ def test_the_prometheus_rules_are_a_rule_file():
     [rules] = [yaml.safe_load(block) for block in blocks if block.startswith("groups:")]
     alerts = [rule for group in rules["groups"] for rule in group["rules"]]
     assert len(alerts) >= 5 and all(set(rule) >= {"alert", "expr"} for rule in alerts)
+
+
+def test_the_demo_heartbeat_follows_the_port_serve_listens_on(tmp_path):
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "demo.yaml").write_text((ROOT / "examples" / "configs" / "demo.yaml").read_text())
+    server = Server(configs, tmp_path / "s.db", tmp_path / "server.log").start()  # a free port, never 8080
+    try:
+        assert server.port != 8080
+        assert server.call("POST", "/api/v1/projects/demo/jobs/heartbeat:trigger")[0] == 200
+        done = wait_until(lambda: [i for i in server.invocations("demo", "heartbeat")
+                                   if i["status"] not in ("STARTING", "RUNNING")], 20)
+        # The trigger's invocation, and maybe a beat of its schedule (every 10 s) as well.
+        assert done and {i["status"] for i in done} == {"SUCCEEDED"}, (tmp_path / "server.log").read_text()[-2000:]
+    finally:
+        server.stop()
