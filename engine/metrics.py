@@ -9,6 +9,7 @@ project) are read at scrape time.
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from typing import Callable, Iterable, Sequence
 
@@ -114,6 +115,31 @@ def job_gauges(jobs: Iterable[StoredJob]) -> list[tuple[str, dict, float]]:
     # One family's rows together: Prometheus' text format wants them so.
     rows.sort(key=lambda row: row[0])
     return rows
+
+
+class JobSeriesCache:
+    """Each project's per-job rows, read again at most every `ttl` seconds.
+
+    The rows come from every job's record: on Datastore one entity read per job, so
+    10,000 jobs scraped every 15 s would be 57.6 million reads a day. Kept for a
+    minute, they cost a quarter of that, and an alert on them waits at most a minute
+    more. Which projects a caller sees is decided per request, never cached."""
+
+    def __init__(self, ttl: float = 60.0, clock: Callable[[], float] = time.monotonic):
+        self.ttl, self.clock = ttl, clock
+        self._lock = threading.Lock()
+        self._rows: dict[str, tuple[float, list[tuple[str, dict, float]]]] = {}
+
+    def rows(self, project: str, jobs: Callable[[], Iterable[StoredJob]]) -> list[tuple[str, dict, float]]:
+        now = self.clock()
+        with self._lock:
+            kept = self._rows.get(project)
+        if kept is not None and now - kept[0] < self.ttl:
+            return kept[1]
+        rows = job_gauges(jobs())
+        with self._lock:
+            self._rows[project] = (now, rows)
+        return rows
 
 
 def is_snapshot(value) -> bool:

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app
 
-from engine.metrics import job_gauges
+from engine.metrics import JobSeriesCache
 from web.access import readable
 from web.context import current_engine, queries
 
 metrics_page = Blueprint("metrics", __name__)
+
+JOB_SERIES_TTL = 60.0  # seconds the per-job series of a project are reused (engine/metrics.py)
 
 
 @metrics_page.get("/metrics")
@@ -27,6 +29,10 @@ def metrics():
     for row in projects:
         errors = 1 if row.config_error else len(row.job_errors)
         gauges.append(("sundial_project_config_errors", {"project": row.id}, errors))
-    gauges += job_gauges(job for project in readable_projects for job in queries().jobs(project))
+    cache = current_app.extensions.setdefault("sundial_job_series", JobSeriesCache(JOB_SERIES_TTL))
+    job_rows = [row for project in readable_projects
+                for row in cache.rows(project, lambda project=project: queries().jobs(project))]
+    job_rows.sort(key=lambda row: row[0])  # each family's rows together, across projects
+    gauges += job_rows
     text = current_engine().metrics.render(gauges)
     return Response(text, content_type="text/plain; version=0.0.4; charset=utf-8")
