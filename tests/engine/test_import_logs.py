@@ -3,34 +3,16 @@ project is done, and an ERROR for a file that does not load."""
 
 from __future__ import annotations
 
-import io
-import json
-import logging
-
-import pytest
-
 from app.importer import import_directory
 from engine import config_import
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.clock import SystemClock
-from engine.logs import configure_logging
 from engine.service import build_engine
 from engine.targets import build_targets
 from statemachine.policy import Tuning
 
 
-@pytest.fixture
-def lines():
-    stream = io.StringIO()
-    root = logging.getLogger()
-    level = root.level
-    handler = configure_logging(stream=stream, level="INFO")
-    yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
-    root.removeHandler(handler)
-    root.setLevel(level)
-
-
-def test_a_long_import_shows_progress_and_a_broken_file_is_an_error(tmp_path, lines, monkeypatch):
+def test_a_long_import_shows_progress_and_a_broken_file_is_an_error(tmp_path, log_lines, monkeypatch):
     monkeypatch.setattr(config_import, "PROGRESS_JOBS", 2)
     configs = tmp_path / "configs"
     configs.mkdir()
@@ -41,7 +23,7 @@ def test_a_long_import_shows_progress_and_a_broken_file_is_an_error(tmp_path, li
     store = SqliteJobStore(tmp_path / "s.db")
     built = build_engine(store, build_targets("local"), SystemClock(), Tuning(), secret=b"t")
     import_directory(built.configs, configs)
-    entries = lines()
+    entries = log_lines()
     progress = [(e["done"], e["total"]) for e in entries if e["message"] == "importing project"]
     assert progress == [(2, 5), (4, 5)]
     assert all(e["jobs_per_second"] > 0 for e in entries if e["message"] == "importing project")

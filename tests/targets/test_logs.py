@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import logging
 import re
 from datetime import datetime, timedelta, timezone
@@ -15,18 +14,7 @@ from engine.logs import SPAN_KEY, TRACE_KEY, configure_logging, log_event, trace
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
-@pytest.fixture
-def lines():
-    stream = io.StringIO()
-    root = logging.getLogger()
-    level = root.level
-    handler = configure_logging(stream=stream, level="DEBUG")
-    yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
-    root.removeHandler(handler)
-    root.setLevel(level)
-
-
-def test_log_event_writes_one_json_object_with_fields(lines):
+def test_log_event_writes_one_json_object_with_fields(log_lines):
     log = logging.getLogger("sundial.dispatch")
     log_event(
         log,
@@ -37,7 +25,7 @@ def test_log_event_writes_one_json_object_with_fields(lines):
         lateness_ms=12,
         outcome="succeeded",
     )
-    [entry] = lines()
+    [entry] = log_lines()
     assert TIME.match(entry.pop("time"))
     assert entry == {
         "severity": "INFO",
@@ -51,12 +39,12 @@ def test_log_event_writes_one_json_object_with_fields(lines):
     }
 
 
-def test_extra_fields_levels_and_multiline_messages(lines):
+def test_extra_fields_levels_and_multiline_messages(log_lines):
     log = logging.getLogger("sundial.test")
     log.warning("slow\nstart", extra={"fields": {"took": timedelta(seconds=1.5)}})
     log.debug("plain %s", "args")
     log_event(log, "dropped", level=logging.ERROR, severity="x", event=0)
-    first, second, third = lines()
+    first, second, third = log_lines()
     assert (first["severity"], first["message"], first["took"]) == ("WARNING", "slow\nstart", 1500)
     assert (second["severity"], second["message"]) == ("DEBUG", "plain args")
     # A field named like one of the line's own keys does not overwrite it; others keep their names.
@@ -64,12 +52,12 @@ def test_extra_fields_levels_and_multiline_messages(lines):
     assert third["event"] == 0
 
 
-def test_exceptions_are_kept_on_the_same_line(lines):
+def test_exceptions_are_kept_on_the_same_line(log_lines):
     try:
         raise RuntimeError("boom")
     except RuntimeError:
         logging.getLogger("sundial.test").exception("failed")
-    [entry] = lines()
+    [entry] = log_lines()
     assert entry["message"] == "failed"
     assert "RuntimeError: boom" in entry["stack_trace"]  # where Error Reporting looks
 
@@ -89,14 +77,14 @@ def test_trace_headers(headers, project, expected):
     assert trace_of(headers, project) == expected
 
 
-def test_lines_carry_the_trace_of_the_request_being_handled(lines):
+def test_lines_carry_the_trace_of_the_request_being_handled(log_lines):
     token = trace_fields.set({TRACE_KEY: "projects/acme/traces/abc"})
     try:
         logging.getLogger("sundial.test").info("inside")
     finally:
         trace_fields.reset(token)
     logging.getLogger("sundial.test").info("outside")
-    inside, outside = lines()
+    inside, outside = log_lines()
     assert inside[TRACE_KEY] == "projects/acme/traces/abc"
     assert TRACE_KEY not in outside
 
