@@ -61,7 +61,7 @@ def _import_file(configs: ConfigImport, project: str, path: Path, backend: str, 
     try:
         data = path.read_bytes()
     except OSError as error:  # removed or unreadable between listing and reading
-        log_event(log, "config file unreadable", file=str(path), error=str(error))
+        log_event(log, "config file unreadable", level=logging.ERROR, file=str(path), error=str(error))
         return 0
     digest = hashlib.sha256(data).hexdigest()
     if configs.is_unchanged(project, digest):

@@ -36,6 +36,13 @@ any is sub-second ('every 1500ms').
 A schedule that never fires again prints nothing. Schedules that are not driven
 by the clock ('with 10m interval', 'continuously', 'triggered') print nothing
 and explain why on stderr. Exit status 2 for a bad argument.
+
+Environment: none is read; no server or database is needed.
+
+Examples:
+  main.py next '*/5 * * * *'                          the next 5 times, in UTC
+  main.py next '0 30 2 * * ?' --tz America/New_York -n 3
+  main.py next 'every 1h offset 15m' --after 2026-03-08T00:00:00Z
 """
 
 
@@ -106,8 +113,15 @@ def _not_clock_driven(text: str) -> str:
 _RENDER_EPILOG = f"""\
 The date and time variables come from --at seen in --tz. The identity variables
 ${{project}}, ${{jobId}} and ${{invocationId}} default to '{PREVIEW_ID}'.
-Write $${{ for a literal ${{. The result is printed followed by a newline.
-Exit status 2 for an unknown variable or a bad argument.
+${{serviceHost}} (the server's own host:port) is known only to a running server and
+renders empty here. Write $${{ for a literal ${{. The result is printed followed by a
+newline. Exit status 2 for an unknown variable or a bad argument.
+
+Environment: none is read; no server or database is needed.
+
+Examples:
+  main.py render 'https://x.example.com/export?end=${{startOfHour}}' --at 2026-03-08T10:15:00Z
+  main.py render '{{"day":"${{yesterdaysDate}}"}}' --at 2026-03-08T01:00:00Z --tz Europe/Paris
 """
 
 

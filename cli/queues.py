@@ -13,6 +13,7 @@ the environment and prints what happened.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from cli.common import UsageError
@@ -21,14 +22,37 @@ from config.settings import variable
 DEFAULT_LOCATION = "us-central1"
 DEFAULT_QUEUE = "sundial"
 
+_EPILOG = f"""\
+Prints one line per queue: its path and what was done. Exit status 1 when Cloud
+Tasks refuses (the caller needs roles/cloudtasks.queueAdmin), 2 for a bad argument.
+
+Environment (each flag wins over its variable):
+  GOOGLE_CLOUD_PROJECT         the Google Cloud project (--project)
+  SUNDIAL_TASKS_LOCATION       the queues' location, your App Engine region
+                               (--location, default {DEFAULT_LOCATION})
+  SUNDIAL_TASKS_QUEUE          the chain's queue id (--queue, default {DEFAULT_QUEUE})
+  SUNDIAL_CONFIG_DIR           the project files whose throttles get queues (--configs)
+  SUNDIAL_TASKS_EMULATOR_HOST  host:port of a Cloud Tasks emulator, reached without TLS
+  GOOGLE_APPLICATION_CREDENTIALS
+                               a service account key, where Application Default
+                               Credentials are not set up otherwise
+
+Examples:
+  main.py queues --project my-project --location europe-west1 --configs configs/
+  SUNDIAL_TASKS_EMULATOR_HOST=127.0.0.1:8123 main.py queues --project dev
+"""
+
 
 def add_queues(subparsers) -> None:
     parser = subparsers.add_parser(
         "queues",
         help="create or update the Cloud Tasks queues (idempotent)",
-        description="Create the Cloud Tasks queues Sundial needs, or update them to its "
-                    "settings. Uses Application Default Credentials, or the emulator at "
-                    "SUNDIAL_TASKS_EMULATOR_HOST.",
+        description="Create the Cloud Tasks queues Sundial needs (the chain's queue and one per\n"
+                    "throttle of the project files), or bring existing ones to its settings. Safe\n"
+                    "to run on every deploy. Uses Application Default Credentials, or the emulator\n"
+                    "at SUNDIAL_TASKS_EMULATOR_HOST.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--project", default=None, help="Google Cloud project (GOOGLE_CLOUD_PROJECT)")
     parser.add_argument("--location", default=None,

@@ -2,19 +2,95 @@
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 import signal
-import sys
 from dataclasses import replace
+
+_DESCRIPTION = """\
+Run the scheduler, its REST API (/api/v1), web UI (/), /metrics and /healthz in one
+process: on the embedded backend with a SQLite database and queue, or with
+SUNDIAL_BACKEND=cloud on Cloud Datastore and Cloud Tasks. Project files in --configs
+are imported at start and re-read every SUNDIAL_IMPORT_PERIOD."""
+
+_EPILOG = """\
+Who may connect: with no identity configured (SUNDIAL_API_TOKENS, SUNDIAL_IAP_AUDIENCE,
+SUNDIAL_ID_TOKEN_AUDIENCE all unset, and not on App Engine), every caller is an owner of
+every project, so serve listens on loopback only: a --host that is not a loopback
+address (0.0.0.0, a LAN address) is replaced by 127.0.0.1, which it says, or with
+--require-identity (what a container wants) it refuses to start; requests naming a
+non-loopback Host are refused. Set SUNDIAL_API_TOKENS (TOKEN=user:EMAIL pairs,
+comma-separated) to listen anywhere; callers then present `Authorization: Bearer
+TOKEN`, and project ACLs decide what each member may do.
+
+Output: a start-up banner for people on stdout; logs on stderr, one JSON object per
+line with Cloud Logging's `severity`, `message` and `time` (see docs/ALERTS.md).
+
+Environment (flags win over their variables):
+  where it runs
+    SUNDIAL_BACKEND                local (default) or cloud
+    SUNDIAL_CONFIG_DIR             project files (--configs, default examples/configs)
+    SUNDIAL_DB                     SQLite database (--db, default .sundial/sundial.db)
+    SUNDIAL_PROCESSES              embedded: processes delivering (--processes, default 1)
+    SUNDIAL_WORKERS                embedded: dispatcher threads (default 32)
+  who may call
+    SUNDIAL_API_TOKENS             TOKEN=user:EMAIL,...; unset: loopback only, everyone an owner
+    SUNDIAL_ADMINS                 members who own every project (user:EMAIL,...)
+    SUNDIAL_GROUPS_FILE            YAML {group: [members]} for project ACLs
+    SUNDIAL_IAP_AUDIENCE           behind Identity-Aware Proxy: its assertions' audience
+    SUNDIAL_ID_TOKEN_AUDIENCE      audience of Google ID tokens accepted as callers
+    SUNDIAL_IAP_CERTS_URL, SUNDIAL_ID_CERTS_URL
+                                   where those tokens' signing keys are fetched
+  the chain and its timing
+    SUNDIAL_TASK_SECRET            secret on every task (default: generated, kept in the database)
+    SUNDIAL_IMPORT_PERIOD, SUNDIAL_WATCHDOG_PERIOD, SUNDIAL_CLEANUP_PERIOD
+                                   how often configs, the watchdog, the clean-up run (5s, 30s, 1h)
+    SUNDIAL_MAINTENANCE_BUDGET     time one watchdog or clean-up run may work (40s)
+    SUNDIAL_WATCHDOG_WORKERS       repairs at once (8 on cloud, 1 embedded)
+    SUNDIAL_HISTORY_DAYS           invocation history kept, in days (45)
+    SUNDIAL_TASK_LEASE             how long a taken task is its taker's (30s)
+    SUNDIAL_HEARTBEAT_PERIOD, SUNDIAL_HEARTBEAT_TIMEOUT
+                                   embedded: liveness of each process (5s, 4 periods)
+    SUNDIAL_TICK_GRACE, SUNDIAL_START_GRACE, SUNDIAL_LATE_TOLERANCE
+                                   the chain's timings (30s, 60s, 60s)
+  Google Cloud (cloud backend)
+    GOOGLE_CLOUD_PROJECT           project of Datastore and Cloud Tasks; names log traces
+    SUNDIAL_TASKS_LOCATION, SUNDIAL_TASKS_QUEUE
+                                   the chain's queue (us-central1, sundial)
+    SUNDIAL_SERVICE_URL            where Cloud Tasks calls back (default http://HOST:PORT)
+    SUNDIAL_TASKS_TARGET           appengine or http: the form of the chain's tasks
+    SUNDIAL_TASKS_SERVICE_ACCOUNT  account of the OIDC tokens tasks carry and handlers accept
+    SUNDIAL_TASKS_EMULATOR_HOST    host:port of a Cloud Tasks emulator (no TLS)
+    DATASTORE_EMULATOR_HOST, PUBSUB_EMULATOR_HOST
+                                   Google's emulator variables
+    GAE_APPLICATION, GAE_SERVICE   set by App Engine
+    GOOGLE_APPLICATION_CREDENTIALS, CLOUDSDK_CONFIG, HOME
+                                   where Application Default Credentials are found
+  secrets
+    SUNDIAL_SECRETS_DIR            one machine: <dir>/<project>/<NAME> files
+    SUNDIAL_SECRETS                `local`: SUNDIAL_SECRETS_DIR on the cloud backend too
+    SUNDIAL_SECRET_MANAGER_URL     Secret Manager's API (for tests)
+  testing only
+    SUNDIAL_FAULT_DUPLICATE_TASKS  1: create every Cloud Tasks task twice
+
+Examples:
+  main.py serve                                    http://127.0.0.1:8080, examples/configs
+  main.py serve --port 9000 --configs configs/ --db /var/lib/sundial/s.db
+  SUNDIAL_API_TOKENS="$(openssl rand -hex 16)=user:ops@example.com" \\
+    SUNDIAL_ADMINS=user:ops@example.com main.py serve --host 0.0.0.0
+"""
 
 
 def add_serve(subparsers) -> None:
     parser = subparsers.add_parser(
         "serve",
         help="run the scheduler, API and UI in one process",
-        description="Run the embedded scheduler (SQLite store and queue), its API and UI.",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--host", default=None,
+                        help="address to listen on (default 127.0.0.1; loopback only without SUNDIAL_API_TOKENS)")
     parser.add_argument("--port", type=int, default=None, help="port to listen on (default 8080)")
     parser.add_argument("--configs", default=None, metavar="DIR", help="project config directory (SUNDIAL_CONFIG_DIR)")
     parser.add_argument("--db", default=None, metavar="PATH", help="SQLite database file (SUNDIAL_DB)")
@@ -41,7 +117,7 @@ def _settings(args):
 
 
 def _loopback_unless_tokens(settings, require_identity: bool = False):
-    """CONTRACT section 6: with no way to tell callers apart, only this machine may talk
+    """docs/REFERENCE.md section 6: with no way to tell callers apart, only this machine may talk
     to us. The decision is the parsed tokens', never the raw value's: `,` holds no
     token, and is an error rather than an open server. A non-loopback address asked
     for without one is narrowed to 127.0.0.1 (and said so), or with `require_identity`
@@ -59,8 +135,8 @@ def _loopback_unless_tokens(settings, require_identity: bool = False):
             "SUNDIAL_IAP_AUDIENCE or SUNDIAL_ID_TOKEN_AUDIENCE), every caller would be an owner. "
             "Set tokens (TOKEN=user:EMAIL,...) or leave out --host")
     if not loopback:
-        print(f"sundial: no SUNDIAL_API_TOKENS set: listening on 127.0.0.1 instead of {settings.host}",
-              file=sys.stderr)
+        # stdout: stderr carries only JSON log lines
+        print(f"sundial: no SUNDIAL_API_TOKENS set: listening on 127.0.0.1 instead of {settings.host}", flush=True)
         settings = replace(settings, host="127.0.0.1")
     return settings
 
@@ -129,7 +205,7 @@ def run_serve(args) -> int:
           f"(database {settings.db_path}, configs {settings.config_dir}); "
           "no API tokens set, so every caller on this machine is an owner"
           if not identity_configured(settings) else
-          f"sundial: serving on http://{settings.host}:{settings.port}", file=sys.stderr, flush=True)
+          f"sundial: serving on http://{settings.host}:{settings.port}", flush=True)  # stdout: stderr is JSON only
     signal.signal(signal.SIGTERM, _interrupt)  # stop on SIGTERM exactly as on Ctrl-C
     runtime.start()
     try:
@@ -137,7 +213,7 @@ def run_serve(args) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        print("sundial: stopping", file=sys.stderr, flush=True)
+        print("sundial: stopping", flush=True)
         server.close()
         runtime.stop()
     return 0

@@ -15,6 +15,17 @@ A directory means the *.yaml files in it, as the server reads them. Each error i
 printed on stdout as FILE:LINE: message; exit status 0 when every file is valid,
 1 otherwise. A job with an error is skipped by the server while the project's other
 jobs load; an error in a top-level field makes the server ignore the whole file.
+The file format is described in README.md.
+
+Environment:
+  SUNDIAL_BACKEND        local or cloud: which target address rules apply (--backend wins)
+  SUNDIAL_SERVICE_URL, GOOGLE_CLOUD_PROJECT, GAE_APPLICATION, SUNDIAL_TASKS_QUEUE
+                         Sundial's own service URL and chain queue, which no
+                         cloud_tasks target may name
+
+Examples:
+  main.py validate examples/configs
+  main.py validate billing.yaml --backend cloud
 """
 
 
@@ -22,7 +33,7 @@ def add_validate(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "validate",
         help="check project config files",
-        description="Check project config files (CONTRACT section 2).",
+        description="Check project config files the way the server imports them, without a server.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

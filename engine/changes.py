@@ -8,6 +8,7 @@ nothing else writes a job's record. Deliveries happen after the commit, elsewher
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
@@ -15,6 +16,7 @@ from engine.deferred_finish import may_defer, settle_deferred
 from engine.errors import ConflictError, NotFound
 from engine.event_rows import TransactionRows
 from engine.holds import AttemptHolds, AttemptKey, HeldAttempt
+from engine.logs import log_event
 from engine.metrics import Metrics
 from engine.ports import Clock, JobSource, JobStore, StoredJob, Transaction
 from engine.recording import append_log, materialize, record_actions, throttle_queue
@@ -25,8 +27,11 @@ from statemachine.fanout_step import JobEvent, step_job
 from statemachine.machine import InvalidTransition, Transition, manual_invocation_id
 from statemachine.policy import DEFAULT_TUNING, Tuning
 from statemachine.record import JobRecord, new_record
+from statemachine.vocabulary import InvocationStatus
 
 T = TypeVar("T")
+
+log = logging.getLogger("sundial.engine")
 
 # Runs of a transaction that keeps losing its commit to another writer before the
 # conflict reaches the caller (a Datastore store also retries inside each run).
@@ -94,7 +99,7 @@ class JobChanges:
         """
         change = Change(project, job_id, event, note)
         applied = self.write(lambda tx: self._apply_in(tx, change, definition, source, deleted))
-        self._count_outcomes(applied.transition.actions)  # counted once, after the commit
+        self._count_outcomes(applied)  # counted once, after the commit
         return applied
 
     def apply_many(self, changes: list[Change]) -> list[Applied | Refusal]:
@@ -119,7 +124,7 @@ class JobChanges:
         results = self.write(body)
         for applied in results:
             if isinstance(applied, Applied):
-                self._count_outcomes(applied.transition.actions)
+                self._count_outcomes(applied)
         return results
 
     def write(self, body: Callable[[Transaction], T]) -> T:
@@ -149,12 +154,19 @@ class JobChanges:
             raise NotFound(f"attempt {key.attempt} of {key.invocation_id} event {key.event_index}"
                            f" is no longer held by {change.releases.holder}")
 
-    def _count_outcomes(self, actions: tuple[act.Action, ...]) -> None:
-        for action in actions:
+    def _count_outcomes(self, applied: Applied) -> None:
+        record = applied.transition.record
+        for action in applied.transition.actions:
             if isinstance(action, act.RecordSkipped):
                 self.metrics.inc("sundial_skips_total", reason=action.reason)
             elif isinstance(action, act.FinishInvocation):
                 self.metrics.inc("sundial_invocations_finished_total", status=action.status)
+                if action.status == InvocationStatus.FAILED:
+                    # Its last attempt failed too: an ERROR, where one failed attempt is a WARNING.
+                    log_event(log, "invocation failed", level=logging.ERROR, job=f"{record.project}/{record.job_id}",
+                              invocation=action.invocation_id, reason=action.reason,
+                              consecutive_failures=record.consecutive_failures,
+                              paused=record.paused)
 
     def _apply_in(self, tx: Transaction, change: Change, definition: JobDefinition | None,
                   source: JobSource | None,

@@ -15,6 +15,7 @@ when a file of that name comes back, the ones that were enabled are enabled agai
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 
 from engine.changes import JobChanges
@@ -72,7 +73,7 @@ class ConfigImport:
         changed = 0 if current is not None else self._restore_api_jobs(snapshot.project)
         if snapshot.error:
             self._save_project(_broken(current, snapshot))
-            log_event(log, "config error", project=snapshot.project, error=snapshot.error)
+            log_event(log, "config error", level=logging.ERROR, project=snapshot.project, error=snapshot.error)
             return changed
         config_jobs = sorted({job.id for job in snapshot.jobs} | snapshot.broken_job_ids)
         settings = {**snapshot.settings, "config_jobs": config_jobs}
@@ -81,18 +82,21 @@ class ConfigImport:
         self._save_project(ProjectRow(
             snapshot.project, current.config_hash if current else "", "", list(snapshot.job_errors), settings,
         ))
+        progress = Progress(snapshot.project, len(snapshot.jobs))
         for job in snapshot.jobs:
             event = ev.JobDisabled() if job.disabled else ev.JobEnabled(job.policy)
             applied = self.changes.apply(snapshot.project, job.id, event, definition=job.definition,
                                          source=JobSource.CONFIG)
             changed += bool(applied.transition.actions)
+            progress.one_done()
         changed += self._disable_removed(snapshot)
         # config_jobs: the ids the file defines; the API refuses to create or delete those.
         self._save_project(ProjectRow(
             snapshot.project, snapshot.content_hash, "", list(snapshot.job_errors), settings,
         ))
         for error in snapshot.job_errors:
-            log_event(log, "config job error", project=snapshot.project, error=error)
+            log_event(log, "config job error", level=logging.ERROR, project=snapshot.project, error=error)
+        progress.finished(changed)
         return changed
 
     def remove_project(self, project: str) -> None:
@@ -135,3 +139,32 @@ def _broken(current: ProjectRow | None, snapshot: ProjectSnapshot) -> ProjectRow
     return ProjectRow(
         snapshot.project, snapshot.content_hash, snapshot.error, current.job_errors, current.settings
     )
+
+
+class Progress:
+    """Lines that show a long import moving: one every PROGRESS_JOBS jobs or
+    PROGRESS_SECONDS, whichever comes first (a first import of 100,000 jobs takes about
+    a minute), then one when the project is done. Reads the monotonic clock, not the
+    engine's: it measures this process's work, not scheduled time."""
+
+    def __init__(self, project: str, total: int):
+        self.project, self.total, self.done = project, total, 0
+        self.started = self._last = time.monotonic()
+        self._last_done = 0
+
+    def one_done(self) -> None:
+        self.done += 1
+        now = time.monotonic()
+        if self.done - self._last_done >= PROGRESS_JOBS or now - self._last >= PROGRESS_SECONDS:
+            log_event(log, "importing project", project=self.project, done=self.done, total=self.total,
+                      jobs_per_second=round(self.done / max(now - self.started, 1e-6), 1))
+            self._last, self._last_done = now, self.done
+
+    def finished(self, changed: int) -> None:
+        took = time.monotonic() - self.started
+        log_event(log, "imported project", project=self.project, jobs=self.total, changed=changed,
+                  took_ms=round(took * 1000))
+
+
+PROGRESS_JOBS = 1000
+PROGRESS_SECONDS = 5.0

@@ -13,6 +13,7 @@ import hmac
 import logging
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from engine.changes import Change, Note
 from engine.delivery import deliver, deliver_notification
@@ -38,6 +39,7 @@ class Deliveries:
         fields name (engine/secrets.py), None where the server has no secret store."""
         self.store, self.targets, self.clock, self.metrics = store, targets, clock, metrics
         self.service_url, self.secret, self.secrets = service_url.rstrip("/"), secret, secrets
+        self.service_host = urlsplit(self.service_url).netloc  # `${serviceHost}`: follows serve --port
         self._settings_cache: dict[str, tuple[datetime, tuple[str, ...]]] = {}
 
     def send(self, job: StoredJob, action: act.Deliver) -> DeliveryResult:
@@ -46,12 +48,15 @@ class Deliveries:
         project, job_id = job.record.project, job.record.job_id
         started = self.clock.now()
         result = deliver(self.targets, job, action, self.allowed_hosts(project),
-                         self._completion(project, job_id, action), self.secrets)
+                         self._completion(project, job_id, action), self.secrets, self.service_host)
         lateness = started - action.scheduled_time
         self.metrics.inc("sundial_deliveries_total", outcome=result.outcome)
         if action.attempt == 1 and action.event_count == 1:
             self.metrics.observe_lateness(max(lateness.total_seconds(), 0.0))
-        log_event(log, "delivered", job=f"{project}/{job_id}", invocation=action.invocation_id,
+        # A failed attempt is a WARNING: the invocation may still retry; its final
+        # failure is logged at ERROR where the job records it (engine/changes.py).
+        level = logging.WARNING if result.outcome == "failed" else logging.INFO
+        log_event(log, "delivered", level=level, job=f"{project}/{job_id}", invocation=action.invocation_id,
                   scheduled_time=action.scheduled_time, attempt=action.attempt, event=action.event_index,
                   outcome=result.outcome, reason=result.reason,
                   lateness_ms=int(lateness.total_seconds() * 1000),
@@ -63,7 +68,7 @@ class Deliveries:
         """Send one attempt of an on_failure notification (the notification machine
         committed it as sending). Never raises for the target's or the job's failures."""
         return deliver_notification(self.targets, job, target, summary, attempt,
-                                    self.allowed_hosts(job.record.project), self.secrets)
+                                    self.allowed_hosts(job.record.project), self.secrets, self.service_host)
 
     def allowed_hosts(self, project: str) -> tuple[str, ...]:
         """The project's `allowed_hosts`, read at most once per SETTINGS_TTL.

@@ -29,9 +29,10 @@ def deliver(
     allowed_hosts: tuple[str, ...],
     completion: tuple[str, str],
     secrets: Secrets = None,
+    service_host: str = "",
 ) -> DeliveryResult:
     """One attempt of one event. Never raises for a problem of the job's own making:
-    that is a failed attempt."""
+    that is a failed attempt. `service_host`: this server's host:port (`${serviceHost}`)."""
     context = TemplateContext(
         scheduled_time=action.scheduled_time,
         timezone=job.definition.timezone,
@@ -41,6 +42,7 @@ def deliver(
         attempt=action.attempt,
         event_index=action.event_index,
         event_count=action.event_count,
+        service_host=service_host,
     )
     return send_to_target(targets, job.definition.target, context, allowed_hosts, secrets, completion)
 
@@ -53,6 +55,7 @@ def deliver_notification(
     attempt: int,
     allowed_hosts: tuple[str, ...],
     secrets: Secrets = None,
+    service_host: str = "",
 ) -> DeliveryResult:
     """One attempt to tell `target` (the job's `on_failure`) that an invocation ended
     FAILED; `summary` (recording.failure_summary) is the payload unless the target
@@ -66,6 +69,7 @@ def deliver_notification(
         attempt=attempt,
         event_index=0,
         event_count=1,
+        service_host=service_host,
     )
     return send_to_target(targets, target, context, allowed_hosts, secrets, payload=summary)
 

@@ -1,8 +1,14 @@
-"""Structured logs: one JSON object per line, so a log service can filter on fields.
+"""Structured logs: one JSON object per line, in the shape Cloud Logging reads.
 
     log_event(logger, "delivered", job="p/j", invocation="...", outcome="succeeded")
-    -> {"time": "2018-03-22T00:09:00.123Z", "level": "INFO", "event": "delivered",
-        "logger": "sundial.dispatch", "job": "p/j", "invocation": "...", ...}
+    -> {"time": "2018-03-22T00:09:00.123Z", "severity": "INFO", "message": "delivered",
+        "logger": "sundial.engine", "job": "p/j", "invocation": "...", ...}
+
+`severity`, `message` and `time` are the keys Cloud Logging's structured logging takes
+for the entry's own severity, summary line and timestamp; a line logged while a request
+that carried a trace header is handled also carries `logging.googleapis.com/trace` (and
+`.../spanId`), so Logs Explorer groups it under that request. An exception's traceback
+goes in `stack_trace`, where Error Reporting looks for it.
 
 Plain `logger.info("text")` calls work too; fields go in `extra={"fields": {...}}`.
 """
@@ -11,14 +17,47 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
+from contextvars import ContextVar
 from datetime import date, datetime, timedelta
-from typing import TextIO
+from typing import Mapping, TextIO
 
 from statemachine.durations import rfc3339_millis
 
-_RESERVED = ("time", "level", "event", "logger", "error")
+TRACE_KEY = "logging.googleapis.com/trace"
+SPAN_KEY = "logging.googleapis.com/spanId"
+_RESERVED = ("time", "severity", "message", "logger", "stack_trace", TRACE_KEY, SPAN_KEY)
+
+# The trace fields of the request being handled in this thread (or task), set by the
+# web layer's before_request hook; {} outside a request.
+trace_fields: ContextVar[Mapping[str, str]] = ContextVar("sundial_trace_fields", default={})
+
+_CLOUD_TRACE = re.compile(r"^([0-9a-fA-F]{32})(?:/([0-9]+))?")
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
+
+
+def trace_of(headers: Mapping[str, str], project: str) -> dict[str, str]:
+    """The trace fields a request's headers give: `X-Cloud-Trace-Context:
+    TRACE_ID/SPAN_ID;o=1` (what Google's front ends and Cloud Tasks send) or W3C
+    `traceparent`. Without a project the trace cannot be named the way Cloud Logging
+    links it (`projects/P/traces/T`), so the id is kept under a plain `trace_id` key."""
+    trace, span = "", ""
+    cloud = _CLOUD_TRACE.match(headers.get("X-Cloud-Trace-Context", "") or "")
+    if cloud:
+        trace, span = cloud.group(1).lower(), cloud.group(2) or ""
+        span = f"{int(span):016x}" if span and int(span) < 2 ** 64 else ""  # decimal there, hex here
+    else:
+        parent = _TRACEPARENT.match((headers.get("traceparent", "") or "").strip())
+        if parent and parent.group(1) != "0" * 32:
+            trace, span = parent.group(1), parent.group(2)
+    if not trace:
+        return {}
+    fields = {TRACE_KEY: f"projects/{project}/traces/{trace}"} if project else {"trace_id": trace}
+    if span and project:
+        fields[SPAN_KEY] = span
+    return fields
 
 
 class JsonFormatter(logging.Formatter):
@@ -29,19 +68,19 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry = {
             "time": self._time(record.created),
-            "level": record.levelname,
-            "event": record.getMessage(),
+            "severity": record.levelname,  # DEBUG, INFO, WARNING, ERROR, CRITICAL: Cloud Logging's names too
+            "message": record.getMessage(),
             "logger": record.name,
         }
+        entry.update(trace_fields.get())
         fields = getattr(record, "fields", None)
         for name, value in (fields if isinstance(fields, dict) else {}).items():
             # A field may not overwrite the line's own keys; keep it under another name.
             entry[f"field_{name}" if name in _RESERVED else str(name)] = value
         if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info)
+            entry["stack_trace"] = self.formatException(record.exc_info)
         # json.dumps escapes newlines inside strings, so one record is always one line.
         return json.dumps(entry, default=_jsonable, ensure_ascii=False)
-
 
     def _time(self, created: float) -> str:
         second, text = self._second
@@ -82,5 +121,5 @@ def configure_logging(stream: TextIO | None = None, level: str | int = "INFO") -
 
 
 def log_event(logger: logging.Logger, event: str, /, level: int = logging.INFO, **fields) -> None:
-    """Log `event` with `fields` as top-level JSON keys (`level` picks the level)."""
+    """Log `event` (the line's message) with `fields` as top-level JSON keys (`level` picks the severity)."""
     logger.log(level, event, extra={"fields": fields})

@@ -124,7 +124,8 @@ class Maintenance:
             return Outcome.FAILED
         if applied.transition.actions:
             self.metrics.inc("sundial_watchdog_repairs_total")
-            log_event(log, "watchdog repaired", job=job,
+            # WARNING: a repair means a task was lost or late; a steady trickle needs a look.
+            log_event(log, "watchdog repaired", level=logging.WARNING, job=job,
                       actions=[type(a).__name__ for a in applied.transition.actions])
         due = applied.job.record.watchdog_at
         if due is not None and due <= self.clock.now():

@@ -30,11 +30,12 @@ def pause(record: JobRecord, reason: str, now: datetime) -> tuple[JobRecord, lis
 def count_outcome(record: JobRecord, status: str, reason: str, now: datetime) -> tuple[JobRecord, list[act.Action]]:
     """Count consecutive failures; pause the job when `pause_after_failures` is reached.
 
-    A SUCCEEDED invocation resets the count; SKIPPED and ABORTED ones leave it alone
-    (they say nothing about the target). A job already paused keeps its reason.
+    A SUCCEEDED invocation resets the count and is the job's last success; SKIPPED and
+    ABORTED ones leave both alone (they say nothing about the target). A job already
+    paused keeps its reason.
     """
     if status == InvocationStatus.SUCCEEDED:
-        return (record if record.consecutive_failures == 0 else evolve(record, consecutive_failures=0)), []
+        return evolve(record, consecutive_failures=0, last_succeeded_at=now), []
     if status != InvocationStatus.FAILED:
         return record, []
     failures = record.consecutive_failures + 1

@@ -152,6 +152,8 @@ class JobRecord:
     watchdog_at: datetime | None = None
     consecutive_failures: int = 0
     last_finished_at: datetime | None = None
+    # When an invocation last SUCCEEDED (None: never, or not since this field came in).
+    last_succeeded_at: datetime | None = None
 
     @property
     def live_policy(self) -> JobPolicy:
@@ -283,6 +285,7 @@ def record_to_dict(record: JobRecord) -> Data:
         "watchdog_at": stored_time(record.watchdog_at),
         "consecutive_failures": record.consecutive_failures,
         "last_finished_at": stored_time(record.last_finished_at),
+        "last_succeeded_at": stored_time(record.last_succeeded_at),
     }
 
 
@@ -312,4 +315,5 @@ def record_from_dict(data: Data) -> JobRecord:
         watchdog_at=parse_stored_time(data["watchdog_at"]),
         consecutive_failures=data["consecutive_failures"],
         last_finished_at=parse_stored_time(data["last_finished_at"]),
+        last_succeeded_at=parse_stored_time(data.get("last_succeeded_at")),  # absent before it came in
     )

@@ -59,6 +59,8 @@ class TemplateContext:
     """Which fan-out event this is, from 0."""
     event_count: int = 1
     """How many fan-out events the occurrence has."""
+    service_host: str = ""
+    """host:port of the Sundial server itself (its service URL's), for targets it serves."""
 
     def __post_init__(self) -> None:
         if self.scheduled_time.tzinfo is None or self.scheduled_time.utcoffset() is None:
@@ -162,6 +164,7 @@ _GETTERS: dict[str, _Getter] = {
     "attempt": lambda c, m: str(c.attempt),
     "eventIndex": lambda c, m: str(c.event_index),
     "eventCount": lambda c, m: str(c.event_count),
+    "serviceHost": lambda c, m: c.service_host,
 }
 
 KNOWN_VARIABLES: frozenset[str] = frozenset(_GETTERS)

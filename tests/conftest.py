@@ -70,3 +70,21 @@ def cloud_database(request):
     """The Datastore emulator, then the Firestore emulator in Datastore mode, emptied
     before the test (tests/support/cloud_stores.py says how a slow test narrows it)."""
     return request.getfixturevalue(request.param)
+
+
+@pytest.fixture
+def log_lines():
+    """Every log record from here on as JSON lines (engine/logs.py); call it to read them."""
+    import io
+    import json
+    import logging
+
+    from engine.logs import configure_logging
+
+    stream = io.StringIO()
+    root = logging.getLogger()
+    level = root.level
+    handler = configure_logging(stream=stream, level="DEBUG")
+    yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
+    root.removeHandler(handler)
+    root.setLevel(level)

@@ -16,7 +16,7 @@ from werkzeug.routing import BaseConverter
 from config.limits import MAX_REQUEST_BYTES
 from config.settings import Settings
 from engine.service import Engine
-from web import access, errors, origins, ui, ui_format
+from web import access, errors, origins, tracing, ui, ui_format
 from web.acl import Directory, load_directory
 from web.api import api
 from web.api_jobs import jobs_api
@@ -75,6 +75,7 @@ def create_app(engine: Engine, settings: Settings, cron_jobs: dict | None = None
     # Reading a larger body raises 413 (PAYLOAD_TOO_LARGE); tasks are far smaller.
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     errors.install(app)
+    tracing.install(app, settings.gcp_project)
     access.install(app, gatekeepers.identifier, gatekeepers.directory)
     origins.install(app, gatekeepers.identifier.open_access)
     app.register_blueprint(internal)

@@ -113,7 +113,8 @@ def invocation_page(project: str, job_id: str, invocation_id: str):
     invocation = queries().invocation(project, job_id, invocation_id)
     return render_template(
         "ui/invocation.html", project=row, job=job, inv=invocation,
-        attempts=ui_format.attempts(invocation.log), request_sent=ui_format.request_sent(job, invocation),
+        attempts=ui_format.attempts(invocation.log), request_sent=ui_format.request_sent(
+            job, invocation, current_engine().deliveries.service_host),
         timezone=job.definition.timezone, can=buttons(row), now=current_engine().clock.now(),
     )
 

@@ -163,14 +163,15 @@ def attempts(log: list[dict]) -> list[Attempt]:
     return sorted(found.values(), key=lambda a: (a.number, a.event))
 
 
-def request_sent(job: StoredJob, row: InvocationRow) -> dict:
+def request_sent(job: StoredJob, row: InvocationRow, service_host: str = "") -> dict:
     """The request of the invocation's latest attempt (event 0) as the job's current
-    definition renders it: kind, and for HTTP the method, URL, headers and body."""
+    definition renders it: kind, and for HTTP the method, URL, headers and body.
+    `service_host`: `${serviceHost}`, as deliveries render it."""
     target = job.definition.target
     context = TemplateContext(
         scheduled_time=row.scheduled_time, timezone=job.definition.timezone,
         project=row.project, job_id=row.job_id, invocation_id=row.id,
-        attempt=max(row.attempt, 1), event_index=0, event_count=row.event_count,
+        attempt=max(row.attempt, 1), event_index=0, event_count=row.event_count, service_host=service_host,
     )
     try:
         # A secret is never read for a page: its header shows which secret it names.

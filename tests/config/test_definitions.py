@@ -49,7 +49,7 @@ def _surfaces(project: str, job) -> dict:
         "ui_yaml": ui_format.definition_yaml(shown),
         "ui_policies": [list(pair) for pair in ui_format.policies(shown)],
         "ui_schedule": [ui_format.schedule_text(shown), ui_format.plain_schedule(shown)],
-        "request_sent": ui_format.request_sent(stored, row),
+        "request_sent": ui_format.request_sent(stored, row, "127.0.0.1:8080"),
     }
 
 

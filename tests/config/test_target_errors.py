@@ -57,7 +57,7 @@ CASES = [
     ("url with an unknown variable", job("http: {url: 'https://x.example.com/${day}'}"),
      ["p.yaml:6: job 'a': target.http.url: unknown variable ${day} at offset 22; known: "
       "attempt, endOfPreviousDay, eventCount, eventIndex, invocationId, jobId, processTime, "
-      "project, scheduledTime, startOfDay, startOfDayOneWeekAgo, startOfHour, "
+      "project, scheduledTime, serviceHost, startOfDay, startOfDayOneWeekAgo, startOfHour, "
       "startOfPreviousDay, todaysDate, yesterdaysDate"]),
     ("bad method", job("http:\n  url: https://x.example.com\n  method: FETCH"),
      ["p.yaml:8: job 'a': target.http.method: 'FETCH' is not one of GET, POST, PUT, PATCH, "
@@ -88,7 +88,7 @@ CASES = [
         "http:\n  url: https://x.example.com\n  headers: {X-Day: '${today}'}"),
      ["p.yaml:8: job 'a': target.http.headers.X-Day: unknown variable ${today} at offset 0; "
       "known: attempt, endOfPreviousDay, eventCount, eventIndex, invocationId, jobId, "
-      "processTime, project, scheduledTime, startOfDay, startOfDayOneWeekAgo, startOfHour, "
+      "processTime, project, scheduledTime, serviceHost, startOfDay, startOfDayOneWeekAgo, startOfHour, "
       "startOfPreviousDay, todaysDate, yesterdaysDate"]),
     ("body with an unterminated variable", job(
         "http:\n  url: https://x.example.com\n  body: '{\"t\":\"${startOfHour\"}'"),
@@ -115,7 +115,7 @@ CASES = [
         "pubsub:\n  topic: projects/p/topics/t\n  data: '${yesterday}'"),
      ["p.yaml:8: job 'a': target.pubsub.data: unknown variable ${yesterday} at offset 0; "
       "known: attempt, endOfPreviousDay, eventCount, eventIndex, invocationId, jobId, "
-      "processTime, project, scheduledTime, startOfDay, startOfDayOneWeekAgo, startOfHour, "
+      "processTime, project, scheduledTime, serviceHost, startOfDay, startOfDayOneWeekAgo, startOfHour, "
       "startOfPreviousDay, todaysDate, yesterdaysDate"]),
     ("pubsub reserved attribute", job(
         "pubsub:\n  topic: projects/p/topics/t\n  attributes: {sundial_job: x, googx: y}"),

@@ -84,7 +84,7 @@ def test_any_other_address_without_identity_is_refused_when_identity_is_required
 @pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3"])
 def test_without_require_identity_another_address_falls_back_to_loopback_and_says_so(host, capsys):
     assert _loopback_unless_tokens(replace(Settings(), host=host)).host == "127.0.0.1"
-    assert f"listening on 127.0.0.1 instead of {host}" in capsys.readouterr().err
+    assert f"listening on 127.0.0.1 instead of {host}" in capsys.readouterr().out  # stderr is JSON only
 
 
 def test_a_tokens_value_with_no_token_is_refused_even_with_another_identity():

@@ -44,7 +44,7 @@ def record(project: str = "proj", job_id: str = "job", watchdog_at: datetime | N
         paused=False, pause_reason="was paused", paused_at=T0 - timedelta(hours=1), generation=3,
         nonce_counter=9, tick_at=T0 + timedelta(minutes=5), tick_nonce="3-9", scheduled_until=T0,
         active=(active,), buffered=(buffered,), runs=(run,), dropping=(("paused", at_run),), watchdog_at=watchdog_at,
-        consecutive_failures=2, last_finished_at=T0 - timedelta(minutes=5),
+        consecutive_failures=2, last_finished_at=T0 - timedelta(minutes=5), last_succeeded_at=T0 - timedelta(hours=1),
     )
 
 

@@ -124,8 +124,9 @@ class Server:
     """`python main.py serve` in a subprocess on a free port."""
 
     def __init__(self, configs: Path, db: Path, log: Path, env: dict | None = None, port: int | None = None,
-                 wrapper: tuple[str, ...] = ()):
-        self.configs, self.db, self.log_path = configs, db, log
+                 wrapper: tuple[str, ...] = (), stderr_log: Path | None = None):
+        """`stderr_log`: where stderr goes, apart from stdout (by default both go to `log`)."""
+        self.configs, self.db, self.log_path, self.stderr_log = configs, db, log, stderr_log
         self.wrapper = wrapper  # a command the server runs under, e.g. setpriv
         self.port = port or free_port()
         self.env = {**os.environ, **FAST_ENV, **(env or {})}
@@ -140,7 +141,8 @@ class Server:
         self.process = subprocess.Popen(
             [*self.wrapper, sys.executable, "main.py", "serve", "--port", str(self.port),
              "--db", str(self.db), "--configs", str(self.configs)],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=ROOT, env=self.env, stdout=log,
+            stderr=open(self.stderr_log, "ab") if self.stderr_log else subprocess.STDOUT,
         )
         deadline = time.time() + timeout
         while time.time() < deadline:

@@ -39,7 +39,7 @@ def test_two_then_three_servers_on_one_database_make_no_duplicates(tmp_path):
         period = {job: 2 if path.startswith("/fanout/") else 1 for job, path in paths.items()}
         result = account(servers[2], receiver, paths, period)
         # Who did the work: a process leases up to 128 due tasks at once, so one may take nearly all.
-        shares = [(tmp_path / f"server-{n}.log").read_text().count('"event": "delivered"') for n in range(3)]
+        shares = [(tmp_path / f"server-{n}.log").read_text().count('"message": "delivered"') for n in range(3)]
         report("2 then 3 servers, one database", "sqlite", {**result.counts(), "calls_by_process": shares},
                records)
         problems = result.problems()

@@ -1,32 +1,20 @@
-"""Structured logs: one JSON object per line with time, level, event and fields."""
+"""Structured logs: one JSON object per line with Cloud Logging's time, severity and message, and fields."""
 
 from __future__ import annotations
 
 import io
-import json
 import logging
 import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from engine.logs import configure_logging, log_event
+from engine.logs import SPAN_KEY, TRACE_KEY, configure_logging, log_event, trace_fields, trace_of
 
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
-@pytest.fixture
-def lines():
-    stream = io.StringIO()
-    root = logging.getLogger()
-    level = root.level
-    handler = configure_logging(stream=stream, level="DEBUG")
-    yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
-    root.removeHandler(handler)
-    root.setLevel(level)
-
-
-def test_log_event_writes_one_json_object_with_fields(lines):
+def test_log_event_writes_one_json_object_with_fields(log_lines):
     log = logging.getLogger("sundial.dispatch")
     log_event(
         log,
@@ -37,11 +25,11 @@ def test_log_event_writes_one_json_object_with_fields(lines):
         lateness_ms=12,
         outcome="succeeded",
     )
-    [entry] = lines()
+    [entry] = log_lines()
     assert TIME.match(entry.pop("time"))
     assert entry == {
-        "level": "INFO",
-        "event": "delivered",
+        "severity": "INFO",
+        "message": "delivered",
         "logger": "sundial.dispatch",
         "job": "billing/exporter-hourly",
         "invocation": "inv-0001",
@@ -51,26 +39,54 @@ def test_log_event_writes_one_json_object_with_fields(lines):
     }
 
 
-def test_extra_fields_levels_and_multiline_messages(lines):
+def test_extra_fields_levels_and_multiline_messages(log_lines):
     log = logging.getLogger("sundial.test")
     log.warning("slow\nstart", extra={"fields": {"took": timedelta(seconds=1.5)}})
     log.debug("plain %s", "args")
-    log_event(log, "dropped", level=logging.ERROR, level_hint="x", event="clash")
-    first, second, third = lines()
-    assert (first["level"], first["event"], first["took"]) == ("WARNING", "slow\nstart", 1500)
-    assert (second["level"], second["event"]) == ("DEBUG", "plain args")
-    # A field named like one of the line's own keys does not overwrite it.
-    assert (third["event"], third["field_event"], third["level"]) == ("dropped", "clash", "ERROR")
+    log_event(log, "dropped", level=logging.ERROR, severity="x", event=0)
+    first, second, third = log_lines()
+    assert (first["severity"], first["message"], first["took"]) == ("WARNING", "slow\nstart", 1500)
+    assert (second["severity"], second["message"]) == ("DEBUG", "plain args")
+    # A field named like one of the line's own keys does not overwrite it; others keep their names.
+    assert (third["message"], third["field_severity"], third["severity"]) == ("dropped", "x", "ERROR")
+    assert third["event"] == 0
 
 
-def test_exceptions_are_kept_on_the_same_line(lines):
+def test_exceptions_are_kept_on_the_same_line(log_lines):
     try:
         raise RuntimeError("boom")
     except RuntimeError:
         logging.getLogger("sundial.test").exception("failed")
-    [entry] = lines()
-    assert entry["event"] == "failed"
-    assert "RuntimeError: boom" in entry["error"]
+    [entry] = log_lines()
+    assert entry["message"] == "failed"
+    assert "RuntimeError: boom" in entry["stack_trace"]  # where Error Reporting looks
+
+
+@pytest.mark.parametrize("headers, project, expected", [
+    ({"X-Cloud-Trace-Context": "105445AA7843BC8BF206B12000100000/1;o=1"}, "acme",
+     {TRACE_KEY: "projects/acme/traces/105445aa7843bc8bf206b12000100000", SPAN_KEY: "0000000000000001"}),
+    ({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}, "acme",
+     {TRACE_KEY: "projects/acme/traces/0af7651916cd43dd8448eb211c80319c", SPAN_KEY: "b7ad6b7169203331"}),
+    ({"X-Cloud-Trace-Context": "0af7651916cd43dd8448eb211c80319c"}, "",
+     {"trace_id": "0af7651916cd43dd8448eb211c80319c"}),
+    ({"traceparent": "00-00000000000000000000000000000000-b7ad6b7169203331-01"}, "acme", {}),
+    ({"X-Cloud-Trace-Context": "not-a-trace"}, "acme", {}),
+    ({}, "acme", {}),
+])
+def test_trace_headers(headers, project, expected):
+    assert trace_of(headers, project) == expected
+
+
+def test_lines_carry_the_trace_of_the_request_being_handled(log_lines):
+    token = trace_fields.set({TRACE_KEY: "projects/acme/traces/abc"})
+    try:
+        logging.getLogger("sundial.test").info("inside")
+    finally:
+        trace_fields.reset(token)
+    logging.getLogger("sundial.test").info("outside")
+    inside, outside = log_lines()
+    assert inside[TRACE_KEY] == "projects/acme/traces/abc"
+    assert TRACE_KEY not in outside
 
 
 def test_configuring_twice_does_not_double_lines():

@@ -23,7 +23,7 @@ from statemachine.template import (
 LA = "America/Los_Angeles"
 KNOWN_LIST = (
     "attempt, endOfPreviousDay, eventCount, eventIndex, invocationId, jobId, processTime,"
-    " project, scheduledTime, startOfDay, startOfDayOneWeekAgo, startOfHour,"
+    " project, scheduledTime, serviceHost, startOfDay, startOfDayOneWeekAgo, startOfHour,"
     " startOfPreviousDay, todaysDate, yesterdaysDate"
 )
 TIME_VARIABLES = (

@@ -67,3 +67,30 @@ def test_other_processes_snapshots_add_to_this_ones_counts():
     assert _value(text, "sundial_lateness_seconds_count") == 2
     assert abs(_value(text, "sundial_lateness_seconds_sum") - 0.205) < 1e-9
     assert parent.counter("sundial_deliveries_total", outcome="succeeded") == 1  # its own, unchanged
+
+
+def test_per_job_series_are_reused_for_their_ttl_then_read_again():
+    from dataclasses import replace
+
+    from engine.metrics import JobSeriesCache
+    from engine.ports import StoredJob
+    from statemachine.record import new_record
+
+    now = [0.0]
+    reads = []
+    job = StoredJob(replace(new_record("p", "j"), disabled=False, paused=True), None, "config")  # type: ignore[arg-type]
+    gone = StoredJob(new_record("p", "removed"), None, "config")  # type: ignore[arg-type]  # disabled: no series
+
+    def jobs():
+        reads.append(now[0])
+        return [job, gone]
+
+    cache = JobSeriesCache(ttl=60, clock=lambda: now[0])
+    first = cache.rows("p", jobs)
+    assert first == [("sundial_job_consecutive_failures", {"project": "p", "job": "j"}, 0),
+                     ("sundial_job_paused", {"project": "p", "job": "j"}, 1)]
+    now[0] = 59.9
+    assert cache.rows("p", jobs) == first and reads == [0.0]
+    now[0] = 60.0
+    cache.rows("p", jobs)
+    assert reads == [0.0, 60.0]
