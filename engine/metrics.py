@@ -123,10 +123,12 @@ class JobSeriesCache:
     The rows come from every job's record: on Datastore one entity read per job, so
     10,000 jobs scraped every 15 s would be 57.6 million reads a day. Kept for a
     minute, they cost a quarter of that, and an alert on them waits at most a minute
-    more. Which projects a caller sees is decided per request, never cached."""
+    more. A project of fewer than `small` jobs is read afresh at every scrape: its reads
+    cost little, and what was just paused or failed shows at once. Which projects a
+    caller sees is decided per request, never cached."""
 
-    def __init__(self, ttl: float = 60.0, clock: Callable[[], float] = time.monotonic):
-        self.ttl, self.clock = ttl, clock
+    def __init__(self, ttl: float = 60.0, clock: Callable[[], float] = time.monotonic, small: int = 1000):
+        self.ttl, self.clock, self.small = ttl, clock, small
         self._lock = threading.Lock()
         self._rows: dict[str, tuple[float, list[tuple[str, dict, float]]]] = {}
 
@@ -136,9 +138,11 @@ class JobSeriesCache:
             kept = self._rows.get(project)
         if kept is not None and now - kept[0] < self.ttl:
             return kept[1]
-        rows = job_gauges(jobs())
-        with self._lock:
-            self._rows[project] = (now, rows)
+        stored = list(jobs())
+        rows = job_gauges(stored)
+        if len(stored) >= self.small:
+            with self._lock:
+                self._rows[project] = (now, rows)
         return rows
 
 

@@ -85,7 +85,7 @@ def test_per_job_series_are_reused_for_their_ttl_then_read_again():
         reads.append(now[0])
         return [job, gone]
 
-    cache = JobSeriesCache(ttl=60, clock=lambda: now[0])
+    cache = JobSeriesCache(ttl=60, clock=lambda: now[0], small=2)
     first = cache.rows("p", jobs)
     assert first == [("sundial_job_consecutive_failures", {"project": "p", "job": "j"}, 0),
                      ("sundial_job_paused", {"project": "p", "job": "j"}, 1)]
@@ -94,3 +94,22 @@ def test_per_job_series_are_reused_for_their_ttl_then_read_again():
     now[0] = 60.0
     cache.rows("p", jobs)
     assert reads == [0.0, 60.0]
+
+
+def test_a_small_projects_per_job_series_are_read_at_every_scrape():
+    """A job paused a second ago shows paused at the next scrape: only projects whose
+    reads would cost much (1,000 jobs and more by default) are reused."""
+    from engine.metrics import JobSeriesCache
+    from engine.ports import StoredJob
+    from statemachine.record import new_record
+
+    reads = []
+
+    def jobs():
+        reads.append(1)
+        return [StoredJob(new_record("p", "j"), None, "config")]  # type: ignore[arg-type]
+
+    cache = JobSeriesCache(ttl=60, clock=lambda: 0.0)
+    cache.rows("p", jobs)
+    cache.rows("p", jobs)
+    assert len(reads) == 2
