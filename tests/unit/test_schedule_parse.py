@@ -98,6 +98,7 @@ ERRORS = [
     ("0 0 0 L-31W * ?", "offset from the last day value 31 out of range 0-30"),
     ("0 0 0 L-xW * ?", "bad offset from the last day 'X'"),
     ("0 0 0 L-30W 2 ?", "can never fire"),
+    ("0 0 30 2 */7", "can never fire"),  # from `*`: ANDed, so not "every Sunday in February"
     # Quartz: a step past its field is refused, the bound named (a step equal to the size
     # is refused for seconds, minutes and hours, allowed for the day and month fields).
     ("0/90 * * * * ?", "step '/90' is too large for the second field: a minute has 60 seconds, "
