@@ -35,6 +35,11 @@ _MONTH_NAMES = {n: i for i, n in enumerate(
     "JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split(), start=1)}
 _DAY_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
 _OPEN = ("*", "?", "*/1", "?/1")  # day fields that restrict nothing
+# Quartz refuses a step past its field, naming the field's size; as there, a step equal to
+# the size is refused for seconds, minutes and hours but allowed for the day and month fields.
+_STEP_LIMITS = {"second": (59, "a minute has 60 seconds"), "minute": (59, "an hour has 60 minutes"),
+                "hour": (23, "a day has 24 hours"), "day-of-month": (31, "a month has at most 31 days"),
+                "month": (12, "a year has 12 months"), "day-of-week": (7, "a week has 7 days")}
 _ITEM = re.compile(r"(\*|\w+)(?:-(\w+))?(?:/(\w+))?$", re.ASCII)
 
 
@@ -81,6 +86,7 @@ class DayRule:
 
     days: frozenset[int] = frozenset()          # plain day-of-month numbers
     last_minus: frozenset[int] = frozenset()    # `L` is 0, `L-3` is 3
+    last_minus_weekday: frozenset[int] = frozenset()  # `L-3W`: weekday nearest `L-3`
     near_weekday: frozenset[int] = frozenset()  # `15W`
     last_weekday: bool = False                  # `LW`
     weekdays: frozenset[int] = frozenset()      # plain day-of-week values
@@ -88,18 +94,19 @@ class DayRule:
     last_of: frozenset[int] = frozenset()       # `5L`: the last such weekday of the month
     dom_restricted: bool = False
     dow_restricted: bool = False
+    both_needed: bool = False  # Unix: a day field written from `*` ANDs (crontab(5))
 
     def matching_days(self, length: int, first_weekday: int) -> tuple[int, ...]:
         """The days of a month with `length` days whose 1st falls on `first_weekday`."""
-        every = range(1, length + 1)
+        every = set(range(1, length + 1))
         if not (self.dom_restricted or self.dow_restricted):
-            return tuple(every)
-        chosen: set[int] = set()
-        # Unix cron ORs two restricted day fields; Quartz never gets here with both.
-        if self.dom_restricted:
-            chosen |= self._by_day_of_month(length, first_weekday)
-        if self.dow_restricted:
-            chosen |= self._by_day_of_week(length, first_weekday)
+            return tuple(sorted(every))
+        by_month = self._by_day_of_month(length, first_weekday) if self.dom_restricted else every
+        by_week = self._by_day_of_week(length, first_weekday) if self.dow_restricted else every
+        # Unix cron ORs two restricted day fields unless one is written from `*`;
+        # Quartz never gets here with both.
+        either = self.dom_restricted and self.dow_restricted and not self.both_needed
+        chosen = by_month | by_week if either else by_month & by_week
         return tuple(sorted(d for d in chosen if 1 <= d <= length))
 
     def _by_day_of_month(self, length: int, first: int) -> set[int]:
@@ -107,6 +114,8 @@ class DayRule:
         chosen.update(length - n for n in self.last_minus)
         chosen.update(_nearest_weekday(n, length, first) for n in self.near_weekday
                       if n <= length)  # like a plain `31`, `31W` skips shorter months
+        chosen.update(_nearest_weekday(length - n, length, first)
+                      for n in self.last_minus_weekday if n < length)
         if self.last_weekday:
             chosen.add(_nearest_weekday(length, length, first))
         return chosen
@@ -284,7 +293,12 @@ class _FieldReader:
         if not text.isdigit() or int(text) == 0:
             raise self.fail(f"bad step '/{text}' in the {field.name} field; "
                             "use a positive whole number")
-        return int(text)
+        step = int(text)
+        limit, why = _STEP_LIMITS.get(field.name, (step, ""))
+        if self.quartz and step > limit:
+            raise self.fail(f"step '/{step}' is too large for the {field.name} field: {why}, "
+                            f"so a step there must be at most {limit}")
+        return step
 
     def _value(self, field: _Field, text: str) -> int:
         if text.isdigit():
@@ -302,19 +316,23 @@ class _FieldReader:
         return value
 
     def day_rule(self, dom: str, dow: str) -> DayRule:
-        # Only `*` or `?` (step 1) leaves a day field open, as in robfig/cron (Kubernetes
-        # CronJob) and Quartz: `0 0 1-31 * MON` is every day (Unix OR), and an error in
-        # Quartz. croniter instead decides by whether the other field contains a `*`.
+        # Only `*` or `?` (step 1) leaves a day field open: `0 0 1-31 * MON` is every day
+        # (Unix OR), and an error in Quartz. In the Unix form crontab(5) ORs the two fields
+        # only when neither starts with `*`; `*/7` still restricts, but is ANDed with the
+        # other field, so `1 1 1-7 * */7` is the first Sunday of each month (Vixie cron,
+        # cronie). croniter ORs there instead.
         dom_parts = self._day_of_month(dom)
         dow_parts = self._day_of_week(dow)
         if self.quartz and dom_parts["dom_restricted"] and dow_parts["dow_restricted"]:
             raise self.fail("both day-of-month and day-of-week are restricted; Quartz "
                             "needs '?' in one of them")
-        return DayRule(**dom_parts, **dow_parts)
+        both = not self.quartz and (dom.startswith("*") or dow.startswith("*"))
+        return DayRule(**dom_parts, **dow_parts, both_needed=both)
 
     def _day_of_month(self, part: str) -> dict[str, Any]:
         days: set[int] = set()
         last_minus: set[int] = set()
+        last_minus_near: set[int] = set()
         near: set[int] = set()
         last_weekday = False
         if part in _OPEN:
@@ -322,6 +340,8 @@ class _FieldReader:
         for item in part.upper().split(","):
             if item == "LW":
                 last_weekday = True
+            elif item.startswith("L-") and item.endswith("W"):  # Quartz `L-3W`
+                last_minus_near.add(self._bounded("offset from the last day", item[2:-1], 0, 30))
             elif item == "L" or item.startswith("L-"):
                 last_minus.add(self._bounded("offset from the last day", item[2:] or "0", 0, 30))
             elif item.endswith("W") and item[:-1].isdigit():
@@ -329,6 +349,7 @@ class _FieldReader:
             else:
                 days.update(self._item(self.fields[3], item))
         return {"days": frozenset(days), "last_minus": frozenset(last_minus),
+                "last_minus_weekday": frozenset(last_minus_near),
                 "near_weekday": frozenset(near), "last_weekday": last_weekday,
                 "dom_restricted": True}
 

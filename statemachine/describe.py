@@ -63,7 +63,8 @@ def describe_schedule(text: str, timezone: str = "UTC") -> str | None:
     except ValueError:
         return None
     described = _describe_cron(MACROS.get(lowered, words))
-    if described is None or re.fullmatch(r"every (\d+ (seconds|minutes)|second|minute|hour)", described):
+    if described is None or re.fullmatch(r"every (\d+ (seconds|minutes)|second|minute|hour)", described) \
+            or re.fullmatch(r"at seconds [:\d, …and]+ of every minute", described):
         return described  # steps under an hour read the same in every time zone
     return f"{described}, {timezone}"
 
@@ -120,11 +121,24 @@ def _clock_phrase(second: str, minute: str, hour: str) -> str | None:
             if any(part != "0" for part in smaller):
                 break  # e.g. minute 15 of every hour: read below
             count = int(step.group(1)) if step else 1
+            if (24 if unit == "hour" else 60) % count:
+                return _uneven_step(unit, count)
             return f"every {unit}" if count == 1 else f"every {count} {unit}s"
     if hour == "*" and minutes and seconds and len(minutes) * len(seconds) == 1:
         sec = f" and {seconds[0]} seconds" if seconds[0] else ""
         return f"at minute {minutes[0]}{sec} of every hour"
     return None
+
+
+def _uneven_step(unit: str, count: int) -> str:
+    """A step that does not divide its field restarts at 0 each minute, hour or day: `*/7`
+    seconds fires at :49, :56 and then :00, so "every 7 seconds" would be wrong."""
+    values = range(0, 24 if unit == "hour" else 60, count)
+    if unit == "hour":
+        return "at " + _join([f"{h:02d}:00" for h in values])
+    shown = [f":{v:02d}" for v in values]
+    listed = _join(shown) if len(shown) <= 3 else f"{shown[0]}, {shown[1]} … {shown[-1]}"
+    return f"at {unit}s {listed} of every {'minute' if unit == 'second' else 'hour'}"
 
 
 def _day_phrase(dom: str, month: str, dow: str, quartz: bool) -> str | None:

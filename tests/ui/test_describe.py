@@ -26,6 +26,12 @@ LA = "America/Los_Angeles"
     ("0 6 1 * *", "at 06:00 on day 1 of every month, America/Los_Angeles"),
     ("0 0 0 25 12 ?", "at 00:00 on 25 December, America/Los_Angeles"),
     ("*/10 * * * * ?", "every 10 seconds"),
+    # A step that does not divide 60 (or 24) restarts each minute (hour, day): `*/7` seconds
+    # fires at :56 and then :00, so its gaps are not all 7 seconds.
+    ("*/7 * * * * ?", "at seconds :00, :07 … :56 of every minute"),
+    ("0/40 * * * * ?", "at seconds :00 and :40 of every minute"),
+    ("*/7 * * * *", "at minutes :00, :07 … :56 of every hour, America/Los_Angeles"),
+    ("0 0 */5 * * ?", "at 00:00, 05:00, 10:00, 15:00 and 20:00 every day, America/Los_Angeles"),
     ("*/15 * * * *", "every 15 minutes"),
     ("* * * * *", "every minute"),
     ("0 * * * *", "every hour"),

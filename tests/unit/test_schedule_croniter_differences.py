@@ -99,11 +99,13 @@ def test_croniter_difference_an_impossible_date_is_rejected_when_parsed():
 
 
 def test_croniter_difference_which_day_fields_count_as_restricted():
-    """croniter treats a day field covering everything as `*` only when the other field's
-    text contains a `*`: `*/3` + `0-6` fires every third day, `*/1` + `MON` every day.
-    Sundial follows robfig/cron (Kubernetes CronJob): only `*`, `?` (or `*/1`) are open,
-    and two restricted fields are ORed."""
+    """croniter ORs `*/7` in day-of-week with `1-7`, firing on each of the first seven days
+    and every Sunday. Sundial follows crontab(5) (Vixie cron, cronie): a day field that
+    starts with `*` is ANDed with the other, so this is the first Sunday of each month;
+    `*/3` + `0-6` is every third day and `*/1` + `MON` every Monday."""
+    assert first("1 1 1-7 * */7", "2026-01-01T00:00:00Z", 3) == [
+        t("2026-01-04T01:01:00Z"), t("2026-02-01T01:01:00Z"), t("2026-03-01T01:01:00Z")]
     assert first("0 0 */3 * 0-6", "2026-01-01T00:00:00Z", 2) == [
-        t("2026-01-02T00:00:00Z"), t("2026-01-03T00:00:00Z")]
+        t("2026-01-04T00:00:00Z"), t("2026-01-07T00:00:00Z")]
     assert first("0 0 */1 * MON", "2026-01-01T00:00:00Z", 2) == [
         t("2026-01-05T00:00:00Z"), t("2026-01-12T00:00:00Z")]

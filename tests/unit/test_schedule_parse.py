@@ -95,6 +95,21 @@ ERRORS = [
     ("0 0 0 ? * 2#6", "'#' week value 6 out of range 1-5"),
     ("0 0 0 ? * 9L", "day-of-week value 9 out of range 1-7"),
     ("0 0 0 L-31 * ?", "offset from the last day value 31 out of range 0-30"),
+    ("0 0 0 L-31W * ?", "offset from the last day value 31 out of range 0-30"),
+    ("0 0 0 L-xW * ?", "bad offset from the last day 'X'"),
+    ("0 0 0 L-30W 2 ?", "can never fire"),
+    ("0 0 30 2 */7", "can never fire"),  # from `*`: ANDed, so not "every Sunday in February"
+    # Quartz: a step past its field is refused, the bound named (a step equal to the size
+    # is refused for seconds, minutes and hours, allowed for the day and month fields).
+    ("0/90 * * * * ?", "step '/90' is too large for the second field: a minute has 60 seconds, "
+                       "so a step there must be at most 59"),
+    ("0 */60 * * * ?", "step '/60' is too large for the minute field: an hour has 60 minutes"),
+    ("0 0 0/24 * * ?", "step '/24' is too large for the hour field: a day has 24 hours, "
+                       "so a step there must be at most 23"),
+    ("0 0 0 1/32 * ?", "step '/32' is too large for the day-of-month field: a month has at most "
+                       "31 days, so a step there must be at most 31"),
+    ("0 0 0 1 1/13 ?", "step '/13' is too large for the month field: a year has 12 months"),
+    ("0 0 0 ? * 1/8", "step '/8' is too large for the day-of-week field: a week has 7 days"),
     ("0 0 0 32W * ?", "day-of-month value 32 out of range 1-31"),
     ("0 0 0 ?,1 * ?", "bad day-of-month field '?'"),
     ("0 0 30 2 *", "cron expression '0 0 30 2 *' can never fire"),
@@ -123,6 +138,15 @@ def test_parse_errors(text, message):
     with pytest.raises(ScheduleError) as error:
         parse_schedule(text)
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize("text", [
+    "0/59 * * * * ?", "0 0/59 * * * ?", "0 0 0/23 * * ?", "0 0 0 1/31 * ?", "0 0 0 1 1/12 ?",
+    "0 0 0 ? * 1/7", "0 0 0 1 1 ? 2026/100",  # Quartz's own bounds: the largest steps it takes
+    "*/90 * * * *", "0 */24 * * *",  # Unix cron has no bound: `*/90` minutes is minute 0
+])
+def test_steps_at_the_bound_and_unix_steps_parse(text):
+    assert parse_schedule(text).text == text
 
 
 @pytest.mark.parametrize("text", ["0 * * * *", "every 10m", "triggered", "continuously"])
