@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.cost_model import Usage, print_model  # noqa: E402
+from bench.emulator import datastore_emulator  # noqa: E402
 from engine.adapters.cloud.datastore_store import DatastoreJobStore  # noqa: E402
 from engine.config_import import JobSnapshot, ProjectSnapshot  # noqa: E402
 from engine.ports import DeliveryResult  # noqa: E402
@@ -29,7 +30,6 @@ from statemachine.definition import JobDefinition
 from statemachine.policy import JobPolicy  # noqa: E402
 from tests.contract.queues import EtaQueue  # noqa: E402
 from tests.engine.harness import FakeClock  # noqa: E402
-from tests.support.emulators import DatastoreEmulator  # noqa: E402
 
 
 class CountingTarget:
@@ -50,21 +50,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20)
     parser.add_argument("--periods", type=int, default=10, help="occurrences of each job per schedule")
     args = parser.parse_args()
-    usages = {title: measure(args.jobs, schedule, period * args.periods) for title, schedule, period in SCHEDULES}
+    usages = {}
+    with datastore_emulator() as emulator:
+        for title, schedule, period in SCHEDULES:
+            emulator.reset()  # the watchdog would otherwise see the jobs of the run before
+            usages[title] = run(emulator, args.jobs, schedule, period * args.periods)
     print_model(usages["every minute"], usages["every hour"])
-
-
-def measure(jobs: int, schedule: str, span: timedelta) -> Usage:
-    """One run on an emulator of its own (the watchdog sees every job in the database)."""
-    emulator = DatastoreEmulator()
-    reason = emulator.unavailable()
-    if reason:
-        raise SystemExit(f"cannot run: {reason}")
-    emulator.start()
-    try:
-        return run(emulator, jobs, schedule, span)
-    finally:
-        emulator.stop()
 
 
 def run(emulator, jobs: int, schedule: str, span: timedelta) -> Usage:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.emulator import datastore_emulator  # noqa: E402
 from engine import operations  # noqa: E402
 from engine.adapters.cloud.datastore_store import DatastoreJobStore  # noqa: E402
 from engine.config_import import JobSnapshot, ProjectSnapshot  # noqa: E402
@@ -30,7 +31,6 @@ from statemachine.policy import JobPolicy  # noqa: E402
 from tests.contract.queues import EtaQueue  # noqa: E402
 from tests.engine.harness import FakeClock  # noqa: E402
 from tests.support.commits import MeteredStore  # noqa: E402
-from tests.support.emulators import DatastoreEmulator  # noqa: E402
 
 
 class Succeeding:
@@ -42,17 +42,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=int, default=20)
     args = parser.parse_args()
-    emulator = DatastoreEmulator()
-    reason = emulator.unavailable()
-    if reason:
-        raise SystemExit(f"cannot run: {reason}")
-    emulator.start()
-    try:
+    with datastore_emulator() as emulator:
         for scenario in (broken_chain, long_pause):
             emulator.reset()
             scenario(emulator, timedelta(minutes=args.minutes))
-    finally:
-        emulator.stop()
 
 
 def setup(emulator):

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from google.cloud import ndb  # noqa: E402
 
+from bench.emulator import datastore_emulator  # noqa: E402
 from engine.adapters.cloud.datastore_entities import invocation_entity, job_entity  # noqa: E402
 from engine.adapters.cloud.datastore_store import DatastoreJobStore  # noqa: E402
 from engine.adapters.local.sqlite_store import SqliteJobStore  # noqa: E402
@@ -41,7 +42,6 @@ from statemachine.definition import JobDefinition  # noqa: E402
 from statemachine.policy import JobPolicy  # noqa: E402
 from statemachine.record import evolve  # noqa: E402
 from tests.engine.harness import START, FakeClock  # noqa: E402
-from tests.support.emulators import DatastoreEmulator  # noqa: E402
 
 BATCH = 250  # rows per setup transaction
 HISTORY = timedelta(days=45)
@@ -139,19 +139,13 @@ def main() -> None:
             bench_watchdog("sqlite", SqliteJobStore(Path(folder) / "w.db"), args.jobs, 1)
             bench_cleanup("sqlite", SqliteJobStore(Path(folder) / "c.db"), args.rows)
     if "datastore" in stores:
-        emulator = DatastoreEmulator()
-        if emulator.unavailable():
-            raise SystemExit(f"cannot run on Datastore: {emulator.unavailable()}")
-        emulator.start()
-        try:
+        with datastore_emulator() as emulator:
             for workers in (int(w) for w in args.workers.split(",")):
                 emulator.reset()
                 bench_watchdog("datastore", DatastoreJobStore(emulator.client(), CountingSender()), args.jobs,
                                workers)
             emulator.reset()
             bench_cleanup("datastore", DatastoreJobStore(emulator.client(), CountingSender()), args.rows)
-        finally:
-            emulator.stop()
 
 
 if __name__ == "__main__":
