@@ -24,7 +24,7 @@ import json
 import sys
 from typing import Any
 
-from config import limits
+from config import job_extras, limits
 from config.jobs import _SHARED, JOB_FIELDS, PER_JOB_FIELDS
 from config.model import BUILTIN_DEFAULTS, JOB_ID, PROJECT_ID
 from config.targets import (
@@ -204,7 +204,17 @@ def _shared_fields() -> dict:
         "triggers": names | {"description": "Jobs of the project triggered when this one succeeds.",
                              "default": []},
         "pause_after_failures": _integer("Pause the job after this many FAILED invocations in a row.", 1),
+        "jitter": _duration(f"Each occurrence is delivered up to this long after its time (at most "
+                            f"{format_duration(job_extras.MAX_JITTER)}), by a fixed amount per scheduled time."),
+        "labels": {"type": "object", "maxProperties": job_extras.MAX_LABELS,
+                   "propertyNames": {"pattern": _anchored(job_extras.LABEL_KEY.pattern)},
+                   "additionalProperties": {"type": "string", "maxLength": job_extras.MAX_LABEL_VALUE},
+                   "description": "Key: value tags shown with the job; the jobs list filters by them."},
     }, list(_SHARED))
+
+
+_INSTANT = {"type": "string", "pattern": r"^\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d(:\d\d(\.\d+)?)?"
+                                        r"\s*([Zz]|[+-]\d\d(:?\d\d)?)$"}
 
 
 def _job_fields() -> dict:
@@ -216,8 +226,10 @@ def _job_fields() -> dict:
                           "'triggered'.", minLength=1),
         "at": {"type": "array", "minItems": 1, "maxItems": limits.MAX_AT_TIMES,
                "description": "One-off times instead of a schedule (RFC 3339, with an offset or Z).",
-               "items": {"type": "string", "pattern": r"^\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d(:\d\d(\.\d+)?)?"
-                                                      r"\s*([Zz]|[+-]\d\d(:?\d\d)?)$"}},
+               "items": _INSTANT},
+        "description": _text("Free text shown with the job.", maxLength=job_extras.MAX_DESCRIPTION),
+        "start": _INSTANT | {"description": "No occurrence before this instant (RFC 3339, with an offset or Z)."},
+        "end": _INSTANT | {"description": "No occurrence after this instant; then the job is DONE."},
         "target": _target("Where each occurrence is delivered: exactly one kind."),
         "on_failure": _target("Where a FAILED invocation's notification goes."),
     }, PER_JOB_FIELDS)

@@ -24,6 +24,7 @@ from engine.ports import Clock, DeliveryResult, JobStore, SecretReader, StoredJo
 from engine.recording import tells_history
 from statemachine import actions as act
 from statemachine import events as ev
+from statemachine.policy import occurrence_delay
 
 log = logging.getLogger("sundial.engine")
 
@@ -49,7 +50,11 @@ class Deliveries:
         started = self.clock.now()
         result = deliver(self.targets, job, action, self.allowed_hosts(project),
                          self._completion(project, job_id, action), self.secrets, self.service_host)
-        lateness = started - action.scheduled_time
+        # Counted from when the occurrence was due: its nominal time plus its jitter.
+        due = action.scheduled_time
+        if job.record.policy is not None:
+            due += occurrence_delay(job.record.policy, project, job_id, action.scheduled_time, action.trigger)
+        lateness = started - due
         self.metrics.inc("sundial_deliveries_total", outcome=result.outcome)
         if action.attempt == 1 and action.event_count == 1:
             self.metrics.observe_lateness(max(lateness.total_seconds(), 0.0))

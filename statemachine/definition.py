@@ -4,8 +4,9 @@ config/jobs.py builds one from a job entry with every default applied. Its JSON 
 (`to_dict`) is what the stores hold, what the API's Job and the UI's pages show, and what
 `JobPolicy.revision` hashes, so that form must not drift: `from_dict(d).to_dict() == d`,
 key order included, for every `d` config/jobs.py makes or has made. (The fields added
-after the first release, `pause_after_failures` and `on_failure`, are written only when
-set, so that a job which does not use them keeps its revision.)
+after the first release, `pause_after_failures`, `on_failure`, `description`, `labels`,
+`jitter`, `start` and `end`, are written only when set, so that a job which does not use
+them keeps its revision.)
 
 Values keep their JSON spelling where that spelling is what is stored and shown:
 durations are canonical text (`1m30s`), `at` times RFC 3339 UTC text, and target specs
@@ -80,6 +81,11 @@ class JobDefinition:
     triggers: tuple[str, ...] = ()  # the project's jobs a success of this one starts
     pause_after_failures: int | None = None  # pause after this many FAILED invocations in a row; None: never
     on_failure: TargetSpec | None = None  # where a FAILED invocation's notification goes; None: nowhere
+    description: str | None = None  # free text shown with the job
+    labels: dict[str, str] | None = None  # key: value tags to show and filter by; None: none
+    jitter: str | None = None  # each occurrence's delivery is delayed up to this; None: not at all
+    start: str | None = None  # RFC 3339 UTC: no occurrence before it; None: unbounded
+    end: str | None = None  # RFC 3339 UTC: no occurrence after it (then the job is DONE)
 
     def __post_init__(self) -> None:
         if (self.schedule is None) == (self.at is None):
@@ -117,6 +123,9 @@ class JobDefinition:
             data["pause_after_failures"] = self.pause_after_failures
         if self.on_failure is not None:
             data["on_failure"] = self.on_failure
+        for key in _OPTIONAL_TEXT:
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
         return data
 
     @classmethod
@@ -147,12 +156,19 @@ class JobDefinition:
             target=fields.get("target", dict),
             pause_after_failures=fields.optional("pause_after_failures", int),
             on_failure=fields.optional("on_failure", dict),
+            labels=fields.optional("labels", dict),
+            description=fields.optional("description", str),
+            jitter=fields.optional("jitter", str),
+            start=fields.optional("start", str),
+            end=fields.optional("end", str),
         )
 
 
 _KEYS = frozenset({"id", "schedule", "at", "timezone", "disabled", "overlap", "max_concurrent", "catchup",
                    "timeout", "retry", "fanout", "throttle", "triggers", "target", "pause_after_failures",
-                   "on_failure"})
+                   "on_failure", "description", "labels", "jitter", "start", "end"})
+# Written only when set (as pause_after_failures and on_failure), in this order.
+_OPTIONAL_TEXT = ("description", "labels", "jitter", "start", "end")
 _NESTED = {
     "catchup": frozenset({"policy", "window"}),
     "retry": frozenset({"max_attempts", "min_backoff", "max_backoff"}),

@@ -13,7 +13,7 @@ from statemachine import actions as act
 from statemachine import events as ev
 from statemachine import waiting
 from statemachine.pausing import count_outcome
-from statemachine.policy import Catchup, JobPolicy, Overlap, Tuning, compute_backoff, fanout_offsets
+from statemachine.policy import Catchup, JobPolicy, Overlap, Tuning, compute_backoff, fanout_offsets, occurrence_delay
 from statemachine.record import ActiveInvocation, JobRecord, Occurrence, evolve
 from statemachine.runs import Run
 from statemachine.vocabulary import JOB_PREFIX, InvocationStatus, SkipReason, Trigger
@@ -118,7 +118,10 @@ def start(
     """
     policy = record.live_policy
     fanout = policy.fanout
-    due = [max(occurrence.scheduled_time + offset, now) for offset in fanout_offsets(fanout)]
+    # The first attempt is due at the nominal time plus the occurrence's jitter; what it
+    # sends (headers, templates) keeps the nominal time.
+    delay = occurrence_delay(policy, record.project, record.job_id, occurrence.scheduled_time, occurrence.trigger)
+    due = [max(occurrence.scheduled_time + delay + offset, now) for offset in fanout_offsets(fanout)]
     # A throttled job's attempts all wait their turn on the throttle's queue.
     if inline and fanout.count == 1 and due[0] <= now and not record.paused and not policy.throttle:
         return _start_inline(record, occurrence, now, tuning)
@@ -127,7 +130,7 @@ def start(
         invocation_id=occurrence.invocation_id,
         scheduled_time=occurrence.scheduled_time,
         trigger=occurrence.trigger,
-        deadline=now + fanout.spread + policy.timeout,
+        deadline=now + delay + fanout.spread + policy.timeout,
         event_count=fanout.count,
         attempts=() if in_rows else (1,),
         # The record does not hear of each event's start: the first is taken as begun

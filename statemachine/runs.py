@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Iterator
 
 from statemachine.policy import JobPolicy
-from statemachine.schedule import AtSchedule, Schedule, fire_times, next_fire, parse_schedule
+from statemachine.schedule import AtSchedule, BoundedSchedule, Schedule, fire_times, next_fire, parse_schedule
 
 _MICROSECOND = timedelta(microseconds=1)  # the resolution of every instant
 
@@ -68,6 +68,15 @@ class Run:
 def of_policy(policy: JobPolicy, after: datetime, through: datetime, trigger: str) -> Run | None:
     """The fire times of the policy's (clock-driven) schedule in (after, through]; None if there are none."""
     schedule = policy.schedule
+    if isinstance(schedule, BoundedSchedule):
+        # A run names its schedule by text, without the job's bounds: its range holds them.
+        if schedule.start is not None:
+            after = max(after, before(schedule.start))
+        if schedule.end is not None:
+            through = min(through, schedule.end)
+        if through <= after:
+            return None
+        schedule = schedule.inner
     at = tuple(t for t in schedule.times if after < t <= through) if isinstance(schedule, AtSchedule) else None
     run = Run(after, through, trigger, policy.schedule_text, policy.timezone, at)
     return run if run.first() is not None else None

@@ -10,6 +10,7 @@ from flask import Blueprint, jsonify, request
 from config.limits import MAX_PAGE_SIZE
 from config.model import JOB_ID
 from engine.ports import ProjectRow, StoredJob
+from web import labels
 from web.access import READ, authorize, readable
 from web.context import queries
 from web.errors import ApiError
@@ -63,8 +64,14 @@ def list_jobs(project: str):
     """One page of jobs in id order (like the invocations: page_size, page_token); each
     job's last invocation comes from one query for the whole page."""
     project_or_404(project)
+    try:
+        wanted = labels.parse_filter(request.args.getlist("label"))
+    except ValueError as error:
+        raise ApiError("INVALID_ARGUMENT", str(error)) from None
     page, token = queries().jobs_page(project, _page_size(DEFAULT_JOBS_PAGE_SIZE),
                                       request.args.get("page_token") or None)
+    # Filtered within the page: a page may hold fewer jobs than page_size, the token still goes on.
+    page = [job for job in page if labels.matches(job.definition.labels, wanted)]
     last = queries().recent_invocations(page, 1)
     jobs = [job_view(job, next(iter(last.get(job.record.job_id, [])), None)) for job in page]
     return jsonify({"jobs": jobs, "next_page_token": token})

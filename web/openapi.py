@@ -65,6 +65,12 @@ def _job_action(summary: str, description: str, body: str | None, errors=(400, 4
                                params=(_PROJECT, _JOB), body=body, description=description)}
 
 
+_LABEL = {"name": "label", "in": "query", "schema": {"type": "array", "items": {"type": "string"}},
+          "style": "form", "explode": True,
+          "description": "KEY:VALUE (that value) or KEY (any value); repeated, all must match. Filtered "
+                         "within each page, so a page may hold fewer jobs than page_size"}
+
+
 def _paths() -> dict:
     job = "/projects/{project}/jobs/{job}"
     page: tuple[dict[str, Any], ...] = ({"name": "page_size", "in": "query", "schema": {
@@ -75,7 +81,7 @@ def _paths() -> dict:
         "/projects": {"get": _operation("List projects", _ok(200, "ProjectList", "the projects"), ())},
         "/projects/{project}/jobs": {"get": _operation(
             "List a project's jobs", _ok(200, "JobList", "one page of the jobs, in id order"), (400, 404),
-            params=(_PROJECT, {**page[0], "schema": {**page[0]["schema"], "default": 100}}, page[1]))},
+            params=(_PROJECT, {**page[0], "schema": {**page[0]["schema"], "default": 100}}, page[1], _LABEL))},
         job: _job_methods(),
         **_job_actions(job),
         **_invocation_paths(job, page),

@@ -5,6 +5,7 @@ real answers against these, and schemathesis checks the live server)."""
 from __future__ import annotations
 
 from config import limits
+from config.job_extras import MAX_DESCRIPTION, MAX_LABEL_VALUE, MAX_LABELS
 from config.model import JOB_ID
 from engine.ports import JobSource
 from statemachine.policy import Catchup, Overlap
@@ -108,11 +109,27 @@ def _job_entry() -> dict:
         "target": ref("Target"),
         "on_failure": {"allOf": [ref("Target")], "description": "notified with the invocation's summary "
                                                        "(JSON) when an invocation ends FAILED"},
+        **_extras(),
     }, ["target"], closed=True, **{"not": {"required": ["schedule", "at"]}},
         description="A config file's job entry without its id (docs/REFERENCE.md section 2): "
                     "give exactly one of `schedule` and `at`.",
         example={"at": ["2030-01-04T09:00:00Z"], "timezone": "UTC",
                  "target": {"http": {"url": "https://example.com/remind", "body": '{"at":"${scheduledTime}"}'}}})
+
+
+def _extras() -> dict:
+    """The optional fields of docs/REFERENCE.md section 2.2 that describe and bound a job."""
+    return {
+        "description": {"type": "string", "maxLength": MAX_DESCRIPTION},
+        "labels": {"type": "object", "maxProperties": MAX_LABELS,
+                   "additionalProperties": {"type": "string", "maxLength": MAX_LABEL_VALUE},
+                   "description": "keys ^[a-z][a-z0-9_-]{0,62}$; `GET .../jobs?label=KEY:VALUE` filters by them"},
+        "jitter": {**DURATION, "description": "each occurrence is delivered up to this long after its "
+                                              "time (at most 1h); headers and templates keep the nominal time"},
+        "start": {"type": "string", "format": "date-time", "description": "no occurrence before this instant"},
+        "end": {"type": "string", "format": "date-time",
+                "description": "no occurrence after this instant; then the job is DONE"},
+    }
 
 
 def _invocation(with_log: bool) -> dict:
@@ -150,6 +167,7 @@ def _job() -> dict:
         "target": nullable({"type": "object"}),
         "active_invocations": {"type": "array", "items": {"type": "string"}},
         "config_error": {"type": "string"},
+        **_extras(),
     }, ["id", "project", "source", "timezone", "state", "paused", "next_run_time", "last_invocation",
         "target"])
 

@@ -19,7 +19,7 @@ from werkzeug.exceptions import HTTPException
 
 from engine.ports import ProjectRow
 from engine.secrets import masked_definition
-from web import access, ui_format
+from web import access, labels, ui_format
 from web.access import OWN, READ, TRIGGER
 from web.context import current_engine, queries
 from web.errors import KNOWN_ERRORS, STATUS, ApiError, classify, http_code
@@ -61,6 +61,11 @@ def jobs(project: str):
     token = request.args.get("page_token") or None
     now = current_engine().clock.now()
     page, next_token = queries().jobs_page(project, JOBS_PAGE_SIZE, token, prefix)
+    try:  # the job page's label tags link here
+        wanted = labels.parse_filter(request.args.getlist("label"))
+    except ValueError:
+        wanted = []
+    page = [job for job in page if labels.matches(job.definition.labels, wanted)]
     recent = queries().recent_invocations(page, STRIP_LENGTH)
     lines = [_job_line(job, recent.get(job.record.job_id, []), now) for job in page]
     return render_template("ui/jobs.html", project=row, lines=lines, prefix=prefix,
