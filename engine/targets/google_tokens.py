@@ -179,8 +179,9 @@ class TokenMinter:
         import google.auth
 
         if self._file_credentials is None:
-            self._file_credentials, _ = google.auth.load_credentials_from_file(
-                self._credentials_file, scopes=[CLOUD_PLATFORM])
+            # The file found is the one default() reads first (GOOGLE_APPLICATION_CREDENTIALS,
+            # else gcloud's), so it does not go on to ask a metadata server.
+            self._file_credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM])
         credentials = self._file_credentials
         credentials.refresh(self._request())
         expiry = credentials.expiry  # naive UTC in google-auth

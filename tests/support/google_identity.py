@@ -146,12 +146,24 @@ class IamCredentials(_Server):
     def url(self) -> str:
         return f"http://{self.host}"
 
+    def key_file(self, path) -> str:
+        """An Application Default Credentials file of the runtime's account (a service
+        account key) whose token_uri is this stand-in."""
+        path.write_text(json.dumps({
+            "type": "service_account", "project_id": "p", "private_key_id": "test-key",
+            "private_key": self.keys.private_pem, "client_email": self.caller,
+            "client_id": "1", "token_uri": f"{self.url}/token"}))
+        return str(path)
+
 
 class _IamHandler(_Handler):
     server: IamCredentials
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path == "/token":
+            return self._grant(raw)
+        body = json.loads(raw or b"{}")
         try:
             caller = self.server.keys.claims(self.headers.get("Authorization", "")[len("Bearer "):], "access")
         except ValueError:
@@ -171,6 +183,21 @@ class _IamHandler(_Handler):
             expire = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + life))
             return self.answer(200, json.dumps({"accessToken": token, "expireTime": expire}), "application/json")
         return self._error(404, "no such method")
+
+    def _grant(self, raw: bytes) -> None:
+        """OAuth's token endpoint for a service-account key (a JWT assertion signed by it),
+        as `token_uri` of an Application Default Credentials file names it."""
+        form = {name: values[0] for name, values in parse_qs(raw.decode()).items()}
+        try:
+            # google-auth signs the assertion for Google's own token URI, wherever it posts it.
+            assertion = self.server.keys.claims(form.get("assertion", ""), "https://oauth2.googleapis.com/token")
+        except ValueError as error:
+            return self._error(400, f"invalid_grant: {error}")
+        self.server.hits.append(("/token", {"iss": assertion["iss"]}))
+        token = self.server.keys.token({"aud": "access", "email": assertion["iss"],
+                                        "scope": assertion.get("scope", "")}, self.server.lifetime)
+        self.answer(200, json.dumps({"access_token": token, "expires_in": int(self.server.lifetime),
+                                     "token_type": "Bearer"}), "application/json")
 
     def _error(self, code: int, message: str) -> None:
         self.answer(code, json.dumps({"error": {"code": code, "message": message}}), "application/json")

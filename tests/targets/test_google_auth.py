@@ -157,3 +157,19 @@ def test_a_redirect_to_another_host_does_not_take_the_token_along(google, target
 
 def test_the_default_audience_is_the_url_without_query_fragment_or_password():
     assert default_audience("https://u:p@run.example.com:8443/a/b?x=1#f") == "https://run.example.com:8443/a/b"
+
+
+def test_off_google_cloud_iam_credentials_is_called_with_the_credentials_file(google, tmp_path, monkeypatch):
+    with Receiver() as closed:
+        host = closed.url.split("//")[1]
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", google.iam.key_file(tmp_path / "adc.json"))
+    minter = TokenMinter(host, google.iam.url, credentials_file=str(tmp_path / "adc.json"))
+    target = HttpTarget(minter=minter)
+    try:
+        result = send(target, f"{google.receiver.url}/run", oidc(google.other))
+    finally:
+        target.close()
+    assert result.outcome == "succeeded", result.reason
+    assert google.receiver.checked[0].claims["email"] == google.other
+    assert [path for path, _ in google.iam.hits] == [
+        "/token", f"/v1/projects/-/serviceAccounts/{google.other}:generateIdToken"]
