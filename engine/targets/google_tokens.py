@@ -13,7 +13,7 @@ Where a token comes from:
 
 What must stay true:
 - A token is kept in memory only, per (kind, account, audience or scope), and reused
-  until REFRESH_MARGIN before it expires; it never reaches the store, a log line or an
+  until REFRESH_MARGIN before it expires (at most MAX_TOKENS of them); it never reaches the store, a log line or an
   error text. Two attempts needing the same token wait for one mint, not two.
 - The metadata server is link-local: it is reached here, through google-auth, never
   through the target's address checks (which still apply to the target's own URL).
@@ -34,6 +34,7 @@ REFRESH_MARGIN = timedelta(minutes=5)
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 DEFAULT_METADATA_HOST = "metadata.google.internal"
 DEFAULT_IAM_URL = "https://iamcredentials.googleapis.com"
+MAX_TOKENS = 1000  # kept at once; a templated URL makes one audience per rendered path
 NOT_ON_GCE_FOR = 300.0  # seconds before a metadata server that did not answer is asked again
 TIMEOUT = 10.0  # seconds for one call to the metadata server or IAM Credentials
 _LIFETIME = "3600s"  # of an access token from IAM Credentials (its maximum by default)
@@ -65,11 +66,13 @@ class TokenMinter:
     """Mints and caches tokens; one per process, shared by every delivery thread."""
 
     def __init__(self, metadata_host: str = DEFAULT_METADATA_HOST, iam_url: str = DEFAULT_IAM_URL,
-                 credentials_file: str = "", clock: Callable[[], float] = time.time) -> None:
+                 credentials_file: str = "", clock: Callable[[], float] = time.time,
+                 max_tokens: int = MAX_TOKENS) -> None:
         self._metadata_root = f"http://{metadata_host or DEFAULT_METADATA_HOST}/computeMetadata/v1/"
         self._iam_url = (iam_url or DEFAULT_IAM_URL).rstrip("/")
         self._credentials_file = credentials_file
         self._clock = clock
+        self._max_tokens = max_tokens
         self._lock = threading.Lock()
         self._tokens: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._key_locks: dict[tuple[str, str, str], threading.Lock] = {}
@@ -95,8 +98,19 @@ class TokenMinter:
             if found and self._clock() < found[1] - REFRESH_MARGIN.total_seconds():
                 return found[0]
             token, expires = mint()
-            self._tokens[key] = (token, expires)
+            with self._lock:  # inside the key's lock: a thread waiting on it finds this token
+                self._tokens[key] = (token, expires)
+                if len(self._tokens) > self._max_tokens:
+                    self._forget_soonest_expiring()
             return token
+
+    def _forget_soonest_expiring(self) -> None:
+        """Keep the cache bounded: drop the half of the tokens that expire first (and
+        their locks; a thread holding one just mints without the others waiting)."""
+        by_expiry = sorted(self._tokens, key=lambda key: self._tokens[key][1])
+        for key in by_expiry[: len(by_expiry) // 2 + 1]:
+            del self._tokens[key]
+            self._key_locks.pop(key, None)
 
     def _mint(self, kind: str, account: str, aim: str) -> tuple[str, float]:
         from google.auth import exceptions as auth_exceptions

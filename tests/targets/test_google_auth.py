@@ -173,3 +173,17 @@ def test_off_google_cloud_iam_credentials_is_called_with_the_credentials_file(go
     assert google.receiver.checked[0].claims["email"] == google.other
     assert [path for path, _ in google.iam.hits] == [
         "/token", f"/v1/projects/-/serviceAccounts/{google.other}:generateIdToken"]
+
+
+def test_the_cache_stays_bounded_and_forgets_the_token_that_expires_first(google, clock):
+    minter = TokenMinter(google.metadata.host, google.iam.url, clock=clock, max_tokens=2)
+    google.metadata.lifetime = 3600
+    minter.bearer(oidc(google.own), "https://a.example/first")
+    google.metadata.lifetime = 7200
+    for path in ("second", "third"):  # the third is one too many: the first goes
+        minter.bearer(oidc(google.own), f"https://a.example/{path}")
+    assert len(google.metadata.minted()) == 3
+    minter.bearer(oidc(google.own), "https://a.example/third")
+    assert len(google.metadata.minted()) == 3
+    minter.bearer(oidc(google.own), "https://a.example/first")
+    assert len(google.metadata.minted()) == 4
