@@ -56,6 +56,18 @@ def _string_map(value_limit: int, most: int) -> dict:
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
 
 
+def _auth() -> dict:
+    account = {"type": "string", "example": "sa@PROJECT.iam.gserviceaccount.com"}
+    oidc = _obj({"service_account": account,
+                 "audience": {"type": "string", "description": "default: the target URL without its query"}},
+                ["service_account"], closed=True)
+    oauth = _obj({"service_account": account,
+                  "scope": {"type": "string", "description": "default: https://www.googleapis.com/auth/cloud-platform"}},
+                 ["service_account"], closed=True)
+    return _obj({"oidc": oidc, "oauth": oauth}, closed=True, minProperties=1, maxProperties=1,
+                description="a Google-signed token for the service account, minted at every attempt; never shown")
+
+
 def _targets() -> dict:
     http = _obj({
         "url": {"type": "string", "minLength": 1,
@@ -65,6 +77,7 @@ def _targets() -> dict:
         "body": {"type": "string", "description": f"a template; at most {limits.MAX_BODY_BYTES:,} bytes"},
         "timeout": DURATION,
         "async": {"type": "boolean", "description": "a 202 answer waits for the completion callback"},
+        "auth": _auth(),
     }, ["url"], closed=True)
     pubsub = _obj({
         "topic": {"type": "string", "example": "projects/P/topics/T"},
@@ -76,6 +89,7 @@ def _targets() -> dict:
         "url": {"type": "string", "minLength": 1}, "method": {"type": "string", "enum": METHODS},
         "headers": _header_map(limits.MAX_HEADER_VALUE_BYTES, limits.MAX_HEADERS),
         "body": {"type": "string"},
+        "auth": _auth(),
     }, ["queue", "url"], closed=True)
     return _obj({"http": http, "pubsub": pubsub, "cloud_tasks": cloud_tasks,
                  "noop": {"type": "object", "maxProperties": 0}},

@@ -186,6 +186,8 @@ def request_sent(job: StoredJob, row: InvocationRow, service_host: str = "") -> 
     shown = redact_headers(spec.get("headers") or {}, secret_backed_headers(target))
     headers = {name: ("•••" if value == REDACTED or SECRET_HEADER.search(str(name)) else str(value))
                for name, value in shown.items()}
+    if spec.get("auth"):  # a token minted at each attempt, never kept: shown masked
+        headers["Authorization"] = "•••"
     return {"kind": kind, "method": spec.get("method", "POST"), "url": spec.get("url", ""),
             "headers": headers, "body": spec.get("body", ""), "async": spec.get("async", False)}
 
