@@ -131,6 +131,7 @@ class ManualTrigger:
 @dataclass(frozen=True)
 class Paused:
     reason: str = ""
+    by: str = ""  # who asked (the job's `paused_by`); "" for the job's own pause_after_failures
 
 
 @dataclass(frozen=True)

@@ -211,7 +211,7 @@ def _trigger_while_stopped(reason: SkipReason) -> Refusal:
 
 
 def _on_paused(record: JobRecord, event: ev.Paused, now: datetime, tuning: Tuning) -> Result:
-    return pause(record, event.reason, now)
+    return pause(record, event.reason, now, event.by)
 
 
 def _on_resumed(record: JobRecord, event: ev.Resumed, now: datetime, tuning: Tuning) -> Result:
@@ -222,7 +222,7 @@ def _on_resumed(record: JobRecord, event: ev.Resumed, now: datetime, tuning: Tun
     """
     # The count starts again: a job paused for its failures gets its full
     # `pause_after_failures` again once someone resumes it.
-    record = evolve(record, paused=False, pause_reason="", paused_at=None, consecutive_failures=0)
+    record = evolve(record, paused=False, pause_reason="", paused_by="", paused_at=None, consecutive_failures=0)
     schedule = record.live_policy.schedule
     if isinstance(schedule, IntervalSchedule) or not is_clock_driven(schedule):
         return arm_next(record, now)

@@ -128,6 +128,9 @@ class JobRecord:
     paused: bool = False
     pause_reason: str = ""
     paused_at: datetime | None = None
+    # Who paused it (an API principal, or "local"); "" when the job paused itself
+    # (pause_after_failures) or was paused before this was recorded.
+    paused_by: str = ""
     # Bumped when the timing of the job changes; ticks carry it in their nonce.
     generation: int = 0
     # Counts every nonce handed out, so that no two ticks share one.
@@ -272,6 +275,7 @@ def record_to_dict(record: JobRecord) -> Data:
         "paused": record.paused,
         "pause_reason": record.pause_reason,
         "paused_at": stored_time(record.paused_at),
+        "paused_by": record.paused_by,
         "generation": record.generation,
         "nonce_counter": record.nonce_counter,
         "tick_at": stored_time(record.tick_at),
@@ -301,6 +305,7 @@ def record_from_dict(data: Data) -> JobRecord:
         paused=data["paused"],
         pause_reason=data["pause_reason"],
         paused_at=parse_stored_time(data["paused_at"]),
+        paused_by=data.get("paused_by", ""),  # absent before it came in
         generation=data["generation"],
         nonce_counter=data["nonce_counter"],
         tick_at=parse_stored_time(data["tick_at"]),

@@ -85,6 +85,7 @@ def _paths() -> dict:
         job: _job_methods(),
         **_job_actions(job),
         **_invocation_paths(job, page),
+        **_audit_paths(page),
         **_meta_paths(),
     }
 
@@ -146,6 +147,17 @@ def _invocation_paths(job: str, page: tuple[dict[str, Any], ...]) -> dict:
                     "with a wrong one (nothing changes); 409 if the invocation already ended "
                     "otherwise.")},
     }
+
+
+def _audit_paths(page: tuple[dict[str, Any], ...]) -> dict:
+    size = {**page[0], "schema": {**page[0]["schema"], "default": 100}}
+    only_job = {"name": "job", "in": "query", "schema": {"type": "string", "pattern": JOB_ID_PATTERN},
+                "description": "only this job's entries (also a job deleted since)"}
+    return {"/projects/{project}/audit": {"get": _operation(
+        "List the project's operator actions, newest first", _ok(200, "AuditList", "one page"), (400, 404),
+        params=(_PROJECT, size, page[1], only_job),
+        description="Every pause, resume, trigger, abort, backfill, PUT and DELETE that changed a job, "
+                    "with who did it. Kept as long as invocation history (SUNDIAL_HISTORY_DAYS).")}}
 
 
 def _meta_paths() -> dict:

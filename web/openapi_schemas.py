@@ -10,7 +10,7 @@ from config.model import JOB_ID
 from engine.ports import JobSource
 from statemachine.policy import Catchup, Overlap
 from statemachine.record import JobState
-from statemachine.vocabulary import InvocationStatus
+from statemachine.vocabulary import AuditAction, InvocationStatus
 
 STATUSES = [status.value for status in InvocationStatus]
 JOB_STATES = [state.value for state in JobState]
@@ -176,6 +176,8 @@ def _job() -> dict:
         "timezone": {"type": "string"},
         "state": {"type": "string", "enum": JOB_STATES},
         "paused": {"type": "boolean"}, "pause_reason": {"type": "string"},
+        "paused_by": {"type": "string", "description": "who paused it (`user:EMAIL`, `serviceAccount:EMAIL`, "
+                                                      "`local`); empty when not paused or paused by its failures"},
         "next_run_time": nullable({"type": "string", "format": "date-time"}),
         "last_invocation": nullable(ref("Invocation")),
         "target": nullable({"type": "object"}),
@@ -235,6 +237,15 @@ def schemas() -> dict:
                                                                       InvocationStatus.FAILED.value]},
                                  "message": {"type": "string", "maxLength": limits.MAX_MESSAGE_CHARS}},
                                 ["status"], closed=True),
+        "AuditEntry": _obj({
+            "time": {"type": "string", "format": "date-time"}, "actor": {"type": "string"},
+            "action": {"type": "string", "enum": [action.value for action in AuditAction]},
+            "job": {"type": "string"},
+            "detail": {"type": "object", "description": "`reason` (pause, abort), `created` (put), "
+                                                        "`invocation` (trigger), `start`, `end`, `count` (backfill)"},
+        }, ["time", "actor", "action", "job", "detail"]),
+        "AuditList": _obj({"entries": {"type": "array", "items": ref("AuditEntry")},
+                           "next_page_token": nullable({"type": "string"})}, ["entries", "next_page_token"]),
         "ProjectConfig": _project_config(),
         "ValidationResult": _obj({"errors": {"type": "array", "items": _obj(
             {"line": {"type": "integer", "minimum": 0}, "message": {"type": "string"}},

@@ -1,4 +1,5 @@
-"""The web UI's buttons: Pause (with a reason), Resume, Trigger, Abort.
+"""The web UI's buttons: Pause (with a reason), Resume, Trigger, Abort; each recorded in
+the audit log with the signed-in caller (engine/audit.py), as through the API.
 
 Each is a POST form carrying a CSRF token: a random value kept in the signed session
 cookie and repeated in a hidden field; a POST whose field does not match is refused
@@ -18,7 +19,7 @@ from config.limits import MAX_REASON_CHARS
 from engine import operations as ops
 from engine.errors import Refused
 from statemachine.machine import InvalidTransition
-from web.access import OWN, TRIGGER
+from web.access import OWN, TRIGGER, actor
 from web.context import current_engine
 from web.errors import ApiError
 from web.sessions import csrf_matches
@@ -53,14 +54,14 @@ def _back(project: str, job_id: str, message: str, category: str = "ok"):
 def pause(project: str, job_id: str):
     readable_project(project, TRIGGER)
     reason = _reason()
-    ops.pause(current_engine(), project, job_id, reason)
+    ops.pause(current_engine(), project, job_id, reason, actor=actor())
     return _back(project, job_id, "Paused" + (f": {reason}" if reason else "."))
 
 
 @actions.post(JOB + ":resume")
 def resume(project: str, job_id: str):
     readable_project(project, TRIGGER)
-    ops.resume(current_engine(), project, job_id)
+    ops.resume(current_engine(), project, job_id, actor=actor())
     return _back(project, job_id, "Resumed.")
 
 
@@ -68,7 +69,7 @@ def resume(project: str, job_id: str):
 def trigger(project: str, job_id: str):
     readable_project(project, TRIGGER)
     try:
-        row = ops.trigger(current_engine(), project, job_id)
+        row = ops.trigger(current_engine(), project, job_id, actor=actor())
     except (Refused, InvalidTransition) as refused:
         # A paused job refuses a trigger (409): say so on the job's page.
         return _back(project, job_id, f"Not triggered: {refused}", "error")
@@ -79,6 +80,6 @@ def trigger(project: str, job_id: str):
 @actions.post(JOB + ":abort")
 def abort(project: str, job_id: str):
     readable_project(project, OWN)
-    ops.abort(current_engine(), project, job_id, _reason() or "aborted from the web UI")
+    ops.abort(current_engine(), project, job_id, _reason() or "aborted from the web UI", actor=actor())
     return _back(project, job_id, "Aborted the active invocations.")
 

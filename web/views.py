@@ -1,8 +1,8 @@
-"""JSON shapes of the API (docs/REFERENCE.md section 5): Job and Invocation."""
+"""JSON shapes of the API (docs/REFERENCE.md section 5): Job, Invocation and AuditEntry."""
 
 from __future__ import annotations
 
-from engine.ports import InvocationRow, StoredJob
+from engine.ports import AuditEntry, InvocationRow, StoredJob
 from engine.secrets import masked_definition
 from statemachine.durations import rfc3339_millis
 
@@ -27,6 +27,7 @@ def job_view(job: StoredJob, last: InvocationRow | None) -> dict:
         "state": record.state.value,
         "paused": record.paused,
         "pause_reason": record.pause_reason,
+        "paused_by": record.paused_by,
         "next_run_time": time_or_none(None if record.paused or record.disabled else record.tick_at),
         "last_invocation": None if last is None else invocation_view(last),
         "target": definition.target,
@@ -56,3 +57,8 @@ def invocation_view(row: InvocationRow, with_log: bool = False) -> dict:
     if with_log:
         view["log"] = row.log
     return view
+
+
+def audit_view(entry: AuditEntry) -> dict:
+    return {"time": rfc3339_millis(entry.time), "actor": entry.actor, "action": entry.action, "job": entry.job_id,
+            "detail": entry.detail}

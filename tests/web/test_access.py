@@ -47,6 +47,7 @@ ACTIONS = {
     "get job": ("GET", JOB, None, 1),
     "list invocations": ("GET", JOB + "/invocations", None, 1),
     "get invocation": ("GET", JOB + "/invocations/{invocation}", None, 1),
+    "list audit": ("GET", "/api/v1/projects/demo/audit", None, 1),
     "trigger": ("POST", JOB + ":trigger", None, 2),
     "pause": ("POST", JOB + ":pause", {"reason": "r"}, 2),
     "resume": ("POST", JOB + ":resume", None, 2),
