@@ -1,6 +1,6 @@
 """The web UI's pages (docs/REFERENCE.md section 7): server-rendered HTML over the API's use cases.
 
-    /                         projects
+    /                         the jobs that need attention (web/attention.py), and the projects
     /p/PROJECT                its jobs, a page at a time (?q=id prefix, ?page_token=)
     /p/PROJECT/JOB            one job: definition, next fire times, actions, history
     /p/PROJECT/JOB/INVOCATION one invocation: timeline, attempts, request, answers
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, render_template, request
+from flask import Blueprint, current_app, render_template, request
 from werkzeug.exceptions import HTTPException
 
+from engine.metrics import JobSeriesCache
 from engine.ports import ProjectRow
 from engine.secrets import masked_definition
-from web import access, ui_format
+from web import access, attention, ui_format
 from web.access import OWN, READ, TRIGGER
 from web.context import current_engine, queries
 from web.errors import KNOWN_ERRORS, STATUS, ApiError, classify, http_code
@@ -32,6 +33,7 @@ ui = Blueprint("ui", __name__, template_folder="templates", static_folder="stati
 JOBS_PAGE_SIZE = 50
 HISTORY_PAGE_SIZE = 50
 STRIP_LENGTH = 10  # recent outcomes shown per job in the jobs list
+JOB_FACTS_TTL = 60.0  # seconds a large project's facts for the attention list are reused
 
 
 def readable_project(project: str, permission: str = READ) -> ProjectRow:
@@ -51,7 +53,18 @@ def projects():
     for row in queries().projects():
         if access.may(row, READ):  # a project the caller may not read does not exist for them
             shown.append({"row": row, "job_count": queries().job_count(row.id)})
-    return render_template("ui/projects.html", projects=shown)
+    rows = [item["row"] for item in shown]
+    lines, more = attention.attention(rows, _job_facts(rows), current_engine().clock.now(), attention.ATTENTION_LIMIT)
+    return render_template("ui/projects.html", projects=shown, attention=lines, attention_more=more,
+                           now=current_engine().clock.now())
+
+
+def _job_facts(rows: list[ProjectRow]) -> list[attention.JobFacts]:
+    """Every readable job's facts: a project of 1,000 jobs or more is read at most once a
+    minute (engine/metrics.py's JobSeriesCache, as /metrics does), a smaller one afresh."""
+    cache = current_app.extensions.setdefault(
+        "sundial_job_attention", JobSeriesCache(JOB_FACTS_TTL, summarize=attention.facts))
+    return [fact for row in rows for fact in cache.rows(row.id, lambda project=row.id: queries().jobs(project))]
 
 
 @ui.get("/p/<project>")
