@@ -1,7 +1,7 @@
 """The web UI's pages (docs/REFERENCE.md section 7): server-rendered HTML over the API's use cases.
 
     /                         the jobs that need attention (web/attention.py), and the projects
-    /p/PROJECT                its jobs, a page at a time (?q=id prefix, ?page_token=)
+    /p/PROJECT                its jobs, a page at a time (?q=id prefix, ?state=failing..., ?page_token=)
     /p/PROJECT/JOB            one job: definition, next fire times, actions, history
     /p/PROJECT/JOB/INVOCATION one invocation: timeline, attempts, request, answers
 
@@ -20,7 +20,7 @@ from werkzeug.exceptions import HTTPException
 from engine.metrics import JobSeriesCache
 from engine.ports import ProjectRow
 from engine.secrets import masked_definition
-from web import access, attention, ui_format
+from web import access, attention, ui_filters, ui_format
 from web.access import OWN, READ, TRIGGER
 from web.context import current_engine, queries
 from web.errors import KNOWN_ERRORS, STATUS, ApiError, classify, http_code
@@ -29,6 +29,8 @@ log = logging.getLogger("sundial.ui")
 
 ui = Blueprint("ui", __name__, template_folder="templates", static_folder="static",
                static_url_path="/ui/static")
+
+ui.add_app_template_global(ui_filters.duration_text, "duration")
 
 JOBS_PAGE_SIZE = 50
 HISTORY_PAGE_SIZE = 50
@@ -72,13 +74,22 @@ def jobs(project: str):
     row = readable_project(project)
     prefix = request.args.get("q", "").strip()
     token = request.args.get("page_token") or None
+    state = request.args.get("state", "")
+    if state and state not in ui_filters.JOB_FILTERS:
+        raise ApiError("INVALID_ARGUMENT", f"no state filter {state!r}; choose one of "
+                                           + ", ".join(ui_filters.JOB_FILTERS))
     now = current_engine().clock.now()
-    page, next_token = queries().jobs_page(project, JOBS_PAGE_SIZE, token, prefix)
+    read = lambda at: queries().jobs_page(project, JOBS_PAGE_SIZE, at, prefix)  # noqa: E731
+    if state:
+        page, next_token = ui_filters.filtered_page(read, token, lambda job: ui_filters.JOB_FILTERS[state](job, now),
+                                                    JOBS_PAGE_SIZE)
+    else:
+        page, next_token = read(token)
     recent = queries().recent_invocations(page, STRIP_LENGTH)
     lines = [_job_line(job, recent.get(job.record.job_id, []), now) for job in page]
-    return render_template("ui/jobs.html", project=row, lines=lines, prefix=prefix,
-                           next_token=next_token, paged=bool(token), job_count=queries().job_count(project),
-                           now=now)
+    return render_template("ui/jobs.html", project=row, lines=lines, prefix=prefix, state_filter=state,
+                           state_filters=ui_filters.JOB_FILTERS, next_token=next_token, paged=bool(token),
+                           job_count=queries().job_count(project), now=now)
 
 
 def _job_line(job, recent, now) -> dict:
@@ -91,6 +102,10 @@ def _job_line(job, recent, now) -> dict:
         "timezone": definition.timezone,
         "next_run": ui_format.next_run(job),
         "last": ui_format.last_result(recent),
+        "last_success": job.record.last_succeeded_at,
+        # Of the newest invocation that started: its first attempt's start after its scheduled time.
+        "lateness": next((ui_filters.lateness(row.scheduled_time, row.started_time) for row in recent
+                          if row.started_time is not None), None),
         "strip": list(reversed(recent)),  # oldest first, so it reads left to right
     }
 
