@@ -2,7 +2,7 @@
 
     /                         the jobs that need attention (web/attention.py), and the projects
     /p/PROJECT                its jobs, a page at a time (?q=id prefix, ?state=failing..., ?page_token=)
-    /p/PROJECT/JOB            one job: definition, next fire times, actions, history
+    /p/PROJECT/JOB            one job: definition, next fire times, actions, charts, history (?tz=, ?refresh=)
     /p/PROJECT/JOB/INVOCATION one invocation: timeline, attempts, request, answers
 
 Every page reads through engine/operations.py and the store's paged reads, and asks
@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, current_app, render_template, request
+from flask import Blueprint, current_app, render_template, request, url_for
 from werkzeug.exceptions import HTTPException
 
 from engine.metrics import JobSeriesCache
 from engine.ports import ProjectRow
 from engine.secrets import masked_definition
-from web import access, attention, ui_filters, ui_format
+from web import access, attention, ui_charts, ui_filters, ui_format
 from web.access import OWN, READ, TRIGGER
 from web.context import current_engine, queries
 from web.errors import KNOWN_ERRORS, STATUS, ApiError, classify, http_code
@@ -51,11 +51,9 @@ def buttons(row: ProjectRow) -> dict:
 
 @ui.get("/")
 def projects():
-    shown = []
-    for row in queries().projects():
-        if access.may(row, READ):  # a project the caller may not read does not exist for them
-            shown.append({"row": row, "job_count": queries().job_count(row.id)})
-    rows = [item["row"] for item in shown]
+    # A project the caller may not read does not exist for them.
+    rows = [row for row in queries().projects() if access.may(row, READ)]
+    shown = [{"row": row, "job_count": queries().job_count(row.id)} for row in rows]
     lines, more = attention.attention(rows, _job_facts(rows), current_engine().clock.now(), attention.ATTENTION_LIMIT)
     return render_template("ui/projects.html", projects=shown, attention=lines, attention_more=more,
                            now=current_engine().clock.now())
@@ -124,7 +122,8 @@ def job_page(project: str, job_id: str):
     history, next_token = queries().invocations(project, job_id, HISTORY_PAGE_SIZE, token, statuses)
     definition = masked_definition(job.definition)  # credential headers, for every reader
     return render_template(
-        "ui/job.html", project=row, job=job, record=job.record, definition=definition,
+        "ui/job.html", **_view_choices(project, job_id, definition.timezone), charts=ui_charts.charts(history),
+        project=row, job=job, record=job.record, definition=definition,
         schedule=ui_format.schedule_text(definition), plain=ui_format.plain_schedule(definition),
         timezone=definition.timezone, next_run=ui_format.next_run(job),
         fire_times=ui_format.next_fire_times(job, now), policies=ui_format.policies(definition),
@@ -132,6 +131,27 @@ def job_page(project: str, job_id: str):
         filters=ui_format.STATUS_FILTERS, next_token=next_token, paged=bool(token),
         config_file=f"{project}.yaml", can=buttons(row), now=now,
     )
+
+
+def _view_choices(project: str, job_id: str, timezone: str) -> dict:
+    """`?tz=utc|job` (UTC by default, as every other time in the UI and the logs) and
+    `?refresh=SECONDS` (off by default), and `here(**changes)`: this page's URL with
+    some query parameters changed (None drops one)."""
+    tz = request.args.get("tz") or "utc"
+    if tz not in ("utc", "job"):
+        raise ApiError("INVALID_ARGUMENT", f"tz must be utc or job, not {tz!r}")
+    try:
+        refresh = ui_filters.refresh_seconds(request.args.get("refresh"))
+    except ValueError as error:
+        raise ApiError("INVALID_ARGUMENT", str(error)) from None
+    zone = timezone if tz == "job" else "UTC"
+
+    def here(**changes) -> str:
+        args = {**request.args.to_dict(), **changes}
+        return url_for("ui.job_page", project=project, job_id=job_id,
+                       **{key: value for key, value in args.items() if value is not None})
+
+    return {"tz": tz, "refresh": refresh, "here": here, "at": lambda value: ui_filters.zoned_text(value, zone)}
 
 
 @ui.get("/p/<project>/<id:job_id>/<id:invocation_id>")

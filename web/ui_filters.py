@@ -15,6 +15,7 @@ from typing import Callable
 
 from engine.ports import StoredJob
 from statemachine.record import JobState
+from statemachine.schedule import load_zone
 from web.attention import facts, kinds_of
 
 FILTER_SCAN_PAGES = 10
@@ -68,6 +69,13 @@ def duration_text(value: timedelta | None) -> str:
     if rest < 3600:
         return f"{sign}{rest // 60}m {rest % 60}s"
     return f"{sign}{rest // 3600}h {rest % 3600 // 60}m"
+
+
+def zoned_text(value: datetime | None, zone: str) -> str:
+    """`2026-01-05 02:00:00 PST` in `zone` (an IANA name, or UTC)."""
+    if value is None:
+        return ""
+    return value.astimezone(load_zone(zone)).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def refresh_seconds(text: str | None) -> int | None:
