@@ -75,11 +75,20 @@ def facts(jobs: Iterable[StoredJob]) -> list[JobFacts]:
 
 
 def kinds_of(job: JobFacts, now: datetime) -> tuple[str, ...]:
-    """Why the job needs attention, most urgent first; () when it does not."""
-    late = not job.paused and any(moment is not None and moment < now - LATE_AFTER
-                                  for moment in (job.tick_at, job.deadline))
-    found = {"config": bool(job.config_error), "failing": job.failures > 0, "late": late, "paused": job.paused}
-    return tuple(kind for kind in KINDS if found[kind])
+    """Why the job needs attention, most urgent first (KINDS' order); () when it does not."""
+    # Plain tests, no allocation for a healthy job: the list judges every job of every readable project.
+    found: list[str] = []
+    if job.config_error:
+        found.append("config")
+    if job.failures > 0:
+        found.append("failing")
+    if not job.paused:
+        due = now - LATE_AFTER
+        if (job.tick_at is not None and job.tick_at < due) or (job.deadline is not None and job.deadline < due):
+            found.append("late")
+    else:
+        found.append("paused")
+    return tuple(found)
 
 
 def attention(projects: list[ProjectRow], job_facts: list[JobFacts], now: datetime,
@@ -94,8 +103,8 @@ def attention(projects: list[ProjectRow], job_facts: list[JobFacts], now: dateti
             key = (row.id, named.group(1) if named and (row.id, named.group(1)) in known else "")
             broken.setdefault(key, error)  # an entry that never made a job is listed under its project
     for job in job_facts:
-        error = job.config_error or broken.pop((job.project, job.job_id), "")
-        kinds = kinds_of(replace(job, config_error=error), now)
+        error = job.config_error or (broken.pop((job.project, job.job_id), "") if broken else "")
+        kinds = kinds_of(replace(job, config_error=error) if error else job, now)
         if kinds:
             lines.append(Attention(job.project, job.job_id, kinds, job, error))
     lines += [Attention(project, "", ("config",), detail=error) for (project, _), error in broken.items()]
