@@ -112,3 +112,20 @@ def test_nothing_to_see_says_so_and_a_long_list_says_how_many_more(ui, monkeypat
 def ui_result(outcome):
     from engine.ports import DeliveryResult
     return DeliveryResult(outcome)
+
+
+def test_a_large_projects_facts_are_read_once_a_minute_and_judged_at_the_time_of_the_request(ui):
+    from engine.metrics import JobSeriesCache
+
+    ticks = [0.0]
+    ui.write_config("demo", CONFIG)
+    # As for a project of 1,000 jobs or more (`small`), here with the demo's five.
+    ui.app.extensions["sundial_job_attention"] = JobSeriesCache(60, clock=lambda: ticks[0], small=1,
+                                                                summarize=rules.facts)
+    assert 'id="attention-none"' in ui.page("/")
+    ui.press("held", "pause")
+    assert 'id="attention-none"' in ui.page("/")  # the facts are a minute old at most ...
+    ui.clock.current += timedelta(minutes=10)
+    assert "demo/steady late" in text(ui.page("/"))  # ... lateness is judged now
+    ticks[0] = 61
+    assert "demo/held paused" in text(ui.page("/"))
