@@ -37,3 +37,14 @@ def test_an_invocation_without_a_record_falls_back_to_the_current_definition(ui)
     assert 'id="sent-rendered"' in page and "POST http://127.0.0.1:9/v2" in page
     assert "As the job's current definition renders it" in page
     assert not re.search(r"\brequest=", text(page))  # the record is not repeated in the timeline
+
+
+def test_a_pubsub_attempt_shows_its_topic_attributes_and_data(ui):
+    ui.engine.deliveries.targets["pubsub"] = ui.target  # stands in for Pub/Sub: the page is the subject
+    ui.put("publisher", {"schedule": "triggered", "target": {"pubsub": {
+        "topic": "projects/p/topics/orders", "data": "run ${invocationId}", "attributes": {"origin": "sundial"}}}})
+    invocation = ui.post("publisher", ":trigger").get_json()["id"]
+    ui.until(1)
+    page = text(ui.page(f"/p/demo/publisher/{invocation}"))
+    assert "pubsub" in page and "projects/p/topics/orders" in page and f"run {invocation}" in page
+    assert "origin" in page and "As the latest attempt sent it" in page
