@@ -102,9 +102,12 @@ class Deliveries:
 
 def outcome_change(job: StoredJob, action: act.Deliver, result: DeliveryResult) -> Change:
     """The change that records an attempt's result, with its line for the invocation's log."""
+    fields: dict[str, Any] = {"event": action.event_index, "detail": result.detail,
+                              "duration_ms": int(result.duration.total_seconds() * 1000)}
+    if result.sent is not None:
+        fields["request"] = result.sent
     note = Note(action.invocation_id, f"attempt {action.attempt}: {result.outcome}",
-                {"event": action.event_index, "detail": result.detail,
-                 "duration_ms": int(result.duration.total_seconds() * 1000)}) if tells_history(action) else None
+                fields) if tells_history(action) else None
     project, job_id = job.record.project, job.record.job_id
     held = HeldAttempt(AttemptKey(project, job_id, action.invocation_id, action.event_index, action.attempt))
     return Change(project, job_id, _outcome_event(action, result), note, releases=held)

@@ -318,6 +318,8 @@ class DeliveryResult:
     reason: str = ""  # for failed: e.g. "http 500", "timeout", "connection error: ..."
     detail: str = ""  # what to log on the invocation: status line, a bounded snippet
     duration: timedelta = timedelta(0)
+    # What was sent, safe to store (engine/sent.py); None where nothing reached a sender.
+    sent: dict[str, Any] | None = None
 
 
 class Target(Protocol):

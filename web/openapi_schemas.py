@@ -161,8 +161,12 @@ def _invocation(with_log: bool) -> dict:
     required = ["id", "job", "status", "reason", "scheduled_time", "started_time", "finished_time",
                 "attempt", "trigger"]
     if with_log:
-        properties["log"] = {"type": "array", "items": _obj({"time": time, "message": {"type": "string"}},
-                                                              ["time", "message"])}
+        sent = _obj({"kind": {"type": "string", "description": "`http`, `pubsub` or `cloud_tasks`"}}, ["kind"],
+                    description="on an attempt's result: the request it sent (method, url, headers, body; "
+                                "topic, attributes, data; queue ...), credential and secret headers "
+                                "`<redacted>`, the body's first 4 KiB (`body_bytes`: its whole size when cut)")
+        properties["log"] = {"type": "array", "items": _obj({"time": time, "message": {"type": "string"},
+                                                              "request": sent}, ["time", "message"])}
         required.append("log")
     return _obj(properties, required)
 
