@@ -28,6 +28,7 @@ from engine.queries import visible
 from engine.service import Engine
 from statemachine import events as ev
 from statemachine import ids
+from statemachine.backfill import rerun_time
 from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
 from statemachine.machine import manual_invocation_id
@@ -148,18 +149,21 @@ def abort(engine: Engine, project: str, job_id: str, reason: str = "") -> Stored
     return engine.changes.apply(project, job_id, ev.Aborted(reason or "aborted")).job
 
 
-def trigger(engine: Engine, project: str, job_id: str, request_id: str | None = None) -> InvocationRow:
-    """Start an invocation now, under the job's overlap policy.
+def trigger(engine: Engine, project: str, job_id: str, request_id: str | None = None,
+            scheduled_time: datetime | None = None) -> InvocationRow:
+    """Start an invocation now, under the job's overlap policy; with `scheduled_time`
+    (past), the re-run of that occurrence: its scheduled time and template values.
 
     The same `request_id` again (a client retrying) returns the invocation the first
-    request made, as long as it is among the job's newest REQUEST_LOOKBACK ones.
+    request made, as long as it is among the job's newest REQUEST_LOOKBACK ones (a
+    re-run's id follows from its time and request id, so the store finds it anyway).
     """
     stored = engine.queries.job(project, job_id)
-    if request_id:
+    if request_id and scheduled_time is None:
         earlier = _earlier_request(engine, stored, request_id)
         if earlier is not None:
             return earlier
-    at = engine.clock.now()
+    at = engine.clock.now() if scheduled_time is None else rerun_time(scheduled_time, engine.clock.now())
     event = ev.ManualTrigger(request_id or uuid.uuid4().hex, Trigger.MANUAL, at)
     invocation_id = manual_invocation_id(stored.record, event, at)
     engine.changes.apply(project, job_id, event)
