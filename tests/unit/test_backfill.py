@@ -160,3 +160,14 @@ def test_a_big_allow_job_starts_a_bounded_batch_per_step_and_the_rest_as_slots_f
         assert len(more) <= STARTS_PER_STEP
         every += [s.invocation_id for s in more]
     assert every == planned.invocation_ids(PROJECT, JOB)  # all of them, in order, each once
+
+
+def test_pausing_drops_what_has_not_started_as_skipped_paused_under_the_backfills_ids():
+    job = _job(overlap=Overlap.SKIP)
+    _backfill(job, "07:00", "12:00")
+    actions = job.step(ev.Paused("incident"), "12:01")
+    skipped = [a for a in actions if isinstance(a, act.RecordSkipped)]
+    assert [(a.invocation_id, a.trigger, a.reason) for a in skipped] == [
+        (manual_id(clock(hour), "req", ids.BACKFILL), "backfill", "paused")
+        for hour in ("08:00", "09:00", "10:00", "11:00")]
+    assert not job.record.has_waiting
