@@ -12,7 +12,7 @@ from datetime import datetime
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine import waiting
-from statemachine.budget import ROWS_PER_STEP
+from statemachine.budget import STARTS_PER_STEP
 from statemachine.pausing import count_outcome
 from statemachine.policy import Catchup, JobPolicy, Overlap, Tuning, compute_backoff, fanout_offsets
 from statemachine.record import ActiveInvocation, JobRecord, Occurrence, evolve
@@ -88,13 +88,6 @@ def admit_run(record: JobRecord, run: Run, now: datetime, tuning: Tuning, inline
 MAX_TRIGGERED_WAITING = 100
 
 
-# At most this many waiting occurrences start in one step (statemachine/budget.py): under
-# `allow` with a large `max_concurrent`, a backfill's or a caught-up run's could otherwise
-# start more than one commit may write. The rest start as invocations end, STARTS_PER_STEP
-# at each end, so nothing stalls while any is active.
-STARTS_PER_STEP = ROWS_PER_STEP // 4
-
-
 def _trigger_storm(record: JobRecord, occurrence: Occurrence, policy: JobPolicy) -> bool:
     if policy.overlap is not Overlap.BUFFER_ALL:
         return False
@@ -112,10 +105,8 @@ def _triggered_kind(trigger: str) -> str | None:
 
 
 def _kept_in_order(trigger: str, policy: JobPolicy) -> bool:
-    """Occurrences that wait their turn whatever the overlap policy: those caught up under
-    `catchup: all`, and a backfill's, which a person asked for one by one (as Temporal's
-    backfills default to buffer_all): under `skip` a backfill runs one after another
-    rather than its first alone."""
+    """Those that wait their turn whatever the overlap policy: caught up under `catchup: all`,
+    and a backfill's (a person asked for each; Temporal's backfills default to buffer_all)."""
     return (trigger == Trigger.CATCHUP and policy.catchup is Catchup.ALL) or trigger == Trigger.BACKFILL
 
 
@@ -350,10 +341,9 @@ def finish(record: JobRecord, entry: ActiveInvocation, status: str, reason: str,
 def drain_buffer(record: JobRecord, now: datetime, tuning: Tuning) -> Result:
     """Start waiting occurrences, in order, while the overlap policy allows."""
     actions: list[act.Action] = []
-    starts = 0
-    while record.has_waiting and len(record.active) < record.live_policy.concurrency_limit() \
-            and starts < STARTS_PER_STEP:
-        starts += 1
+    for _ in range(STARTS_PER_STEP):
+        if not record.has_waiting or len(record.active) >= record.live_policy.concurrency_limit():
+            break
         record, head = waiting.pop(record)
         record, started = start(record, head, now, tuning)
         actions += started

@@ -13,9 +13,8 @@ from engine import operations
 from engine.backfills import backfill_job
 from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.ports import DeliveryResult
-from statemachine.budget import COMMIT_ENTITY_LIMIT
+from statemachine.budget import COMMIT_ENTITY_LIMIT, STARTS_PER_STEP
 from statemachine.definition import JobDefinition
-from statemachine.invocations import STARTS_PER_STEP
 from statemachine.policy import FanoutPolicy, JobPolicy, Overlap
 from tests.engine.harness import Harness
 from tests.support.cloud_stores import LONG_RUN

@@ -9,7 +9,7 @@ from statemachine import actions as act
 from statemachine import events as ev
 from statemachine import ids
 from statemachine.backfill import MAX_BACKFILL, BackfillError, plan, rerun_time
-from statemachine.invocations import STARTS_PER_STEP
+from statemachine.budget import STARTS_PER_STEP
 from statemachine.machine import InvalidTransition, step
 from statemachine.policy import Overlap
 from statemachine.schedule import parse_at
