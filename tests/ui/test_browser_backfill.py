@@ -17,13 +17,16 @@ jobs:
   - id: hourly
     schedule: "0 * * * *"
     target: {http: {url: "URL/hourly", body: 'for ${scheduledTime}'}}
+  - id: held
+    schedule: "0 * * * *"
+    target: {http: {url: "URL/held", async: true}}
 """
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ui-backfill")
-    receiver = Receiver()
+    receiver = Receiver(statuses={"/held": 202})  # async: RUNNING until it reports, which it never does
     configs = tmp / "configs"
     configs.mkdir()
     (configs / "shop.yaml").write_text(CONFIG.replace("URL", receiver.url))
@@ -78,6 +81,17 @@ def test_backfill_a_range_from_the_job_page_then_rerun_one_from_its_page(site):
     again = receiver.at_path("/hourly")[3]
     assert again.headers["X-Sundial-Invocation"] in driver.current_url
     assert _scheduled(again) in expected and again.body == f"for {_scheduled(again)}"
+
+
+def test_the_job_page_counts_the_backfilled_occurrences_still_waiting(site):
+    from selenium.webdriver.common.by import By
+
+    server, driver, receiver = site
+    end = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0)
+    driver.get(server.url + "/p/shop/held")
+    assert "Backfill started: 3 invocations" in _fill_backfill(driver, end - timedelta(hours=3), end)
+    # The first one runs until its target reports (never); the other two wait behind it.
+    assert "2 backfilled occurrences waiting their turn" in driver.find_element(By.ID, "backfill-waiting").text
 
 
 def test_the_backfill_form_says_why_it_refuses(site):
