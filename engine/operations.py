@@ -32,8 +32,9 @@ from engine.queries import visible
 from engine.service import Engine
 from statemachine import events as ev
 from statemachine import ids
+from statemachine.backfill import rerun_time
 from statemachine.definition import JobDefinition
-from statemachine.durations import UTC
+from statemachine.durations import UTC, rfc3339_millis
 from statemachine.machine import manual_invocation_id
 from statemachine.policy import JobPolicy
 from statemachine.vocabulary import TERMINAL_STATUSES, AbortReason, AuditAction, InvocationStatus, Trigger
@@ -170,21 +171,26 @@ def record_audit(engine: Engine, project: str, job_id: str, actor: str, action: 
 
 
 def trigger(engine: Engine, project: str, job_id: str, request_id: str | None = None,
-            actor: str = UNKNOWN_ACTOR) -> InvocationRow:
-    """Start an invocation now, under the job's overlap policy.
+            scheduled_time: datetime | None = None, actor: str = UNKNOWN_ACTOR) -> InvocationRow:
+    """Start an invocation now, under the job's overlap policy; with `scheduled_time`
+    (past), the re-run of that occurrence: its scheduled time and template values.
 
     The same `request_id` again (a client retrying) returns the invocation the first
-    request made, as long as it is among the job's newest REQUEST_LOOKBACK ones.
+    request made, as long as it is among the job's newest REQUEST_LOOKBACK ones (a
+    re-run's id follows from its time and request id, so the store finds it anyway).
     """
     stored = engine.queries.job(project, job_id)
-    if request_id:
+    if request_id and scheduled_time is None:
         earlier = _earlier_request(engine, stored, request_id)
         if earlier is not None:
             return earlier
-    at = engine.clock.now()
+    at = engine.clock.now() if scheduled_time is None else rerun_time(scheduled_time, engine.clock.now())
     event = ev.ManualTrigger(request_id or uuid.uuid4().hex, Trigger.MANUAL, at)
     invocation_id = manual_invocation_id(stored.record, event, at)
-    engine.changes.apply(project, job_id, event, audit=Audit(actor, AuditAction.TRIGGER, {"invocation": invocation_id}))
+    detail = {"invocation": invocation_id}
+    if scheduled_time is not None:  # a re-run: which occurrence it stands for
+        detail["scheduled_time"] = rfc3339_millis(at)
+    engine.changes.apply(project, job_id, event, audit=Audit(actor, AuditAction.TRIGGER, detail))
     row = engine.queries.find_invocation(project, job_id, invocation_id)
     # No row yet: the overlap policy buffered it behind an active invocation.
     return row or _buffered(project, job_id, invocation_id, at)

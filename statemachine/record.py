@@ -255,12 +255,16 @@ def _occurrence_from_list(data: list[Any]) -> Occurrence:
 
 def _run_to_list(run: Run) -> list[Any]:
     kept = [stored_time(run.after), stored_time(run.through), run.trigger, run.schedule_text, run.timezone]
-    return kept if run.at is None else [*kept, [stored_time(t) for t in run.at]]
+    at = None if run.at is None else [stored_time(t) for t in run.at]
+    if run.key:  # a backfill's: [..., at or None, key]
+        return [*kept, at, run.key]
+    return kept if at is None else [*kept, at]
 
 
 def _run_from_list(data: list[Any]) -> Run:
-    at = tuple(required_time(t) for t in data[5]) if len(data) > 5 else None
-    return Run(required_time(data[0]), required_time(data[1]), data[2], data[3], data[4], at)
+    at = tuple(required_time(t) for t in data[5]) if len(data) > 5 and data[5] is not None else None
+    key = data[6] if len(data) > 6 else ""
+    return Run(required_time(data[0]), required_time(data[1]), data[2], data[3], data[4], at, key)
 
 
 def record_to_dict(record: JobRecord) -> Data:

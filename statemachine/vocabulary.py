@@ -49,6 +49,7 @@ class Trigger(StrEnum):
     SCHEDULE = "schedule"
     MANUAL = "manual"
     CATCHUP = "catchup"
+    BACKFILL = "backfill"  # a person asked for the fire times of a past range (`:backfill`)
 
     @staticmethod
     def job(job_id: str) -> str:

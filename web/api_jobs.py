@@ -9,13 +9,14 @@ from flask import Blueprint, current_app, jsonify, request, url_for
 from config.limits import MAX_JOBS_PER_PROJECT, MAX_MESSAGE_CHARS, MAX_REASON_CHARS, MAX_REQUEST_ID_CHARS
 from config.loader import ProjectConfigError, parse_job_entry
 from engine import operations as ops
+from engine.backfills import backfill_job
 from engine.secrets import secret_names
 from statemachine.definition import JobDefinition
 from statemachine.safety import OwnService
 from statemachine.vocabulary import InvocationStatus
 from web.access import OWN, TRIGGER, actor
 from web.api import full_job_view, project_or_404, refuse_bad_job_id
-from web.bodies import fields, json_object, text
+from web.bodies import fields, instant, json_object, optional_instant, text
 from web.context import current_engine
 from web.errors import ApiError
 from web.views import invocation_view
@@ -93,10 +94,20 @@ def abort(project: str, job_id: str):
 @jobs_api.post(JOB + ":trigger")
 def trigger(project: str, job_id: str):
     project_or_404(project, TRIGGER)
-    body = fields(json_object(optional=True), {"request_id": str})
+    body = fields(json_object(optional=True), {"request_id": str, "scheduled_time": str})
     request_id = text(body, "request_id", MAX_REQUEST_ID_CHARS)
-    return jsonify(invocation_view(ops.trigger(current_engine(), project, job_id, request_id or None,
-                                               actor=actor())))
+    row = ops.trigger(current_engine(), project, job_id, request_id or None,
+                      scheduled_time=optional_instant(body, "scheduled_time"), actor=actor())
+    return jsonify(invocation_view(row))
+
+
+@jobs_api.post(JOB + ":backfill")
+def backfill(project: str, job_id: str):
+    project_or_404(project, TRIGGER)  # the same role as a trigger: it is many triggers
+    body = fields(json_object(), {"start": str, "end": str, "request_id": str})
+    done = backfill_job(current_engine(), project, job_id, instant(body, "start"), instant(body, "end"),
+                        text(body, "request_id", MAX_REQUEST_ID_CHARS) or None, actor=actor())
+    return jsonify({"count": len(done.invocations), "invocations": done.invocations})
 
 
 @jobs_api.post(JOB + "/invocations/<id:invocation_id>:complete")

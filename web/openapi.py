@@ -121,7 +121,17 @@ def _job_actions(job: str) -> dict:
         "Start an invocation now", _ok(200, "Invocation", "the invocation (SKIPPED/overlap under "
                                                           "`overlap: skip`; STARTING/buffered when queued)"),
         (400, 404, 409, 413), params=(_PROJECT, _JOB), body="TriggerRequest",
-        description="The overlap policy applies. 409 for a paused or disabled job.")},
+        description="The overlap policy applies. 409 for a paused or disabled job. With "
+                    "`scheduled_time`, the re-run of that past occurrence (trigger `manual`).")},
+    job + ":backfill": {"post": _operation(
+        "Backfill a past range", _ok(200, "BackfillResult", "the invocations, in the order they start"),
+        (400, 404, 409, 413), params=(_PROJECT, _JOB), body="BackfillRequest", body_required=True,
+        description="One invocation per fire time of the job's schedule in [start, end), trigger "
+                    "`backfill`, each with its own scheduled time and template values, started one "
+                    "after another (as many at once as `allow` lets run) whatever the overlap policy. "
+                    "At most 1,000 per call; 400 for more, for start not before end, for an end in "
+                    "the future, and for a schedule without fire times; 409 for a paused or "
+                    "disabled job.")},
     }
 
 

@@ -8,6 +8,7 @@ from config import limits
 from config.job_extras import MAX_DESCRIPTION, MAX_LABEL_VALUE, MAX_LABELS
 from config.model import JOB_ID
 from engine.ports import JobSource
+from statemachine.backfill import MAX_BACKFILL
 from statemachine.policy import Catchup, Overlap
 from statemachine.record import JobState
 from statemachine.vocabulary import AuditAction, InvocationStatus
@@ -156,7 +157,7 @@ def _invocation(with_log: bool) -> dict:
         "scheduled_time": time, "created_time": nullable(time),
         "started_time": nullable(time), "finished_time": nullable(time),
         "attempt": {"type": "integer", "minimum": 0}, "event_count": {"type": "integer", "minimum": 1},
-        "trigger": {"type": "string", "description": "`schedule`, `manual`, `job:ID` or `catchup`"},
+        "trigger": {"type": "string", "description": "`schedule`, `manual`, `job:ID`, `catchup` or `backfill`"},
     }
     required = ["id", "job", "status", "reason", "scheduled_time", "started_time", "finished_time",
                 "attempt", "trigger"]
@@ -235,23 +236,54 @@ def schemas() -> dict:
                              closed=True),
         "TriggerRequest": _obj({"request_id": {
             "type": "string", "maxLength": limits.MAX_REQUEST_ID_CHARS,
-            "description": "idempotency key: the same id again returns the first request's invocation"}},
+            "description": "idempotency key: the same id again returns the first request's invocation"},
+            "scheduled_time": {"type": "string", "format": "date-time", "description": (
+                "re-run this past occurrence: the invocation's scheduled time and template values "
+                "(RFC 3339 with an offset or Z; a future time is 400)")}},
             closed=True),
+        **_backfill_schemas(),
         "CompleteRequest": _obj({"status": {"type": "string", "enum": [InvocationStatus.SUCCEEDED.value,
                                                                       InvocationStatus.FAILED.value]},
                                  "message": {"type": "string", "maxLength": limits.MAX_MESSAGE_CHARS}},
                                 ["status"], closed=True),
-        "AuditEntry": _obj({
-            "time": {"type": "string", "format": "date-time"}, "actor": {"type": "string"},
-            "action": {"type": "string", "enum": [action.value for action in AuditAction]},
-            "job": {"type": "string"},
-            "detail": {"type": "object", "description": "`reason` (pause, abort), `created` (put), "
-                                                        "`invocation` (trigger), `start`, `end`, `count` (backfill)"},
-        }, ["time", "actor", "action", "job", "detail"]),
-        "AuditList": _obj({"entries": {"type": "array", "items": ref("AuditEntry")},
-                           "next_page_token": nullable({"type": "string"})}, ["entries", "next_page_token"]),
+        **_audit_schemas(),
         "ProjectConfig": _project_config(),
         "ValidationResult": _obj({"errors": {"type": "array", "items": _obj(
             {"line": {"type": "integer", "minimum": 0}, "message": {"type": "string"}},
             ["line", "message"])}}, ["errors"]),
+    }
+
+
+def _backfill_schemas() -> dict:
+    time = {"type": "string", "format": "date-time"}
+    return {
+        "BackfillRequest": _obj({
+            "start": {**time, "description": "the first instant of the range, included (RFC 3339, offset or Z)"},
+            "end": {**time, "description": "the end of the range, excluded; not in the future"},
+            "request_id": {"type": "string", "maxLength": limits.MAX_REQUEST_ID_CHARS,
+                           "description": "idempotency key: the same id again names the same invocations "
+                                          "and starts nothing new"}},
+            ["start", "end"], closed=True),
+        "BackfillResult": _obj({
+            "count": {"type": "integer", "minimum": 0, "maximum": MAX_BACKFILL},
+            "invocations": {"type": "array", "items": {"type": "string"},
+                            "description": "the ids, in the order they start; those still waiting their "
+                                           "turn are not readable yet"}},
+            ["count", "invocations"]),
+    }
+
+
+def _audit_schemas() -> dict:
+    """The audit log's page (`GET .../audit`)."""
+    return {
+        "AuditEntry": _obj({
+            "time": {"type": "string", "format": "date-time"}, "actor": {"type": "string"},
+            "action": {"type": "string", "enum": [action.value for action in AuditAction]},
+            "job": {"type": "string"},
+            "detail": {"type": "object", "description": (
+                "`reason` (pause, abort), `created` (put), `invocation` (trigger; `scheduled_time` "
+                "for a re-run), `start`, `end`, `count` (backfill)")},
+        }, ["time", "actor", "action", "job", "detail"]),
+        "AuditList": _obj({"entries": {"type": "array", "items": ref("AuditEntry")},
+                           "next_page_token": nullable({"type": "string"})}, ["entries", "next_page_token"]),
     }

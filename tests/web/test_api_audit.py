@@ -116,3 +116,18 @@ def test_without_tokens_the_actor_is_local(api):
     entries = api.get("/api/v1/projects/demo/audit").get_json()
     assert json.loads(json.dumps(entries))["next_page_token"] is None
     assert {(e["actor"], e["action"]) for e in entries["entries"]} == {("local", "put"), ("local", "pause")}
+
+
+def test_a_backfill_and_a_rerun_are_recorded_with_their_range_and_time(secured):
+    _act(secured, "PUT", JOB, OWNER, noop_job(schedule="0 0 * * * ?"))
+    now = secured.clock.current
+    start, end = (now - timedelta(hours=3)).strftime("%Y-%m-%dT%H:00:00Z"), now.strftime("%Y-%m-%dT%H:00:00Z")
+    count = _act(secured, "POST", JOB + ":backfill", TRIGGERER, {"start": start, "end": end}).get_json()["count"]
+    rerun_at = (now - timedelta(hours=1)).strftime("%Y-%m-%dT%H:00:00Z")
+    rerun = _act(secured, "POST", JOB + ":trigger", TRIGGERER, {"scheduled_time": rerun_at}).get_json()
+    entries = _entries(secured)
+    assert [(e["actor"], e["action"]) for e in entries[:2]] == [("user:trigger@example.com", "trigger"),
+                                                               ("user:trigger@example.com", "backfill")]
+    millis = lambda text: text.replace("Z", ".000Z")  # noqa: E731
+    assert entries[0]["detail"] == {"invocation": rerun["id"], "scheduled_time": millis(rerun_at)}
+    assert entries[1]["detail"] == {"start": millis(start), "end": millis(end), "count": count} and count == 3
