@@ -139,9 +139,7 @@ def start(
     actions: list[act.Action] = [
         act.StartInvocation(entry.invocation_id, entry.scheduled_time, entry.trigger, fanout.count)
     ]
-    actions += [
-        act.EnqueueAttempt(entry.invocation_id, index, 1, at) for index, at in enumerate(due)
-    ]
+    actions += [act.EnqueueAttempt(entry.invocation_id, index, 1, at) for index, at in enumerate(due)]
     return evolve(record, active=record.active + (entry,)), actions
 
 
@@ -156,10 +154,11 @@ def _start_inline(record: JobRecord, occurrence: Occurrence, now: datetime, tuni
         started_mask=1,
         started_at=now,
         expect_by=now + lease,
+        epoch=1,
     )
     actions: list[act.Action] = [
         act.StartInvocation(entry.invocation_id, entry.scheduled_time, entry.trigger, 1, deferred=True),
-        act.Deliver(entry.invocation_id, entry.scheduled_time, entry.trigger, 0, 1, 1),
+        act.Deliver(entry.invocation_id, entry.scheduled_time, entry.trigger, 0, 1, 1, entry.epoch),
     ]
     return evolve(record, active=record.active + (entry,)), actions
 
@@ -190,6 +189,7 @@ def on_starting(record: JobRecord, event: ev.InvocationStarting, now: datetime, 
         started_mask=entry.started_mask | bit,
         started_at=now,
         expect_by=max(entry.expect_by or now, now + lease),
+        epoch=entry.epoch + 1,  # a result of any earlier send of it is stale from this commit on
     )
     deliver = act.Deliver(
         entry.invocation_id,
@@ -198,15 +198,16 @@ def on_starting(record: JobRecord, event: ev.InvocationStarting, now: datetime, 
         event.event_index,
         entry.event_count,
         event.attempt,
+        entry.epoch,
     )
     return record.with_active(entry), [deliver]
 
 
 def on_started(record: JobRecord, event: ev.InvocationStarted, now: datetime, tuning: Tuning) -> Result:
     """The target accepted the attempt (202): wait for its completion, or the deadline."""
-    entry = _current_attempt(record, event.invocation_id, event.event_index, event.attempt)
+    entry = _current_attempt(record, event.invocation_id, event.event_index, event.attempt, event.epoch)
     if entry is None:
-        return record, []
+        return record, _refused_if_stale(record, event)
     bit = 1 << event.event_index
     entry = evolve(
         entry, started_mask=entry.started_mask | bit, accepted_mask=entry.accepted_mask | bit
@@ -221,9 +222,9 @@ def on_finished(record: JobRecord, event: ev.InvocationFinished, now: datetime, 
     attempt = event.attempt
     if attempt is None:
         return _on_completion(record, event, now, tuning)
-    entry = _current_attempt(record, event.invocation_id, event.event_index, attempt)
+    entry = _current_attempt(record, event.invocation_id, event.event_index, attempt, event.epoch)
     if entry is None:
-        return record, []
+        return record, _refused_if_stale(record, event)
     bit = 1 << event.event_index
     if event.succeeded:
         return _settle_events(record, evolve(entry, done_mask=entry.done_mask | bit), now, tuning)
@@ -293,14 +294,23 @@ def _settle_events(record: JobRecord, entry: ActiveInvocation, now: datetime, tu
 
 
 def _current_attempt(record: JobRecord, invocation_id: str, index: int,
-                     attempt: int | None) -> ActiveInvocation | None:
-    """The active entry if (event, attempt) is its current, unfinished attempt."""
+                     attempt: int | None, epoch: int | None = None) -> ActiveInvocation | None:
+    """The active entry if (event, attempt) is its current, unfinished attempt (and `epoch` its issue)."""
     entry = record.find_active(invocation_id)
     if entry is None or entry.events_in_rows or not 0 <= index < entry.event_count:
         return None  # (an entry whose events are in rows hears of them as InvocationSettled)
     if entry.event_done(index) or entry.attempts[index] != attempt:
         return None
-    return entry
+    # An epoch other than the stored one was sent before the attempt was issued again.
+    return None if epoch is not None and epoch != entry.epoch else entry
+
+
+def _refused_if_stale(record: JobRecord, event: ev.InvocationStarted | ev.InvocationFinished) -> list[act.Action]:
+    """A sender's answer that is not the current attempt's, while its invocation is active: said so."""
+    entry = record.find_active(event.invocation_id)
+    if event.epoch is None or event.attempt is None or entry is None or entry.events_in_rows:
+        return []
+    return [act.RefuseStaleResult(event.invocation_id, event.event_index, event.attempt, event.epoch)]
 
 
 def on_settled(record: JobRecord, event: ev.InvocationSettled, now: datetime, tuning: Tuning) -> Result:
