@@ -163,3 +163,23 @@ def test_a_task_whose_lease_ran_out_in_its_handler_is_neither_deleted_nor_handed
     if left:  # still under the lease it ran under: whoever leased it since keeps it, or it comes again
         assert rows[0][0] > clock.now().timestamp()
     assert metrics.counter("sundial_leases_lost_total", step="task", lease="task") == left
+
+
+@pytest.mark.parametrize("stall, sent", [(0, 1), (600, 0)])
+def test_a_cloud_task_handler_that_runs_past_its_dispatch_deadline_sends_nothing(h, stall, sent):
+    # As on Cloud Tasks: no holds; the request's lease is its dispatch deadline (10 minutes).
+    engine = build_engine(h.store, {"noop": h.target}, h.clock, Tuning(), secret=b"s",
+                          task_lease=timedelta(minutes=10))
+    commit = engine.changes.apply_many
+
+    def stalling_commit(changes):  # the handler stalls right after its step commits
+        applied = commit(changes)
+        h.clock.mono += stall
+        return applied
+
+    engine.changes.apply_many = stalling_commit
+    h.clock.current = START + timedelta(minutes=1)
+    for item in h.queue.lease_due(h.clock.now(), 100, timedelta(seconds=30)):
+        engine.tasks.handle(item.task)
+    assert len(h.target.requests) == sent
+    assert engine.metrics.counter("sundial_leases_lost_total", step="send", lease="task") == 1 - sent
