@@ -164,7 +164,7 @@ def test_a_process_woken_after_its_leases_sends_nothing_stale(tmp_path):
         records.stop()
         settle(servers[0], configs, list(paths))
         result = account(servers[1], receiver, paths, {job: 1 for job in paths})
-        given_up = sum(log.read_text().count('"message": "lease ran out; work given up"') for log in frozen_logs)
+        given_up = sum(log.read_text().count('"message": "lease ran out; work given up"') for log in set(frozen_logs))
         stale = sum(s.log_path.read_text().count('"message": "stale result dropped"') for s in servers)
         report("a process stalled past its leases", "sqlite",
                {**result.counts(), "stalls": stalls, "double_in_flight": len(receiver.doubles),
