@@ -183,3 +183,23 @@ def test_a_cloud_task_handler_that_runs_past_its_dispatch_deadline_sends_nothing
         engine.tasks.handle(item.task)
     assert len(h.target.requests) == sent
     assert engine.metrics.counter("sundial_leases_lost_total", step="send", lease="task") == 1 - sent
+
+
+def test_a_lease_taken_since_by_another_dispatcher_is_neither_renewed_nor_handed_back_by_the_first(tmp_path):
+    queue = SqliteTaskQueue(SqliteJobStore(tmp_path / "q.db"))
+    now = datetime.now(timezone.utc)
+    queue.store.run_in_transaction(lambda tx: tx.enqueue(Task("t", TaskKind.NOTIFY, {}, now)))
+    [first] = queue.lease_due(now, 10, timedelta(seconds=3))
+    later = now + timedelta(seconds=4)  # the first one's lease ran out: another dispatcher takes the task
+    [second] = queue.lease_due(later, 10, timedelta(seconds=30))
+    assert (first.id, first.attempts, second.attempts) == (second.id, 1, 2)
+
+    def lease_until() -> float:
+        return queue.store.connection().execute("SELECT lease_until FROM tasks").fetchone()[0]
+
+    held = lease_until()
+    assert queue.renew([first], later + timedelta(seconds=60)) == []  # the woken first one
+    queue.retry(first.id, later, first.attempts)
+    assert lease_until() == held  # still the second's
+    assert queue.renew([second], later + timedelta(seconds=60)) == [second.id]
+    assert lease_until() == (later + timedelta(seconds=60)).timestamp()

@@ -82,7 +82,7 @@ def hand_back(queue: TaskQueue, clock: Clock, item: LeasedTask, error: BaseExcep
         log_event(log, "task failed", task=item.task.name, attempts=item.attempts,
                   retry_in_ms=int(wait.total_seconds() * 1000), error=repr(error))
     try:
-        queue.retry(item.id, clock.now() + wait)
+        queue.retry(item.id, clock.now() + wait, item.attempts)
     except Exception as settle_error:
         log_event(log, "task settle failed", error=repr(settle_error))
 
@@ -143,7 +143,7 @@ class Dispatcher:
             self._until = {}
         try:
             for item in unstarted:
-                self.queue.retry(item.id, item.task.eta)
+                self.queue.retry(item.id, item.task.eta, item.attempts)
             self.queue.complete(done)
         except Exception as error:  # their leases run out anyway
             log_event(log, "releasing leases failed", error=repr(error))
@@ -249,16 +249,17 @@ class Dispatcher:
             taken = self._monotonic()
             with self._lock:
                 # A lease that ran out (this process stalled) is not renewed: it may be another's now.
-                ids = [task_id for task_id in self._inflight if self._held(task_id, taken)]
+                held = [item for item in self._inflight.values() if self._held(item.id, taken)]
             try:
-                self.queue.renew(ids, self.clock.now() + self.lease)
+                renewed = set(self.queue.renew(held, self.clock.now() + self.lease))
             except Exception as error:
                 log_event(log, "lease renewal failed", error=repr(error))
                 continue
             with self._lock:
-                for task_id in ids:
-                    if task_id in self._until:
-                        self._until[task_id] = held_until(taken, self.lease)
+                for item in held:
+                    if item.id in self._until:  # (not settled meanwhile)
+                        # One that another dispatcher leased since is lost, whatever the clock says.
+                        self._until[item.id] = held_until(taken, self.lease) if item.id in renewed else -NEVER
 
 
 class InlineDispatcher:
