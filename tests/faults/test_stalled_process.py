@@ -1,7 +1,8 @@
 """Fault 7: a process stalls past its leases (SIGSTOP) while it holds attempts
 committed as starting and not yet sent, and then goes on (SIGCONT).
 
-Two `serve` processes on one SQLite database, 30 `overlap: skip` jobs every second
+Two `serve` processes on one SQLite database (and, in long runs, one `serve
+--processes 2`: a server and a child dispatcher), 30 `overlap: skip` jobs every second
 against a target that takes 200 ms. The receiver freezes whichever process sent the
 first call of a second right at that call, while the rest of that process's batch
 is still on its way out, and lets it go on once every lease it held has run out
@@ -19,9 +20,12 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.support import Arrival, Server, wait_until
 from tests.faults.servers import PROJECT, FlakyReceiver, account, settle
 from tests.faults.support import SEED, report, scaled
+from tests.support.cloud_stores import LONG_RUN
 from tests.support.records import RecordWatch
 
 JOBS = 30
@@ -126,13 +130,27 @@ class StallingReceiver(FlakyReceiver):
                 os.kill(pid, signal.SIGCONT)
 
 
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
 def _next_second(offset: float) -> None:
     """Sleep until `offset` past the next whole second (when the jobs' calls are out)."""
     now = time.time()
     time.sleep(int(now) + 1 + offset - now)
 
 
-def test_a_process_woken_after_its_leases_sends_nothing_stale(tmp_path):
+TWO_SERVES = "two serves"
+CHILDREN = "serve --processes 2"
+LAYOUTS = [TWO_SERVES, pytest.param(CHILDREN, marks=pytest.mark.skipif(
+    not LONG_RUN, reason="a second layout of a slow trial: set SUNDIAL_FAULTS_SCALE"))]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_process_woken_after_its_leases_sends_nothing_stale(tmp_path, layout):
     stalls = scaled(1)
     receiver = StallingReceiver(SEED + 7)
     configs = tmp_path / "configs"
@@ -140,22 +158,26 @@ def test_a_process_woken_after_its_leases_sends_nothing_stale(tmp_path):
     text, paths = stall_config(receiver.url)
     (configs / f"{PROJECT}.yaml").write_text(text)
     db = tmp_path / "sundial.db"
-    servers = [Server(configs, db, tmp_path / f"server-{n}.log", ENV) for n in range(2)]
+    if layout == TWO_SERVES:
+        servers = [Server(configs, db, tmp_path / f"server-{n}.log", ENV) for n in range(2)]
+    else:  # the child logs to its parent's output
+        servers = [Server(configs, db, tmp_path / "server-0.log", {**ENV, "SUNDIAL_PROCESSES": "2"})]
     records = RecordWatch.of_sqlite(db)
     frozen_logs = []
     try:
         for server in servers:
             server.start()
         records.every(0.5)
-        receiver.pids = [server.process.pid for server in servers]
         time.sleep(2)  # both dispatching
+        receiver.pids = [pid for server in servers for pid in (server.process.pid, *_children(server.process.pid))]
+        assert len(receiver.pids) == 2, receiver.pids
         for _ in range(stalls):
             _next_second(-0.05)
             with receiver.lock:
                 receiver.armed = True
             assert wait_until(lambda: receiver.frozen is not None, timeout=5, interval=0.01), "nobody sent"
             frozen = receiver.frozen
-            frozen_logs.append(next(s.log_path for s in servers if s.process.pid == frozen))
+            frozen_logs.append(next((s.log_path for s in servers if s.process.pid == frozen), servers[0].log_path))
             time.sleep(STALL)
             _next_second(0.02)  # it wakes while the other process's calls of this second are out
             os.kill(frozen, signal.SIGCONT)
@@ -163,10 +185,10 @@ def test_a_process_woken_after_its_leases_sends_nothing_stale(tmp_path):
             time.sleep(3)
         records.stop()
         settle(servers[0], configs, list(paths))
-        result = account(servers[1], receiver, paths, {job: 1 for job in paths})
+        result = account(servers[-1], receiver, paths, {job: 1 for job in paths})
         given_up = sum(log.read_text().count('"message": "lease ran out; work given up"') for log in set(frozen_logs))
         stale = sum(s.log_path.read_text().count('"message": "stale result dropped"') for s in servers)
-        report("a process stalled past its leases", "sqlite",
+        report(f"a process stalled past its leases ({layout})", "sqlite",
                {**result.counts(), "stalls": stalls, "double_in_flight": len(receiver.doubles),
                 "given_up_on_waking": given_up, "stale_results_dropped": stale}, records)
         problems = result.problems()
