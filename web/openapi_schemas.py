@@ -182,7 +182,7 @@ def _job() -> dict:
         "state": {"type": "string", "enum": JOB_STATES},
         "paused": {"type": "boolean"}, "pause_reason": {"type": "string"},
         "paused_by": {"type": "string", "description": "who paused it (`user:EMAIL`, `serviceAccount:EMAIL`, "
-                                                      "`local`); empty when not paused or paused by its failures"},
+                                                      "`local`); only while paused; empty when paused by its failures"},
         "next_run_time": nullable({"type": "string", "format": "date-time"}),
         "last_invocation": nullable(ref("Invocation")),
         "target": nullable({"type": "object"}),

@@ -27,13 +27,14 @@ def job_view(job: StoredJob, last: InvocationRow | None) -> dict:
         "state": record.state.value,
         "paused": record.paused,
         "pause_reason": record.pause_reason,
-        "paused_by": record.paused_by,
         "next_run_time": time_or_none(None if record.paused or record.disabled else record.tick_at),
         "last_invocation": None if last is None else invocation_view(last),
         "target": definition.target,
         "active_invocations": [entry.invocation_id for entry in record.active],
         "config_error": job.config_error,
     }
+    if record.paused:  # who paused it applies only while it is paused
+        view["paused_by"] = record.paused_by
     shown = definition.to_dict()  # their JSON spelling, as stored
     view.update((key, shown[key]) for key in JOB_DEFINITION_FIELDS if key in shown)
     return view
