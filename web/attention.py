@@ -103,7 +103,10 @@ def attention(projects: list[ProjectRow], job_facts: list[JobFacts], now: dateti
             key = (row.id, named.group(1) if named and (row.id, named.group(1)) in known else "")
             broken.setdefault(key, error)  # an entry that never made a job is listed under its project
     for job in job_facts:
-        error = job.config_error or (broken.pop((job.project, job.job_id), "") if broken else "")
+        # The job's own error first (the import attaches it); the project's lines name jobs
+        # imported before it did. Either way the job's line replaces the project-level one.
+        guessed = broken.pop((job.project, job.job_id), "") if broken else ""
+        error = job.config_error or guessed
         kinds = kinds_of(replace(job, config_error=error) if error else job, now)
         if kinds:
             lines.append(Attention(job.project, job.job_id, kinds, job, error))
