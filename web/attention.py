@@ -1,8 +1,9 @@
 """The jobs that need attention, for the top of `/` (docs/REFERENCE.md section 7): no Flask, no I/O.
 
 A job needs attention when it is
-- `config`: its entry in the config file has an error (the import's error names it;
-  it runs its last good definition); and one line for a project whose file does not
+- `config`: its entry in the config file has an error (the import attaches it to the
+  job, `StoredJob.config_error`; for a job imported before it did, the project's error
+  that names it; it runs its last good definition); and one line for a project whose file does not
   load, or for an invalid entry that never made a job (there is no job to link to);
 - `failing`: its last finished invocation FAILED (the record's count of FAILED
   invocations since the last SUCCEEDED one, or the last resume, is above 0);
