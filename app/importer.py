@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from config.loader import ProjectConfigError, decode_project_file, parse_project_text
-from config.model import PROJECT_ID
+from config.model import PROJECT_ID, ConfigError
 from engine.config_import import ConfigImport, JobSnapshot, ProjectSnapshot
 from engine.logs import log_event
 from statemachine.safety import OwnService
@@ -82,7 +82,7 @@ def snapshot_of(project: str, path: Path, data: bytes, digest: str, backend: str
         content_hash=digest,
         jobs=tuple(JobSnapshot(j.id, j.policy, j.definition, j.disabled) for j in config.jobs),
         job_errors=tuple(str(e) for e in config.job_errors),
-        broken_job_ids=frozenset(getattr(config, "broken_job_ids", ())),
+        broken_jobs=broken_jobs(config.job_errors),
         settings={
             "acl": config.acl,
             "allowed_hosts": list(config.allowed_hosts),
@@ -90,3 +90,12 @@ def snapshot_of(project: str, path: Path, data: bytes, digest: str, backend: str
             "defaults": config.defaults,
         },
     )
+
+
+def broken_jobs(job_errors: tuple[ConfigError, ...]) -> dict[str, str]:
+    """`{job id: its entry's errors}`, each error as `job_errors` shows it, in file order."""
+    found: dict[str, list[str]] = {}
+    for error in job_errors:
+        if error.job:
+            found.setdefault(error.job, []).append(str(error))
+    return {job: "\n".join(errors) for job, errors in found.items()}

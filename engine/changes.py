@@ -136,6 +136,21 @@ class JobChanges:
                     log_entry(applied.audited)
         return results
 
+    def set_config_error(self, project: str, job_id: str, error: str) -> bool:
+        """Attach to the job the error of its broken config entry ("" clears it); the job
+        keeps its definition and record. Writes only if the job's error differs.
+
+        :raises StoreError: nothing was committed.
+        """
+        def body(tx: Transaction) -> bool:
+            stored = tx.get_job(project, job_id)
+            if stored is None or stored.config_error == error:
+                return False
+            tx.put_job(StoredJob(stored.record, stored.definition, stored.source, error, stored.deleted))
+            return True
+
+        return self.write(body)
+
     def write(self, body: Callable[[Transaction], T]) -> T:
         """Run `body(tx)` in a transaction of its own, run again when its commit loses a race.
 

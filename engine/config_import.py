@@ -3,8 +3,9 @@
 A project whose file bytes are unchanged is skipped before anything is
 parsed or written. A file that does not parse changes nothing but the error
 shown for the project. A job whose entry is invalid keeps its last good
-definition, with the error attached. A job removed from its file is disabled:
-its running invocations finish and its history stays.
+definition, with the entry's error attached to it (`StoredJob.config_error`, what the
+API and the UI show) until the entry is valid again or leaves the file. A job removed
+from its file is disabled: its running invocations finish and its history stays.
 
 API-managed jobs belong to their project too: the project's file holds their ACL,
 and without the file the API answers 404 for all of them. So when the file goes,
@@ -17,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from engine.changes import JobChanges
 from engine.logs import log_event
@@ -46,8 +48,14 @@ class ProjectSnapshot:
     error: str = ""
     jobs: tuple[JobSnapshot, ...] = ()
     job_errors: tuple[str, ...] = ()
-    broken_job_ids: frozenset[str] = frozenset()  # entries with errors: keep what they had
+    # Entries with errors, by job id: their jobs keep what they had, with this error (the
+    # entry's lines of `job_errors`, joined by newlines) attached.
+    broken_jobs: Mapping[str, str] = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
+
+    @property
+    def broken_job_ids(self) -> frozenset[str]:
+        return frozenset(self.broken_jobs)
 
 
 class ConfigImport:
@@ -89,7 +97,7 @@ class ConfigImport:
                                          source=JobSource.CONFIG)
             changed += bool(applied.transition.actions)
             progress.one_done()
-        changed += self._disable_removed(snapshot)
+        changed += self._settle_the_rest(snapshot)
         # config_jobs: the ids the file defines; the API refuses to create or delete those.
         self._save_project(ProjectRow(
             snapshot.project, snapshot.content_hash, "", list(snapshot.job_errors), settings,
@@ -107,14 +115,23 @@ class ConfigImport:
         self.changes.write(lambda tx: tx.delete_project(project))
         log_event(log, "project removed", project=project)
 
-    def _disable_removed(self, snapshot: ProjectSnapshot) -> int:
+    def _settle_the_rest(self, snapshot: ProjectSnapshot) -> int:
+        """Attach its error to each job whose entry is broken; disable the config jobs the
+        file no longer defines (and drop an error they kept). Returns how many were disabled.
+
+        A job whose error reads as before is not written: a file changed elsewhere rewrites
+        only what it changed. The error is compared again inside the write's transaction.
+        """
         keep = {job.id for job in snapshot.jobs} | snapshot.broken_job_ids
         removed = 0
         for stored in self.store.list_jobs(snapshot.project):
             job_id = stored.record.job_id
+            error = snapshot.broken_jobs.get(job_id, "")
             if stored.source == JobSource.CONFIG and job_id not in keep and not stored.record.disabled:
                 self.changes.apply(snapshot.project, job_id, ev.JobDisabled())
                 removed += 1
+            if stored.config_error != error:
+                self.changes.set_config_error(snapshot.project, job_id, error)
         return removed
 
     def _restore_api_jobs(self, project: str) -> int:

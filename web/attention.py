@@ -1,8 +1,9 @@
 """The jobs that need attention, for the top of `/` (docs/REFERENCE.md section 7): no Flask, no I/O.
 
 A job needs attention when it is
-- `config`: its entry in the config file has an error (the import's error names it;
-  it runs its last good definition); and one line for a project whose file does not
+- `config`: its entry in the config file has an error (the import attaches it to the
+  job, `StoredJob.config_error`; for a job imported before it did, the project's error
+  that names it; it runs its last good definition); and one line for a project whose file does not
   load, or for an invalid entry that never made a job (there is no job to link to);
 - `failing`: its last finished invocation FAILED (the record's count of FAILED
   invocations since the last SUCCEEDED one, or the last resume, is above 0);
@@ -103,7 +104,10 @@ def attention(projects: list[ProjectRow], job_facts: list[JobFacts], now: dateti
             key = (row.id, named.group(1) if named and (row.id, named.group(1)) in known else "")
             broken.setdefault(key, error)  # an entry that never made a job is listed under its project
     for job in job_facts:
-        error = job.config_error or (broken.pop((job.project, job.job_id), "") if broken else "")
+        # The job's own error first (the import attaches it); the project's lines name jobs
+        # imported before it did. Either way the job's line replaces the project-level one.
+        guessed = broken.pop((job.project, job.job_id), "") if broken else ""
+        error = job.config_error or guessed
         kinds = kinds_of(replace(job, config_error=error) if error else job, now)
         if kinds:
             lines.append(Attention(job.project, job.job_id, kinds, job, error))

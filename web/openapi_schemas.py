@@ -187,7 +187,9 @@ def _job() -> dict:
         "last_invocation": nullable(ref("Invocation")),
         "target": nullable({"type": "object"}),
         "active_invocations": {"type": "array", "items": {"type": "string"}},
-        "config_error": {"type": "string"},
+        "config_error": {"type": "string", "description": "the error of the job's entry in its config file "
+                                                          "while that entry is broken (the job runs its last good "
+                                                          "definition); empty otherwise"},
         **_extras(),
     }, ["id", "project", "source", "timezone", "state", "paused", "next_run_time", "last_invocation",
         "target"])

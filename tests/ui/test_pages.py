@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from markupsafe import escape
+
 from engine.ports import DeliveryResult
 from web import ui as ui_module
 
@@ -156,3 +158,19 @@ def test_the_request_sent_hides_secret_backed_and_credential_headers(ui, tmp_pat
     page = ui.page(f"/p/demo/vendor/{invocation}")
     assert "vk-51f0" not in page and "Basic abc" not in page and "t-1" in page
     assert page.count("•••") >= 2
+
+
+def test_a_job_whose_entry_breaks_is_marked_on_the_list_its_page_and_the_front_page(ui):
+    ui.write_config("demo", PROJECT)
+    ui.write_config("demo", PROJECT.replace('schedule: every 1m', 'schedule: "every now and then"'))
+    error = ui.store.get_job("demo", "from-config").config_error
+    assert "job 'from-config': schedule:" in error
+    row = re.search(r'id="job-from-config".*?</tr>', ui.page("/p/demo"), re.S).group(0)
+    assert "⚠ config error" in row and f'title="{escape(error)}"' in row
+    assert "⚠ config error" not in re.search(r'id="job-nightly".*?</tr>', ui.page("/p/demo"), re.S).group(0)
+    page = text(ui.page("/p/demo/from-config"))
+    assert "Its entry in the config file has an error" in page and text(escape(error)) in page
+    front = text(ui.page("/"))
+    assert front.count("every now and then") == 1 and "demo/from-config config" in front  # one line, the job's
+    ui.write_config("demo", PROJECT)
+    assert "⚠ config error" not in re.search(r'id="job-from-config".*?</tr>', ui.page("/p/demo"), re.S).group(0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from tests.engine.harness import START
-from tests.web.conftest import at, error_of, http_job, noop_job
+from tests.web.conftest import DEMO, at, error_of, http_job, noop_job
 
 
 def test_put_creates_201_then_the_same_body_is_200_and_writes_nothing(api):
@@ -168,6 +168,20 @@ def test_a_job_removed_from_the_config_file_may_be_taken_over_by_the_api(api):
 def test_a_broken_entry_of_the_config_file_still_reserves_its_id(api):
     api.write_config("demo", "jobs:\n  - id: broken\n    schedule: nonsense\n    target: {noop: {}}\n")
     assert error_of(api.put("broken", noop_job(schedule="every 1m"))) == (409, "ALREADY_EXISTS")
+
+
+def test_a_job_whose_entry_breaks_says_so_until_the_entry_is_fixed(api):
+    api.write_config("demo", DEMO.replace("every 1m", "every 1 minutes please"))
+    [error] = [p for p in api.get("/api/v1/projects").get_json()["projects"] if p["id"] == "demo"][0]["job_errors"]
+    job = api.job("from-config")
+    assert job["config_error"] == error and "job 'from-config': schedule:" in error
+    assert job["schedule"] == "every 1m" and job["state"] == "SCHEDULED"  # its last good definition runs
+    listed = api.get("/api/v1/projects/demo/jobs").get_json()["jobs"]
+    assert [j["config_error"] for j in listed] == [error]
+    schema = api.get("/api/v1/openapi.json").get_json()["components"]["schemas"]["Job"]
+    assert "broken" in schema["properties"]["config_error"]["description"]
+    api.write_config("demo", DEMO)
+    assert api.job("from-config")["config_error"] == ""
 
 
 def test_api_jobs_are_left_alone_by_config_edits(api):
