@@ -42,8 +42,9 @@ __all__ = [
 
 JOB_FIELDS = ("id", "schedule", "at", "timezone", "disabled", "overlap", "max_concurrent",
               "catchup", "timeout", "retry", "fanout", "throttle", "triggers", "target",
-              "pause_after_failures", "on_failure")
-PER_JOB_FIELDS = ("id", "schedule", "at", "target", "on_failure")
+              "pause_after_failures", "on_failure", "on_recovery")
+HOOK_FIELDS = ("on_failure", "on_recovery")
+PER_JOB_FIELDS = ("id", "schedule", "at", "target", *HOOK_FIELDS)
 _NESTED = ("catchup", "retry", "fanout")
 
 
@@ -189,8 +190,8 @@ def parse_defaults(check: Checker, path: Path, value: Any) -> dict:
     for key in block:
         if key in PER_JOB_FIELDS:
             check.report(path + (key,), "cannot have a default: id, schedule, at and target "
-                                        "are set in each job" if key != "on_failure" else
-                                        "cannot have a default: on_failure is set in each job")
+                                        "are set in each job" if key not in HOOK_FIELDS else
+                                        f"cannot have a default: {key} is set in each job")
     check.known_fields(path, {k: v for k, v in block.items() if k not in PER_JOB_FIELDS},
                        _SHARED)
     parsed = _shared_fields(check, path, block)
@@ -238,10 +239,9 @@ def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
     timing = check.attempt(lambda: _timing(check, path, entry, resolved["timezone"]))
     target = check.attempt(lambda: parse_target(check, path + ("target",),
                                                 entry.get("target"), context.rules))
-    on_failure = None
-    if entry.get("on_failure") is not None:
-        on_failure = check.attempt(lambda: parse_target(check, path + ("on_failure",),
-                                                        entry["on_failure"], context.rules))
+    hooks = {name: check.attempt(lambda name=name: parse_target(check, path + (name,), entry[name],
+                                                                context.rules, hook=True))
+             for name in HOOK_FIELDS if entry.get(name) is not None}
     if "retry" in own:
         _check_backoff(check, path, resolved["retry"])
     _check_timeout(check, path, resolved["timeout"], context.rules.backend)
@@ -251,8 +251,8 @@ def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
     _check_references(check, path, entry, own, context)
     if check.errors or timing is None or target is None:
         return None
-    definition = _definition(job_id, timing, resolved, target[0], on_failure and on_failure[0])
-    policy = _policy(timing, resolved, target[1], revision_of(definition), on_failure is not None)
+    definition = _definition(job_id, timing, resolved, target[0], {name: hook[0] for name, hook in hooks.items()})
+    policy = _policy(timing, resolved, target[1], revision_of(definition), hooks)
     return JobConfig(job_id, policy, definition, resolved["disabled"], check.lines.line(path))
 
 
@@ -327,7 +327,7 @@ def _check_references(check: Checker, path: Path, entry: dict, own: dict,
 # --- results -------------------------------------------------------------------------
 
 def _definition(job_id: str, timing: tuple[str, Any], resolved: dict, target: dict,
-                on_failure: dict | None = None) -> JobDefinition:
+                hooks: dict[str, dict]) -> JobDefinition:
     kind, when = timing
     catchup, retry, fanout = resolved["catchup"], resolved["retry"], resolved["fanout"]
     allow = resolved["overlap"] is Overlap.ALLOW
@@ -348,12 +348,13 @@ def _definition(job_id: str, timing: tuple[str, Any], resolved: dict, target: di
         triggers=tuple(resolved["triggers"]),
         target=target,
         pause_after_failures=resolved["pause_after_failures"],
-        on_failure=on_failure,
+        on_failure=hooks.get("on_failure"),
+        on_recovery=hooks.get("on_recovery"),
     )
 
 
 def _policy(timing: tuple[str, Any], resolved: dict, attempt_timeout: timedelta,
-            revision: str, notify_failures: bool = False) -> JobPolicy:
+            revision: str, hooks: dict) -> JobPolicy:
     kind, when = timing
     allow = resolved["overlap"] is Overlap.ALLOW
     return JobPolicy(
@@ -372,7 +373,8 @@ def _policy(timing: tuple[str, Any], resolved: dict, attempt_timeout: timedelta,
         triggers=tuple(resolved["triggers"]),
         throttle=resolved["throttle"] or "",
         pause_after_failures=resolved["pause_after_failures"] or 0,
-        notify_failures=notify_failures,
+        notify_failures="on_failure" in hooks,
+        notify_recoveries="on_recovery" in hooks,
         revision=revision,
     )
 

@@ -4,7 +4,7 @@ config/jobs.py builds one from a job entry with every default applied. Its JSON 
 (`to_dict`) is what the stores hold, what the API's Job and the UI's pages show, and what
 `JobPolicy.revision` hashes, so that form must not drift: `from_dict(d).to_dict() == d`,
 key order included, for every `d` config/jobs.py makes or has made. (The fields added
-after the first release, `pause_after_failures` and `on_failure`, are written only when
+after the first release, `pause_after_failures`, `on_failure` and `on_recovery`, are written only when
 set, so that a job which does not use them keeps its revision.)
 
 Values keep their JSON spelling where that spelling is what is stored and shown:
@@ -80,13 +80,15 @@ class JobDefinition:
     triggers: tuple[str, ...] = ()  # the project's jobs a success of this one starts
     pause_after_failures: int | None = None  # pause after this many FAILED invocations in a row; None: never
     on_failure: TargetSpec | None = None  # where a FAILED invocation's notification goes; None: nowhere
+    on_recovery: TargetSpec | None = None  # where the first success after failures is told; None: nowhere
 
     def __post_init__(self) -> None:
         if (self.schedule is None) == (self.at is None):
             raise ValueError(f"job definition {self.id!r}: needs exactly one of schedule and at")
         _target_kind("target", self.target)
-        if self.on_failure is not None:
-            _target_kind("on_failure", self.on_failure)
+        for name, hook in (("on_failure", self.on_failure), ("on_recovery", self.on_recovery)):
+            if hook is not None:
+                _target_kind(name, hook)
 
     @property
     def target_kind(self) -> TargetKind:
@@ -117,6 +119,8 @@ class JobDefinition:
             data["pause_after_failures"] = self.pause_after_failures
         if self.on_failure is not None:
             data["on_failure"] = self.on_failure
+        if self.on_recovery is not None:
+            data["on_recovery"] = self.on_recovery
         return data
 
     @classmethod
@@ -147,12 +151,13 @@ class JobDefinition:
             target=fields.get("target", dict),
             pause_after_failures=fields.optional("pause_after_failures", int),
             on_failure=fields.optional("on_failure", dict),
+            on_recovery=fields.optional("on_recovery", dict),
         )
 
 
 _KEYS = frozenset({"id", "schedule", "at", "timezone", "disabled", "overlap", "max_concurrent", "catchup",
                    "timeout", "retry", "fanout", "throttle", "triggers", "target", "pause_after_failures",
-                   "on_failure"})
+                   "on_failure", "on_recovery"})
 _NESTED = {
     "catchup": frozenset({"policy", "window"}),
     "retry": frozenset({"max_attempts", "min_backoff", "max_backoff"}),

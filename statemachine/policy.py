@@ -111,6 +111,9 @@ class JobPolicy:
     pause_after_failures: int = 0
     # The job has an `on_failure` target: a FAILED invocation enqueues its notification.
     notify_failures: bool = False
+    # The job has an `on_recovery` target: the first SUCCEEDED invocation after FAILED
+    # ones enqueues its notification (statemachine/hooks.py).
+    notify_recoveries: bool = False
     # Identifies the definition this policy came from (a hash of the whole job
     # entry, target included); equal revisions mean nothing to do.
     revision: str = ""

@@ -57,6 +57,7 @@ def policy_to_dict(policy: JobPolicy) -> Data:
         "throttle": policy.throttle,
         "pause_after_failures": policy.pause_after_failures,
         "notify_failures": policy.notify_failures,
+        "notify_recoveries": policy.notify_recoveries,
         "revision": policy.revision,
     }
 
@@ -81,5 +82,6 @@ def policy_from_dict(data: Data) -> JobPolicy:
         throttle=data.get("throttle", ""),
         pause_after_failures=data.get("pause_after_failures", 0),
         notify_failures=data.get("notify_failures", False),
+        notify_recoveries=data.get("notify_recoveries", False),
         revision=data["revision"],
     )
