@@ -23,6 +23,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from functools import partial
 from typing import Any, Collection
 
 from config import limits
@@ -239,8 +240,7 @@ def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
     timing = check.attempt(lambda: _timing(check, path, entry, resolved["timezone"]))
     target = check.attempt(lambda: parse_target(check, path + ("target",),
                                                 entry.get("target"), context.rules))
-    hooks = {name: check.attempt(lambda name=name: parse_target(check, path + (name,), entry[name],
-                                                                context.rules, hook=True))
+    hooks = {name: check.attempt(partial(parse_target, check, path + (name,), entry[name], context.rules, hook=True))
              for name in HOOK_FIELDS if entry.get(name) is not None}
     if "retry" in own:
         _check_backoff(check, path, resolved["retry"])

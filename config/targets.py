@@ -90,7 +90,7 @@ def parse_target(check: Checker, path: Path, value: Any, rules: TargetRules,
 def _refuse_hook_variables(check: Checker, path: Path, target: dict) -> None:
     """A job's own target has no ended invocation to describe: `${reason}` there is an error."""
     for kind, spec in target.items():
-        texts = [((name,), spec.get(name)) for name in ("url", "body", "data")]
+        texts: list[tuple[tuple[str, ...], Any]] = [((name,), spec.get(name)) for name in ("url", "body", "data")]
         texts += [((name, key), item) for name in ("headers", "attributes")
                   for key, item in (spec.get(name) or {}).items()]
         for where, text in texts:

@@ -79,15 +79,15 @@ def notify_task(project: str, job_id: str, summary: dict, attempt: int, at: date
 def failure_summary(project: str, job_id: str, action: act.NotifyFailure | act.NotifyRecovery) -> dict:
     """What the hook (`on_failure` or `on_recovery`) is told about the invocation; its
     `status` says which hook it is for (`hook_of`)."""
-    failed = isinstance(action, act.NotifyFailure)
+    reason = action.reason if isinstance(action, act.NotifyFailure) else ""
     return {
         "project": project,
         "job": job_id,
         "invocation_id": action.invocation_id,
         "scheduled_time": rfc3339_millis(action.scheduled_time),
         "trigger": action.trigger,
-        "status": InvocationStatus.FAILED if failed else InvocationStatus.SUCCEEDED,
-        "reason": action.reason if failed else "",
+        "status": InvocationStatus.SUCCEEDED if isinstance(action, act.NotifyRecovery) else InvocationStatus.FAILED,
+        "reason": reason,
         "attempts": action.attempts,
         "failures": action.failures,
     }

@@ -319,7 +319,8 @@ def record_from_dict(data: Data) -> JobRecord:
         watchdog_at=parse_stored_time(data["watchdog_at"]),
         consecutive_failures=data["consecutive_failures"],
         # Absent before it came in: the streak then is the best there is to go on.
-        failures_since_success=data.get("failures_since_success", data["consecutive_failures"]),
+        failures_since_success=data["failures_since_success" if "failures_since_success" in data
+                                    else "consecutive_failures"],
         last_finished_at=parse_stored_time(data["last_finished_at"]),
         last_succeeded_at=parse_stored_time(data.get("last_succeeded_at")),  # absent before it came in
     )

@@ -262,8 +262,9 @@ def hook_only_variables(text: str) -> list[str]:
 
 def json_escape(value: str) -> str:
     """`value` as the inside of a JSON string: quotes, backslashes and control characters
-    escaped, so it can neither end the string it sits in nor add a field."""
-    return json.dumps(value, ensure_ascii=False)[1:-1]
+    escaped, so it can neither end the string it sits in nor add a field. Non-ASCII is
+    escaped too (`\\uXXXX`): a lone surrogate from a decoded report then stays sendable."""
+    return json.dumps(value)[1:-1]
 
 
 def template_variables(text: str) -> list[str]:
