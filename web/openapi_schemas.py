@@ -153,6 +153,9 @@ def _job() -> dict:
         "target": nullable({"type": "object"}),
         "active_invocations": {"type": "array", "items": {"type": "string"}},
         "config_error": {"type": "string"},
+        "pause_after_failures": {"type": "integer"},
+        "on_failure": {"type": "object", "description": "its on_failure target, when it has one"},
+        "on_recovery": {"type": "object", "description": "its on_recovery target, when it has one"},
     }, ["id", "project", "source", "timezone", "state", "paused", "next_run_time", "last_invocation",
         "target"])
 

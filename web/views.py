@@ -13,7 +13,9 @@ def time_or_none(value):
 
 # The definition's fields a Job shows after the record's, in this order (docs/REFERENCE.md section 5).
 JOB_DEFINITION_FIELDS = ("schedule", "at", "overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout",
-                         "throttle", "triggers", "disabled")
+                         "throttle", "triggers", "disabled",
+                         # the hooks (credential headers masked), shown only when set
+                         "pause_after_failures", "on_failure", "on_recovery")
 
 
 def job_view(job: StoredJob, last: InvocationRow | None) -> dict:
