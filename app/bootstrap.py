@@ -324,7 +324,8 @@ def _engine(settings: Settings, store: JobStore, targets: dict, clock: Clock, me
 
 def google_access(settings: Settings) -> GoogleAccess:
     """What this machine has for the Google targets, as the settings found it."""
-    return GoogleAccess(settings.pubsub_emulator_host, settings.tasks_emulator_host, settings.google_credentials)
+    return GoogleAccess(settings.pubsub_emulator_host, settings.tasks_emulator_host, settings.google_credentials,
+                        settings.metadata_host, settings.iam_credentials_url, settings.credentials_file)
 
 
 def _own(settings: Settings) -> OwnService:

@@ -66,6 +66,9 @@ Environment (flags win over their variables):
     GAE_APPLICATION, GAE_SERVICE   set by App Engine
     GOOGLE_APPLICATION_CREDENTIALS, CLOUDSDK_CONFIG, HOME
                                    where Application Default Credentials are found
+  target identity (auth: on targets)
+    GCE_METADATA_HOST              host:port of the metadata server (google-auth's variable)
+    SUNDIAL_IAM_CREDENTIALS_URL    IAM Credentials API, for accounts other than the runtime's
   secrets
     SUNDIAL_SECRETS_DIR            one machine: <dir>/<project>/<NAME> files
     SUNDIAL_SECRETS                `local`: SUNDIAL_SECRETS_DIR on the cloud backend too

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from functools import partial
 from typing import Any, Collection
 
-from config import limits
+from config import job_extras, limits
 from config.checks import Checker, Invalid, Parser
 from config.model import BUILTIN_DEFAULTS, JOB_ID, JobConfig
 from config.targets import TargetRules, parse_target
@@ -43,9 +43,9 @@ __all__ = [
 
 JOB_FIELDS = ("id", "schedule", "at", "timezone", "disabled", "overlap", "max_concurrent",
               "catchup", "timeout", "retry", "fanout", "throttle", "triggers", "target",
-              "pause_after_failures", "on_failure", "on_recovery")
+              "pause_after_failures", "on_failure", "on_recovery") + job_extras.EXTRA_FIELDS
 HOOK_FIELDS = ("on_failure", "on_recovery")
-PER_JOB_FIELDS = ("id", "schedule", "at", "target", *HOOK_FIELDS)
+PER_JOB_FIELDS = ("id", "schedule", "at", "target", *HOOK_FIELDS) + job_extras.PER_JOB
 _NESTED = ("catchup", "retry", "fanout")
 
 
@@ -150,6 +150,8 @@ _SHARED: dict[str, Parser] = {
     "throttle": _name,
     "triggers": _triggers,
     "pause_after_failures": _positive,
+    "jitter": job_extras.parse_jitter,
+    "labels": job_extras.parse_labels,
 }
 
 
@@ -190,9 +192,8 @@ def parse_defaults(check: Checker, path: Path, value: Any) -> dict:
     block = check.mapping(path, value, "{timezone: America/Los_Angeles}")
     for key in block:
         if key in PER_JOB_FIELDS:
-            check.report(path + (key,), "cannot have a default: id, schedule, at and target "
-                                        "are set in each job" if key not in HOOK_FIELDS else
-                                        f"cannot have a default: {key} is set in each job")
+            named = "id, schedule, at and target are" if key in PER_JOB_FIELDS[:4] else f"{key} is"
+            check.report(path + (key,), f"cannot have a default: {named} set in each job")
     check.known_fields(path, {k: v for k, v in block.items() if k not in PER_JOB_FIELDS},
                        _SHARED)
     parsed = _shared_fields(check, path, block)
@@ -249,10 +250,12 @@ def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
         check.report(path + ("max_concurrent",), "only meaningful with overlap: allow "
                      f"(this job's overlap is {resolved['overlap'].value})")
     _check_references(check, path, entry, own, context)
+    extras = job_extras.parse_extras(check, path, entry, own, context.defaults, timing, resolved["timezone"], _instant)
     if check.errors or timing is None or target is None:
         return None
-    definition = _definition(job_id, timing, resolved, target[0], {name: hook[0] for name, hook in hooks.items()})
-    policy = _policy(timing, resolved, target[1], revision_of(definition), hooks)
+    definition = replace(_definition(job_id, timing, resolved, target[0], {n: h[0] for n, h in hooks.items()}),
+                         **extras.definition_fields())
+    policy = replace(_policy(timing, resolved, target[1], revision_of(definition), hooks), **extras.policy_fields())
     return JobConfig(job_id, policy, definition, resolved["disabled"], check.lines.line(path))
 
 

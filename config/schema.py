@@ -24,7 +24,8 @@ import json
 import sys
 from typing import Any
 
-from config import limits
+from config import job_extras, limits
+from config.auth import AUTH_KINDS, DEFAULT_SCOPE, OAUTH_FIELDS, OIDC_FIELDS
 from config.jobs import _SHARED, JOB_FIELDS, PER_JOB_FIELDS
 from config.model import BUILTIN_DEFAULTS, JOB_ID, PROJECT_ID
 from config.targets import (
@@ -125,6 +126,22 @@ def _url(description: str) -> dict:
     return _template(description, limits.MAX_URL_BYTES) | {"pattern": "^[Hh][Tt][Tt][Pp][Ss]?://"}
 
 
+def _auth() -> dict:
+    account = _text("The service account's email, e.g. sa@PROJECT.iam.gserviceaccount.com.")
+    oidc = _closed(_checked("auth.oidc fields", {
+        "service_account": account,
+        "audience": _text("The token's audience, an https:// URL; by default the target URL "
+                          "without its query."),
+    }, OIDC_FIELDS), "A Google-signed OIDC ID token.", ("service_account",))
+    oauth = _closed(_checked("auth.oauth fields", {
+        "service_account": account,
+        "scope": _text("OAuth scopes, separated by spaces.", default=DEFAULT_SCOPE),
+    }, OAUTH_FIELDS), "A Google OAuth access token.", ("service_account",))
+    return _closed(_checked("auth kinds", {"oidc": oidc, "oauth": oauth}, AUTH_KINDS),
+                   "A token for a service account, minted at every attempt and sent as "
+                   "Authorization: Bearer. Exactly one of oidc, oauth.", minProperties=1, maxProperties=1)
+
+
 def _target_kinds() -> dict:
     http = _checked("http target fields", {
         "url": _url("The URL called, http:// or https://."),
@@ -135,6 +152,7 @@ def _target_kinds() -> dict:
                              "cloud backend).", format_duration(DEFAULT_ATTEMPT_TIMEOUT)),
         "async": {"type": "boolean", "default": False, "description": "A 202 answer leaves the "
                   "invocation RUNNING until the target reports completion or the job's timeout."},
+        "auth": _auth(),
     }, _HTTP_FIELDS)
     pubsub = _checked("pubsub target fields", {
         "topic": _text("The topic, projects/P/topics/T.", pattern=_anchored(_TOPIC.pattern)),
@@ -150,6 +168,7 @@ def _target_kinds() -> dict:
         "method": _method(),
         "headers": _headers(),
         "body": _template("The task's body.", limits.MAX_BODY_BYTES) | {"default": ""},
+        "auth": _auth(),
     }, _TASKS_FIELDS)
     noop = {"anyOf": [{"type": "object", "maxProperties": 0}, {"type": "null"}],
             "description": "Delivers nothing and succeeds: write noop: {}."}
@@ -204,7 +223,17 @@ def _shared_fields() -> dict:
         "triggers": names | {"description": "Jobs of the project triggered when this one succeeds.",
                              "default": []},
         "pause_after_failures": _integer("Pause the job after this many FAILED invocations in a row.", 1),
+        "jitter": _duration(f"Each occurrence is delivered up to this long after its time (at most "
+                            f"{format_duration(job_extras.MAX_JITTER)}), by a fixed amount per scheduled time."),
+        "labels": {"type": "object", "maxProperties": job_extras.MAX_LABELS,
+                   "propertyNames": {"pattern": _anchored(job_extras.LABEL_KEY.pattern)},
+                   "additionalProperties": {"type": "string", "maxLength": job_extras.MAX_LABEL_VALUE},
+                   "description": "Key: value tags shown with the job; the jobs list filters by them."},
     }, list(_SHARED))
+
+
+_INSTANT = {"type": "string", "pattern": r"^\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d(:\d\d(\.\d+)?)?"
+                                        r"\s*([Zz]|[+-]\d\d(:?\d\d)?)$"}
 
 
 def _job_fields() -> dict:
@@ -216,8 +245,10 @@ def _job_fields() -> dict:
                           "'triggered'.", minLength=1),
         "at": {"type": "array", "minItems": 1, "maxItems": limits.MAX_AT_TIMES,
                "description": "One-off times instead of a schedule (RFC 3339, with an offset or Z).",
-               "items": {"type": "string", "pattern": r"^\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d(:\d\d(\.\d+)?)?"
-                                                      r"\s*([Zz]|[+-]\d\d(:?\d\d)?)$"}},
+               "items": _INSTANT},
+        "description": _text("Free text shown with the job.", maxLength=job_extras.MAX_DESCRIPTION),
+        "start": _INSTANT | {"description": "No occurrence before this instant (RFC 3339, with an offset or Z)."},
+        "end": _INSTANT | {"description": "No occurrence after this instant; then the job is DONE."},
         "target": _target("Where each occurrence is delivered: exactly one kind."),
         "on_failure": _target("Where a FAILED invocation's notification goes."),
         "on_recovery": _target("Where the notification of the first SUCCEEDED invocation after FAILED ones goes."),

@@ -41,7 +41,9 @@ Each has a default that suits one machine:
 | SUNDIAL_SECRETS | | `local`: read secrets from SUNDIAL_SECRETS_DIR on the cloud backend too |
 | SUNDIAL_SECRET_MANAGER_URL | https://secretmanager.googleapis.com | Secret Manager's API (tests point it at a stand-in) |
 | PUBSUB_EMULATOR_HOST, DATASTORE_EMULATOR_HOST | | Google's own variables for their emulators; Sundial reads them to decide what is available |
-| GOOGLE_APPLICATION_CREDENTIALS, CLOUDSDK_CONFIG, HOME | | where Application Default Credentials are looked for (pubsub and cloud_tasks targets on one machine) |
+| GOOGLE_APPLICATION_CREDENTIALS, CLOUDSDK_CONFIG, HOME | | where Application Default Credentials are looked for (pubsub and cloud_tasks targets on one machine; `auth` tokens off Google Cloud) |
+| GCE_METADATA_HOST | metadata.google.internal | host[:port] of the metadata server that `auth` targets mint tokens through (google-auth's own variable; tests point it at a stand-in) |
+| SUNDIAL_IAM_CREDENTIALS_URL | https://iamcredentials.googleapis.com | the IAM Credentials API that mints `auth` tokens for other service accounts (tests or a private endpoint) |
 | SUNDIAL_SERVER | http://127.0.0.1:8080 | the operator's commands (`jobs`, `invocations`): the server they talk to, when --server is not given |
 | SUNDIAL_TOKEN | | the operator's commands: their bearer token (one of the server's SUNDIAL_API_TOKENS), when --token is not given |
 """
@@ -114,6 +116,9 @@ class Settings:
     pubsub_emulator_host: str = ""
     datastore_emulator_host: str = ""
     google_credentials: bool = False  # Application Default Credentials set up on this machine
+    credentials_file: str = ""  # that file, for minting `auth` tokens off Google Cloud
+    metadata_host: str = "metadata.google.internal"  # `auth` targets: the metadata server
+    iam_credentials_url: str = "https://iamcredentials.googleapis.com"  # `auth` targets: impersonation
 
     @property
     def app_engine_tasks(self) -> bool:
@@ -206,7 +211,10 @@ def from_environment(env=None) -> Settings:
         secret_manager_url=env.get("SUNDIAL_SECRET_MANAGER_URL", defaults.secret_manager_url),
         pubsub_emulator_host=env.get("PUBSUB_EMULATOR_HOST", ""),
         datastore_emulator_host=env.get("DATASTORE_EMULATOR_HOST", ""),
-        google_credentials=_has_google_credentials(env),
+        google_credentials=bool(_credentials_file(env)),
+        credentials_file=_credentials_file(env),
+        metadata_host=env.get("GCE_METADATA_HOST", "") or defaults.metadata_host,
+        iam_credentials_url=env.get("SUNDIAL_IAM_CREDENTIALS_URL", "") or defaults.iam_credentials_url,
     )
 
 
@@ -249,15 +257,16 @@ def _heartbeat(env, default: timedelta) -> Heartbeat:
     return Heartbeat(period, timeout)
 
 
-def _has_google_credentials(env) -> bool:
-    """Whether Application Default Credentials are set up on this machine. Only the two
+def _credentials_file(env) -> str:
+    """The Application Default Credentials file of this machine, or "". Only the two
     places a developer puts them are looked at: asking the metadata server would stall
     every start of an embedded server that runs off Google Cloud."""
     if env.get("GOOGLE_APPLICATION_CREDENTIALS"):
-        return True
+        return env["GOOGLE_APPLICATION_CREDENTIALS"]
     home = Path(env.get("HOME", "~")).expanduser()
     config = env.get("CLOUDSDK_CONFIG") or str(home / ".config" / "gcloud")
-    return (Path(config) / "application_default_credentials.json").is_file()
+    found = Path(config) / "application_default_credentials.json"
+    return str(found) if found.is_file() else ""
 
 
 def own_service(env=None) -> OwnService:

@@ -1,7 +1,7 @@
 """Delivery targets of a job entry: exactly one of http, pubsub, cloud_tasks, noop.
 
 Defaults (docs/REFERENCE.md section 2.3): http `method: POST`, `headers: {}`, `body: ""`,
-`timeout: 60s`, `async: false`; pubsub `data: ""`, `attributes: {}`; cloud_tasks
+`timeout: 60s`, `async: false`, no `auth` (config/auth.py); pubsub `data: ""`, `attributes: {}`; cloud_tasks
 `method: POST`, `headers: {}`, `body: ""`. Templates (docs/REFERENCE.md section 4) are checked in
 every url, header value, body, data and attribute value.
 
@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from config import limits
+from config.auth import parse_auth
 from config.checks import Checker
 from config.settings import own_service
 from config.yamlsource import Path
@@ -50,9 +51,9 @@ HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 DEFAULT_ATTEMPT_TIMEOUT = timedelta(seconds=60)
 METADATA_HOSTS = frozenset({"metadata.google.internal"})
 
-_HTTP_FIELDS = ("url", "method", "headers", "body", "timeout", "async")
+_HTTP_FIELDS = ("url", "method", "headers", "body", "timeout", "async", "auth")
 _PUBSUB_FIELDS = ("topic", "data", "attributes")
-_TASKS_FIELDS = ("queue", "url", "method", "headers", "body")
+_TASKS_FIELDS = ("queue", "url", "method", "headers", "body", "auth")
 _TOPIC = re.compile(r"projects/[^/\s]+/topics/[^/\s]+")
 _QUEUE = re.compile(r"projects/[^/\s]+/locations/[^/\s]+/queues/[^/\s]+")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 token
@@ -117,7 +118,7 @@ def _parse_target(check: Checker, path: Path, value: Any, rules: TargetRules) ->
     if kind == TargetKind.PUBSUB:
         return {"pubsub": _pubsub(check, where, target[kind])}, DEFAULT_ATTEMPT_TIMEOUT
     if kind == TargetKind.CLOUD_TASKS:
-        return {"cloud_tasks": _cloud_tasks(check, where, target[kind], rules.own)}, DEFAULT_ATTEMPT_TIMEOUT
+        return {"cloud_tasks": _cloud_tasks(check, where, target[kind], rules)}, DEFAULT_ATTEMPT_TIMEOUT
     if target[kind] not in (None, {}):
         check.fail(where, "takes no fields; write noop: {}")
     return {"noop": {}}, DEFAULT_ATTEMPT_TIMEOUT
@@ -136,7 +137,7 @@ def _http(check: Checker, path: Path, value: Any, rules: TargetRules) -> dict:
     timeout = check.attempt(lambda: _attempt_timeout(check, path + ("timeout",),
                                                      _given(fields, "timeout", "60s"), rules.backend),
                             DEFAULT_ATTEMPT_TIMEOUT)
-    return {
+    spec = {
         "url": url,
         "method": check.attempt(lambda: _method(check, path, fields), "POST"),
         "headers": check.attempt(lambda: _headers(check, path, fields), {}),
@@ -147,6 +148,15 @@ def _http(check: Checker, path: Path, value: Any, rules: TargetRules) -> dict:
         "async": check.attempt(lambda: check.boolean(
             path + ("async",), _given(fields, "async", False)), False),
     }
+    return _with_auth(check, path, fields, spec, rules.backend)
+
+
+def _with_auth(check: Checker, path: Path, fields: dict, spec: dict, backend: str) -> dict:
+    """`spec` with the target's `auth` (config/auth.py), when it has one."""
+    if fields.get("auth") is not None:
+        spec["auth"] = check.attempt(lambda: parse_auth(check, path + ("auth",), fields["auth"],
+                                                        fields, backend), {})
+    return spec
 
 
 def _attempt_timeout(check: Checker, path: Path, value: Any, backend: str) -> timedelta:
@@ -172,7 +182,7 @@ def _pubsub(check: Checker, path: Path, value: Any) -> dict:
     }
 
 
-def _cloud_tasks(check: Checker, path: Path, value: Any, own: OwnService) -> dict:
+def _cloud_tasks(check: Checker, path: Path, value: Any, rules: TargetRules) -> dict:
     fields = check.mapping(path, value, "{queue: projects/P/locations/L/queues/Q, url: ...}")
     check.known_fields(path, fields, _TASKS_FIELDS)
     queue_form = "projects/P/locations/L/queues/Q"
@@ -186,7 +196,7 @@ def _cloud_tasks(check: Checker, path: Path, value: Any, own: OwnService) -> dic
                                                 _given(fields, "body", ""),
                                                 limits.MAX_BODY_BYTES), ""),
     }
-    refused = own.refusal(spec["url"] or "", spec["queue"] or "")
+    refused = rules.own.refusal(spec["url"] or "", spec["queue"] or "")
     if refused:
         check.report(path + (refused[0],), f"{refused[1]}: a task there would pass for one of "
                                            "Sundial's own")
@@ -195,7 +205,7 @@ def _cloud_tasks(check: Checker, path: Path, value: Any, own: OwnService) -> dic
         check.report(path, limits.size_error("the task's url, headers and body together", size,
                                              limits.MAX_CLOUD_TASK_TEMPLATE_BYTES)
                      + " (Cloud Tasks refuses a task over 100 KB)")
-    return spec
+    return _with_auth(check, path, fields, spec, rules.backend)
 
 
 def _task_template_bytes(spec: dict) -> int:

@@ -12,13 +12,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
+from engine.audit import Audit, log_entry, new_entry
 from engine.deferred_finish import may_defer, settle_deferred
 from engine.errors import ConflictError, NotFound
 from engine.event_rows import TransactionRows
 from engine.holds import AttemptHolds, AttemptKey, HeldAttempt
 from engine.logs import log_event
 from engine.metrics import Metrics
-from engine.ports import Clock, JobSource, JobStore, StoredJob, Transaction
+from engine.ports import AuditEntry, Clock, JobSource, JobStore, StoredJob, Transaction
 from engine.recording import append_log, materialize, record_actions, throttle_queue
 from statemachine import actions as act
 from statemachine import events as ev
@@ -63,6 +64,7 @@ class Change:
     note: Note | None = None
     releases: HeldAttempt | None = None
     if_held: bool = False
+    audit: Audit | None = None  # an operator's action: its entry commits with the change (engine/audit.py)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class Applied:
 
     transition: Transition
     job: StoredJob
+    audited: AuditEntry | None = None  # the audit entry committed with it
 
 
 # The refusals `apply_many` returns in place of a change's `Applied`.
@@ -86,20 +89,24 @@ class JobChanges:
         self.holds = holds
 
     def apply(self, project: str, job_id: str, event: JobEvent, *, definition: JobDefinition | None = None,
-              source: JobSource | None = None, deleted: bool = False, note: Note | None = None) -> Applied:
+              source: JobSource | None = None, deleted: bool = False, note: Note | None = None,
+              audit: Audit | None = None) -> Applied:
         """Step the job with one event and save everything it decided, atomically.
 
         `definition`/`source` replace the stored job's definition (config import,
         API), and with it its `deleted` mark; a missing job is created only when a
-        definition is given.
+        definition is given. `audit`: the operator's action, recorded in the same
+        transaction (and logged once it committed).
 
         :raises NotFound: no such job, and no definition to create it from.
         :raises InvalidTransition: the job's state refuses the event; nothing changed.
         :raises StoreError: nothing was committed.
         """
-        change = Change(project, job_id, event, note)
+        change = Change(project, job_id, event, note, audit=audit)
         applied = self.write(lambda tx: self._apply_in(tx, change, definition, source, deleted))
         self._count_outcomes(applied)  # counted once, after the commit
+        if applied.audited is not None:
+            log_entry(applied.audited)
         return applied
 
     def apply_many(self, changes: list[Change]) -> list[Applied | Refusal]:
@@ -125,6 +132,8 @@ class JobChanges:
         for applied in results:
             if isinstance(applied, Applied):
                 self._count_outcomes(applied)
+                if applied.audited is not None:
+                    log_entry(applied.audited)
         return results
 
     def write(self, body: Callable[[Transaction], T]) -> T:
@@ -214,7 +223,8 @@ class JobChanges:
             stored = StoredJob(transition.record, stored.definition, stored.source, stored.config_error,
                                stored.deleted)
             tx.put_job(stored)
-        return Applied(transition, stored)
+        audited = _write_audit(tx, change, now) if changed or transition.actions else None
+        return Applied(transition, stored, audited)
 
     def _defers(self, tx: Transaction, stored: StoredJob, event: JobEvent, now, transition: Transition) -> bool:
         """Whether this finish is left to its invocation's row (engine/deferred_finish.py);
@@ -223,6 +233,17 @@ class JobChanges:
             return False
         row = tx.get_invocation(stored.record.project, stored.record.job_id, event.invocation_id)
         return may_defer(stored.record, event, now, transition, row, self.tuning)
+
+
+def _write_audit(tx: Transaction, change: Change, now) -> AuditEntry | None:
+    """The operator's action, recorded with the change it made. One that changed nothing
+    (the same PUT again, resuming a job that is not paused) leaves no entry: the audit
+    log answers who changed what."""
+    if change.audit is None:
+        return None
+    entry = new_entry(change.audit, change.project, change.job_id, now)
+    tx.put_audit(entry)
+    return entry
 
 
 def _materialize_deferred(tx: Transaction, before: JobRecord, transition: Transition, note: Note | None) -> None:

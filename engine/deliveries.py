@@ -24,6 +24,7 @@ from engine.ports import Clock, DeliveryResult, JobStore, SecretReader, StoredJo
 from engine.recording import tells_history
 from statemachine import actions as act
 from statemachine import events as ev
+from statemachine.policy import occurrence_delay
 
 log = logging.getLogger("sundial.engine")
 
@@ -49,7 +50,11 @@ class Deliveries:
         started = self.clock.now()
         result = deliver(self.targets, job, action, self.allowed_hosts(project),
                          self._completion(project, job_id, action), self.secrets, self.service_host)
-        lateness = started - action.scheduled_time
+        # Counted from when the occurrence was due: its nominal time plus its jitter.
+        due = action.scheduled_time
+        if job.record.policy is not None:
+            due += occurrence_delay(job.record.policy, project, job_id, action.scheduled_time, action.trigger)
+        lateness = started - due
         self.metrics.inc("sundial_deliveries_total", outcome=result.outcome)
         if action.attempt == 1 and action.event_count == 1:
             self.metrics.observe_lateness(max(lateness.total_seconds(), 0.0))
@@ -97,9 +102,12 @@ class Deliveries:
 
 def outcome_change(job: StoredJob, action: act.Deliver, result: DeliveryResult) -> Change:
     """The change that records an attempt's result, with its line for the invocation's log."""
+    fields: dict[str, Any] = {"event": action.event_index, "detail": result.detail,
+                              "duration_ms": int(result.duration.total_seconds() * 1000)}
+    if result.sent is not None:
+        fields["request"] = result.sent
     note = Note(action.invocation_id, f"attempt {action.attempt}: {result.outcome}",
-                {"event": action.event_index, "detail": result.detail,
-                 "duration_ms": int(result.duration.total_seconds() * 1000)}) if tells_history(action) else None
+                fields) if tells_history(action) else None
     project, job_id = job.record.project, job.record.job_id
     held = HeldAttempt(AttemptKey(project, job_id, action.invocation_id, action.event_index, action.attempt))
     return Change(project, job_id, _outcome_event(action, result), note, releases=held)

@@ -9,12 +9,14 @@ invocation's summary (`deliver_notification`).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, Mapping
 from urllib.parse import quote, urlsplit
 
 from engine.ports import DeliveryRequest, DeliveryResult, SecretReader, StoredJob, Target
 from engine.rendering import render_target, secret_backed_headers
 from engine.secrets import SecretError
+from engine.sent import sent_record
 from statemachine import actions as act
 from statemachine.durations import parse_instant
 from statemachine.template import HookValues, TemplateContext
@@ -130,7 +132,9 @@ def send_to_target(
         completion_token=completion[1],
         secret_headers=secret_backed_headers(target),
     )
-    return sender.deliver(request)
+    result = sender.deliver(request)
+    # Recorded from what the sender was handed, masked and bounded before it is stored.
+    return replace(result, sent=sent_record(rendered, request.secret_headers))
 
 
 def with_payload(target: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:

@@ -12,8 +12,8 @@ measured on the injected clock. What a run leaves, the next run does:
   so that many wedged jobs do not come back together): later runs do not meet it at
   the head of their query, and it is tried again once the backoff has run out. If
   even that write fails, the cursor has still moved past the job in this run.
-- The clean-up deletes finished history in batches, invocations and the progress
-  rows of finished fan-outs side by side; a run stopped by its budget leaves the rest
+- The clean-up deletes finished history in batches, invocations, the progress
+  rows of finished fan-outs and audit entries side by side; a run stopped by its budget leaves the rest
   to the next one, which finds it at the head of the same queries.
 """
 
@@ -147,28 +147,31 @@ class Maintenance:
                   error=error, retry_after=until)
 
     def cleanup(self, history: timedelta, budget: timedelta = DEFAULT_BUDGET, batch: int = PAGE) -> int:
-        """Remove finished history older than `history` (invocations, and the progress
-        rows of finished fan-outs), batch after batch, until none is left or `budget` is
+        """Remove finished history older than `history` (invocations, the progress
+        rows of finished fan-outs, and audit entries), batch after batch, until none is left or `budget` is
         spent; returns how many rows were removed.
 
         :raises StoreError: storage failed; what was removed before stays removed.
         """
         start = self.clock.now()
         cutoff, deadline = start - history, start + budget
-        removed, invocations_left, progress_left, cursor = 0, True, True, None
+        removed, invocations_left, progress_left, audit_left, cursor = 0, True, True, True, None
         try:
-            while invocations_left or progress_left:
+            while invocations_left or progress_left or audit_left:
                 if invocations_left:
                     count = self.store.delete_invocations_before(cutoff, batch)
                     removed, invocations_left = removed + count, count >= batch
                 if progress_left:
                     count, cursor = self.store.delete_finished_progress(cutoff, batch, cursor)
                     removed, progress_left = removed + count, cursor is not None
+                if audit_left:  # kept as long as the history (engine/audit.py)
+                    count = self.store.delete_audit_before(cutoff, batch)
+                    removed, audit_left = removed + count, count >= batch
                 if self.clock.now() >= deadline:
                     break
         finally:
             self.metrics.inc("sundial_cleanup_removed_total", removed)
-        self._report("cleanup", not (invocations_left or progress_left), removed=removed)
+        self._report("cleanup", not (invocations_left or progress_left or audit_left), removed=removed)
         return removed
 
     def _report(self, run: str, finished: bool, **counts: int) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from engine.ports import StoredJob
 
@@ -127,19 +127,22 @@ class JobSeriesCache:
     cost little, and what was just paused or failed shows at once. Which projects a
     caller sees is decided per request, never cached."""
 
-    def __init__(self, ttl: float = 60.0, clock: Callable[[], float] = time.monotonic, small: int = 1000):
-        self.ttl, self.clock, self.small = ttl, clock, small
+    def __init__(self, ttl: float = 60.0, clock: Callable[[], float] = time.monotonic, small: int = 1000,
+                 summarize: Callable[[list[StoredJob]], list[Any]] = job_gauges):
+        """`summarize`: what is kept of a project's jobs (the UI's attention list keeps
+        its own facts, web/attention.py); the gauge rows by default."""
+        self.ttl, self.clock, self.small, self.summarize = ttl, clock, small, summarize
         self._lock = threading.Lock()
-        self._rows: dict[str, tuple[float, list[tuple[str, dict, float]]]] = {}
+        self._rows: dict[str, tuple[float, list[Any]]] = {}
 
-    def rows(self, project: str, jobs: Callable[[], Iterable[StoredJob]]) -> list[tuple[str, dict, float]]:
+    def rows(self, project: str, jobs: Callable[[], Iterable[StoredJob]]) -> list[Any]:
         now = self.clock()
         with self._lock:
             kept = self._rows.get(project)
         if kept is not None and now - kept[0] < self.ttl:
             return kept[1]
         stored = list(jobs())
-        rows = job_gauges(stored)
+        rows = self.summarize(stored)
         if len(stored) >= self.small:
             with self._lock:
                 self._rows[project] = (now, rows)

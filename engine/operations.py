@@ -12,6 +12,9 @@ Deleting an API job is three steps, each safe to stop after:
 2. `Aborted("deleted")`: invocations not yet delivered never will be.
 3. The row goes, unless something revived the job meanwhile.
 A crash between steps leaves a hidden, disabled "tombstone" that a new PUT revives.
+
+Every use case that changes a job takes the `actor` asking for it, and records the
+action in the audit log (engine/audit.py) in the transaction of its change.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from engine.audit import UNKNOWN_ACTOR, Audit, write_audit
 from engine.changes import Note
 from engine.errors import NotFound, Refused
 from engine.ports import InvocationRow, JobSource, ProjectRow, StoredJob, Transaction
@@ -28,11 +32,12 @@ from engine.queries import visible
 from engine.service import Engine
 from statemachine import events as ev
 from statemachine import ids
+from statemachine.backfill import rerun_time
 from statemachine.definition import JobDefinition
-from statemachine.durations import UTC
+from statemachine.durations import UTC, rfc3339_millis
 from statemachine.machine import manual_invocation_id
 from statemachine.policy import JobPolicy
-from statemachine.vocabulary import TERMINAL_STATUSES, AbortReason, InvocationStatus, Trigger
+from statemachine.vocabulary import TERMINAL_STATUSES, AbortReason, AuditAction, InvocationStatus, Trigger
 
 TERMINAL = TERMINAL_STATUSES
 # How many of a job's newest invocations a retried trigger request is looked for in.
@@ -60,7 +65,7 @@ def config_defines(row: ProjectRow, stored: StoredJob | None, job_id: str) -> bo
 # --- API-managed jobs --------------------------------------------------------------------
 
 def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, definition: JobDefinition,
-            disabled: bool, max_jobs: int) -> Put:
+            disabled: bool, max_jobs: int, actor: str = UNKNOWN_ACTOR) -> Put:
     """Create or replace an API job. The same definition again changes nothing."""
     row = engine.queries.project(project)
     stored = engine.queries.stored_job(project, job_id)
@@ -72,12 +77,14 @@ def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, defini
                                              "most a project may have; delete some first")
     _check_triggers(engine, project, job_id, definition.triggers)
     event = ev.JobDisabled() if disabled else ev.JobEnabled(policy)
-    applied = engine.changes.apply(project, job_id, event, definition=definition, source=JobSource.API)
     created = stored is None or stored.source != JobSource.API or not visible(stored)
+    audit = Audit(actor, AuditAction.PUT, {"created": created})
+    applied = engine.changes.apply(project, job_id, event, definition=definition, source=JobSource.API, audit=audit)
     return Put(applied.job, created)
 
 
-def delete_job(engine: Engine, project: str, job_id: str, allow_missing: bool = False) -> None:
+def delete_job(engine: Engine, project: str, job_id: str, allow_missing: bool = False,
+               actor: str = UNKNOWN_ACTOR) -> None:
     """Stop the job for good: nothing pending is delivered afterwards."""
     row = engine.queries.project(project)
     stored = engine.queries.stored_job(project, job_id)
@@ -88,8 +95,9 @@ def delete_job(engine: Engine, project: str, job_id: str, allow_missing: bool = 
     if config_defines(row, stored, job_id):
         raise Refused("FAILED_PRECONDITION", f"job {project}/{job_id} is defined in the "
                                              "project's config file; remove it there")
+    # The entry rides on the first step: from its commit on, the job is gone for readers.
     engine.changes.apply(project, job_id, ev.JobDisabled(), definition=stored.definition, source=stored.source,
-                         deleted=True)
+                         deleted=True, audit=Audit(actor, AuditAction.DELETE))
     engine.changes.apply(project, job_id, ev.Aborted(AbortReason.DELETED))
     engine.changes.write(lambda tx: _remove_if_still_deleted(tx, project, job_id))
 
@@ -133,36 +141,56 @@ def _cycle_through(engine: Engine, project: str, job_id: str,
 
 # --- operator actions --------------------------------------------------------------------
 
-def pause(engine: Engine, project: str, job_id: str, reason: str = "") -> StoredJob:
+def pause(engine: Engine, project: str, job_id: str, reason: str = "", actor: str = UNKNOWN_ACTOR) -> StoredJob:
     engine.queries.job(project, job_id)
-    return engine.changes.apply(project, job_id, ev.Paused(reason)).job
+    audit = Audit(actor, AuditAction.PAUSE, {"reason": reason})
+    return engine.changes.apply(project, job_id, ev.Paused(reason, by=actor), audit=audit).job
 
 
-def resume(engine: Engine, project: str, job_id: str) -> StoredJob:
+def resume(engine: Engine, project: str, job_id: str, actor: str = UNKNOWN_ACTOR) -> StoredJob:
     engine.queries.job(project, job_id)
-    return engine.changes.apply(project, job_id, ev.Resumed()).job
+    return engine.changes.apply(project, job_id, ev.Resumed(), audit=Audit(actor, AuditAction.RESUME)).job
 
 
-def abort(engine: Engine, project: str, job_id: str, reason: str = "") -> StoredJob:
+def abort(engine: Engine, project: str, job_id: str, reason: str = "", actor: str = UNKNOWN_ACTOR) -> StoredJob:
     engine.queries.job(project, job_id)
-    return engine.changes.apply(project, job_id, ev.Aborted(reason or "aborted")).job
+    reason = reason or "aborted"
+    audit = Audit(actor, AuditAction.ABORT, {"reason": reason})
+    return engine.changes.apply(project, job_id, ev.Aborted(reason), audit=audit).job
 
 
-def trigger(engine: Engine, project: str, job_id: str, request_id: str | None = None) -> InvocationRow:
-    """Start an invocation now, under the job's overlap policy.
+def record_audit(engine: Engine, project: str, job_id: str, actor: str, action: AuditAction,
+                 detail: dict | None = None) -> None:
+    """Record an action in a transaction of its own, right after the action's last commit
+    (engine/audit.py: prefer `engine.changes.apply(..., audit=Audit(...))` where one
+    change carries the action). `detail` holds JSON values only.
+
+    :raises StoreError: nothing was recorded.
+    """
+    write_audit(engine.changes.write, engine.clock.now(), project, job_id, Audit(actor, action, detail or {}))
+
+
+def trigger(engine: Engine, project: str, job_id: str, request_id: str | None = None,
+            scheduled_time: datetime | None = None, actor: str = UNKNOWN_ACTOR) -> InvocationRow:
+    """Start an invocation now, under the job's overlap policy; with `scheduled_time`
+    (past), the re-run of that occurrence: its scheduled time and template values.
 
     The same `request_id` again (a client retrying) returns the invocation the first
-    request made, as long as it is among the job's newest REQUEST_LOOKBACK ones.
+    request made, as long as it is among the job's newest REQUEST_LOOKBACK ones (a
+    re-run's id follows from its time and request id, so the store finds it anyway).
     """
     stored = engine.queries.job(project, job_id)
-    if request_id:
+    if request_id and scheduled_time is None:
         earlier = _earlier_request(engine, stored, request_id)
         if earlier is not None:
             return earlier
-    at = engine.clock.now()
+    at = engine.clock.now() if scheduled_time is None else rerun_time(scheduled_time, engine.clock.now())
     event = ev.ManualTrigger(request_id or uuid.uuid4().hex, Trigger.MANUAL, at)
     invocation_id = manual_invocation_id(stored.record, event, at)
-    engine.changes.apply(project, job_id, event)
+    detail = {"invocation": invocation_id}
+    if scheduled_time is not None:  # a re-run: which occurrence it stands for
+        detail["scheduled_time"] = rfc3339_millis(at)
+    engine.changes.apply(project, job_id, event, audit=Audit(actor, AuditAction.TRIGGER, detail))
     row = engine.queries.find_invocation(project, job_id, invocation_id)
     # No row yet: the overlap policy buffered it behind an active invocation.
     return row or _buffered(project, job_id, invocation_id, at)

@@ -85,6 +85,20 @@ class ProjectRow:
     settings: dict[str, Any] = field(default_factory=dict)  # acl, allowed_hosts, throttles, defaults
 
 
+@dataclass(frozen=True)
+class AuditEntry:
+    """One operator action (engine/audit.py). `id` is unique in its project and sorts
+    newest first (the time inverted, then random digits), so it is the paging token."""
+
+    project: str
+    job_id: str
+    id: str
+    time: datetime
+    actor: str  # an API principal (`user:EMAIL`, `serviceAccount:EMAIL`), `anonymous` or `local`
+    action: str  # an AuditAction
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
 class Transaction(Protocol):
     """One unit of work, handed to the body of `JobStore.run_in_transaction`.
 
@@ -121,6 +135,9 @@ class Transaction(Protocol):
 
     def list_progress(self, project: str, job_id: str, invocation_id: str) -> dict[str, dict[str, Any]]:
         """Every part of an invocation's progress, by part name."""
+
+    def put_audit(self, entry: AuditEntry) -> None:
+        """Add one audit entry, committed with the action it records."""
 
     def enqueue(self, task: Task) -> None:
         """Enqueue with the commit (SQLite), or right after it (Cloud Tasks). A task
@@ -234,6 +251,18 @@ class JobStore(MetaStore, Protocol):
         :raises StoreError: storage failed; what was removed before stays removed.
         """
 
+    def delete_audit_before(self, cutoff: datetime, limit: int) -> int:
+        """Remove up to `limit` audit entries older than `cutoff`; returns how many.
+
+        :raises StoreError: storage failed; what was removed before stays removed.
+        """
+
+    def list_audit(
+        self, project: str, job_id: str | None, page_size: int, page_token: str | None
+    ) -> tuple[list[AuditEntry], str | None]:
+        """The project's audit entries (only the job's, given `job_id`), newest first,
+        one page; the token is the last entry's id, None after the last page."""
+
     # --- paged reads for the web UI (a page costs the same with 10 or 10,000 rows) ---
 
     def list_jobs_page(
@@ -289,6 +318,8 @@ class DeliveryResult:
     reason: str = ""  # for failed: e.g. "http 500", "timeout", "connection error: ..."
     detail: str = ""  # what to log on the invocation: status line, a bounded snippet
     duration: timedelta = timedelta(0)
+    # What was sent, safe to store (engine/sent.py); None where nothing reached a sender.
+    sent: dict[str, Any] | None = None
 
 
 class Target(Protocol):

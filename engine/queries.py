@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from engine.deferred_finish import may_hold_finish, settle_deferred
 from engine.errors import NotFound
-from engine.ports import InvocationRow, JobStore, ProjectRow, StoredJob
+from engine.ports import AuditEntry, InvocationRow, JobStore, ProjectRow, StoredJob
 from statemachine.policy import DEFAULT_TUNING, Tuning
 
 
@@ -111,3 +111,9 @@ class Queries:
 
     def find_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
         return self.store.get_invocation(project, job_id, invocation_id)
+
+    def audit(self, project: str, job_id: str | None, page_size: int,
+              page_token: str | None) -> tuple[list[AuditEntry], str | None]:
+        """The project's operator actions (only the job's, given `job_id`), newest first, one
+        page. Entries of a deleted job stay readable: they say who deleted it."""
+        return self.store.list_audit(project, job_id, page_size, page_token)

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.ports import InvocationRow, Task, Transaction
+from engine.sent import prune_requests
 from statemachine import actions as act
 from statemachine import notification as note
 from statemachine.durations import rfc3339_millis
@@ -118,6 +119,8 @@ def append_log(row: InvocationRow, now: datetime, message: str, /, **fields) -> 
     for name, value in fields.items():
         entry[f"field_{name}" if name in entry else name] = value
     row.log.append(entry)
+    if "request" in entry:
+        prune_requests(row.log)  # what each attempt sent: the newest few keep it (engine/sent.py)
     if len(row.log) > LOG_LIMIT:
         # Keep how it started and how it is going; say what was cut.
         head, rest = row.log[:LOG_HEAD], row.log[LOG_HEAD:]

@@ -22,3 +22,7 @@ from __future__ import annotations
 
 COMMIT_ENTITY_LIMIT = 500  # entities one commit may write on legacy Datastore
 ROWS_PER_STEP = 400  # rows one step writes in a batch of any data-sized kind
+# Waiting occurrences (a backfill's, a caught-up run's) started by one step: under `allow`
+# with a large `max_concurrent` they could otherwise be more than one commit takes. The rest
+# start as invocations end, a batch at each end, so nothing stalls while any is active.
+STARTS_PER_STEP = ROWS_PER_STEP // 4

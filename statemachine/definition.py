@@ -4,8 +4,9 @@ config/jobs.py builds one from a job entry with every default applied. Its JSON 
 (`to_dict`) is what the stores hold, what the API's Job and the UI's pages show, and what
 `JobPolicy.revision` hashes, so that form must not drift: `from_dict(d).to_dict() == d`,
 key order included, for every `d` config/jobs.py makes or has made. (The fields added
-after the first release, `pause_after_failures`, `on_failure` and `on_recovery`, are written only when
-set, so that a job which does not use them keeps its revision.)
+after the first release, `pause_after_failures`, `on_failure`, `on_recovery`, `description`,
+`labels`, `jitter`, `start` and `end`, are written only when set, so that a job which does
+not use them keeps its revision.)
 
 Values keep their JSON spelling where that spelling is what is stored and shown:
 durations are canonical text (`1m30s`), `at` times RFC 3339 UTC text, and target specs
@@ -81,6 +82,11 @@ class JobDefinition:
     pause_after_failures: int | None = None  # pause after this many FAILED invocations in a row; None: never
     on_failure: TargetSpec | None = None  # where a FAILED invocation's notification goes; None: nowhere
     on_recovery: TargetSpec | None = None  # where the first success after failures is told; None: nowhere
+    description: str | None = None  # free text shown with the job
+    labels: dict[str, str] | None = None  # key: value tags to show and filter by; None: none
+    jitter: str | None = None  # each occurrence's delivery is delayed up to this; None: not at all
+    start: str | None = None  # RFC 3339 UTC: no occurrence before it; None: unbounded
+    end: str | None = None  # RFC 3339 UTC: no occurrence after it (then the job is DONE)
 
     def __post_init__(self) -> None:
         if (self.schedule is None) == (self.at is None):
@@ -121,6 +127,9 @@ class JobDefinition:
             data["on_failure"] = self.on_failure
         if self.on_recovery is not None:
             data["on_recovery"] = self.on_recovery
+        for key in _OPTIONAL_TEXT:
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
         return data
 
     @classmethod
@@ -152,12 +161,19 @@ class JobDefinition:
             pause_after_failures=fields.optional("pause_after_failures", int),
             on_failure=fields.optional("on_failure", dict),
             on_recovery=fields.optional("on_recovery", dict),
+            labels=fields.optional("labels", dict),
+            description=fields.optional("description", str),
+            jitter=fields.optional("jitter", str),
+            start=fields.optional("start", str),
+            end=fields.optional("end", str),
         )
 
 
 _KEYS = frozenset({"id", "schedule", "at", "timezone", "disabled", "overlap", "max_concurrent", "catchup",
                    "timeout", "retry", "fanout", "throttle", "triggers", "target", "pause_after_failures",
-                   "on_failure", "on_recovery"})
+                   "on_failure", "on_recovery", "description", "labels", "jitter", "start", "end"})
+# Written only when set (as pause_after_failures and on_failure), in this order.
+_OPTIONAL_TEXT = ("description", "labels", "jitter", "start", "end")
 _NESTED = {
     "catchup": frozenset({"policy", "window"}),
     "retry": frozenset({"max_attempts", "min_backoff", "max_backoff"}),

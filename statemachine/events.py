@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from statemachine.policy import JobPolicy
+from statemachine.runs import Run
 from statemachine.vocabulary import Trigger
 
 
@@ -121,16 +122,25 @@ class ManualTrigger:
       names this job in its `triggers`; `request_id` is that job's invocation.
       Nobody waits for an answer, so a paused or disabled job records it
       SKIPPED (reason paused/disabled) instead of refusing it.
+    - `Trigger.BACKFILL` ("backfill"): a person asked for every fire time in
+      `backfill` (a run of the job's schedule, statemachine/backfill.py), each an
+      invocation with its own scheduled time, started in order; refused like a
+      person's trigger when the job is paused or disabled.
+
+    A person's trigger with an `at` in the past re-runs that occurrence: the
+    invocation's scheduled time (and its template values) is `at`.
     """
 
     request_id: str
     trigger: str = Trigger.MANUAL
     at: datetime | None = None
+    backfill: Run | None = None
 
 
 @dataclass(frozen=True)
 class Paused:
     reason: str = ""
+    by: str = ""  # who asked (the job's `paused_by`); "" for the job's own pause_after_failures
 
 
 @dataclass(frozen=True)

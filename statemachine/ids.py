@@ -17,13 +17,15 @@ _MILLIS_SPAN = 2**44
 OCCURRENCE = "o"  # a scheduled time of the job's schedule, on time or caught up
 MANUAL = "m"  # a trigger through the API or the UI
 JOB = "j"  # a trigger by another job's success
+BACKFILL = "b"  # a fire time of a backfill; its key is the backfill's request id
 
 
 def invocation_id(project: str, job_id: str, scheduled_time: datetime, kind: str, key: str = "") -> str:
     """The id of the invocation for (job, scheduled time, kind, key).
 
     For occurrences `key` is empty: one occurrence, one id. Manual triggers pass
-    the request id and job triggers the triggering invocation's id.
+    the request id, job triggers the triggering invocation's id and backfills their
+    request id, so that a backfill of times that already ran makes invocations of its own.
     """
     millis = int(scheduled_time.timestamp() * 1000)
     inverted = _MILLIS_SPAN - millis

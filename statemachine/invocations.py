@@ -12,8 +12,9 @@ from datetime import datetime
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine import hooks, waiting
+from statemachine.budget import STARTS_PER_STEP
 from statemachine.pausing import count_outcome
-from statemachine.policy import Catchup, JobPolicy, Overlap, Tuning, compute_backoff, fanout_offsets
+from statemachine.policy import Catchup, JobPolicy, Overlap, Tuning, compute_backoff, fanout_offsets, occurrence_delay
 from statemachine.record import ActiveInvocation, JobRecord, Occurrence, evolve
 from statemachine.runs import Run
 from statemachine.vocabulary import JOB_PREFIX, InvocationStatus, SkipReason, Trigger
@@ -39,11 +40,11 @@ def admit(
         return record, [act.RecordSkipped.of(occurrence, SkipReason.OVERLAP)]
     # A caught-up occurrence under `catchup: all` is never dropped for overlap:
     # the policy promises each one is delivered, so they wait their turn.
-    if policy.overlap is Overlap.BUFFER_ALL or _kept_for_catchup(occurrence.trigger, policy):
+    if policy.overlap is Overlap.BUFFER_ALL or _kept_in_order(occurrence.trigger, policy):
         return waiting.push(record, occurrence, policy)
     if policy.overlap is Overlap.BUFFER_ONE:
-        # The newest replaces what waits, except the caught-up ones promised above.
-        record, dropped = waiting.drop_unless(record, lambda trigger: _kept_for_catchup(trigger, policy),
+        # The newest replaces what waits, except the caught-up and backfilled ones promised above.
+        record, dropped = waiting.drop_unless(record, lambda trigger: _kept_in_order(trigger, policy),
                                               SkipReason.OVERLAP)
         record, pushed = waiting.push(record, occurrence, policy)
         return record, dropped + pushed
@@ -56,19 +57,21 @@ def admit_run(record: JobRecord, run: Run, now: datetime, tuning: Tuning, inline
     policy = record.live_policy
     actions: list[act.Action] = []
     rest: Run | None = run
-    while rest is not None and len(record.active) < policy.concurrency_limit():
+    starts = 0
+    while rest is not None and len(record.active) < policy.concurrency_limit() and starts < STARTS_PER_STEP:
         first = rest.first()
         if first is None:
             break
+        starts += 1
         rest = rest.without_through(first)
-        record, started = start(record, waiting.occurrence(record, first, run.trigger), now, tuning, inline)
+        record, started = start(record, waiting.occurrence(record, first, run.trigger, run.key), now, tuning, inline)
         actions += started
     if rest is None:
         return record, actions
-    if policy.overlap is Overlap.BUFFER_ALL or _kept_for_catchup(run.trigger, policy):
+    if policy.overlap is Overlap.BUFFER_ALL or _kept_in_order(run.trigger, policy):
         record, queued = waiting.push_run(record, rest)
         return record, actions + queued
-    # Only `catchup: all` admits a run (its caught-up times), and they all wait; were a run
+    # Only `catchup: all` and a backfill admit a run, and they all wait; were a run
     # of others admitted, each would be admitted alone (under buffer_one the newest waits).
     for moment in rest.times():
         record, admitted = admit(record, waiting.occurrence(record, moment, run.trigger), now, tuning, inline)
@@ -100,8 +103,10 @@ def _triggered_kind(trigger: str) -> str | None:
     return "manual" if trigger == Trigger.MANUAL else None
 
 
-def _kept_for_catchup(trigger: str, policy: JobPolicy) -> bool:
-    return trigger == Trigger.CATCHUP and policy.catchup is Catchup.ALL
+def _kept_in_order(trigger: str, policy: JobPolicy) -> bool:
+    """Those that wait their turn whatever the overlap policy: caught up under `catchup: all`,
+    and a backfill's (a person asked for each; Temporal's backfills default to buffer_all)."""
+    return (trigger == Trigger.CATCHUP and policy.catchup is Catchup.ALL) or trigger == Trigger.BACKFILL
 
 
 def start(
@@ -118,7 +123,10 @@ def start(
     """
     policy = record.live_policy
     fanout = policy.fanout
-    due = [max(occurrence.scheduled_time + offset, now) for offset in fanout_offsets(fanout)]
+    # The first attempt is due at the nominal time plus the occurrence's jitter; what it
+    # sends (headers, templates) keeps the nominal time.
+    delay = occurrence_delay(policy, record.project, record.job_id, occurrence.scheduled_time, occurrence.trigger)
+    due = [max(occurrence.scheduled_time + delay + offset, now) for offset in fanout_offsets(fanout)]
     # A throttled job's attempts all wait their turn on the throttle's queue.
     if inline and fanout.count == 1 and due[0] <= now and not record.paused and not policy.throttle:
         return _start_inline(record, occurrence, now, tuning)
@@ -127,7 +135,7 @@ def start(
         invocation_id=occurrence.invocation_id,
         scheduled_time=occurrence.scheduled_time,
         trigger=occurrence.trigger,
-        deadline=now + fanout.spread + policy.timeout,
+        deadline=now + delay + fanout.spread + policy.timeout,
         event_count=fanout.count,
         attempts=() if in_rows else (1,),
         # The record does not hear of each event's start: the first is taken as begun
@@ -331,7 +339,9 @@ def finish(record: JobRecord, entry: ActiveInvocation, status: str, reason: str,
 def drain_buffer(record: JobRecord, now: datetime, tuning: Tuning) -> Result:
     """Start waiting occurrences, in order, while the overlap policy allows."""
     actions: list[act.Action] = []
-    while record.has_waiting and len(record.active) < record.live_policy.concurrency_limit():
+    for _ in range(STARTS_PER_STEP):
+        if not record.has_waiting or len(record.active) >= record.live_policy.concurrency_limit():
+            break
         record, head = waiting.pop(record)
         record, started = start(record, head, now, tuning)
         actions += started

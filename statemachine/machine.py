@@ -37,7 +37,7 @@ from statemachine.policy import DEFAULT_TUNING, Tuning
 from statemachine.record import JobRecord, JobState, Occurrence, evolve
 from statemachine.schedule import IntervalSchedule, is_clock_driven
 from statemachine.ticks import after_invocations, arm, arm_next, on_tick, settle_backlog
-from statemachine.vocabulary import SkipReason, Trigger
+from statemachine.vocabulary import JOB_PREFIX, SkipReason, Trigger
 from statemachine.waiting import stop_waiting
 
 
@@ -181,7 +181,11 @@ def _on_disabled(record: JobRecord, event: ev.JobDisabled, now: datetime, tuning
 # --- operator actions ----------------------------------------------------------------
 
 def manual_invocation_id(record: JobRecord, event: ev.ManualTrigger, now: datetime) -> str:
-    """The invocation a manual or job trigger names; the shell refuses a second one."""
+    """The invocation a manual or job trigger names (a backfill's first); the shell
+    refuses a second one."""
+    if event.backfill is not None:
+        first = event.backfill.first()
+        return ids.invocation_id(record.project, record.job_id, first or now, ids.BACKFILL, event.backfill.key)
     kind = ids.MANUAL if event.trigger == Trigger.MANUAL else ids.JOB
     return ids.invocation_id(record.project, record.job_id, event.at or now, kind, event.request_id)
 
@@ -191,11 +195,15 @@ def _on_manual(record: JobRecord, event: ev.ManualTrigger, now: datetime, tuning
     known = {e.invocation_id for e in record.active} | {o.invocation_id for o in record.buffered}
     if invocation in known:
         return record, []  # the same request again
+    if event.backfill is not None:
+        if any(run.key == event.backfill.key for run in record.runs):
+            return record, []  # the same backfill again, some of it still waiting
+        return inv.admit_run(record, event.backfill, now, tuning)
     return inv.admit(record, Occurrence(invocation, event.at or now, event.trigger), now, tuning)
 
 
 def _triggered_by_another_job(event: ev.ManualTrigger) -> bool:
-    return event.trigger != Trigger.MANUAL
+    return event.trigger.startswith(JOB_PREFIX)  # not a person's trigger or backfill
 
 
 def _trigger_while_stopped(reason: SkipReason) -> Refusal:
@@ -211,7 +219,7 @@ def _trigger_while_stopped(reason: SkipReason) -> Refusal:
 
 
 def _on_paused(record: JobRecord, event: ev.Paused, now: datetime, tuning: Tuning) -> Result:
-    return pause(record, event.reason, now)
+    return pause(record, event.reason, now, event.by)
 
 
 def _on_resumed(record: JobRecord, event: ev.Resumed, now: datetime, tuning: Tuning) -> Result:
@@ -222,7 +230,7 @@ def _on_resumed(record: JobRecord, event: ev.Resumed, now: datetime, tuning: Tun
     """
     # The count starts again: a job paused for its failures gets its full
     # `pause_after_failures` again once someone resumes it.
-    record = evolve(record, paused=False, pause_reason="", paused_at=None, consecutive_failures=0)
+    record = evolve(record, paused=False, pause_reason="", paused_by="", paused_at=None, consecutive_failures=0)
     schedule = record.live_policy.schedule
     if isinstance(schedule, IntervalSchedule) or not is_clock_driven(schedule):
         return arm_next(record, now)

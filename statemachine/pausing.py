@@ -13,17 +13,17 @@ from statemachine.vocabulary import InvocationStatus, SkipReason
 from statemachine.waiting import stop_waiting
 
 
-def pause(record: JobRecord, reason: str, now: datetime) -> tuple[JobRecord, list[act.Action]]:
+def pause(record: JobRecord, reason: str, now: datetime, by: str = "") -> tuple[JobRecord, list[act.Action]]:
     """Stop new occurrences: drop what waits (SKIPPED/paused) and the tick (one stays
     only while the dropped ones are being recorded, see waiting.stop_waiting).
 
-    Pausing a paused job only updates the reason. Invocations in flight finish on
+    Pausing a paused job only updates the reason and who gave it. Invocations in flight finish on
     their own; events not yet started end when their start task comes (see
     invocations.on_starting).
     """
     if record.paused:
-        return evolve(record, pause_reason=reason), []
-    record = evolve(record, paused=True, pause_reason=reason, paused_at=now)
+        return evolve(record, pause_reason=reason, paused_by=by), []
+    record = evolve(record, paused=True, pause_reason=reason, paused_by=by, paused_at=now)
     return stop_waiting(record, SkipReason.PAUSED, now)
 
 

@@ -15,6 +15,7 @@ from enum import Enum
 
 from statemachine import schedule as schedules
 from statemachine.budget import ROWS_PER_STEP
+from statemachine.vocabulary import Trigger
 
 
 class Overlap(str, Enum):
@@ -114,19 +115,27 @@ class JobPolicy:
     # The job has an `on_recovery` target: the first SUCCEEDED invocation after FAILED
     # ones enqueues its notification (statemachine/hooks.py).
     notify_recoveries: bool = False
+    # Each occurrence of the schedule is delivered up to this much after its time, by a
+    # fixed amount per (job, scheduled time): see `occurrence_delay`.
+    jitter: timedelta = timedelta(0)
+    # No occurrence of a clock-driven schedule before `start` nor after `end` (both fire).
+    start: datetime | None = None
+    end: datetime | None = None
     # Identifies the definition this policy came from (a hash of the whole job
     # entry, target included); equal revisions mean nothing to do.
     revision: str = ""
 
     @property
     def schedule(self) -> schedules.Schedule:
-        if self.at:
-            return schedules.AtSchedule(self.at)
-        return schedules.parse_schedule(self.schedule_text, self.timezone)
+        inner = schedules.AtSchedule(self.at) if self.at else schedules.parse_schedule(
+            self.schedule_text, self.timezone)
+        if (self.start is None and self.end is None) or not schedules.is_clock_driven(inner):
+            return inner
+        return schedules.BoundedSchedule(inner, self.start, self.end)  # type: ignore[arg-type]
 
     def timing_key(self) -> tuple[object, ...]:
         """The fields that decide fire times; a change to them re-plans the job."""
-        return (self.schedule_text, self.timezone, self.at)
+        return (self.schedule_text, self.timezone, self.at, self.start, self.end)
 
     def concurrency_limit(self) -> int:
         return self.max_concurrent if self.overlap is Overlap.ALLOW else 1
@@ -159,6 +168,23 @@ def compute_backoff(retry: RetryPolicy, failed_attempt: int, jitter_key: str) ->
     fraction = int.from_bytes(digest, "big") / 2**64
     jittered: timedelta = step + step * (fraction / 2)
     return max(step, min(jittered, retry.max_backoff))
+
+
+def occurrence_delay(policy: JobPolicy, project: str, job_id: str, scheduled_time: datetime,
+                     trigger: str) -> timedelta:
+    """How long after its scheduled time an occurrence's first attempt is due: its
+    `jitter` share, in [0, jitter) whole milliseconds, for occurrences of the schedule
+    (on time or caught up); none for manual, backfill and job triggers.
+
+    A hash of (project, job, scheduled time in ms), not a draw: a retry, the watchdog
+    and a second process all compute the same delay for the same occurrence.
+    """
+    span = int(policy.jitter / timedelta(milliseconds=1))
+    if span <= 0 or trigger not in (Trigger.SCHEDULE, Trigger.CATCHUP):
+        return timedelta(0)
+    ms = int((scheduled_time - schedules.EPOCH) / timedelta(milliseconds=1))
+    digest = hashlib.sha256(f"{project}/{job_id}/{ms}".encode()).digest()
+    return timedelta(milliseconds=int.from_bytes(digest[:8], "big") % span)
 
 
 def fanout_offsets(fanout: FanoutPolicy) -> list[timedelta]:

@@ -128,6 +128,9 @@ class JobRecord:
     paused: bool = False
     pause_reason: str = ""
     paused_at: datetime | None = None
+    # Who paused it (an API principal, or "local"); "" when the job paused itself
+    # (pause_after_failures) or was paused before this was recorded.
+    paused_by: str = ""
     # Bumped when the timing of the job changes; ticks carry it in their nonce.
     generation: int = 0
     # Counts every nonce handed out, so that no two ticks share one.
@@ -255,12 +258,16 @@ def _occurrence_from_list(data: list[Any]) -> Occurrence:
 
 def _run_to_list(run: Run) -> list[Any]:
     kept = [stored_time(run.after), stored_time(run.through), run.trigger, run.schedule_text, run.timezone]
-    return kept if run.at is None else [*kept, [stored_time(t) for t in run.at]]
+    at = None if run.at is None else [stored_time(t) for t in run.at]
+    if run.key:  # a backfill's: [..., at or None, key]
+        return [*kept, at, run.key]
+    return kept if at is None else [*kept, at]
 
 
 def _run_from_list(data: list[Any]) -> Run:
-    at = tuple(required_time(t) for t in data[5]) if len(data) > 5 else None
-    return Run(required_time(data[0]), required_time(data[1]), data[2], data[3], data[4], at)
+    at = tuple(required_time(t) for t in data[5]) if len(data) > 5 and data[5] is not None else None
+    key = data[6] if len(data) > 6 else ""
+    return Run(required_time(data[0]), required_time(data[1]), data[2], data[3], data[4], at, key)
 
 
 def record_to_dict(record: JobRecord) -> Data:
@@ -275,6 +282,7 @@ def record_to_dict(record: JobRecord) -> Data:
         "paused": record.paused,
         "pause_reason": record.pause_reason,
         "paused_at": stored_time(record.paused_at),
+        "paused_by": record.paused_by,
         "generation": record.generation,
         "nonce_counter": record.nonce_counter,
         "tick_at": stored_time(record.tick_at),
@@ -305,6 +313,7 @@ def record_from_dict(data: Data) -> JobRecord:
         paused=data["paused"],
         pause_reason=data["pause_reason"],
         paused_at=parse_stored_time(data["paused_at"]),
+        paused_by=data.get("paused_by", ""),  # absent before it came in
         generation=data["generation"],
         nonce_counter=data["nonce_counter"],
         tick_at=parse_stored_time(data["tick_at"]),

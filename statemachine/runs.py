@@ -2,9 +2,11 @@
 times instead of one by one.
 
 A run is every fire time of its schedule in (after, through], all with one trigger
-(`schedule` or `catchup`); each is the occurrence with the deterministic id of its
-time. The schedule is the run's own, written into it when it is made, so a run keeps
-the times it was given whatever the job's schedule becomes. Its size does not depend
+(`schedule`, `catchup` or `backfill`); each is the occurrence with the deterministic id of
+its time (a backfill's ids also hold the backfill's `key`, its request id, so that they
+differ from the ids of the same times' scheduled occurrences). The schedule is the
+run's own, written into it when it is made, so a run keeps the times it was given
+whatever the job's schedule becomes. Its size does not depend
 on how many times it holds, except for an `at` schedule, whose run lists its times
 (no more than the job's definition lists).
 """
@@ -16,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Iterator
 
 from statemachine.policy import JobPolicy
-from statemachine.schedule import AtSchedule, Schedule, fire_times, next_fire, parse_schedule
+from statemachine.schedule import AtSchedule, BoundedSchedule, Schedule, fire_times, next_fire, parse_schedule
 
 _MICROSECOND = timedelta(microseconds=1)  # the resolution of every instant
 
@@ -32,6 +34,7 @@ class Run:
     timezone: str
     # For an `at` schedule: its times in (after, through], which are the run's schedule.
     at: tuple[datetime, ...] | None = None
+    key: str = ""  # a backfill's request id; empty for the schedule's own occurrences
 
     @property
     def schedule(self) -> Schedule:
@@ -55,7 +58,7 @@ class Run:
 
     def joined(self, later: Run) -> Run | None:
         """One run holding this one's times, then `later`'s, if nothing lies between them."""
-        if later.trigger != self.trigger or (later.at is None) != (self.at is None):
+        if (later.trigger, later.key) != (self.trigger, self.key) or (later.at is None) != (self.at is None):
             return None
         if self.at is not None and later.at is not None:  # its own times are its schedule: any later ones follow
             return replace(self, through=later.through, at=self.at + later.at)
@@ -65,11 +68,20 @@ class Run:
         return replace(self, through=later.through)
 
 
-def of_policy(policy: JobPolicy, after: datetime, through: datetime, trigger: str) -> Run | None:
+def of_policy(policy: JobPolicy, after: datetime, through: datetime, trigger: str, key: str = "") -> Run | None:
     """The fire times of the policy's (clock-driven) schedule in (after, through]; None if there are none."""
     schedule = policy.schedule
+    if isinstance(schedule, BoundedSchedule):
+        # A run names its schedule by text, without the job's bounds: its range holds them.
+        if schedule.start is not None:
+            after = max(after, before(schedule.start))
+        if schedule.end is not None:
+            through = min(through, schedule.end)
+        if through <= after:
+            return None
+        schedule = schedule.inner
     at = tuple(t for t in schedule.times if after < t <= through) if isinstance(schedule, AtSchedule) else None
-    run = Run(after, through, trigger, policy.schedule_text, policy.timezone, at)
+    run = Run(after, through, trigger, policy.schedule_text, policy.timezone, at, key)
     return run if run.first() is not None else None
 
 

@@ -19,13 +19,14 @@ from statemachine.durations import UTC, format_duration, parse_duration, parse_i
 from statemachine.zones import Zone, load_zone, next_cron, zone
 
 __all__ = [
-    "AtSchedule", "CronSchedule", "EverySchedule", "IntervalSchedule", "Schedule",
+    "AtSchedule", "BoundedSchedule", "CronSchedule", "EverySchedule", "IntervalSchedule", "Schedule",
     "ScheduleError", "TriggeredSchedule", "describe", "fire_times", "is_clock_driven",
     "is_hourly_wild", "load_zone", "next_fire", "parse_at", "parse_schedule",
 ]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)
+_MICROSECOND = timedelta(microseconds=1)  # the resolution of every instant
 _EVERY = re.compile(r"every\s+(\S+)(?:\s+offset\s+(\S+))?", re.IGNORECASE)
 # A clock-driven schedule fires at most once per second (docs/REFERENCE.md section 6): finer
 # rates are a load one project could put on every other project's jobs.
@@ -104,7 +105,17 @@ class AtSchedule:
         object.__setattr__(self, "times", normal)
 
 
-Schedule = Union[CronSchedule, EverySchedule, IntervalSchedule, TriggeredSchedule, AtSchedule]
+@dataclass(frozen=True)
+class BoundedSchedule:
+    """A clock-driven schedule limited to the job's `start` and `end`: its fire times t
+    with start <= t <= end (both bounds fire; None: unbounded on that side)."""
+
+    inner: Union[CronSchedule, EverySchedule, AtSchedule]
+    start: datetime | None = None
+    end: datetime | None = None
+
+
+Schedule = Union[CronSchedule, EverySchedule, IntervalSchedule, TriggeredSchedule, AtSchedule, BoundedSchedule]
 
 
 def _require_duration(name: str, value: object) -> None:
@@ -195,6 +206,11 @@ def parse_at(values: Sequence[str]) -> AtSchedule:
 def next_fire(schedule: Schedule, after: datetime) -> datetime | None:
     """The first fire time strictly after `after`, in UTC; None if it never fires again."""
     _require_aware("after", after)
+    if isinstance(schedule, BoundedSchedule):
+        if schedule.start is not None and after < schedule.start:
+            after = schedule.start - _MICROSECOND  # the start itself may fire
+        moment = next_fire(schedule.inner, after)
+        return None if moment is None or (schedule.end is not None and moment > schedule.end) else moment
     try:
         if isinstance(schedule, CronSchedule):
             return next_cron(schedule._spec, schedule._zone, after)
@@ -240,16 +256,21 @@ def _require_aware(name: str, value: object) -> None:
 
 def is_clock_driven(schedule: Schedule) -> bool:
     """Whether the schedule fires by the clock (cron, every, at)."""
-    return isinstance(schedule, (CronSchedule, EverySchedule, AtSchedule))
+    return isinstance(schedule, (CronSchedule, EverySchedule, AtSchedule, BoundedSchedule))
 
 
 def is_hourly_wild(schedule: Schedule) -> bool:
     """docs/REFERENCE.md section 3: the hour field allows every hour (`*`, `*/1`, `0/1`, `0-23`)."""
+    if isinstance(schedule, BoundedSchedule):
+        schedule = schedule.inner
     return isinstance(schedule, CronSchedule) and schedule._spec.hourly_wild
 
 
 def describe(schedule: Schedule) -> str:
-    """The canonical text: parse_schedule(describe(s), tz) == s (At: a summary)."""
+    """The canonical text: parse_schedule(describe(s), tz) == s (At: a summary; Bounded:
+    its inner schedule's, the bounds being fields of their own)."""
+    if isinstance(schedule, BoundedSchedule):
+        schedule = schedule.inner
     if isinstance(schedule, CronSchedule):
         return schedule.text
     if isinstance(schedule, EverySchedule):

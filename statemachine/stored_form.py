@@ -37,6 +37,18 @@ def millis(value: timedelta) -> int:
 
 
 def policy_to_dict(policy: JobPolicy) -> Data:
+    data = _policy_fields(policy)
+    # Written only when set, so that a record of a job without them stays as it was.
+    if policy.jitter:
+        data["jitter_ms"] = millis(policy.jitter)
+    if policy.start is not None:
+        data["start"] = stored_time(policy.start)
+    if policy.end is not None:
+        data["end"] = stored_time(policy.end)
+    return data
+
+
+def _policy_fields(policy: JobPolicy) -> Data:
     return {
         "schedule": policy.schedule_text,
         "timezone": policy.timezone,
@@ -83,5 +95,8 @@ def policy_from_dict(data: Data) -> JobPolicy:
         pause_after_failures=data.get("pause_after_failures", 0),
         notify_failures=data.get("notify_failures", False),
         notify_recoveries=data.get("notify_recoveries", False),
+        jitter=timedelta(milliseconds=data.get("jitter_ms", 0)),
+        start=parse_stored_time(data.get("start")),
+        end=parse_stored_time(data.get("end")),
         revision=data["revision"],
     )

@@ -49,6 +49,7 @@ class Trigger(StrEnum):
     SCHEDULE = "schedule"
     MANUAL = "manual"
     CATCHUP = "catchup"
+    BACKFILL = "backfill"  # a person asked for the fire times of a past range (`:backfill`)
 
     @staticmethod
     def job(job_id: str) -> str:
@@ -108,3 +109,25 @@ class TargetKind(StrEnum):
 
 
 _PAYLOAD_FIELDS = {TargetKind.HTTP: "body", TargetKind.PUBSUB: "data", TargetKind.CLOUD_TASKS: "body"}
+
+
+class AuditAction(StrEnum):
+    """An operator's action, as the audit log names it (engine/audit.py)."""
+
+    PUT = "put"  # a job created or replaced through the API
+    DELETE = "delete"
+    PAUSE = "pause"
+    RESUME = "resume"
+    TRIGGER = "trigger"
+    ABORT = "abort"
+    BACKFILL = "backfill"
+
+    @property
+    def past_tense(self) -> str:
+        """The verb of its log line: `audit: user:alice@example.com paused p/j: INC-1234`."""
+        return _PAST_TENSE[self]
+
+
+_PAST_TENSE = {AuditAction.PUT: "put", AuditAction.DELETE: "deleted", AuditAction.PAUSE: "paused",
+               AuditAction.RESUME: "resumed", AuditAction.TRIGGER: "triggered", AuditAction.ABORT: "aborted",
+               AuditAction.BACKFILL: "backfilled"}

@@ -3,7 +3,7 @@ record's size does not grow with their number.
 
 Two queues, in one order: the order they came in.
 - `runs`: waiting fire times of a clock-driven schedule (`schedule` ones under
-  `buffer_all`, `catchup` ones under `catchup: all`), as ranges of the schedule
+  `buffer_all`, `catchup` ones under `catchup: all`, a backfill's under every policy), as ranges of the schedule
   (statemachine/runs.py). A fire time that came right after the last run's, with the
   same trigger, extends it; one after a gap (times recorded SKIPPED or started in
   between), or with the other trigger, opens a new run. Runs are capped (MAX_RUNS):
@@ -44,9 +44,13 @@ DROP_BATCH = ROWS_PER_STEP  # SKIPPED rows written by one step for occurrences t
 FROM_SCHEDULE = (Trigger.SCHEDULE, Trigger.CATCHUP)
 
 
-def occurrence(record: JobRecord, moment: datetime, trigger: str) -> Occurrence:
-    """The occurrence of the job's schedule at `moment`, with its deterministic id."""
-    invocation = ids.invocation_id(record.project, record.job_id, moment, ids.OCCURRENCE)
+def occurrence(record: JobRecord, moment: datetime, trigger: str, key: str = "") -> Occurrence:
+    """The occurrence of the job's schedule at `moment`, with its deterministic id; a
+    backfill's (`key` its request id) has an id of its own, apart from the schedule's."""
+    if trigger == Trigger.BACKFILL:
+        invocation = ids.invocation_id(record.project, record.job_id, moment, ids.BACKFILL, key)
+    else:
+        invocation = ids.invocation_id(record.project, record.job_id, moment, ids.OCCURRENCE)
     return Occurrence(invocation, moment, trigger)
 
 
@@ -88,7 +92,7 @@ def pop(record: JobRecord) -> tuple[JobRecord, Occurrence]:
     run = record.runs[0]
     rest = run.without_through(first)
     return evolve(record, runs=(() if rest is None else (rest,)) + record.runs[1:]), occurrence(
-        record, first, run.trigger)
+        record, first, run.trigger, run.key)
 
 
 def peek(record: JobRecord, limit: int) -> list[Occurrence]:
@@ -189,7 +193,7 @@ def _record_some(record: JobRecord, queue: list[Dropped],
     while queue and len(actions) < budget:
         reason, run = queue[0]
         times = list(run.times(budget - len(actions)))
-        actions += [act.RecordSkipped.of(occurrence(record, t, run.trigger), reason) for t in times]
+        actions += [act.RecordSkipped.of(occurrence(record, t, run.trigger, run.key), reason) for t in times]
         rest = run.without_through(times[-1]) if times else None
         if rest is None:
             queue.pop(0)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from flask import Flask, current_app, g, request
 
+from engine.audit import LOCAL_ACTOR
 from engine.errors import NotFound, Refused
 from engine.ports import ProjectRow
 from web.acl import OWN, READ, TRIGGER, Directory, permissions
@@ -21,7 +22,7 @@ from web.errors import ApiError
 from web.identity import IAP_HEADER, Caller, Identifier, Unauthenticated
 from web.sessions import SAFE_METHODS, csrf_matches, session_caller
 
-__all__ = ["OWN", "READ", "TRIGGER", "authorize", "caller", "install", "may", "readable"]
+__all__ = ["OWN", "READ", "TRIGGER", "actor", "authorize", "caller", "install", "may", "readable"]
 
 # Paths whose callers are not users, or not yet: the queue and cron (web/guard.py), the
 # health check, the UI's stylesheet and sign-in form; the async completion carries its
@@ -54,6 +55,13 @@ def caller() -> Caller:
         except Unauthenticated as error:
             raise ApiError("UNAUTHENTICATED", str(error)) from None
     return g.sundial_caller
+
+
+def actor() -> str:
+    """Who the audit log says did what the current request does: the caller's principal,
+    or `local` in the one-machine mode without identities, where nobody is named."""
+    who = caller()
+    return LOCAL_ACTOR if who.open_access else who.principal
 
 
 def _identify(identifier: Identifier) -> Caller:

@@ -10,15 +10,17 @@ from flask import Blueprint, jsonify, request
 from config.limits import MAX_PAGE_SIZE
 from config.model import JOB_ID
 from engine.ports import ProjectRow, StoredJob
+from web import labels
 from web.access import READ, authorize, readable
 from web.context import queries
 from web.errors import ApiError
-from web.views import invocation_view, job_view
+from web.views import audit_view, invocation_view, job_view
 
 api = Blueprint("api", __name__, url_prefix="/api/v1")
 
 DEFAULT_PAGE_SIZE = 50  # invocations
 DEFAULT_JOBS_PAGE_SIZE = 100
+DEFAULT_AUDIT_PAGE_SIZE = 100
 
 
 def refuse_bad_job_id(endpoint, values) -> None:
@@ -63,8 +65,14 @@ def list_jobs(project: str):
     """One page of jobs in id order (like the invocations: page_size, page_token); each
     job's last invocation comes from one query for the whole page."""
     project_or_404(project)
+    try:
+        wanted = labels.parse_filter(request.args.getlist("label"))
+    except ValueError as error:
+        raise ApiError("INVALID_ARGUMENT", str(error)) from None
     page, token = queries().jobs_page(project, _page_size(DEFAULT_JOBS_PAGE_SIZE),
                                       request.args.get("page_token") or None)
+    # Filtered within the page: a page may hold fewer jobs than page_size, the token still goes on.
+    page = [job for job in page if labels.matches(job.definition.labels, wanted)]
     last = queries().recent_invocations(page, 1)
     jobs = [job_view(job, next(iter(last.get(job.record.job_id, [])), None)) for job in page]
     return jsonify({"jobs": jobs, "next_page_token": token})
@@ -94,3 +102,16 @@ def get_invocation(project: str, job_id: str, invocation_id: str):
     job_or_404(project, job_id)
     row = queries().invocation(project, job_id, invocation_id)
     return jsonify(invocation_view(row, with_log=True))
+
+
+@api.get("/projects/<project>/audit")
+def list_audit(project: str):
+    """The project's operator actions, newest first (?job=J: that job's only); readers of
+    the project may read them, entries of deleted jobs included."""
+    project_or_404(project)
+    job_id = request.args.get("job") or None
+    if job_id is not None:
+        refuse_bad_job_id(None, {"job_id": job_id})
+    page, token = queries().audit(project, job_id, _page_size(DEFAULT_AUDIT_PAGE_SIZE),
+                                  request.args.get("page_token") or None)
+    return jsonify({"entries": [audit_view(entry) for entry in page], "next_page_token": token})

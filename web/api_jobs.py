@@ -9,13 +9,14 @@ from flask import Blueprint, current_app, jsonify, request, url_for
 from config.limits import MAX_JOBS_PER_PROJECT, MAX_MESSAGE_CHARS, MAX_REASON_CHARS, MAX_REQUEST_ID_CHARS
 from config.loader import ProjectConfigError, parse_job_entry
 from engine import operations as ops
+from engine.backfills import backfill_job
 from engine.secrets import secret_names
 from statemachine.definition import JobDefinition
 from statemachine.safety import OwnService
 from statemachine.vocabulary import InvocationStatus
-from web.access import OWN, TRIGGER
+from web.access import OWN, TRIGGER, actor
 from web.api import full_job_view, project_or_404, refuse_bad_job_id
-from web.bodies import fields, json_object, text
+from web.bodies import fields, instant, json_object, optional_instant, text
 from web.context import current_engine
 from web.errors import ApiError
 from web.views import invocation_view
@@ -41,7 +42,7 @@ def put_job(project: str, job_id: str):
         raise ApiError("INVALID_ARGUMENT", "; ".join(messages), messages) from None
     _refuse_unknown_secrets(project, job.definition)
     put = ops.put_job(current_engine(), project, job_id, job.policy, job.definition, job.disabled,
-                      MAX_JOBS_PER_PROJECT)
+                      MAX_JOBS_PER_PROJECT, actor=actor())
     response = jsonify(full_job_view(put.job))
     if put.created:
         response.status_code = 201
@@ -63,7 +64,7 @@ def _refuse_unknown_secrets(project: str, definition: JobDefinition) -> None:
 @jobs_api.delete(JOB)
 def delete_job(project: str, job_id: str):
     project_or_404(project, OWN)
-    ops.delete_job(current_engine(), project, job_id, allow_missing=_flag("allow_missing"))
+    ops.delete_job(current_engine(), project, job_id, allow_missing=_flag("allow_missing"), actor=actor())
     return "", 204
 
 
@@ -71,29 +72,42 @@ def delete_job(project: str, job_id: str):
 def pause(project: str, job_id: str):
     project_or_404(project, TRIGGER)
     body = fields(json_object(optional=True), {"reason": str})
-    return jsonify(full_job_view(ops.pause(current_engine(), project, job_id, text(body, "reason", MAX_REASON_CHARS))))
+    reason = text(body, "reason", MAX_REASON_CHARS)
+    return jsonify(full_job_view(ops.pause(current_engine(), project, job_id, reason, actor=actor())))
 
 
 @jobs_api.post(JOB + ":resume")
 def resume(project: str, job_id: str):
     project_or_404(project, TRIGGER)
     fields(json_object(optional=True), {})
-    return jsonify(full_job_view(ops.resume(current_engine(), project, job_id)))
+    return jsonify(full_job_view(ops.resume(current_engine(), project, job_id, actor=actor())))
 
 
 @jobs_api.post(JOB + ":abort")
 def abort(project: str, job_id: str):
     project_or_404(project, OWN)
     body = fields(json_object(optional=True), {"reason": str})
-    return jsonify(full_job_view(ops.abort(current_engine(), project, job_id, text(body, "reason", MAX_REASON_CHARS))))
+    reason = text(body, "reason", MAX_REASON_CHARS)
+    return jsonify(full_job_view(ops.abort(current_engine(), project, job_id, reason, actor=actor())))
 
 
 @jobs_api.post(JOB + ":trigger")
 def trigger(project: str, job_id: str):
     project_or_404(project, TRIGGER)
-    body = fields(json_object(optional=True), {"request_id": str})
+    body = fields(json_object(optional=True), {"request_id": str, "scheduled_time": str})
     request_id = text(body, "request_id", MAX_REQUEST_ID_CHARS)
-    return jsonify(invocation_view(ops.trigger(current_engine(), project, job_id, request_id or None)))
+    row = ops.trigger(current_engine(), project, job_id, request_id or None,
+                      scheduled_time=optional_instant(body, "scheduled_time"), actor=actor())
+    return jsonify(invocation_view(row))
+
+
+@jobs_api.post(JOB + ":backfill")
+def backfill(project: str, job_id: str):
+    project_or_404(project, TRIGGER)  # the same role as a trigger: it is many triggers
+    body = fields(json_object(), {"start": str, "end": str, "request_id": str})
+    done = backfill_job(current_engine(), project, job_id, instant(body, "start"), instant(body, "end"),
+                        text(body, "request_id", MAX_REQUEST_ID_CHARS) or None, actor=actor())
+    return jsonify({"count": len(done.invocations), "invocations": done.invocations})
 
 
 @jobs_api.post(JOB + "/invocations/<id:invocation_id>:complete")

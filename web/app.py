@@ -16,7 +16,7 @@ from werkzeug.routing import BaseConverter
 from config.limits import MAX_REQUEST_BYTES
 from config.settings import Settings
 from engine.service import Engine
-from web import access, errors, origins, tracing, ui, ui_format
+from web import access, errors, origins, tracing, ui, ui_audit, ui_format
 from web.acl import Directory, load_directory
 from web.api import api
 from web.api_jobs import jobs_api
@@ -140,6 +140,7 @@ def install_ui(app: Flask, settings) -> None:
     app.jinja_env.globals.update(csrf_token=csrf_token, signed_in=signed_in, utc=ui_format.utc_text,
                                  relative=ui_format.relative, local=ui_format.local_text,
                                  log_extras=ui_format.log_extras)
+    app.jinja_env.globals.update(job_audit=ui_audit.job_audit, actor_name=ui_audit.actor_name)
     app.register_blueprint(ui.ui)
     app.register_blueprint(actions)
     app.register_blueprint(signin)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from typing import Any
 
 from flask import request
 
 from config.yamlsource import MAX_DEPTH
+from statemachine.durations import parse_instant
 from web.errors import ApiError
 
 
@@ -88,6 +90,25 @@ def text(body: dict, name: str, limit: int) -> str:
         raise ApiError("INVALID_ARGUMENT", f"{name}: {len(value):,} characters; at most "
                                            f"{limit:,} are allowed")
     return value
+
+
+def instant(body: dict, name: str) -> datetime:
+    """A required RFC 3339 field (with an offset or Z), in UTC."""
+    found = optional_instant(body, name)
+    if found is None:
+        raise ApiError("INVALID_ARGUMENT", f"{name}: required, an RFC 3339 time such as 2026-01-05T10:00:00Z")
+    return found
+
+
+def optional_instant(body: dict, name: str) -> datetime | None:
+    """An RFC 3339 field (with an offset or Z), in UTC; None when absent."""
+    value = body.get(name)
+    if value is None:
+        return None
+    try:
+        return parse_instant(value)
+    except ValueError as error:
+        raise ApiError("INVALID_ARGUMENT", f"{name}: {error}") from None
 
 
 def _kind_name(kind: type) -> str:

@@ -11,6 +11,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from config.limits import MAX_REQUEST_BYTES
 from engine.errors import NotFound, Refused, StoreError
+from statemachine.backfill import BackfillError
 from statemachine.errors import SundialError
 from statemachine.machine import InvalidTransition
 
@@ -46,6 +47,7 @@ ANSWERS: tuple[tuple[type[SundialError], str, str], ...] = (
     # job's pause): the request is sound, the job is not ready for it.
     (InvalidTransition, "FAILED_PRECONDITION", "{}"),
     (NotFound, "NOT_FOUND", "{}"),
+    (BackfillError, "INVALID_ARGUMENT", "{}"),  # a backfill's range or a re-run's time
     (StoreError, "UNAVAILABLE", "storage is failing: {}; try again in a moment"),
 )
 KNOWN_ERRORS = (SundialError,)

@@ -65,6 +65,12 @@ def _job_action(summary: str, description: str, body: str | None, errors=(400, 4
                                params=(_PROJECT, _JOB), body=body, description=description)}
 
 
+_LABEL = {"name": "label", "in": "query", "schema": {"type": "array", "items": {"type": "string"}},
+          "style": "form", "explode": True,
+          "description": "KEY:VALUE (that value) or KEY (any value); repeated, all must match. Filtered "
+                         "within each page, so a page may hold fewer jobs than page_size"}
+
+
 def _paths() -> dict:
     job = "/projects/{project}/jobs/{job}"
     page: tuple[dict[str, Any], ...] = ({"name": "page_size", "in": "query", "schema": {
@@ -75,10 +81,11 @@ def _paths() -> dict:
         "/projects": {"get": _operation("List projects", _ok(200, "ProjectList", "the projects"), ())},
         "/projects/{project}/jobs": {"get": _operation(
             "List a project's jobs", _ok(200, "JobList", "one page of the jobs, in id order"), (400, 404),
-            params=(_PROJECT, {**page[0], "schema": {**page[0]["schema"], "default": 100}}, page[1]))},
+            params=(_PROJECT, {**page[0], "schema": {**page[0]["schema"], "default": 100}}, page[1], _LABEL))},
         job: _job_methods(),
         **_job_actions(job),
         **_invocation_paths(job, page),
+        **_audit_paths(page),
         **_meta_paths(),
     }
 
@@ -114,7 +121,17 @@ def _job_actions(job: str) -> dict:
         "Start an invocation now", _ok(200, "Invocation", "the invocation (SKIPPED/overlap under "
                                                           "`overlap: skip`; STARTING/buffered when queued)"),
         (400, 404, 409, 413), params=(_PROJECT, _JOB), body="TriggerRequest",
-        description="The overlap policy applies. 409 for a paused or disabled job.")},
+        description="The overlap policy applies. 409 for a paused or disabled job. With "
+                    "`scheduled_time`, the re-run of that past occurrence (trigger `manual`).")},
+    job + ":backfill": {"post": _operation(
+        "Backfill a past range", _ok(200, "BackfillResult", "the invocations, in the order they start"),
+        (400, 404, 409, 413), params=(_PROJECT, _JOB), body="BackfillRequest", body_required=True,
+        description="One invocation per fire time of the job's schedule in [start, end), trigger "
+                    "`backfill`, each with its own scheduled time and template values, started one "
+                    "after another (as many at once as `allow` lets run) whatever the overlap policy. "
+                    "At most 1,000 per call; 400 for more, for start not before end, for an end in "
+                    "the future, and for a schedule without fire times; 409 for a paused or "
+                    "disabled job.")},
     }
 
 
@@ -140,6 +157,17 @@ def _invocation_paths(job: str, page: tuple[dict[str, Any], ...]) -> dict:
                     "with a wrong one (nothing changes); 409 if the invocation already ended "
                     "otherwise.")},
     }
+
+
+def _audit_paths(page: tuple[dict[str, Any], ...]) -> dict:
+    size = {**page[0], "schema": {**page[0]["schema"], "default": 100}}
+    only_job = {"name": "job", "in": "query", "schema": {"type": "string", "pattern": JOB_ID_PATTERN},
+                "description": "only this job's entries (also a job deleted since)"}
+    return {"/projects/{project}/audit": {"get": _operation(
+        "List the project's operator actions, newest first", _ok(200, "AuditList", "one page"), (400, 404),
+        params=(_PROJECT, size, page[1], only_job),
+        description="Every pause, resume, trigger, abort, backfill, PUT and DELETE that changed a job, "
+                    "with who did it. Kept as long as invocation history (SUNDIAL_HISTORY_DAYS).")}}
 
 
 def _meta_paths() -> dict:

@@ -5,11 +5,13 @@ real answers against these, and schemathesis checks the live server)."""
 from __future__ import annotations
 
 from config import limits
+from config.job_extras import MAX_DESCRIPTION, MAX_LABEL_VALUE, MAX_LABELS
 from config.model import JOB_ID
 from engine.ports import JobSource
+from statemachine.backfill import MAX_BACKFILL
 from statemachine.policy import Catchup, Overlap
 from statemachine.record import JobState
-from statemachine.vocabulary import InvocationStatus
+from statemachine.vocabulary import AuditAction, InvocationStatus
 
 STATUSES = [status.value for status in InvocationStatus]
 JOB_STATES = [state.value for state in JobState]
@@ -55,6 +57,18 @@ def _string_map(value_limit: int, most: int) -> dict:
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
 
 
+def _auth() -> dict:
+    account = {"type": "string", "example": "sa@PROJECT.iam.gserviceaccount.com"}
+    oidc = _obj({"service_account": account,
+                 "audience": {"type": "string", "description": "default: the target URL without its query"}},
+                ["service_account"], closed=True)
+    oauth = _obj({"service_account": account,
+                  "scope": {"type": "string", "description": "default: https://www.googleapis.com/auth/cloud-platform"}},
+                 ["service_account"], closed=True)
+    return _obj({"oidc": oidc, "oauth": oauth}, closed=True, minProperties=1, maxProperties=1,
+                description="a Google-signed token for the service account, minted at every attempt; never shown")
+
+
 def _targets() -> dict:
     http = _obj({
         "url": {"type": "string", "minLength": 1,
@@ -64,6 +78,7 @@ def _targets() -> dict:
         "body": {"type": "string", "description": f"a template; at most {limits.MAX_BODY_BYTES:,} bytes"},
         "timeout": DURATION,
         "async": {"type": "boolean", "description": "a 202 answer waits for the completion callback"},
+        "auth": _auth(),
     }, ["url"], closed=True)
     pubsub = _obj({
         "topic": {"type": "string", "example": "projects/P/topics/T"},
@@ -75,6 +90,7 @@ def _targets() -> dict:
         "url": {"type": "string", "minLength": 1}, "method": {"type": "string", "enum": METHODS},
         "headers": _header_map(limits.MAX_HEADER_VALUE_BYTES, limits.MAX_HEADERS),
         "body": {"type": "string"},
+        "auth": _auth(),
     }, ["queue", "url"], closed=True)
     return _obj({"http": http, "pubsub": pubsub, "cloud_tasks": cloud_tasks,
                  "noop": {"type": "object", "maxProperties": 0}},
@@ -111,11 +127,27 @@ def _job_entry() -> dict:
         "on_recovery": {"allOf": [ref("Target")], "description": "notified with the invocation's summary "
                                                         "(JSON) when the first SUCCEEDED invocation follows "
                                                         "FAILED ones"},
+        **_extras(),
     }, ["target"], closed=True, **{"not": {"required": ["schedule", "at"]}},
         description="A config file's job entry without its id (docs/REFERENCE.md section 2): "
                     "give exactly one of `schedule` and `at`.",
         example={"at": ["2030-01-04T09:00:00Z"], "timezone": "UTC",
                  "target": {"http": {"url": "https://example.com/remind", "body": '{"at":"${scheduledTime}"}'}}})
+
+
+def _extras() -> dict:
+    """The optional fields of docs/REFERENCE.md section 2.2 that describe and bound a job."""
+    return {
+        "description": {"type": "string", "maxLength": MAX_DESCRIPTION},
+        "labels": {"type": "object", "maxProperties": MAX_LABELS,
+                   "additionalProperties": {"type": "string", "maxLength": MAX_LABEL_VALUE},
+                   "description": "keys ^[a-z][a-z0-9_-]{0,62}$; `GET .../jobs?label=KEY:VALUE` filters by them"},
+        "jitter": {**DURATION, "description": "each occurrence is delivered up to this long after its "
+                                              "time (at most 1h); headers and templates keep the nominal time"},
+        "start": {"type": "string", "format": "date-time", "description": "no occurrence before this instant"},
+        "end": {"type": "string", "format": "date-time",
+                "description": "no occurrence after this instant; then the job is DONE"},
+    }
 
 
 def _invocation(with_log: bool) -> dict:
@@ -128,13 +160,17 @@ def _invocation(with_log: bool) -> dict:
         "scheduled_time": time, "created_time": nullable(time),
         "started_time": nullable(time), "finished_time": nullable(time),
         "attempt": {"type": "integer", "minimum": 0}, "event_count": {"type": "integer", "minimum": 1},
-        "trigger": {"type": "string", "description": "`schedule`, `manual`, `job:ID` or `catchup`"},
+        "trigger": {"type": "string", "description": "`schedule`, `manual`, `job:ID`, `catchup` or `backfill`"},
     }
     required = ["id", "job", "status", "reason", "scheduled_time", "started_time", "finished_time",
                 "attempt", "trigger"]
     if with_log:
-        properties["log"] = {"type": "array", "items": _obj({"time": time, "message": {"type": "string"}},
-                                                              ["time", "message"])}
+        sent = _obj({"kind": {"type": "string", "description": "`http`, `pubsub` or `cloud_tasks`"}}, ["kind"],
+                    description="on an attempt's result: the request it sent (method, url, headers, body; "
+                                "topic, attributes, data; queue ...), credential and secret headers "
+                                "`<redacted>`, the body's first 4 KiB (`body_bytes`: its whole size when cut)")
+        properties["log"] = {"type": "array", "items": _obj({"time": time, "message": {"type": "string"},
+                                                              "request": sent}, ["time", "message"])}
         required.append("log")
     return _obj(properties, required)
 
@@ -148,14 +184,14 @@ def _job() -> dict:
         "timezone": {"type": "string"},
         "state": {"type": "string", "enum": JOB_STATES},
         "paused": {"type": "boolean"}, "pause_reason": {"type": "string"},
+        "paused_by": {"type": "string", "description": "who paused it (`user:EMAIL`, `serviceAccount:EMAIL`, "
+                                                      "`local`); empty when not paused or paused by its failures"},
         "next_run_time": nullable({"type": "string", "format": "date-time"}),
         "last_invocation": nullable(ref("Invocation")),
         "target": nullable({"type": "object"}),
         "active_invocations": {"type": "array", "items": {"type": "string"}},
         "config_error": {"type": "string"},
-        "pause_after_failures": {"type": "integer"},
-        "on_failure": {"type": "object", "description": "its on_failure target, when it has one"},
-        "on_recovery": {"type": "object", "description": "its on_recovery target, when it has one"},
+        **_extras(),
     }, ["id", "project", "source", "timezone", "state", "paused", "next_run_time", "last_invocation",
         "target"])
 
@@ -203,14 +239,54 @@ def schemas() -> dict:
                              closed=True),
         "TriggerRequest": _obj({"request_id": {
             "type": "string", "maxLength": limits.MAX_REQUEST_ID_CHARS,
-            "description": "idempotency key: the same id again returns the first request's invocation"}},
+            "description": "idempotency key: the same id again returns the first request's invocation"},
+            "scheduled_time": {"type": "string", "format": "date-time", "description": (
+                "re-run this past occurrence: the invocation's scheduled time and template values "
+                "(RFC 3339 with an offset or Z; a future time is 400)")}},
             closed=True),
+        **_backfill_schemas(),
         "CompleteRequest": _obj({"status": {"type": "string", "enum": [InvocationStatus.SUCCEEDED.value,
                                                                       InvocationStatus.FAILED.value]},
                                  "message": {"type": "string", "maxLength": limits.MAX_MESSAGE_CHARS}},
                                 ["status"], closed=True),
+        **_audit_schemas(),
         "ProjectConfig": _project_config(),
         "ValidationResult": _obj({"errors": {"type": "array", "items": _obj(
             {"line": {"type": "integer", "minimum": 0}, "message": {"type": "string"}},
             ["line", "message"])}}, ["errors"]),
+    }
+
+
+def _backfill_schemas() -> dict:
+    time = {"type": "string", "format": "date-time"}
+    return {
+        "BackfillRequest": _obj({
+            "start": {**time, "description": "the first instant of the range, included (RFC 3339, offset or Z)"},
+            "end": {**time, "description": "the end of the range, excluded; not in the future"},
+            "request_id": {"type": "string", "maxLength": limits.MAX_REQUEST_ID_CHARS,
+                           "description": "idempotency key: the same id again names the same invocations "
+                                          "and starts nothing new"}},
+            ["start", "end"], closed=True),
+        "BackfillResult": _obj({
+            "count": {"type": "integer", "minimum": 0, "maximum": MAX_BACKFILL},
+            "invocations": {"type": "array", "items": {"type": "string"},
+                            "description": "the ids, in the order they start; those still waiting their "
+                                           "turn are not readable yet"}},
+            ["count", "invocations"]),
+    }
+
+
+def _audit_schemas() -> dict:
+    """The audit log's page (`GET .../audit`)."""
+    return {
+        "AuditEntry": _obj({
+            "time": {"type": "string", "format": "date-time"}, "actor": {"type": "string"},
+            "action": {"type": "string", "enum": [action.value for action in AuditAction]},
+            "job": {"type": "string"},
+            "detail": {"type": "object", "description": (
+                "`reason` (pause, abort), `created` (put), `invocation` (trigger; `scheduled_time` "
+                "for a re-run), `start`, `end`, `count` (backfill)")},
+        }, ["time", "actor", "action", "job", "detail"]),
+        "AuditList": _obj({"entries": {"type": "array", "items": ref("AuditEntry")},
+                           "next_page_token": nullable({"type": "string"})}, ["entries", "next_page_token"]),
     }

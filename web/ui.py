@@ -1,8 +1,8 @@
 """The web UI's pages (docs/REFERENCE.md section 7): server-rendered HTML over the API's use cases.
 
-    /                         projects
-    /p/PROJECT                its jobs, a page at a time (?q=id prefix, ?page_token=)
-    /p/PROJECT/JOB            one job: definition, next fire times, actions, history
+    /                         the jobs that need attention (web/attention.py), and the projects
+    /p/PROJECT                its jobs, a page at a time (?q=id prefix, ?state=failing..., ?page_token=)
+    /p/PROJECT/JOB            one job: definition, next fire times, actions, charts, history (?tz=, ?refresh=)
     /p/PROJECT/JOB/INVOCATION one invocation: timeline, attempts, request, answers
 
 Every page reads through engine/operations.py and the store's paged reads, and asks
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, render_template, request
+from flask import Blueprint, current_app, render_template, request, url_for
 from werkzeug.exceptions import HTTPException
 
+from engine.metrics import JobSeriesCache
 from engine.ports import ProjectRow
 from engine.secrets import masked_definition
-from web import access, ui_format
+from web import access, attention, labels, ui_charts, ui_filters, ui_format
 from web.access import OWN, READ, TRIGGER
 from web.context import current_engine, queries
 from web.errors import KNOWN_ERRORS, STATUS, ApiError, classify, http_code
@@ -29,9 +30,12 @@ log = logging.getLogger("sundial.ui")
 ui = Blueprint("ui", __name__, template_folder="templates", static_folder="static",
                static_url_path="/ui/static")
 
+ui.add_app_template_global(ui_filters.duration_text, "duration")
+
 JOBS_PAGE_SIZE = 50
 HISTORY_PAGE_SIZE = 50
 STRIP_LENGTH = 10  # recent outcomes shown per job in the jobs list
+JOB_FACTS_TTL = 60.0  # seconds a large project's facts for the attention list are reused
 
 
 def readable_project(project: str, permission: str = READ) -> ProjectRow:
@@ -47,11 +51,20 @@ def buttons(row: ProjectRow) -> dict:
 
 @ui.get("/")
 def projects():
-    shown = []
-    for row in queries().projects():
-        if access.may(row, READ):  # a project the caller may not read does not exist for them
-            shown.append({"row": row, "job_count": queries().job_count(row.id)})
-    return render_template("ui/projects.html", projects=shown)
+    # A project the caller may not read does not exist for them.
+    rows = [row for row in queries().projects() if access.may(row, READ)]
+    shown = [{"row": row, "job_count": queries().job_count(row.id)} for row in rows]
+    lines, more = attention.attention(rows, _job_facts(rows), current_engine().clock.now(), attention.ATTENTION_LIMIT)
+    return render_template("ui/projects.html", projects=shown, attention=lines, attention_more=more,
+                           now=current_engine().clock.now())
+
+
+def _job_facts(rows: list[ProjectRow]) -> list[attention.JobFacts]:
+    """Every readable job's facts: a project of 1,000 jobs or more is read at most once a
+    minute (engine/metrics.py's JobSeriesCache, as /metrics does), a smaller one afresh."""
+    cache = current_app.extensions.setdefault(
+        "sundial_job_attention", JobSeriesCache(JOB_FACTS_TTL, summarize=attention.facts))
+    return [fact for row in rows for fact in cache.rows(row.id, lambda project=row.id: queries().jobs(project))]
 
 
 @ui.get("/p/<project>")
@@ -59,13 +72,27 @@ def jobs(project: str):
     row = readable_project(project)
     prefix = request.args.get("q", "").strip()
     token = request.args.get("page_token") or None
+    state = request.args.get("state", "")
+    if state and state not in ui_filters.JOB_FILTERS:
+        raise ApiError("INVALID_ARGUMENT", f"no state filter {state!r}; choose one of "
+                                           + ", ".join(ui_filters.JOB_FILTERS))
     now = current_engine().clock.now()
-    page, next_token = queries().jobs_page(project, JOBS_PAGE_SIZE, token, prefix)
+    read = lambda at: queries().jobs_page(project, JOBS_PAGE_SIZE, at, prefix)  # noqa: E731
+    if state:
+        page, next_token = ui_filters.filtered_page(read, token, lambda job: ui_filters.JOB_FILTERS[state](job, now),
+                                                    JOBS_PAGE_SIZE)
+    else:
+        page, next_token = read(token)
+    try:  # the job page's label tags link here
+        wanted = labels.parse_filter(request.args.getlist("label"))
+    except ValueError:
+        wanted = []
+    page = [job for job in page if labels.matches(job.definition.labels, wanted)]
     recent = queries().recent_invocations(page, STRIP_LENGTH)
     lines = [_job_line(job, recent.get(job.record.job_id, []), now) for job in page]
-    return render_template("ui/jobs.html", project=row, lines=lines, prefix=prefix,
-                           next_token=next_token, paged=bool(token), job_count=queries().job_count(project),
-                           now=now)
+    return render_template("ui/jobs.html", project=row, lines=lines, prefix=prefix, state_filter=state,
+                           state_filters=ui_filters.JOB_FILTERS, next_token=next_token, paged=bool(token),
+                           job_count=queries().job_count(project), now=now)
 
 
 def _job_line(job, recent, now) -> dict:
@@ -78,6 +105,10 @@ def _job_line(job, recent, now) -> dict:
         "timezone": definition.timezone,
         "next_run": ui_format.next_run(job),
         "last": ui_format.last_result(recent),
+        "last_success": job.record.last_succeeded_at,
+        # Of the newest invocation that started: its first attempt's start after its scheduled time.
+        "lateness": next((ui_filters.lateness(row.scheduled_time, row.started_time) for row in recent
+                          if row.started_time is not None), None),
         "strip": list(reversed(recent)),  # oldest first, so it reads left to right
     }
 
@@ -96,7 +127,8 @@ def job_page(project: str, job_id: str):
     history, next_token = queries().invocations(project, job_id, HISTORY_PAGE_SIZE, token, statuses)
     definition = masked_definition(job.definition)  # credential headers, for every reader
     return render_template(
-        "ui/job.html", project=row, job=job, record=job.record, definition=definition,
+        "ui/job.html", **_view_choices(project, job_id, definition.timezone), charts=ui_charts.charts(history),
+        project=row, job=job, record=job.record, definition=definition,
         schedule=ui_format.schedule_text(definition), plain=ui_format.plain_schedule(definition),
         timezone=definition.timezone, next_run=ui_format.next_run(job),
         fire_times=ui_format.next_fire_times(job, now), policies=ui_format.policies(definition),
@@ -104,6 +136,27 @@ def job_page(project: str, job_id: str):
         filters=ui_format.STATUS_FILTERS, next_token=next_token, paged=bool(token),
         config_file=f"{project}.yaml", can=buttons(row), now=now,
     )
+
+
+def _view_choices(project: str, job_id: str, timezone: str) -> dict:
+    """`?tz=utc|job` (UTC by default, as every other time in the UI and the logs) and
+    `?refresh=SECONDS` (off by default), and `here(**changes)`: this page's URL with
+    some query parameters changed (None drops one)."""
+    tz = request.args.get("tz") or "utc"
+    if tz not in ("utc", "job"):
+        raise ApiError("INVALID_ARGUMENT", f"tz must be utc or job, not {tz!r}")
+    try:
+        refresh = ui_filters.refresh_seconds(request.args.get("refresh"))
+    except ValueError as error:
+        raise ApiError("INVALID_ARGUMENT", str(error)) from None
+    zone = timezone if tz == "job" else "UTC"
+
+    def here(**changes) -> str:
+        args = {**request.args.to_dict(), **changes}
+        return url_for("ui.job_page", project=project, job_id=job_id,
+                       **{key: value for key, value in args.items() if value is not None})
+
+    return {"tz": tz, "refresh": refresh, "here": here, "at": lambda value: ui_filters.zoned_text(value, zone)}
 
 
 @ui.get("/p/<project>/<id:job_id>/<id:invocation_id>")

@@ -15,7 +15,8 @@ import yaml
 
 from engine.ports import InvocationRow, StoredJob
 from engine.rendering import render_target, secret_backed_headers
-from engine.secrets import REDACTED, redact_headers
+from engine.secrets import REDACTED
+from engine.sent import masked_headers
 from statemachine.definition import JobDefinition
 from statemachine.describe import describe_at, describe_schedule
 from statemachine.schedule import ScheduleError, is_clock_driven, load_zone, next_fire
@@ -31,8 +32,6 @@ TERMINAL = TERMINAL_STATUSES
 # The definition's policy fields, in the order a reader looks for them.
 POLICY_FIELDS = ("overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout", "throttle",
                  "triggers", "pause_after_failures", "on_failure", "on_recovery")
-# Header values not to show: credentials travel in them.
-SECRET_HEADER = re.compile(r"authorization|cookie|token|secret|api[-_]?key|password", re.IGNORECASE)
 _ATTEMPT = re.compile(r"attempt (\d+)(.*)", re.DOTALL)
 
 
@@ -164,9 +163,29 @@ def attempts(log: list[dict]) -> list[Attempt]:
 
 
 def request_sent(job: StoredJob, row: InvocationRow, service_host: str = "") -> dict:
-    """The request of the invocation's latest attempt (event 0) as the job's current
-    definition renders it: kind, and for HTTP the method, URL, headers and body.
+    """The request of the invocation's latest recorded attempt as it was sent
+    (engine/sent.py); for an invocation older than that record, its latest attempt
+    (event 0) as the job's current definition renders it (without `recorded`).
     `service_host`: `${serviceHost}`, as deliveries render it."""
+    recorded = next((entry["request"] for entry in reversed(row.log) if isinstance(entry.get("request"), dict)), None)
+    if recorded is not None:
+        return _recorded_request(recorded)
+    return _rendered_request(job, row, service_host)
+
+
+def _recorded_request(record: dict) -> dict:
+    kind = str(record.get("kind", ""))
+    if kind != "http":
+        shown = {key: value for key, value in record.items() if key != "kind"}
+        return {"kind": kind, "text": json.dumps(shown, indent=2, ensure_ascii=False), "recorded": True}
+    headers = {str(name): ("•••" if value == REDACTED else str(value))
+               for name, value in (record.get("headers") or {}).items()}
+    return {"kind": kind, "method": record.get("method", "POST"), "url": record.get("url", ""),
+            "headers": headers, "body": record.get("body", ""), "body_bytes": record.get("body_bytes"),
+            "async": record.get("async", False), "recorded": True}
+
+
+def _rendered_request(job: StoredJob, row: InvocationRow, service_host: str) -> dict:
     target = job.definition.target
     context = TemplateContext(
         scheduled_time=row.scheduled_time, timezone=job.definition.timezone,
@@ -183,13 +202,14 @@ def request_sent(job: StoredJob, row: InvocationRow, service_host: str = "") -> 
         return {"kind": kind, "text": json.dumps(spec, indent=2, ensure_ascii=False)}
     # Credential headers and secret-backed ones (engine/secrets.py), then anything
     # whose name looks like a credential.
-    shown = redact_headers(spec.get("headers") or {}, secret_backed_headers(target))
-    headers = {name: ("•••" if value == REDACTED or SECRET_HEADER.search(str(name)) else str(value))
-               for name, value in shown.items()}
+    headers = {name: ("•••" if value == REDACTED else value)
+               for name, value in masked_headers(spec.get("headers") or {}, secret_backed_headers(target)).items()}
+    if spec.get("auth"):  # a token minted at each attempt, never kept: shown masked
+        headers["Authorization"] = "•••"
     return {"kind": kind, "method": spec.get("method", "POST"), "url": spec.get("url", ""),
             "headers": headers, "body": spec.get("body", ""), "async": spec.get("async", False)}
 
 
 def log_extras(entry: dict) -> list[tuple[str, str]]:
     """An entry's fields besides its time, message and detail."""
-    return [(key, _short(value)) for key, value in entry.items() if key not in ("time", "message", "detail")]
+    return [(key, _short(value)) for key, value in entry.items() if key not in ("time", "message", "detail", "request")]

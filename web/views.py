@@ -1,8 +1,8 @@
-"""JSON shapes of the API (docs/REFERENCE.md section 5): Job and Invocation."""
+"""JSON shapes of the API (docs/REFERENCE.md section 5): Job, Invocation and AuditEntry."""
 
 from __future__ import annotations
 
-from engine.ports import InvocationRow, StoredJob
+from engine.ports import AuditEntry, InvocationRow, StoredJob
 from engine.secrets import masked_definition
 from statemachine.durations import rfc3339_millis
 
@@ -13,9 +13,7 @@ def time_or_none(value):
 
 # The definition's fields a Job shows after the record's, in this order (docs/REFERENCE.md section 5).
 JOB_DEFINITION_FIELDS = ("schedule", "at", "overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout",
-                         "throttle", "triggers", "disabled",
-                         # the hooks (credential headers masked), shown only when set
-                         "pause_after_failures", "on_failure", "on_recovery")
+                         "throttle", "triggers", "disabled", "description", "labels", "jitter", "start", "end")
 
 
 def job_view(job: StoredJob, last: InvocationRow | None) -> dict:
@@ -29,6 +27,7 @@ def job_view(job: StoredJob, last: InvocationRow | None) -> dict:
         "state": record.state.value,
         "paused": record.paused,
         "pause_reason": record.pause_reason,
+        "paused_by": record.paused_by,
         "next_run_time": time_or_none(None if record.paused or record.disabled else record.tick_at),
         "last_invocation": None if last is None else invocation_view(last),
         "target": definition.target,
@@ -58,3 +57,8 @@ def invocation_view(row: InvocationRow, with_log: bool = False) -> dict:
     if with_log:
         view["log"] = row.log
     return view
+
+
+def audit_view(entry: AuditEntry) -> dict:
+    return {"time": rfc3339_millis(entry.time), "actor": entry.actor, "action": entry.action, "job": entry.job_id,
+            "detail": entry.detail}

@@ -115,6 +115,7 @@ def main() -> int:
         (configs / "shop.yaml").write_text(text)
         wait_until(lambda: server.get("/api/v1/projects")["projects"][0]["job_errors"], 10)
         failed = [i for i in server.invocations("shop", "payment-reconcile") if i["status"] == "FAILED"]
+        shoot(driver, server.url + "/", "attention")
         shoot(driver, server.url + "/p/shop", "jobs")
         shoot(driver, server.url + "/p/shop/payment-reconcile", "job")
         shoot(driver, server.url + f"/p/shop/payment-reconcile/{failed[-1]['id']}", "invocation")

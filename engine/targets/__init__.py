@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.ports import DeliveryRequest, Target
+from engine.targets.google_tokens import DEFAULT_IAM_URL, DEFAULT_METADATA_HOST, TokenMinter
 from engine.targets.http import HttpTarget
 from engine.targets.noop import NoopTarget, UnavailableTarget
 from statemachine.safety import OwnService
@@ -36,6 +37,11 @@ class GoogleAccess:
     pubsub_emulator: str = ""
     tasks_emulator: str = ""
     credentials: bool = False
+    # For `auth` targets (google_tokens.py): where the metadata server and IAM Credentials
+    # are, and the Application Default Credentials file used off Google Cloud.
+    metadata_host: str = DEFAULT_METADATA_HOST
+    iam_url: str = DEFAULT_IAM_URL
+    credentials_file: str = ""
 
     def reaches(self, kind: str) -> bool:
         emulator = self.pubsub_emulator if kind == TargetKind.PUBSUB else self.tasks_emulator
@@ -47,7 +53,8 @@ def build_targets(backend: str = "local", own: OwnService = OwnService(),
     """One instance per kind; HttpTarget holds the shared connection pool. `own` is
     Sundial's own service and chain queue, which cloud_tasks targets may not name."""
     return {
-        TargetKind.HTTP: HttpTarget(backend=backend),
+        TargetKind.HTTP: HttpTarget(backend=backend, minter=TokenMinter(
+            google.metadata_host, google.iam_url, google.credentials_file)),
         TargetKind.NOOP: NoopTarget(),
         TargetKind.PUBSUB: _google_target(TargetKind.PUBSUB, backend, google, own),
         TargetKind.CLOUD_TASKS: _google_target(TargetKind.CLOUD_TASKS, backend, google, own),

@@ -1,5 +1,5 @@
 """The Cloud Tasks target: one attempt of one event is one HTTP task on the user's queue
-(docs/REFERENCE.md section 2: `cloud_tasks: {queue, url, method, headers, body}`).
+(docs/REFERENCE.md section 2: `cloud_tasks: {queue, url, method, headers, body, auth}`).
 
 Cloud Tasks then owns the delivery to `url`, with the queue's own retries, so the
 attempt succeeds once the task is created. The task carries the same X-Sundial-*
@@ -26,6 +26,7 @@ from google.auth import exceptions as auth_exceptions
 from google.cloud import tasks_v2
 
 from engine.ports import DeliveryRequest, DeliveryResult
+from engine.targets.google_tokens import describe
 from engine.targets.http import sundial_headers
 from statemachine.safety import CLOUD_TASK_MAX_BYTES, OwnService, is_framing_header
 
@@ -112,6 +113,7 @@ class CloudTasksTarget:
             http_method=getattr(tasks_v2.HttpMethod, method),
             headers=headers,
             body=body.encode("utf-8"),
+            **_token(spec),
         )
         task = tasks_v2.Task(name=f"{queue}/tasks/{task_id(request)}", http_request=http)
         size = len(tasks_v2.Task.serialize(task))
@@ -125,6 +127,19 @@ class CloudTasksTarget:
             if self._client is None:
                 self._client = self._make_client()
             return self._client
+
+
+def _token(spec: dict) -> dict:
+    """The task's `oidc_token` or `oauth_token` for the target's `auth`: Cloud Tasks mints
+    the token itself at each dispatch, so Sundial never holds it. The audience is the
+    same default as an http target's (the URL without its query)."""
+    auth = spec.get("auth")
+    if not isinstance(auth, dict) or not auth:
+        return {}
+    kind, account, aim = describe(auth, str(spec.get("url") or ""))
+    if kind == "oidc":
+        return {"oidc_token": tasks_v2.OidcToken(service_account_email=account, audience=aim)}
+    return {"oauth_token": tasks_v2.OAuthToken(service_account_email=account, scope=aim)}
 
 
 def _short(error: BaseException) -> str:

@@ -17,6 +17,7 @@ from datetime import timedelta
 from urllib.parse import urljoin
 
 from engine.ports import DeliveryRequest, DeliveryResult
+from engine.targets.google_tokens import MintError, TokenMinter
 from engine.targets.http_pool import Answer, ConnectionPool, Endpoint, parse_endpoint
 from statemachine.durations import parse_duration, rfc3339_millis
 from statemachine.safety import (
@@ -96,13 +97,15 @@ def _resolve(name: str, port: int) -> list[str]:
 
 
 class HttpTarget:
-    """Delivers `{"http": {url, method, headers, body, timeout, async}}` targets."""
+    """Delivers `{"http": {url, method, headers, body, timeout, async, auth}}` targets."""
 
-    def __init__(self, backend: str = "local", pool_size: int = POOL_SIZE) -> None:
+    def __init__(self, backend: str = "local", pool_size: int = POOL_SIZE,
+                 minter: TokenMinter | None = None) -> None:
         if backend not in ("local", "cloud"):
             raise ValueError(f"backend must be 'local' or 'cloud', got {backend!r}")
         self.backend = backend
         self._pool = ConnectionPool(max_idle_per_host=pool_size)
+        self._minter = minter or TokenMinter()  # for targets with `auth`
 
     def close(self) -> None:
         self._pool.close()
@@ -126,16 +129,22 @@ class HttpTarget:
             return "failed", str(refused), refused.why
         except OSError as error:
             return "failed", f"connection error: cannot resolve {endpoint.host}", _short_cause(error)
-        return self._send(request, spec, endpoint, timeout, address)
+        headers = _headers(request, spec, endpoint)
+        if isinstance(spec.get("auth"), dict):  # minted only for a target that passed the checks
+            try:
+                headers["Authorization"] = f"Bearer {self._minter.bearer(spec['auth'], str(spec.get('url')))}"
+            except MintError as error:
+                return "failed", str(error), str(error)
+        return self._send(request, spec, endpoint, timeout, address, headers)
 
     def _send(self, request: DeliveryRequest, spec: dict, endpoint: Endpoint, timeout: float,
-              address: str | None):
+              address: str | None, headers: dict[str, str]):
         """Send, following up to MAX_REDIRECTS redirects, each checked like the first
-        URL; the whole chain shares the target's timeout."""
+        URL; the whole chain shares the target's timeout. A credential header, the
+        minted token's too, is not sent on to another host."""
         method = str(spec.get("method") or "POST").upper()
         body = spec.get("body")
         payload = body.encode("utf-8") if isinstance(body, str) and body else None
-        headers = _headers(request, spec, endpoint)
         deadline = time.monotonic() + timeout
         for hop in range(MAX_REDIRECTS + 1):
             try:

@@ -157,3 +157,36 @@ def test_a_task_whose_templates_rendered_past_cloud_tasks_limit_fails_before_sen
     assert result.outcome == "failed"
     assert "Cloud Tasks refuses a task over 100,000 bytes" in result.reason
     assert client.calls == 0
+
+
+# --- auth: the task carries the token request; Cloud Tasks mints it at dispatch -------------
+
+SA = "sched@proj.iam.gserviceaccount.com"
+
+
+@pytest.mark.parametrize("auth, field, expected", [
+    ({"oidc": {"service_account": SA}}, "oidc_token",
+     {"service_account_email": SA, "audience": "https://w.example.com/notify"}),
+    ({"oidc": {"service_account": SA, "audience": "https://w.example.com"}}, "oidc_token",
+     {"service_account_email": SA, "audience": "https://w.example.com"}),
+    ({"oauth": {"service_account": SA, "scope": "https://www.googleapis.com/auth/cloud-platform"}}, "oauth_token",
+     {"service_account_email": SA, "scope": "https://www.googleapis.com/auth/cloud-platform"}),
+], ids=["oidc default audience", "oidc audience", "oauth"])
+def test_auth_becomes_the_tasks_oidc_or_oauth_token(auth, field, expected):
+    client = FakeTasksClient()
+    delivered = request(url="https://w.example.com/notify?day=1")
+    delivered.target["cloud_tasks"]["auth"] = auth
+    assert CloudTasksTarget(client).deliver(delivered).outcome == "succeeded"
+    [task] = client.created
+    token = getattr(task.http_request, field)
+    assert {name: getattr(token, name) for name in expected} == expected
+    assert "Authorization" not in task.http_request.headers
+
+
+def test_the_emulator_keeps_the_tasks_oidc_token(emulator_client, receiver):
+    delivered = request(url=f"{receiver.url}/status/500", invocation_id=f"inv-{time.time_ns()}")
+    delivered.target["cloud_tasks"]["auth"] = {"oidc": {"service_account": SA, "audience": "https://w.example.com"}}
+    assert CloudTasksTarget(emulator_client).deliver(delivered).outcome == "succeeded"
+    [task] = [task for task in emulator_client.list_tasks(parent=QUEUE) if task.name.endswith(task_id(delivered))]
+    assert (task.http_request.oidc_token.service_account_email, task.http_request.oidc_token.audience) == (
+        SA, "https://w.example.com")

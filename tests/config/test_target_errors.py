@@ -144,7 +144,7 @@ CASES = [
         "cloud_tasks:\n  queue: projects/p/locations/l/queues/q\n  url: https://w.example.com\n"
         "  timeout: 5s"),
      ["p.yaml:9: job 'a': unknown field 'target.cloud_tasks.timeout'; expected one of: "
-      "queue, url, method, headers, body"]),
+      "queue, url, method, headers, body, auth"]),
     # --- the literal-address rule --------------------------------------------------------
     ("metadata server", job("http: {url: 'http://metadata.google.internal/computeMetadata/v1/'}"),
      ["p.yaml:6: job 'a': target.http.url: host metadata.google.internal is the metadata "

@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -146,6 +147,33 @@ def test_trigger_then_invocations_list_and_get_show_it(server, capsys):
     assert document["id"] == invocation["id"] and document["log"]
 
 
+def test_backfill_runs_each_past_hour_and_trigger_reruns_a_past_time(server, capsys):
+    end = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0)
+    start = end - timedelta(hours=3)
+    status, out, _ = run(capsys, server, "jobs", "backfill", PROJECT, "hourly", "--start", _z(start), "--end", _z(end))
+    assert status == 0 and out.startswith(f"backfilled {PROJECT}/hourly: 3 invocations, started in order")
+    ids = out.split()[-3:]
+
+    def done():
+        rows = {row["id"]: row for row in json.loads(run(
+            capsys, server, "invocations", "list", PROJECT, "hourly", "--json")[1])["invocations"]}
+        return all(rows.get(i, {}).get("status") == "SUCCEEDED" for i in ids) and rows
+
+    rows = wait_until(done, timeout=10)
+    assert rows and [rows[i]["trigger"] for i in ids] == ["backfill"] * 3
+    assert [rows[i]["scheduled_time"] for i in ids] == [_z(start + timedelta(hours=n)) for n in range(3)]
+    status, out, _ = run(capsys, server, "jobs", "trigger", PROJECT, "hourly", "--scheduled-time", _z(start), "--json")
+    rerun = json.loads(out)
+    assert (status, rerun["scheduled_time"], rerun["trigger"]) == (0, _z(start), "manual")
+    status, _, err = run(capsys, server, "jobs", "backfill", PROJECT, "on-demand", "--start", _z(start),
+                         "--end", _z(end))
+    assert status == 1 and err.startswith("main.py jobs backfill: 400 INVALID_ARGUMENT: ")
+
+
+def _z(moment: datetime) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def test_abort_ends_the_active_invocation(server, capsys):
     invocation = json.loads(run(capsys, server, "jobs", "trigger", PROJECT, "slow", "--json")[1])
 
@@ -208,6 +236,9 @@ def test_an_unreachable_server_is_named_with_exit_status_1(capsys):
     (["jobs", "list", PROJECT, "--limit", "0"], "--limit: must be 1 or more"),
     (["invocations", "list", PROJECT, "hourly", "--status", "DONE"], "invalid choice: 'DONE'"),
     (["jobs", "list", PROJECT, "--server", "127.0.0.1:8080"], "--server: expected a URL"),
+    (["jobs", "backfill", PROJECT, "hourly", "--start", "2026-01-05T10:00", "--end", "2026-01-05T11:00Z"],
+     "has no offset"),
+    (["jobs", "backfill", PROJECT, "hourly", "--start", "2026-01-05T10:00Z"], "required: --end"),
 ])
 def test_usage_errors_exit_2_without_a_request(argv, says, capsys):
     with pytest.raises(SystemExit) as raised:

@@ -14,7 +14,7 @@ CALLERS = {"nobody signed in": None, "outsider": "x-token", "reader": "r-token",
 LEVEL = {"outsider": 0, "reader": 1, "triggerer": 2, "owner": 3}
 JOB = "/p/demo/from-config"
 PAGES = {"projects": "/", "jobs": "/p/demo", "job": JOB}
-BUTTONS = {"trigger": 2, "pause": 2, "resume": 2, "abort": 3}
+BUTTONS = {"trigger": 2, "pause": 2, "resume": 2, "abort": 3, "backfill": 2}
 
 
 class SecuredUi(Secured):
@@ -77,6 +77,24 @@ def test_buttons_by_caller(secured, who, action):
     assert response.status_code == expected, response.data.decode()[:300]
     if expected != 303:
         assert secured.state() == before
+
+
+@pytest.mark.parametrize("who", ["reader", "triggerer"])
+def test_only_a_caller_who_may_trigger_sees_and_presses_re_run(secured, who):
+    owner = {"Authorization": "Bearer o-token"}
+    invocation = secured.client.post("/api/v1/projects/demo/jobs/from-config:trigger", headers=owner).get_json()["id"]
+    page = f"{JOB}/{invocation}"
+    browser = secured.browser(CALLERS[who])
+    body = browser.get(page).data.decode()
+    assert ('id="rerun"' in body) is (who == "triggerer")
+    csrf = HIDDEN_TOKEN.search(body).group(1)
+    before = secured.state()
+    response = browser.post(f"{page}:rerun", data={"csrf_token": csrf})
+    if who == "reader":
+        assert response.status_code == 403 and secured.state() == before
+        return
+    assert response.status_code == 303 and f"{JOB}/" in response.location and invocation not in response.location
+    assert browser.post(f"{page}:rerun", data={}).status_code == 403  # no CSRF token: refused
 
 
 def test_a_wrong_token_does_not_sign_in_and_signing_out_forgets_the_token(secured):

@@ -123,12 +123,12 @@ class RestoredBackend:
         return self.queue.next_wake()
 
 
-def datastore_client(emulator):
+def datastore_client(emulator, project: str = DATASTORE_PROJECT):
     """A google.cloud.datastore client of the emulator (it reads DATASTORE_EMULATOR_HOST)."""
     from google.cloud import datastore
 
     with _emulator_env(emulator):
-        return datastore.Client(project=DATASTORE_PROJECT)
+        return datastore.Client(project=project)
 
 
 @contextmanager

@@ -47,7 +47,11 @@ ACTIONS = {
     "get job": ("GET", JOB, None, 1),
     "list invocations": ("GET", JOB + "/invocations", None, 1),
     "get invocation": ("GET", JOB + "/invocations/{invocation}", None, 1),
+    "list audit": ("GET", "/api/v1/projects/demo/audit", None, 1),
     "trigger": ("POST", JOB + ":trigger", None, 2),
+    "re-run": ("POST", JOB + ":trigger", {"scheduled_time": "2020-01-01T00:00:00Z"}, 2),
+    # The job is `triggered`: a caller who may backfill hears why it has no fire times (400).
+    "backfill": ("POST", JOB + ":backfill", {"start": "2020-01-01T00:00:00Z", "end": "2020-01-02T00:00:00Z"}, 2),
     "pause": ("POST", JOB + ":pause", {"reason": "r"}, 2),
     "resume": ("POST", JOB + ":resume", None, 2),
     "abort": ("POST", JOB + ":abort", None, 3),
@@ -102,11 +106,11 @@ def test_each_caller_may_do_exactly_what_its_role_grants(secured, who, action):
     elif LEVEL[who] < needs:
         expected = 403
     else:
-        expected = {"replace job": 200, "delete job": 204}.get(action, 200)
+        expected = {"replace job": 200, "delete job": 204, "backfill": 400}.get(action, 200)
     assert response.status_code == expected, response.get_data(as_text=True)
     if expected >= 400:
         assert response.get_json()["error"]["code"] == {
-            401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND"}[expected]
+            400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND"}[expected]
         assert secured.snapshot() == before
 
 

@@ -10,8 +10,6 @@ def test_a_put_job_takes_on_recovery_and_hook_variables_in_it(api):
     stored = api.store.get_job("demo", "j")
     assert stored.definition.on_recovery["http"]["body"] == hook["http"]["body"]
     assert stored.record.policy.notify_recoveries and not stored.record.policy.notify_failures
-    shown = api.job("j")  # a GET shows the hooks it was given
-    assert shown["on_recovery"]["http"]["url"] == "http://127.0.0.1:9/ok" and "on_failure" not in shown
 
 
 def test_reason_in_a_jobs_target_is_refused_naming_it(api):
@@ -28,12 +26,11 @@ def test_the_openapi_job_body_lists_on_recovery(api):
     assert "on_recovery" in entry["properties"]
 
 
-def test_a_get_masks_the_credential_headers_of_both_hooks(api):
+def test_the_job_page_shows_both_hooks_with_their_credential_headers_masked(api):
     hook = {"http": {"url": "http://127.0.0.1:9/ok", "headers": {"Authorization": "Bearer s3cret"}}}
     api.put("j", noop_job(schedule="every 1m", on_failure=hook, on_recovery=hook))
-    shown = api.job("j")
-    assert "s3cret" not in str(shown)
-    assert shown["on_failure"]["http"]["headers"]["Authorization"] == shown["on_recovery"]["http"]["headers"][
-        "Authorization"] == REDACTED
+    page = api.client.get("/p/demo/j").get_data(as_text=True)
+    assert "on_recovery" in page and "s3cret" not in page
+    assert page.count(REDACTED.replace("<", "&lt;").replace(">", "&gt;")) >= 2
     stored = api.store.get_job("demo", "j").definition.on_recovery
     assert stored["http"]["headers"]["Authorization"] == "Bearer s3cret"  # only what is shown is masked

@@ -195,3 +195,15 @@ def test_the_jobs_list_pages_like_the_invocations(api):
         answer = api.get(f"{url}?page_size={bad}")
         assert answer.status_code == 400 and "page_size" in answer.get_json()["error"]["message"]
     assert len(api.get(url + "?page_size=1000").get_json()["jobs"]) == len(seen)
+
+
+def test_a_put_job_with_auth_shows_the_auth_and_a_bad_auth_is_refused_naming_the_field(api):
+    auth = {"oidc": {"service_account": "sa@p.iam.gserviceaccount.com"}}
+    body = {"target": {"http": {"url": "http://127.0.0.1:9/run", "auth": auth}}, "schedule": "every 1m"}
+    created = api.put("j", body)
+    assert created.status_code == 201, created.get_json()
+    assert created.get_json()["target"]["http"]["auth"] == auth
+    body["target"]["http"]["headers"] = {"Authorization": "Bearer x"}
+    refused = api.put("j", body)
+    assert error_of(refused) == (400, "INVALID_ARGUMENT")
+    assert "target.http.auth: sets Authorization, and so does headers.Authorization" in str(refused.get_json())

@@ -113,3 +113,14 @@ def test_a_small_projects_per_job_series_are_read_at_every_scrape():
     cache.rows("p", jobs)
     cache.rows("p", jobs)
     assert len(reads) == 2
+
+
+def test_lateness_counts_from_the_nominal_time_plus_the_jitter(api):
+    api.write_config("demo", "jobs:\n  - id: from-config\n    schedule: every 1m\n    jitter: 50s\n"
+                             "    target: {noop: {}}\n")
+    api.until(180.5)
+    text = api.get("/metrics").get_data(as_text=True)
+    delivered = _value(text, "sundial_lateness_seconds_count")
+    assert delivered >= 2
+    assert _value(text, 'sundial_lateness_seconds_bucket{le="0.01"}') == delivered  # each on its jittered time
+    assert _value(text, "sundial_lateness_seconds_sum") < 0.01 * delivered

@@ -5,6 +5,7 @@ Layout (kinds and keys):
     Job         ("Job", "PROJECT/JOB")                       a root entity
     Invocation  ("Job", "PROJECT/JOB", "Invocation", ID)     a child of its job
     Progress    (... "Invocation", ID, "Progress", PART)     a fan-out's event
+    Audit       ("Job", "PROJECT/JOB", "Audit", ID)          an operator's action on the job
     Project     ("Project", "PROJECT")
     Meta        ("Meta", NAME)                               e.g. the task secret
 
@@ -28,6 +29,13 @@ its own Progress entity and only reads the Job, so the events of one occurrence
 starting together lock different entities (Firestore in Datastore mode locks
 entities, not groups); listing them for the watchdog is an ancestor query.
 
+Why audit entries are children of their job: each is written in the transaction of
+the action it records (engine/audit.py), which writes the job too, so it adds no
+entity group to that transaction; it stays when the job is deleted, until retention.
+Its id sorts newest first, so a job's entries are an ancestor query in key order; a
+project's are a query on `project` ordered by `entry_id` (the key's id again, as keys
+of different jobs do not sort by it: one composite index, index.yaml).
+
 Every property is declared, none is computed by ndb (no auto_now), and only
 the properties a query filters on are indexed. Loading builds fresh rows from
 each entity with explicit defaults, and writing builds fresh entities from the
@@ -43,7 +51,7 @@ from datetime import datetime
 
 from google.cloud import ndb
 
-from engine.ports import InvocationRow, JobSource, ProjectRow, StoredJob
+from engine.ports import AuditEntry, InvocationRow, JobSource, ProjectRow, StoredJob
 from engine.recording import notification_text, stored_notification
 from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
@@ -111,6 +119,21 @@ class ProgressEntity(ndb.Model):
         return "Progress"
 
 
+class AuditEntity(ndb.Model):
+    """One operator action (engine/audit.py), a child of its job."""
+
+    project = ndb.StringProperty()  # indexed: a project's entries (with entry_id, index.yaml)
+    entry_id = ndb.StringProperty()  # indexed: the key's id, the project-wide order
+    time = ndb.DateTimeProperty(tzinfo=UTC)  # indexed: retention
+    actor = ndb.TextProperty()
+    action = ndb.TextProperty()
+    detail = ndb.TextProperty()  # JSON object
+
+    @classmethod
+    def _get_kind(cls) -> str:
+        return "Audit"
+
+
 class ProjectEntity(ndb.Model):
     config_hash = ndb.TextProperty()
     config_error = ndb.TextProperty()
@@ -153,6 +176,10 @@ def progress_key(project: str, job_id: str, invocation_id: str, part: str) -> nd
 def progress_entity(key: ndb.Key, value: dict) -> ProgressEntity:
     scheduled = datetime.fromtimestamp(scheduled_millis(key.parent().id()) / 1000, UTC)
     return ProgressEntity(key=key, value=_json(value), scheduled_time=scheduled)
+
+
+def audit_key(project: str, job_id: str, entry_id: str) -> ndb.Key:
+    return ndb.Key(JobEntity, f"{project}/{job_id}", AuditEntity, entry_id)
 
 
 def project_key(project: str) -> ndb.Key:
@@ -237,6 +264,18 @@ def invocation_row(entity: InvocationEntity) -> InvocationRow:
         log=log,
         notification=stored_notification(entity.notification, log),
     )
+
+
+def audit_entity(entry: AuditEntry) -> AuditEntity:
+    return AuditEntity(key=audit_key(entry.project, entry.job_id, entry.id), project=entry.project,
+                       entry_id=entry.id, time=entry.time, actor=entry.actor, action=entry.action,
+                       detail=_json(entry.detail))
+
+
+def audit_row(entity: AuditEntity) -> AuditEntry:
+    project, job_id = split_job_name(entity.key.parent().id())
+    return AuditEntry(project, job_id, entity.key.id(), entity.time, entity.actor or "", entity.action or "",
+                      _loads(entity.detail, {}))
 
 
 def project_entity(row: ProjectRow) -> ProjectEntity:

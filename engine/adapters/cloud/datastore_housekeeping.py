@@ -11,9 +11,10 @@ index (watchdog_at, key), so jobs repaired meanwhile, whose watchdog_at moved pa
 
 The clean-up needs no cursor for invocations: what it deletes leaves the query, and
 the query selects finished statuses only, so a running invocation never sits at its
-head. Progress rows are selected by their scheduled time alone (their status is their
-invocation's), so those of a long fan-out still running do sit at the head; their
-query pages with a cursor, which steps over them within a run.
+head. Audit entries need none either: every one older than the cutoff goes. Progress
+rows are selected by their scheduled time alone (their status is their invocation's),
+so those of a long fan-out still running do sit at the head; their query pages with a
+cursor, which steps over them within a run.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from google.cloud.ndb import _datastore_query
 
 from engine.adapters.cloud.datastore_entities import (
     EPOCH,
+    AuditEntity,
     InvocationEntity,
     JobEntity,
     ProgressEntity,
@@ -112,6 +114,16 @@ def delete_progress(store: CountingStore, cutoff: datetime, limit: int,
     doomed = [key for key in keys if key.parent() in done]
     _delete(store, doomed)
     return len(doomed), _token(after, more, len(keys) >= limit)
+
+
+def delete_audit(store: CountingStore, cutoff: datetime, limit: int) -> int:
+    """Audit entries older than `cutoff`, keys only on the built-in index of `time`:
+    what it deletes leaves the query, so no cursor is needed."""
+    query = AuditEntity.query(AuditEntity.time > EPOCH, AuditEntity.time < cutoff)
+    keys = query.fetch(limit=limit, keys_only=True)
+    store.count(queries=1)
+    _delete(store, keys)
+    return len(keys)
 
 
 def _delete(store: CountingStore, keys: list[ndb.Key]) -> None:

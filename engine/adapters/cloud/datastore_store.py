@@ -39,10 +39,13 @@ from google.cloud import ndb
 from engine.adapters.cloud import datastore_housekeeping as housekeeping
 from engine.adapters.cloud.datastore_calls import ndb_context, read_shared_secret, storage_errors
 from engine.adapters.cloud.datastore_entities import (
+    AuditEntity,
     InvocationEntity,
     JobEntity,
     MetaEntity,
     ProjectEntity,
+    audit_key,
+    audit_row,
     invocation_key,
     invocation_row,
     job_key,
@@ -53,7 +56,7 @@ from engine.adapters.cloud.datastore_entities import (
 )
 from engine.adapters.cloud.datastore_transaction import DatastoreTransaction
 from engine.logs import log_event
-from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
+from engine.ports import AuditEntry, InvocationRow, ProjectRow, StoredJob, Task
 
 log = logging.getLogger("sundial.datastore")
 
@@ -248,6 +251,30 @@ class DatastoreJobStore:
     ) -> tuple[int, str | None]:
         with self.call("retention of progress"):
             return housekeeping.delete_progress(self, cutoff, limit, cursor)
+
+    def delete_audit_before(self, cutoff: datetime, limit: int) -> int:
+        with self.call("retention of audit"):
+            return housekeeping.delete_audit(self, cutoff, limit)
+
+    def list_audit(
+        self, project: str, job_id: str | None, page_size: int, page_token: str | None
+    ) -> tuple[list[AuditEntry], str | None]:
+        # A job's: an ancestor query in key order (built in); a project's: `project` and
+        # `entry_id` (index.yaml). Ids sort newest first either way.
+        with self.call("list audit"):
+            if job_id:
+                query = AuditEntity.query(ancestor=job_key(project, job_id))
+                if page_token:
+                    query = query.filter(AuditEntity.key > audit_key(project, job_id, page_token))
+                query = query.order(AuditEntity.key)
+            else:
+                query = AuditEntity.query(AuditEntity.project == project)
+                if page_token:
+                    query = query.filter(AuditEntity.entry_id > page_token)
+                query = query.order(AuditEntity.entry_id)
+            entities = self._fetch(query, limit=page_size + 1)
+        page = [audit_row(e) for e in entities[:page_size]]
+        return page, (page[-1].id if len(entities) > page_size else None)
 
     # --- paged reads for the web UI ---------------------------------------------------------
 

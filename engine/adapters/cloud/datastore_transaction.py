@@ -10,6 +10,7 @@ from google.cloud import ndb
 
 from engine.adapters.cloud.datastore_entities import (
     ProgressEntity,
+    audit_entity,
     invocation_entity,
     invocation_key,
     invocation_row,
@@ -23,7 +24,7 @@ from engine.adapters.cloud.datastore_entities import (
     project_row,
 )
 from engine.adapters.cloud.datastore_limits import MAX_LOOKUP_KEYS, check_count, check_size
-from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
+from engine.ports import AuditEntry, InvocationRow, ProjectRow, StoredJob, Task
 
 
 class UseCounter(Protocol):
@@ -124,6 +125,10 @@ class DatastoreTransaction:
                 else:
                     found[key.id()] = json.loads(entity.value)
         return found
+
+    def put_audit(self, entry: AuditEntry) -> None:
+        entity = audit_entity(entry)
+        self.writes[entity.key] = entity
 
     def enqueue(self, task: Task) -> None:
         # Like the SQLite queue, a name enqueued twice in one transaction is one task.

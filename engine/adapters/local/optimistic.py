@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 from engine.adapters.local import sqlite_rows as sql
-from engine.ports import InvocationRow, ProjectRow, StoredJob, Task
+from engine.ports import AuditEntry, InvocationRow, ProjectRow, StoredJob, Task
 
 
 class NeedsLock(Exception):
@@ -51,6 +51,7 @@ class BufferedTransaction:
         self._tasks: list[sql.Row] = []
         self._progress: dict[tuple[str, str, str, str], dict[str, Any]] = {}
         self._holds: dict[sql.Row, sql.Row | None] = {}  # hold key -> its row to write (None: delete)
+        self._audit: list[AuditEntry] = []
 
     @property
     def conn(self) -> NoReturn:
@@ -123,6 +124,9 @@ class BufferedTransaction:
     def delete_hold(self, key: sql.Row) -> None:
         self._holds[key] = None
 
+    def put_audit(self, entry: AuditEntry) -> None:
+        self._audit.append(entry)  # a new row: nothing read, nothing to check at commit
+
     def enqueue(self, task: Task) -> None:
         self._tasks.append(sql.task_values(task))
         if self.earliest_eta is None or task.eta < self.earliest_eta:
@@ -147,6 +151,7 @@ class BufferedTransaction:
         written += [("project", key) for key in self._projects]
         written += [("invocation", *key) for key in self._invocations]
         written += [("progress", *key) for key in self._progress]
+        written += [("audit", entry.project, entry.id) for entry in self._audit]
         sql.check_budget(written)
 
     # --- at commit, under the write lock ------------------------------------------------
@@ -174,6 +179,8 @@ class BufferedTransaction:
         if self._progress:
             conn.executemany(sql.PUT_PROGRESS, [(*key, sql.progress_text(value))
                                                 for key, value in self._progress.items()])
+        if self._audit:
+            conn.executemany(sql.PUT_AUDIT, [sql.audit_values(entry) for entry in self._audit])
         if self._invocations:
             conn.executemany(sql.PUT_INVOCATION, [sql.invocation_values(r) for r in self._invocations.values()])
         for hold_key, hold in self._holds.items():

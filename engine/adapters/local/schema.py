@@ -132,6 +132,24 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX held_attempts_by_holder ON held_attempts (holder);
     """,
+    # 9: the audit log of operator actions (engine/audit.py), written in the transaction
+    # of the action. Ids sort newest first, so the primary key pages a project's entries
+    # and audit_by_job a job's; audit_by_time serves the clean-up. A new table only: an
+    # older database simply has no entries for what was done before.
+    """
+    CREATE TABLE audit (
+        project TEXT NOT NULL,
+        id TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        time REAL NOT NULL,
+        actor TEXT NOT NULL,
+        action TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT '{}',
+        PRIMARY KEY (project, id)
+    );
+    CREATE INDEX audit_by_job ON audit (project, job_id, id);
+    CREATE INDEX audit_by_time ON audit (time);
+    """,
 ]
 
 

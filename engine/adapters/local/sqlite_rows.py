@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from engine.errors import CommitTooLarge
-from engine.ports import InvocationRow, JobSource, ProjectRow, StoredJob, Task
+from engine.ports import AuditEntry, InvocationRow, JobSource, ProjectRow, StoredJob, Task
 from engine.recording import notification_text, stored_notification
 from statemachine.budget import COMMIT_ENTITY_LIMIT
 from statemachine.definition import JobDefinition
@@ -57,6 +57,7 @@ PUT_HOLD = (
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 DELETE_HOLD = f"DELETE FROM held_attempts WHERE {HOLD_KEY}"
+PUT_AUDIT = "INSERT INTO audit (project, id, job_id, time, actor, action, detail) VALUES (?, ?, ?, ?, ?, ?, ?)"
 
 
 def to_seconds(value: datetime | None) -> float | None:
@@ -218,6 +219,10 @@ class SqliteTransaction:
     def delete_hold(self, key: Row) -> None:
         self.conn.execute(DELETE_HOLD, key)
 
+    def put_audit(self, entry: AuditEntry) -> None:
+        self.conn.execute(PUT_AUDIT, audit_values(entry))
+        self._written.add(("audit", entry.project, entry.id))
+
     def enqueue(self, task: Task) -> None:
         # A pending task of the same name makes this a no-op: enqueueing is idempotent.
         self.conn.execute(ENQUEUE, task_values(task))
@@ -301,6 +306,16 @@ def progress_text(value: dict[str, Any]) -> str:
 def task_values(task: Task) -> Row:
     payload = json.dumps(task.payload, separators=(",", ":"))
     return (task.name, task.kind, payload, task.eta.timestamp(), task.queue)
+
+
+def audit_values(entry: AuditEntry) -> Row:
+    return (entry.project, entry.id, entry.job_id, entry.time.timestamp(), entry.actor, entry.action,
+            json.dumps(entry.detail, separators=(",", ":")))
+
+
+def audit_from_row(row: Row) -> AuditEntry:
+    project, entry_id, job_id, time, actor, action, detail = row
+    return AuditEntry(project, job_id, entry_id, instant(time), actor, action, json.loads(detail))
 
 
 def project_values(row: ProjectRow) -> Row:

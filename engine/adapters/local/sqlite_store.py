@@ -27,12 +27,13 @@ from engine.adapters.local.sqlite_rows import (
     RecordCache,
     SqliteFile,
     SqliteTransaction,
+    audit_from_row,
     invocation_from_row,
     job_from_row,
     project_from_row,
 )
 from engine.adapters.local.write_lock import WriteLock
-from engine.ports import InvocationRow, ProjectRow, StoredJob, StoreError, Transaction
+from engine.ports import AuditEntry, InvocationRow, ProjectRow, StoredJob, StoreError, Transaction
 from statemachine.vocabulary import TERMINAL_STATUSES
 
 T = TypeVar("T")
@@ -216,6 +217,25 @@ class SqliteJobStore:
         # Nothing to sweep here: a fan-out's progress rows are deleted in the same
         # transaction as their invocation (above), so none outlives it.
         return 0, None
+
+    def delete_audit_before(self, cutoff: datetime, limit: int) -> int:
+        # A range of audit_by_time: what it deletes leaves the range, so no cursor is needed.
+        with self.transaction() as tx:
+            return int(tx.conn.execute(
+                "DELETE FROM audit WHERE rowid IN (SELECT rowid FROM audit WHERE time < ? LIMIT ?)",
+                (cutoff.timestamp(), limit)).rowcount)
+
+    def list_audit(
+        self, project: str, job_id: str | None, page_size: int, page_token: str | None
+    ) -> tuple[list[AuditEntry], str | None]:
+        # Ids sort newest first: a range of the primary key (project, id), or of
+        # audit_by_job (project, job_id, id), from the token on.
+        where, values = ("project = ? AND job_id = ?", (project, job_id)) if job_id else ("project = ?", (project,))
+        rows = self.connection().execute(
+            f"SELECT project, id, job_id, time, actor, action, detail FROM audit WHERE {where}"
+            " AND id > ? ORDER BY id LIMIT ?", (*values, page_token or "", page_size + 1)).fetchall()
+        page = [audit_from_row(row) for row in rows[:page_size]]
+        return page, (page[-1].id if len(rows) > page_size else None)
 
     # --- paged reads for the web UI ----------------------------------------------------
 

@@ -1,0 +1,114 @@
+"""`auth` of an http or cloud_tasks target: a Google-signed token for a service account,
+minted at every attempt (docs/REFERENCE.md section 2.3).
+
+    auth: {oidc: {service_account: sa@P.iam.gserviceaccount.com, audience: https://svc.example}}
+    auth: {oauth: {service_account: sa@P.iam.gserviceaccount.com, scope: https://www.googleapis.com/auth/cloud-platform}}
+
+Normalized as `{oidc: {service_account[, audience]}}` or `{oauth: {service_account, scope}}`.
+An absent audience stays absent: delivery takes the rendered target URL without its query
+(engine/targets/google_tokens.py, `default_audience`), since a templated URL is only
+known then. The token is sent as `Authorization: Bearer`, so a target with `auth` may not
+set Authorization itself (a header, or user:password in its URL): one would silently win.
+Nothing here is templated: an account or an audience is configuration, not payload.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from config.checks import Checker
+from config.yamlsource import Path
+
+__all__ = ["AUTH_KINDS", "DEFAULT_SCOPE", "OAUTH_FIELDS", "OIDC_FIELDS", "parse_auth"]
+
+AUTH_KINDS = ("oidc", "oauth")
+OIDC_FIELDS = ("service_account", "audience")
+OAUTH_FIELDS = ("service_account", "scope")
+DEFAULT_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+")
+_SCOPE = re.compile(r"https://[^\s]+|openid|email|profile")
+_EXAMPLE = "{oidc: {service_account: sa@PROJECT.iam.gserviceaccount.com}}"
+
+
+def parse_auth(check: Checker, path: Path, value: Any, target: dict, backend: str) -> dict:
+    """The normalized `auth` of a target whose other fields (url, headers) are `target`."""
+    fields = check.mapping(path, value, _EXAMPLE)
+    check.known_fields(path, fields, AUTH_KINDS)
+    kinds = [kind for kind in AUTH_KINDS if kind in fields]
+    if len(kinds) != 1:
+        given = f"has {' and '.join(kinds)}" if kinds else "has none"
+        check.fail(path, f"needs exactly one of oidc, oauth; {given}")
+    _refuse_other_authorization(check, path, target)
+    kind = kinds[0]
+    where = path + (kind,)
+    spec = check.mapping(where, fields[kind], _EXAMPLE if kind == "oidc"
+                         else "{service_account: sa@PROJECT.iam.gserviceaccount.com}")
+    check.known_fields(where, spec, OIDC_FIELDS if kind == "oidc" else OAUTH_FIELDS)
+    account = check.attempt(lambda: _account(check, where + ("service_account",),
+                                             spec.get("service_account")), "")
+    if kind == "oidc":
+        out = {"service_account": account}
+        if spec.get("audience") is not None:
+            out["audience"] = check.attempt(lambda: _audience(check, where + ("audience",),
+                                                              spec["audience"], backend), "")
+        return {"oidc": out}
+    scope = check.attempt(lambda: _scope(check, where + ("scope",), spec.get("scope")), DEFAULT_SCOPE)
+    return {"oauth": {"service_account": account, "scope": scope}}
+
+
+def _refuse_other_authorization(check: Checker, path: Path, target: dict) -> None:
+    headers = target.get("headers")
+    named = [name for name in (headers if isinstance(headers, dict) else {})
+             if str(name).lower() == "authorization"]
+    if named:
+        check.report(path, f"sets Authorization, and so does headers.{named[0]}: keep one of them")
+    url = target.get("url")
+    if isinstance(url, str) and "@" in urlsplit(url).netloc:
+        check.report(path, "sets Authorization, and so does the user:password in url: keep one of them")
+
+
+def _account(check: Checker, path: Path, value: Any) -> str:
+    if value is None:
+        check.fail(path, "is required, e.g. sa@PROJECT.iam.gserviceaccount.com")
+    text = check.string(path, value, empty=False)
+    if not _EMAIL.fullmatch(text):
+        check.fail(path, f"{text!r} is not a service account's email, e.g. sa@PROJECT.iam.gserviceaccount.com")
+    return text
+
+
+def _audience(check: Checker, path: Path, value: Any, backend: str) -> str:
+    text = check.string(path, value, empty=False)
+    parts = urlsplit(text)
+    try:
+        host = parts.hostname or ""
+    except ValueError:
+        host = ""
+    if any(char.isspace() for char in text) or not host:
+        check.fail(path, f"{text!r} is not an absolute URL, e.g. https://service.example.com")
+    if parts.scheme == "https" or (parts.scheme == "http" and backend == "local" and _loopback(host)):
+        return text
+    check.fail(path, f"{text!r} must be an https:// URL (http:// only for a loopback host "
+                     "on the embedded backend)")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _scope(check: Checker, path: Path, value: Any) -> str:
+    if value is None:
+        return DEFAULT_SCOPE
+    text = check.string(path, value, empty=False)
+    bad = [scope for scope in text.split() if not _SCOPE.fullmatch(scope)]
+    if bad or not text.split():
+        check.fail(path, f"{(bad or [text])[0]!r} is not an OAuth scope, e.g. {DEFAULT_SCOPE} "
+                         "(several are separated by spaces)")
+    return " ".join(text.split())

@@ -1,0 +1,84 @@
+"""What an attempt sent, as its invocation's log keeps it (docs/REFERENCE.md section 7).
+
+The invocation page shows the request each attempt sent, not the job's definition as it
+reads today (which may have changed since). The record is made from the rendered target
+the sender was handed, and it is made safe and small before it is stored:
+
+- credential headers (Authorization, Cookie, ...), headers whose value came from a
+  secret, and headers whose name looks like a credential are stored as `<redacted>`:
+  a secret never reaches the store;
+- the body (`body`, or Pub/Sub's `data`) is cut to SENT_BODY_BYTES bytes of UTF-8, with
+  its whole size kept beside it; other text fields and header values are cut too;
+- a log keeps the record on its newest REQUESTS_KEPT attempt entries only
+  (engine/recording.py), so that an invocation retried two hundred times stays far
+  below Datastore's 1 MiB entity limit.
+
+The sender's own headers (X-Sundial-Job, -Invocation, -Attempt, the completion token)
+are not in the record: the page shows them from the invocation, and the token is a
+credential.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from engine.secrets import REDACTED, redact_headers
+
+SENT_BODY_BYTES = 4096  # of the body (or Pub/Sub data) kept per attempt
+SENT_TEXT_CHARS = 2048  # of the URL, topic, queue and other text fields
+SENT_VALUE_CHARS = 256  # of each header or attribute value
+SENT_ENTRIES = 32  # headers or attributes kept per attempt
+REQUESTS_KEPT = 10  # log entries that keep their request record; older ones drop it
+# Header names that look like credentials, beyond the fixed list (engine/secrets.py).
+CREDENTIAL_NAME = re.compile(r"authorization|cookie|token|secret|api[-_]?key|password", re.IGNORECASE)
+_BODY_FIELDS = ("body", "data")
+_MAP_FIELDS = ("headers", "attributes")
+
+
+def sent_record(target: dict[str, Any], secret_headers: frozenset = frozenset()) -> dict[str, Any]:
+    """The stored form of a rendered target ({kind: spec}) as one attempt sent it."""
+    kind, spec = next(iter(target.items()))
+    record: dict[str, Any] = {"kind": kind}
+    if not isinstance(spec, dict):
+        return record
+    for name, value in spec.items():
+        if name in _BODY_FIELDS and isinstance(value, str):
+            record[name], size = _cut_bytes(value, SENT_BODY_BYTES)
+            if size > SENT_BODY_BYTES:
+                record[f"{name}_bytes"] = size  # how large it was; the record holds the start
+        elif name == "headers" and isinstance(value, dict):
+            record[name] = masked_headers(value, secret_headers)
+        elif name in _MAP_FIELDS and isinstance(value, dict):
+            record[name] = {str(key)[:SENT_VALUE_CHARS]: str(item)[:SENT_VALUE_CHARS]
+                            for key, item in list(value.items())[:SENT_ENTRIES]}
+        elif isinstance(value, bool | int | float):
+            record[name] = value
+        elif isinstance(value, str):
+            record[name] = value[:SENT_TEXT_CHARS]
+    return record
+
+
+def masked_headers(headers: dict, secret_headers: frozenset = frozenset()) -> dict[str, str]:
+    """Header values fit to store or show: credentials and secret-backed values as `<redacted>`."""
+    shown = redact_headers(headers, secret_headers)
+    return {str(name)[:SENT_VALUE_CHARS]: REDACTED if value == REDACTED or CREDENTIAL_NAME.search(str(name))
+            else str(value)[:SENT_VALUE_CHARS]
+            for name, value in list(shown.items())[:SENT_ENTRIES]}
+
+
+def prune_requests(log: list[dict[str, Any]]) -> None:
+    """Drop the request record of every entry but the newest REQUESTS_KEPT that have one."""
+    kept = 0
+    for entry in reversed(log):
+        if "request" in entry:
+            kept += 1
+            if kept > REQUESTS_KEPT:
+                del entry["request"]
+
+
+def _cut_bytes(text: str, limit: int) -> tuple[str, int]:
+    encoded = text.encode("utf-8")
+    if len(encoded) <= limit:
+        return text, len(encoded)
+    return encoded[:limit].decode("utf-8", errors="ignore"), len(encoded)  # never half a character

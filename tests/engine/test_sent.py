@@ -1,0 +1,54 @@
+"""What an attempt sent, as the invocation's log stores it (engine/sent.py): masked and
+bounded before it is stored, and kept on the newest attempts only."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from engine.ports import InvocationRow
+from engine.recording import LOG_LIMIT, append_log
+from engine.secrets import REDACTED
+from engine.sent import REQUESTS_KEPT, SENT_BODY_BYTES, SENT_ENTRIES, sent_record
+
+NOW = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def test_credentials_and_secret_backed_headers_are_masked_before_storing():
+    record = sent_record({"http": {"method": "PUT", "url": "https://x.example/a", "headers": {
+        "Authorization": "Bearer tok-1", "X-Vendor": "from-a-secret", "X-Refresh-Token": "tok-2",
+        "X-Trace": "t-1"}, "body": "hello", "async": False}}, frozenset({"X-Vendor"}))
+    assert record == {"kind": "http", "method": "PUT", "url": "https://x.example/a", "body": "hello",
+                      "async": False, "headers": {"Authorization": REDACTED, "X-Vendor": REDACTED,
+                                                  "X-Refresh-Token": REDACTED, "X-Trace": "t-1"}}
+
+
+def test_a_large_body_keeps_its_first_bytes_and_its_size_without_splitting_a_character():
+    body = "é" * 5000  # 10,000 bytes of UTF-8
+    record = sent_record({"http": {"url": "u", "body": body}})
+    assert record["body_bytes"] == 10_000
+    assert len(record["body"].encode()) == SENT_BODY_BYTES and set(record["body"]) == {"é"}
+    assert "body_bytes" not in sent_record({"http": {"url": "u", "body": "short"}})
+
+
+def test_pubsub_and_cloud_tasks_keep_their_own_fields():
+    pubsub = sent_record({"pubsub": {"topic": "projects/p/topics/t", "data": "d" * 5000,
+                                     "attributes": {f"a{i}": "v" for i in range(100)}}})
+    assert pubsub["topic"] == "projects/p/topics/t" and pubsub["data_bytes"] == 5000
+    assert len(pubsub["data"]) == SENT_BODY_BYTES and len(pubsub["attributes"]) == SENT_ENTRIES
+    tasks = sent_record({"cloud_tasks": {"queue": "q", "url": "https://w", "body": "b",
+                                         "headers": {"Cookie": "c=1"}}})
+    assert tasks == {"kind": "cloud_tasks", "queue": "q", "url": "https://w", "body": "b",
+                     "headers": {"Cookie": REDACTED}}
+
+
+def test_only_the_newest_attempts_keep_their_request_and_a_long_log_stays_far_below_1_mib():
+    row = InvocationRow("p", "j", "i", "RUNNING", NOW, "scheduled")
+    biggest = sent_record({"http": {"url": "u" * 10_000, "body": "b" * 100_000,
+                                    "headers": {f"X-H{i}-" + "n" * 300: "v" * 1000 for i in range(100)}}})
+    for attempt in range(1, 400):
+        append_log(row, NOW, f"attempt {attempt}: failed", detail="d" * 500, request=biggest)
+    with_request = [entry for entry in row.log if "request" in entry]
+    assert len(row.log) == LOG_LIMIT and len(with_request) == REQUESTS_KEPT
+    assert with_request[-1] is row.log[-1]  # the newest attempts keep theirs
+    assert len(json.dumps(row.log).encode()) < 512 * 1024  # Datastore's entity limit is 1 MiB
