@@ -173,7 +173,8 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     engine = _engine(settings, store, targets, clock, metrics, SqliteAttemptHolds(store, registry))
     liveness = Liveness(registry, engine.interruptions, settings.heartbeat.period)
     queue = SqliteTaskQueue(store)
-    dispatcher = Dispatcher(queue, engine.tasks, clock, wakeup, settings.workers, settings.task_lease)
+    dispatcher = Dispatcher(queue, engine.tasks, clock, wakeup, settings.workers, settings.task_lease,
+                            metrics=engine.metrics)
     if role is Role.DISPATCHER:
         return Runtime(settings, engine, dispatcher, app=None, liveness=liveness)
     return _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending, children=extra,
@@ -319,7 +320,19 @@ def _engine(settings: Settings, store: JobStore, targets: dict, clock: Clock, me
         store, targets, clock, settings.tuning, metrics=metrics,
         service_url=settings.service_url, secret=settings.task_secret.encode(), secrets=_secrets(settings),
         holds=holds, repair_workers=settings.watchdog_workers or (8 if settings.backend == "cloud" else 1),
+        task_lease=_task_lease(settings),
     )
+
+
+def _task_lease(settings: Settings) -> timedelta:
+    """How long a task handed to the engine's handler is its handler's: a Cloud Tasks
+    request's dispatch deadline (the queue runs it again after that), or the embedded
+    queue's lease."""
+    if settings.backend != "cloud":
+        return settings.task_lease
+    from engine.adapters.cloud.cloud_tasks_queue import DISPATCH_DEADLINE
+
+    return DISPATCH_DEADLINE
 
 
 def google_access(settings: Settings) -> GoogleAccess:

@@ -168,6 +168,12 @@ class JobChanges:
         for action in applied.transition.actions:
             if isinstance(action, act.RecordSkipped):
                 self.metrics.inc("sundial_skips_total", reason=action.reason)
+            elif isinstance(action, act.RefuseStaleResult):
+                # Its sender held the attempt no longer: it was issued again (or settled) meanwhile.
+                self.metrics.inc("sundial_stale_results_total")
+                log_event(log, "stale result dropped", level=logging.WARNING, job=f"{record.project}/{record.job_id}",
+                          invocation=action.invocation_id, event=action.event_index, attempt=action.attempt,
+                          epoch=action.epoch)
             elif isinstance(action, act.FinishInvocation):
                 self.metrics.inc("sundial_invocations_finished_total", status=action.status)
                 if action.status == InvocationStatus.FAILED:
@@ -206,6 +212,8 @@ class JobChanges:
                                                                         stored.deleted):
             stored = StoredJob(stored.record, definition, source or stored.source, deleted=deleted)
             changed = redefined = True
+        if any(isinstance(action, act.RefuseStaleResult) for action in transition.actions):
+            note = None  # the invocation's log tells the current attempt's answer, not this one
         _materialize_deferred(tx, record, transition, note)
         if note is not None:
             _write_note(tx, project, job_id, note, now)

@@ -24,6 +24,7 @@ in one transaction.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Callable
 
@@ -87,7 +88,8 @@ def may_defer(before: JobRecord, event: object, now: datetime, transition: Trans
     if row.created_time is None or now - row.created_time > FRESH_ROW:
         return False  # the clean-up could take its row before the job replays it
     replayed = finish_of(row)
-    if replayed != event:
+    # (The row keeps no epoch: the answer it carries was the current one when it was written.)
+    if replayed != replace(event, epoch=None):
         return False  # the row cannot tell this answer exactly (e.g. an async completion report)
     # The same event at the same instant is the same pure step (an entry outside rows is
     # stepped by `machine.step` itself), so only the instant is left to check: stores

@@ -114,8 +114,12 @@ def outcome_change(job: StoredJob, action: act.Deliver, result: DeliveryResult) 
 
 
 def _outcome_event(action: act.Deliver, result: DeliveryResult) -> ev.Event:
+    # The Deliver's epoch is the fencing token: the store records the answer only while
+    # the attempt has not been issued again since (0: a Deliver made without one).
+    epoch = action.epoch or None
     if result.outcome == "accepted":
-        return ev.InvocationStarted(action.invocation_id, action.event_index, action.attempt)
+        return ev.InvocationStarted(action.invocation_id, action.event_index, action.attempt, epoch)
     return ev.InvocationFinished(
-        action.invocation_id, result.outcome == "succeeded", result.reason, action.event_index, action.attempt
+        action.invocation_id, result.outcome == "succeeded", result.reason, action.event_index, action.attempt,
+        epoch,
     )

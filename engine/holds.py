@@ -44,6 +44,12 @@ class AttemptHolds(Protocol):
     def release(self, tx: Transaction, held: HeldAttempt) -> bool:
         """End the hold in `tx`, if that process still holds that attempt; True if it did."""
 
+    def held_until(self, since: float) -> float | None:
+        """The monotonic instant (engine/leases.py) up to which an attempt this process
+        began to hold at monotonic `since` stays its: while the other processes take it
+        for alive, and only if they have not taken it for gone since (then what it held
+        was settled, and may be issued again elsewhere). None: no bound known yet."""
+
     def orphaned(self, limit: int) -> list[HeldAttempt]:
         """Up to `limit` attempts held by processes that are gone.
 

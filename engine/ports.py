@@ -379,11 +379,14 @@ class TaskQueue(Protocol):
     def complete(self, task_ids: list[int]) -> None:
         """Delete finished tasks. :raises StoreError: none was deleted."""
 
-    def retry(self, task_id: int, eta: datetime) -> None:
-        """Hand a leased task back, due again at `eta`. :raises StoreError: it stays leased."""
+    def retry(self, task_id: int, eta: datetime, attempts: int | None = None) -> None:
+        """Hand a leased task back, due again at `eta`; with `attempts` (its LeasedTask's),
+        only if no other lease took it since. :raises StoreError: it stays leased."""
 
-    def renew(self, task_ids: list[int], until: datetime) -> None:
-        """Extend the leases of tasks still being worked on. :raises StoreError: none was renewed."""
+    def renew(self, tasks: list[LeasedTask], until: datetime) -> list[int]:
+        """Extend the leases of tasks still being worked on, each only if no other lease
+        took it since (its `attempts` still count this lease last); returns the ids of
+        those renewed. :raises StoreError: none was renewed."""
 
     def next_wake(self, now: datetime) -> datetime | None:
         """When a task is next takeable (an ETA, or a lease running out); None: nothing queued.

@@ -20,6 +20,7 @@ module takes only the parts it uses.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from engine.changes import JobChanges
 from engine.config_import import ConfigImport
@@ -52,14 +53,16 @@ class Engine:
 def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuning: Tuning = DEFAULT_TUNING, *,
                  service_url: str = "http://127.0.0.1:8080", secret: bytes = b"",
                  secrets: SecretReader | None = None, metrics: Metrics | None = None,
-                 holds: AttemptHolds | None = None, repair_workers: int = 1) -> Engine:
+                 holds: AttemptHolds | None = None, repair_workers: int = 1,
+                 task_lease: timedelta | None = None) -> Engine:
     """The engine over one store and one set of targets.
 
     `service_url` is where async targets send their completion; `secret` keys the
     completion tokens; `secrets` reads the values header fields name (None: no store);
     `metrics` is where the parts count (a fresh one by default); `holds` records which
     process holds each attempt in flight (None: the backend's tasks hold them);
-    `repair_workers` is how many watchdog repairs run at once (engine/maintenance.py).
+    `repair_workers` is how many watchdog repairs run at once (engine/maintenance.py);
+    `task_lease` how long a task handed to `TaskRunner.handle` is its handler's.
     """
     metrics = metrics if metrics is not None else Metrics()
     changes = JobChanges(store, clock, metrics, tuning, holds)
@@ -70,7 +73,7 @@ def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuni
     return Engine(
         changes=changes,
         deliveries=deliveries,
-        tasks=TaskRunner(changes, deliveries, notifications.run_task),
+        tasks=TaskRunner(changes, deliveries, notifications.run_task, task_lease),
         maintenance=Maintenance(store, changes, clock, metrics, interruptions, repair_workers),
         queries=Queries(store, tuning),
         configs=ConfigImport(changes, store),

@@ -17,6 +17,7 @@ from typing import Callable
 from engine.changes import Applied, Change, JobChanges, Refusal
 from engine.deliveries import Deliveries, outcome_change
 from engine.errors import NotFound, StoreError
+from engine.leases import NEVER, first_lost, give_up, held_until, monotonic_of
 from engine.logs import log_event
 from engine.ports import DeliveryResult, RetryTask, StoredJob, Task
 from engine.recording import millis
@@ -42,6 +43,10 @@ class Stepped:
 
     deliveries: list[tuple[StoredJob, act.Deliver]] = field(default_factory=list)
     retry_in: timedelta | None = None  # hand the task back, to run again after this
+    # The monotonic reading taken before the commit that issued the deliveries, and the
+    # end of their attempts' lease counted from it (engine/leases.py).
+    taken_at: float = 0.0
+    attempt_until: float = NEVER
 
     def retry(self) -> RetryTask | None:
         """What hands the task back, when the tick came before its time."""
@@ -58,9 +63,14 @@ class Sent:
 
 
 class TaskRunner:
-    def __init__(self, changes: JobChanges, deliveries: Deliveries, notify: Callable[[dict], None]):
-        """`notify` runs one on_failure notification task (engine/notify.py)."""
+    def __init__(self, changes: JobChanges, deliveries: Deliveries, notify: Callable[[dict], None],
+                 task_lease: timedelta | None = None):
+        """`notify` runs one on_failure notification task (engine/notify.py); `task_lease`:
+        how long a task handed to `handle` is its handler's (a Cloud Tasks request's
+        dispatch deadline; None: unbounded)."""
         self.changes, self.deliveries, self.notify = changes, deliveries, notify
+        self.task_lease = task_lease
+        self.monotonic = monotonic_of(changes.clock)
 
     def handle(self, task: Task) -> None:
         """Run one task. Returns when it is done or no longer relevant.
@@ -69,7 +79,8 @@ class TaskRunner:
         :raises StoreError: storage failed; the queue retries.
         """
         if task.kind in CHAIN_KINDS:
-            self._run_chain_task(task)
+            began = self.monotonic()
+            self._run_chain_task(task, NEVER if self.task_lease is None else held_until(began, self.task_lease))
         elif task.kind == TaskKind.NOTIFY:
             self.notify(task.payload)
         elif task.kind == TaskKind.TRIGGER:
@@ -85,9 +96,10 @@ class TaskRunner:
         """
         changes = [Change(task.payload["project"], task.payload["job"], task_event(task)) for task in tasks]
         stepped = []
+        taken = self.monotonic()  # before the commit: the lease is never counted from later than the store's
         for task, applied in zip(tasks, self.changes.apply_many(changes)):
             if isinstance(applied, Applied):
-                stepped.append(_stepped_from(task, applied))
+                stepped.append(self._leased(_stepped_from(task, applied), taken))
             else:
                 log_refused(task, applied)
                 stepped.append(Stepped())
@@ -110,7 +122,33 @@ class TaskRunner:
                 log_event(log, "result refused", job=f"{one.job.record.project}/{one.job.record.job_id}",
                           invocation=one.action.invocation_id, attempt=one.action.attempt, reason=str(applied))
 
-    def _run_chain_task(self, task: Task) -> None:
+    def send_held(self, job: StoredJob, action: act.Deliver, stepped: Stepped,
+                  task_until: float = NEVER) -> DeliveryResult | None:
+        """Send an attempt `stepped` committed, if every lease it is sent under still
+        holds: the task's (held until `task_until`), the attempt's, and this process's
+        own (AttemptHolds.held_until). Otherwise give it up (None): whoever holds it
+        now sends it, under the same invocation id."""
+        holds = self.changes.holds
+        lost = first_lost(self.monotonic(), {
+            "task": task_until, "attempt": stepped.attempt_until,
+            "process": holds.held_until(stepped.taken_at) if holds is not None else None,
+        })
+        if lost:
+            give_up(log, self.changes.metrics, "send", lost, job=f"{job.record.project}/{job.record.job_id}",
+                    invocation=action.invocation_id, event=action.event_index, attempt=action.attempt)
+            return None
+        return self.deliveries.send(job, action)
+
+    def _leased(self, stepped: Stepped, taken: float) -> Stepped:
+        """`stepped` with the lease of the attempts it issued (every one of one job)."""
+        if not stepped.deliveries:
+            return stepped
+        policy = stepped.deliveries[0][0].record.live_policy
+        stepped.taken_at = taken
+        stepped.attempt_until = held_until(taken, policy.attempt_timeout + self.changes.tuning.start_grace)
+        return stepped
+
+    def _run_chain_task(self, task: Task, task_until: float) -> None:
         """A start task's request is sent here, before the task counts as done: a
         throttle is the concurrency of its queue, so the request must be over when
         the task is."""
@@ -119,7 +157,9 @@ class TaskRunner:
         if retry is not None:
             raise retry
         for job, action in stepped.deliveries:
-            self._record_result(Sent(job, action, self.deliveries.send(job, action)), task)
+            result = self.send_held(job, action, stepped, task_until)
+            if result is not None:
+                self._record_result(Sent(job, action, result), task)
 
     def hand_back(self, task: Task, delay: timedelta) -> Task:
         """Enqueue a fresh copy of `task`, due `delay` from now, under a name of its own:

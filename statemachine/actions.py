@@ -4,7 +4,7 @@ action of a transition in the same transaction as the new record, except
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -66,6 +66,11 @@ class Deliver:
     event_index: int
     event_count: int
     attempt: int
+    # The fencing token of this issue of the attempt: the attempt's epoch, one more at
+    # every commit that (re-)issues it. Its result carries it back, and a result whose
+    # epoch is no longer the stored one is refused (`RefuseStaleResult`). Not part of
+    # the action's equality: it names the same attempt.
+    epoch: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -139,6 +144,18 @@ class NotifyRecovery:
 
 
 @dataclass(frozen=True)
+class RefuseStaleResult:
+    """A result of an attempt that was issued again since it was sent (its epoch is not
+    the stored one), or that was settled without it: nothing of it is recorded. The
+    shell logs and counts it."""
+
+    invocation_id: str
+    event_index: int
+    attempt: int
+    epoch: int
+
+
+@dataclass(frozen=True)
 class RetryLater:
     """Hand the task being processed back to its queue, to come again after `delay`."""
 
@@ -158,4 +175,5 @@ Action = (
     | NotifyFailure
     | NotifyRecovery
     | RetryLater
+    | RefuseStaleResult
 )

@@ -72,6 +72,7 @@ class InvocationStarted:
     invocation_id: str
     event_index: int = 0
     attempt: int = 1
+    epoch: int | None = None  # the Deliver's fencing token; None: not fenced (see InvocationFinished)
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,10 @@ class InvocationFinished:
     reason: str = ""
     event_index: int = 0
     attempt: int | None = 1
+    # The epoch of the Deliver this answers (its fencing token): the result counts only
+    # while the stored attempt still has that epoch. None: not an answer of a sender
+    # (a gone process's attempt settled by its hold, a completion report).
+    epoch: int | None = None
 
 
 @dataclass(frozen=True)

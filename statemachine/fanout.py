@@ -52,6 +52,7 @@ class EventState:
     started_at: datetime | None = None  # when the current attempt started
     retry_at: datetime | None = None  # when a waiting retry is due
     reason: str = ""  # the last failure
+    epoch: int = 0  # issues of the current attempt so far: its fencing token (Deliver.epoch)
 
     @property
     def final(self) -> bool:
@@ -101,8 +102,16 @@ def _lease(policy: JobPolicy, tuning: Tuning) -> timedelta:
     return policy.attempt_timeout + tuning.start_grace
 
 
-def _current(state: EventState, attempt: int | None) -> bool:
-    return not state.final and state.attempt == attempt
+def _current(state: EventState, attempt: int | None, epoch: int | None = None) -> bool:
+    """Whether `attempt` is the event's attempt in flight, and `epoch` (unless None) its issue."""
+    return not state.final and state.attempt == attempt and (epoch is None or epoch == state.epoch)
+
+
+def _stale(state: EventState, attempt: int, epoch: int | None, entry: ActiveInvocation) -> EventStep:
+    """A sender's answer that is not the current issue's: refused, and said so."""
+    if epoch is None or state.final:
+        return EventStep(state)
+    return EventStep(state, (act.RefuseStaleResult(entry.invocation_id, state.index, attempt, epoch),))
 
 
 def on_starting(entry: ActiveInvocation, policy: JobPolicy, paused: bool, state: EventState, attempt: int,
@@ -125,24 +134,24 @@ def on_starting(entry: ActiveInvocation, policy: JobPolicy, paused: bool, state:
         # Nothing is delivered while a job is paused: the invocation ends here, SKIPPED
         # unless some event went out already (then ABORTED: fanout_step reads the rows).
         return EventStep(state, settle=(InvocationStatus.SKIPPED, SkipReason.PAUSED))
-    state = evolve(state, phase=EventPhase.STARTED, started_at=now, retry_at=None)
+    state = evolve(state, phase=EventPhase.STARTED, started_at=now, retry_at=None, epoch=state.epoch + 1)
     deliver = act.Deliver(entry.invocation_id, entry.scheduled_time, entry.trigger, state.index,
-                          entry.event_count, attempt)
+                          entry.event_count, attempt, state.epoch)
     return EventStep(state, (deliver,))
 
 
-def on_started(state: EventState, attempt: int) -> EventStep:
+def on_started(entry: ActiveInvocation, state: EventState, attempt: int, epoch: int | None = None) -> EventStep:
     """The target accepted the attempt (202): the event waits for the completion report."""
-    if not _current(state, attempt):
-        return EventStep(state)
+    if not _current(state, attempt, epoch):
+        return _stale(state, attempt, epoch, entry)
     return EventStep(evolve(state, phase=EventPhase.ACCEPTED))
 
 
 def on_finished(entry: ActiveInvocation, policy: JobPolicy, state: EventState, attempt: int, succeeded: bool,
-                reason: str, now: datetime) -> EventStep:
+                reason: str, now: datetime, epoch: int | None = None) -> EventStep:
     """The target answered the attempt: the event succeeded, waits for a retry, or failed."""
-    if not _current(state, attempt):
-        return EventStep(state)
+    if not _current(state, attempt, epoch):
+        return _stale(state, attempt, epoch, entry)
     if succeeded:
         return EventStep(evolve(state, phase=EventPhase.SUCCEEDED))
     reason = reason or "failed"
@@ -199,9 +208,10 @@ def repair(entry: ActiveInvocation, policy: JobPolicy, states: dict[int, EventSt
 def state_to_dict(state: EventState) -> dict[str, Any]:
     return {"index": state.index, "attempt": state.attempt, "phase": state.phase.value,
             "started_at": stored_time(state.started_at), "retry_at": stored_time(state.retry_at),
-            "reason": state.reason}
+            "reason": state.reason, "epoch": state.epoch}
 
 
 def state_from_dict(data: dict[str, Any]) -> EventState:
     return EventState(data["index"], data["attempt"], EventPhase(data["phase"]),
-                      parse_stored_time(data["started_at"]), parse_stored_time(data["retry_at"]), data["reason"])
+                      parse_stored_time(data["started_at"]), parse_stored_time(data["retry_at"]), data["reason"],
+                      data.get("epoch", 0))  # absent in rows written before fencing

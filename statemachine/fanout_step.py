@@ -98,9 +98,9 @@ def _step_event(record: JobRecord, entry: ActiveInvocation, rows: EventRows,
     if isinstance(event, ev.InvocationStarting):
         stepped = fanout.on_starting(entry, policy, record.paused, before, attempt, now, tuning, event.redelivered)
     elif isinstance(event, ev.InvocationStarted):
-        stepped = fanout.on_started(before, attempt)
+        stepped = fanout.on_started(entry, before, attempt, event.epoch)
     else:
-        stepped = fanout.on_finished(entry, policy, before, attempt, event.succeeded, event.reason, now)
+        stepped = fanout.on_finished(entry, policy, before, attempt, event.succeeded, event.reason, now, event.epoch)
     return _conclude(record, entry, rows, [(before, stepped)], now, tuning)
 
 

@@ -1,5 +1,6 @@
-"""The invocation half of the machine: admitting occurrences under the overlap
-policy, starting invocations, following their attempts, and finishing them.
+"""The invocation half of the machine: starting invocations, following their
+attempts, and finishing them (admitting occurrences under the overlap policy is
+statemachine/admission.py).
 
 Every function takes a record and returns (record, actions); none of them
 looks at anything but its arguments.
@@ -14,99 +15,15 @@ from statemachine import events as ev
 from statemachine import hooks, waiting
 from statemachine.budget import STARTS_PER_STEP
 from statemachine.pausing import count_outcome
-from statemachine.policy import Catchup, JobPolicy, Overlap, Tuning, compute_backoff, fanout_offsets, occurrence_delay
+from statemachine.policy import Tuning, compute_backoff, fanout_offsets, occurrence_delay
 from statemachine.record import ActiveInvocation, JobRecord, Occurrence, evolve
-from statemachine.runs import Run
-from statemachine.vocabulary import JOB_PREFIX, InvocationStatus, SkipReason, Trigger
+from statemachine.vocabulary import InvocationStatus, SkipReason
 
 SUCCEEDED, FAILED = InvocationStatus.SUCCEEDED, InvocationStatus.FAILED
 INTERRUPTED = "interrupted"  # the reason of an attempt whose process died in flight (docs/REFERENCE.md section 4)
 ABORTED, SKIPPED = InvocationStatus.ABORTED, InvocationStatus.SKIPPED
 
 Result = tuple[JobRecord, list[act.Action]]
-
-
-def admit(
-    record: JobRecord, occurrence: Occurrence, now: datetime, tuning: Tuning, inline: bool = False
-) -> Result:
-    """Start an occurrence, let it wait, or skip it, as the overlap policy says.
-
-    `inline`: the caller will deliver right after its commit (see `start`).
-    """
-    policy = record.live_policy
-    if len(record.active) < policy.concurrency_limit():
-        return start(record, occurrence, now, tuning, inline)
-    if _trigger_storm(record, occurrence, policy):
-        return record, [act.RecordSkipped.of(occurrence, SkipReason.OVERLAP)]
-    # A caught-up occurrence under `catchup: all` is never dropped for overlap:
-    # the policy promises each one is delivered, so they wait their turn.
-    if policy.overlap is Overlap.BUFFER_ALL or _kept_in_order(occurrence.trigger, policy):
-        return waiting.push(record, occurrence, policy)
-    if policy.overlap is Overlap.BUFFER_ONE:
-        # The newest replaces what waits, except the caught-up and backfilled ones promised above.
-        record, dropped = waiting.drop_unless(record, lambda trigger: _kept_in_order(trigger, policy),
-                                              SkipReason.OVERLAP)
-        record, pushed = waiting.push(record, occurrence, policy)
-        return record, dropped + pushed
-    return record, [act.RecordSkipped.of(occurrence, SkipReason.OVERLAP)]
-
-
-def admit_run(record: JobRecord, run: Run, now: datetime, tuning: Tuning, inline: bool = False) -> Result:
-    """Admit the run's occurrences, in order, as `admit` would one by one: start what the
-    overlap policy lets start, queue the rest as one run when they all wait."""
-    policy = record.live_policy
-    actions: list[act.Action] = []
-    rest: Run | None = run
-    starts = 0
-    while rest is not None and len(record.active) < policy.concurrency_limit() and starts < STARTS_PER_STEP:
-        first = rest.first()
-        if first is None:
-            break
-        starts += 1
-        rest = rest.without_through(first)
-        record, started = start(record, waiting.occurrence(record, first, run.trigger, run.key), now, tuning, inline)
-        actions += started
-    if rest is None:
-        return record, actions
-    if policy.overlap is Overlap.BUFFER_ALL or _kept_in_order(run.trigger, policy):
-        record, queued = waiting.push_run(record, rest)
-        return record, actions + queued
-    # Only `catchup: all` and a backfill admit a run, and they all wait; were a run
-    # of others admitted, each would be admitted alone (under buffer_one the newest waits).
-    for moment in rest.times():
-        record, admitted = admit(record, waiting.occurrence(record, moment, run.trigger), now, tuning, inline)
-        actions += admitted
-    return record, actions
-
-
-# Under `buffer_all`, at most this many occurrences started by other jobs' triggers
-# wait at once, and at most this many started by people (the API, the UI); more are
-# SKIPPED/overlap, so that a storm of upstream successes or of requests cannot grow a
-# job's record (and its backlog) without bound. Every other overlap policy bounds
-# them already (skip: none wait; buffer_one: one; allow: none beyond max_concurrent).
-MAX_TRIGGERED_WAITING = 100
-
-
-def _trigger_storm(record: JobRecord, occurrence: Occurrence, policy: JobPolicy) -> bool:
-    if policy.overlap is not Overlap.BUFFER_ALL:
-        return False
-    kind = _triggered_kind(occurrence.trigger)
-    if kind is None:
-        return False
-    return waiting.count(record, lambda trigger: _triggered_kind(trigger) == kind) >= MAX_TRIGGERED_WAITING
-
-
-def _triggered_kind(trigger: str) -> str | None:
-    """"job" for another job's trigger, "manual" for a person's, None for the schedule's."""
-    if trigger.startswith(JOB_PREFIX):
-        return "job"
-    return "manual" if trigger == Trigger.MANUAL else None
-
-
-def _kept_in_order(trigger: str, policy: JobPolicy) -> bool:
-    """Those that wait their turn whatever the overlap policy: caught up under `catchup: all`,
-    and a backfill's (a person asked for each; Temporal's backfills default to buffer_all)."""
-    return (trigger == Trigger.CATCHUP and policy.catchup is Catchup.ALL) or trigger == Trigger.BACKFILL
 
 
 def start(
@@ -147,9 +64,7 @@ def start(
     actions: list[act.Action] = [
         act.StartInvocation(entry.invocation_id, entry.scheduled_time, entry.trigger, fanout.count)
     ]
-    actions += [
-        act.EnqueueAttempt(entry.invocation_id, index, 1, at) for index, at in enumerate(due)
-    ]
+    actions += [act.EnqueueAttempt(entry.invocation_id, index, 1, at) for index, at in enumerate(due)]
     return evolve(record, active=record.active + (entry,)), actions
 
 
@@ -164,10 +79,11 @@ def _start_inline(record: JobRecord, occurrence: Occurrence, now: datetime, tuni
         started_mask=1,
         started_at=now,
         expect_by=now + lease,
+        epoch=1,
     )
     actions: list[act.Action] = [
         act.StartInvocation(entry.invocation_id, entry.scheduled_time, entry.trigger, 1, deferred=True),
-        act.Deliver(entry.invocation_id, entry.scheduled_time, entry.trigger, 0, 1, 1),
+        act.Deliver(entry.invocation_id, entry.scheduled_time, entry.trigger, 0, 1, 1, entry.epoch),
     ]
     return evolve(record, active=record.active + (entry,)), actions
 
@@ -198,6 +114,7 @@ def on_starting(record: JobRecord, event: ev.InvocationStarting, now: datetime, 
         started_mask=entry.started_mask | bit,
         started_at=now,
         expect_by=max(entry.expect_by or now, now + lease),
+        epoch=entry.epoch + 1,  # a result of any earlier send of it is stale from this commit on
     )
     deliver = act.Deliver(
         entry.invocation_id,
@@ -206,15 +123,16 @@ def on_starting(record: JobRecord, event: ev.InvocationStarting, now: datetime, 
         event.event_index,
         entry.event_count,
         event.attempt,
+        entry.epoch,
     )
     return record.with_active(entry), [deliver]
 
 
 def on_started(record: JobRecord, event: ev.InvocationStarted, now: datetime, tuning: Tuning) -> Result:
     """The target accepted the attempt (202): wait for its completion, or the deadline."""
-    entry = _current_attempt(record, event.invocation_id, event.event_index, event.attempt)
+    entry = _current_attempt(record, event.invocation_id, event.event_index, event.attempt, event.epoch)
     if entry is None:
-        return record, []
+        return record, _refused_if_stale(record, event)
     bit = 1 << event.event_index
     entry = evolve(
         entry, started_mask=entry.started_mask | bit, accepted_mask=entry.accepted_mask | bit
@@ -229,9 +147,9 @@ def on_finished(record: JobRecord, event: ev.InvocationFinished, now: datetime, 
     attempt = event.attempt
     if attempt is None:
         return _on_completion(record, event, now, tuning)
-    entry = _current_attempt(record, event.invocation_id, event.event_index, attempt)
+    entry = _current_attempt(record, event.invocation_id, event.event_index, attempt, event.epoch)
     if entry is None:
-        return record, []
+        return record, _refused_if_stale(record, event)
     bit = 1 << event.event_index
     if event.succeeded:
         return _settle_events(record, evolve(entry, done_mask=entry.done_mask | bit), now, tuning)
@@ -301,14 +219,23 @@ def _settle_events(record: JobRecord, entry: ActiveInvocation, now: datetime, tu
 
 
 def _current_attempt(record: JobRecord, invocation_id: str, index: int,
-                     attempt: int | None) -> ActiveInvocation | None:
-    """The active entry if (event, attempt) is its current, unfinished attempt."""
+                     attempt: int | None, epoch: int | None = None) -> ActiveInvocation | None:
+    """The active entry if (event, attempt) is its current, unfinished attempt (and `epoch` its issue)."""
     entry = record.find_active(invocation_id)
     if entry is None or entry.events_in_rows or not 0 <= index < entry.event_count:
         return None  # (an entry whose events are in rows hears of them as InvocationSettled)
     if entry.event_done(index) or entry.attempts[index] != attempt:
         return None
-    return entry
+    # An epoch other than the stored one was sent before the attempt was issued again.
+    return None if epoch is not None and epoch != entry.epoch else entry
+
+
+def _refused_if_stale(record: JobRecord, event: ev.InvocationStarted | ev.InvocationFinished) -> list[act.Action]:
+    """A sender's answer that is not the current attempt's, while its invocation is active: said so."""
+    entry = record.find_active(event.invocation_id)
+    if event.epoch is None or event.attempt is None or entry is None or entry.events_in_rows:
+        return []
+    return [act.RefuseStaleResult(event.invocation_id, event.event_index, event.attempt, event.epoch)]
 
 
 def on_settled(record: JobRecord, event: ev.InvocationSettled, now: datetime, tuning: Tuning) -> Result:

@@ -27,8 +27,8 @@ from enum import Enum
 from typing import Any, Callable, Final
 
 from statemachine import actions as act
+from statemachine import admission, ids
 from statemachine import events as ev
-from statemachine import ids
 from statemachine import invocations as inv
 from statemachine.errors import SundialError
 from statemachine.invocations import Result
@@ -198,8 +198,8 @@ def _on_manual(record: JobRecord, event: ev.ManualTrigger, now: datetime, tuning
     if event.backfill is not None:
         if any(run.key == event.backfill.key for run in record.runs):
             return record, []  # the same backfill again, some of it still waiting
-        return inv.admit_run(record, event.backfill, now, tuning)
-    return inv.admit(record, Occurrence(invocation, event.at or now, event.trigger), now, tuning)
+        return admission.admit_run(record, event.backfill, now, tuning)
+    return admission.admit(record, Occurrence(invocation, event.at or now, event.trigger), now, tuning)
 
 
 def _triggered_by_another_job(event: ev.ManualTrigger) -> bool:

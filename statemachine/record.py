@@ -98,6 +98,9 @@ class ActiveInvocation:
     # The nonce of the tick whose step delivered its attempt inline: a queue's retry
     # of that tick task redelivers the attempt (invocations.redeliver_inline).
     started_by: str = ""
+    # Issues of the current attempt so far (its fencing token; Deliver.epoch): every
+    # commit that sends it again makes a result of an earlier send stale.
+    epoch: int = 0
 
     @property
     def all_events_mask(self) -> int:
@@ -219,6 +222,7 @@ def _active_to_dict(entry: ActiveInvocation) -> Data:
         "failure_reason": entry.failure_reason,
         **timing,
         "started_by": entry.started_by,
+        "epoch": entry.epoch,
     }
 
 
@@ -243,6 +247,7 @@ def _active_from_dict(data: Data) -> ActiveInvocation:
         failed_mask=int(data["failed"], 16),
         failure_reason=data["failure_reason"],
         started_by=data.get("started_by", ""),
+        epoch=data.get("epoch", 0),  # absent before fencing: no send of this version is older
     )
 
 

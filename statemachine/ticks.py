@@ -12,9 +12,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from statemachine import actions as act
+from statemachine import admission, runs, waiting
 from statemachine import events as ev
 from statemachine import invocations as inv
-from statemachine import runs, waiting
 from statemachine.budget import ROWS_PER_STEP
 from statemachine.catchup import DuePlan, plan_due
 from statemachine.chain import arm
@@ -90,7 +90,7 @@ def _on_current_tick(record: JobRecord, tick_at: datetime, now: datetime, tuning
         # A relative schedule arms its next tick when the invocation ends.
         occurrence = waiting.occurrence(record, tick_at, Trigger.SCHEDULE)
         record, actions = arm(record, None, scheduled_until=horizon)
-        record, started = inv.admit(record, occurrence, now, tuning, inline=True)
+        record, started = admission.admit(record, occurrence, now, tuning, inline=True)
         return after_invocations(record, now, actions + started)
     record, handled, plan = _handle_due(record, horizon, now, tuning)
     next_at: datetime | None
@@ -128,11 +128,11 @@ def _handle_due(record: JobRecord, horizon: datetime, now: datetime, tuning: Tun
                 for t in plan.missed]
     caught = None if plan.caught is None else runs.of_policy(record.live_policy, *plan.caught, Trigger.CATCHUP)
     if caught is not None:
-        record, started = inv.admit_run(record, caught, now, tuning, inline)
+        record, started = admission.admit_run(record, caught, now, tuning, inline)
         actions += started
     for scheduled_time, trigger in plan.deliver:
         occurrence = waiting.occurrence(record, scheduled_time, trigger)
-        record, started = inv.admit(record, occurrence, now, tuning, inline)
+        record, started = admission.admit(record, occurrence, now, tuning, inline)
         actions += started
     return record, actions, plan
 

@@ -9,7 +9,7 @@ Two queues, in one order: the order they came in.
   between), or with the other trigger, opens a new run. Runs are capped (MAX_RUNS):
   an occurrence that would open one more is recorded SKIPPED/overlap.
 - `buffered`: occurrences one by one: a person's and other jobs' triggers (capped
-  under `buffer_all`, see invocations.MAX_TRIGGERED_WAITING), a relative schedule's
+  under `buffer_all`, see admission.MAX_TRIGGERED_WAITING), a relative schedule's
   (at most one waits: its next tick is armed once the job is idle), and those of
   records written before runs existed. Each notes how far the runs reached when it
   came (`behind`): run times up to there start before it, later ones after it.
@@ -131,7 +131,7 @@ def stop_waiting(record: JobRecord, reason: str, now: datetime) -> Result:
             alone.append(head)
         else:
             queue.append((reason, run))
-    # What waits one by one is capped (invocations.MAX_TRIGGERED_WAITING), so it all fits.
+    # What waits one by one is capped (admission.MAX_TRIGGERED_WAITING), so it all fits.
     actions: list[act.Action] = [act.RecordSkipped.of(waiting, reason) for waiting in alone]
     skipped, rest = _record_some(record, _joined(queue), DROP_BATCH - len(actions))
     dropping = record.dropping + rest

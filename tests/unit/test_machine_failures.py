@@ -121,7 +121,7 @@ def test_a_throttled_job_never_delivers_inline():
 
 
 def test_a_storm_of_triggers_waits_at_most_max_triggered_waiting_under_buffer_all():
-    from statemachine.invocations import MAX_TRIGGERED_WAITING
+    from statemachine.admission import MAX_TRIGGERED_WAITING
     from statemachine.policy import Overlap
 
     job = Scenario()

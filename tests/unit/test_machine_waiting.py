@@ -10,7 +10,7 @@ import pytest
 
 from statemachine import actions as act
 from statemachine import events as ev
-from statemachine.invocations import MAX_TRIGGERED_WAITING
+from statemachine.admission import MAX_TRIGGERED_WAITING
 from statemachine.policy import Catchup, Overlap
 from statemachine.record import JobState, record_from_dict, record_to_dict
 from statemachine.waiting import DROP_BATCH, MAX_RUNS, peek

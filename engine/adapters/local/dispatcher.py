@@ -19,7 +19,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 from engine.adapters.local.pipeline import TaskPipeline
+from engine.leases import NEVER, give_up, held_until, monotonic_of
 from engine.logs import log_event
+from engine.metrics import Metrics
 from engine.ports import Clock, LeasedTask, RetryTask, Task, TaskQueue
 from engine.retry import TASK_BACKOFF
 from engine.tasks import CHAIN_KINDS, TaskRunner
@@ -80,7 +82,7 @@ def hand_back(queue: TaskQueue, clock: Clock, item: LeasedTask, error: BaseExcep
         log_event(log, "task failed", task=item.task.name, attempts=item.attempts,
                   retry_in_ms=int(wait.total_seconds() * 1000), error=repr(error))
     try:
-        queue.retry(item.id, clock.now() + wait)
+        queue.retry(item.id, clock.now() + wait, item.attempts)
     except Exception as settle_error:
         log_event(log, "task settle failed", error=repr(settle_error))
 
@@ -95,6 +97,7 @@ class Dispatcher:
         workers: int = 32,
         lease: timedelta = LEASE,
         max_sleep: timedelta = timedelta(seconds=1),
+        metrics: Metrics | None = None,
     ):
         self.queue, self.clock, self.wakeup = queue, clock, wakeup
         self._handle: Callable[[Task], object] = runner.handle  # every kind but tick and start
@@ -102,10 +105,15 @@ class Dispatcher:
         self._stopped = threading.Event()
         self._inflight: dict[int, LeasedTask] = {}
         self._done: list[int] = []  # finished tasks, deleted with the next lease
+        # Task id -> the monotonic instant up to which this process holds its lease
+        # (engine/leases.py): past it, another process may have taken the task.
+        self._until: dict[int, float] = {}
+        self._monotonic = monotonic_of(clock)
+        self._metrics = metrics if metrics is not None else Metrics()  # counts the leases it gives up
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
-        self._pipeline = TaskPipeline(runner, workers, self._settle)
+        self._pipeline = TaskPipeline(runner, workers, self._settle, self._task_until)
 
     def start(self) -> None:
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sundial-task")
@@ -129,11 +137,13 @@ class Dispatcher:
         """Hand back the leased tasks no worker started, so that another process (or
         the next start) takes them now instead of when their leases run out."""
         with self._lock:
-            unstarted, self._inflight = list(self._inflight.values()), {}
-            done, self._done = self._done, []
+            now = self._monotonic()
+            unstarted, self._inflight = [i for i in self._inflight.values() if self._held(i.id, now)], {}
+            done, self._done = [i for i in self._done if self._held(i, now)], []
+            self._until = {}
         try:
             for item in unstarted:
-                self.queue.retry(item.id, item.task.eta)
+                self.queue.retry(item.id, item.task.eta, item.attempts)
             self.queue.complete(done)
         except Exception as error:  # their leases run out anyway
             log_event(log, "releasing leases failed", error=repr(error))
@@ -159,7 +169,9 @@ class Dispatcher:
         assert self._pool is not None, "start() first"
         with self._lock:
             room = self.workers * LEASE_AHEAD - len(self._inflight)
-            done, self._done = self._done, []
+            taken = self._monotonic()
+            # A finished task whose lease ran out since is not ours to delete any more.
+            done, self._done = [i for i in self._done if self._held(i, taken)], []
         try:
             leased = self.queue.lease_due(self.clock.now(), room, self.lease, done)
         except Exception:
@@ -167,7 +179,10 @@ class Dispatcher:
                 self._done = done + self._done  # try deleting them again next round
             raise
         with self._lock:
+            for task_id in done:
+                self._until.pop(task_id, None)
             self._inflight.update((item.id, item) for item in leased)
+            self._until.update((item.id, held_until(taken, self.lease)) for item in leased)
         for item in leased:
             if item.task.kind in CHAIN_KINDS:
                 self._pipeline.submit(item)
@@ -196,15 +211,23 @@ class Dispatcher:
             self._settle(item, outcome)
 
     def _settle(self, item: LeasedTask, error: BaseException | None) -> None:
-        """The task is done (error None: deleted with the next lease) or is to run again."""
+        """The task is done (error None: deleted with the next lease) or is to run again;
+        or, its lease having run out, it is given up: neither deleted nor handed back, it
+        belongs to whoever leased it since (or to the next lease)."""
+        with self._lock:
+            held = self._held(item.id, self._monotonic())
         try:
-            if error is not None:
+            if not held:
+                give_up(log, self._metrics, "task", "task", task=item.task.name, error=repr(error))
+            elif error is not None:
                 hand_back(self.queue, self.clock, item, error)
         finally:
             with self._lock:
                 self._inflight.pop(item.id, None)
-                if error is None:
+                if error is None and held:
                     self._done.append(item.id)
+                else:
+                    self._until.pop(item.id, None)
                 left = len(self._inflight)
         # Lease again once half the leased tasks are done, not after each one: every
         # lease is a write transaction. A throttled task's slot is freed only when
@@ -212,15 +235,31 @@ class Dispatcher:
         if left <= self.workers * LEASE_AHEAD // 2 or item.task.queue:
             self.wakeup.ring()
 
+    def _task_until(self, item: LeasedTask) -> float:
+        with self._lock:
+            return self._until.get(item.id, NEVER)
+
+    def _held(self, task_id: int, now: float) -> bool:
+        """Whether this process still holds the task's lease (under self._lock)."""
+        return now < self._until.get(task_id, NEVER)
+
     def _renew_loop(self) -> None:
         period = self.lease.total_seconds() / 3
         while not self._stopped.wait(period):
+            taken = self._monotonic()
             with self._lock:
-                ids = list(self._inflight)
+                # A lease that ran out (this process stalled) is not renewed: it may be another's now.
+                held = [item for item in self._inflight.values() if self._held(item.id, taken)]
             try:
-                self.queue.renew(ids, self.clock.now() + self.lease)
+                renewed = set(self.queue.renew(held, self.clock.now() + self.lease))
             except Exception as error:
                 log_event(log, "lease renewal failed", error=repr(error))
+                continue
+            with self._lock:
+                for item in held:
+                    if item.id in self._until:  # (not settled meanwhile)
+                        # One that another dispatcher leased since is lost, whatever the clock says.
+                        self._until[item.id] = held_until(taken, self.lease) if item.id in renewed else -NEVER
 
 
 class InlineDispatcher:

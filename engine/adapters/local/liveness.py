@@ -33,6 +33,7 @@ from typing import Callable, Protocol, cast
 from engine.adapters.local.sqlite_rows import Row
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.holds import AttemptKey, HeldAttempt
+from engine.leases import held_until, monotonic_of
 from engine.logs import log_event
 from engine.ports import Clock, Transaction
 
@@ -124,6 +125,10 @@ class ProcessRegistry:
         self.store, self.me, self.clock, self.timeout, self.role = store, me, clock, timeout, role
         self._alive = alive
         self._registered = False
+        self._monotonic = monotonic_of(clock)
+        self._held_until: float | None = None  # see AttemptHolds.held_until
+        self._revoked_before = float("-inf")  # what it held before it was taken for gone is lost
+
 
     def heartbeat(self) -> None:
         """Register, or say this process is still here; and forget the processes that
@@ -131,6 +136,8 @@ class ProcessRegistry:
 
         :raises StoreError: storage failed.
         """
+        # Read before the heartbeat's time: the others count the timeout from that time.
+        taken = self._monotonic()
         me, now = self.me, self.clock.now().timestamp()
         gone = self.gone_among(self._registered_ids())
         with self.store.transaction() as tx:
@@ -142,9 +149,15 @@ class ProcessRegistry:
                                 " (SELECT 1 FROM held_attempts WHERE holder = ?)", [(i, i) for i in gone])
         if not updated and self._registered:
             # It stalled past the timeout: another process settled what it held.
+            self._revoked_before = taken
             log_event(log, "this process was taken for gone; registered again", level=logging.WARNING,
                       process=me.id)
         self._registered = True
+        self._held_until = held_until(taken, self.timeout)
+
+    def held_until(self, since: float) -> float | None:
+        """See AttemptHolds.held_until."""
+        return float("-inf") if since < self._revoked_before else self._held_until
 
     def deregister(self) -> None:
         """This process stops: what it still holds is settled by the next process to look."""
@@ -180,6 +193,9 @@ class SqliteAttemptHolds:
     def hold(self, tx: Transaction, key: AttemptKey) -> None:
         values = (*_key(key), key.attempt, self.registry.me.id, self.registry.clock.now().timestamp())
         _holding(tx).put_hold(values)
+
+    def held_until(self, since: float) -> float | None:
+        return self.registry.held_until(since)
 
     def release(self, tx: Transaction, held: HeldAttempt) -> bool:
         holding = _holding(tx)

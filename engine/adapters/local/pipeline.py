@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from typing import Callable, Generic, TypeVar
 
 from engine.adapters.local.send_pool import SendPool
+from engine.leases import NEVER
 from engine.logs import log_event
 from engine.ports import ConflictError, LeasedTask, StoredJob, StoreError
 from engine.retry import RECORD_BACKOFF
-from engine.tasks import Sent, TaskRunner
+from engine.tasks import Sent, Stepped, TaskRunner
 from statemachine.actions import Deliver
 
 log = logging.getLogger("sundial.dispatcher")
@@ -88,10 +89,14 @@ class _Inbox(Generic[Item]):
 
 
 class TaskPipeline:
-    """`settle(item, error)`: the task is done (error None) or is to run again."""
+    """`settle(item, error)`: the task is done (error None) or is to run again;
+    `task_until(item)`: the monotonic instant up to which the task's lease is held
+    (engine/leases.py). A task whose lease ran out is not stepped, and its requests
+    are not sent: it is settled at once, and `settle` gives it up."""
 
-    def __init__(self, runner: TaskRunner, senders: int, settle: Settle):
-        self.runner, self.settle = runner, settle
+    def __init__(self, runner: TaskRunner, senders: int, settle: Settle,
+                 task_until: Callable[[LeasedTask], float] = lambda item: NEVER):
+        self.runner, self.settle, self.task_until = runner, settle, task_until
         self._steps: _Inbox[LeasedTask] = _Inbox()
         self._results: _Inbox[_Result] = _Inbox()
         # A request may wait for a sender a quarter of the start grace at most (and 5 s).
@@ -153,6 +158,14 @@ class TaskPipeline:
     # --- stage 1: step ---------------------------------------------------------------
 
     def _step(self, batch: list[LeasedTask]) -> None:
+        now = self.runner.monotonic()
+        held = [item for item in batch if now < self.task_until(item)]
+        for item in batch:
+            if item not in held:
+                self.settle(item, None)  # (it is given up there)
+        if not held:
+            return
+        batch = held
         try:
             stepped = self.runner.step_many([item.task for item in batch])
         except Exception as error:
@@ -169,15 +182,18 @@ class TaskPipeline:
             with self._lock:
                 self._unrecorded[item.id] = len(outcome.deliveries)
             for job, action in outcome.deliveries:
-                self._sends.submit(self._send, item, job, action)
+                self._sends.submit(self._send, item, job, action, outcome)
 
     # --- stage 2: send ---------------------------------------------------------------
 
-    def _send(self, item: LeasedTask, job: StoredJob, action: Deliver) -> None:
+    def _send(self, item: LeasedTask, job: StoredJob, action: Deliver, stepped: Stepped) -> None:
         try:
-            result = self.runner.deliveries.send(job, action)
+            result = self.runner.send_held(job, action, stepped, self.task_until(item))
         except Exception as error:  # not the target's failure (that is a result): ours
             self._settle_part(item, error)
+            return
+        if result is None:  # a lease ran out while it waited: whoever holds the attempt now sends it
+            self._settle_part(item, None)
             return
         self._results.put(_Result(item, Sent(job, action, result)))
 

@@ -66,18 +66,22 @@ class SqliteTaskQueue:
         with self.store.transaction() as tx:
             tx.conn.executemany("DELETE FROM tasks WHERE id = ?", [(i,) for i in task_ids])
 
-    def retry(self, task_id: int, eta: datetime) -> None:
+    def retry(self, task_id: int, eta: datetime, attempts: int | None = None) -> None:
+        # `attempts` is the lease's fencing token: each lease counts one more, so a
+        # lease taken since by another dispatcher is never released by this one.
         with self.store.transaction() as tx:
-            tx.conn.execute("UPDATE tasks SET eta = ?, lease_until = 0 WHERE id = ?", (eta.timestamp(), task_id))
+            tx.conn.execute("UPDATE tasks SET eta = ?, lease_until = 0"
+                            " WHERE id = ? AND attempts = coalesce(?, attempts)", (eta.timestamp(), task_id, attempts))
 
-    def renew(self, task_ids: list[int], until: datetime) -> None:
-        """Keep leases of tasks still being worked on."""
-        if not task_ids:
-            return
+    def renew(self, tasks: list[LeasedTask], until: datetime) -> list[int]:
+        """Keep leases of tasks still being worked on (only leases no one took since);
+        returns the ids of those renewed."""
+        if not tasks:
+            return []
         with self.store.transaction() as tx:
-            tx.conn.executemany(
-                "UPDATE tasks SET lease_until = ? WHERE id = ?", [(until.timestamp(), i) for i in task_ids]
-            )
+            return [item.id for item in tasks if tx.conn.execute(
+                "UPDATE tasks SET lease_until = ? WHERE id = ? AND attempts = ?",
+                (until.timestamp(), item.id, item.attempts)).rowcount]
 
     def next_wake(self, now: datetime) -> datetime | None:
         """When the earliest task becomes takeable: the earliest ETA of an unleased
