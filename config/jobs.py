@@ -23,6 +23,7 @@ import hashlib
 import json
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
+from functools import partial
 from typing import Any, Collection
 
 from config import job_extras, limits
@@ -42,8 +43,9 @@ __all__ = [
 
 JOB_FIELDS = ("id", "schedule", "at", "timezone", "disabled", "overlap", "max_concurrent",
               "catchup", "timeout", "retry", "fanout", "throttle", "triggers", "target",
-              "pause_after_failures", "on_failure") + job_extras.EXTRA_FIELDS
-PER_JOB_FIELDS = ("id", "schedule", "at", "target", "on_failure") + job_extras.PER_JOB
+              "pause_after_failures", "on_failure", "on_recovery") + job_extras.EXTRA_FIELDS
+HOOK_FIELDS = ("on_failure", "on_recovery")
+PER_JOB_FIELDS = ("id", "schedule", "at", "target", *HOOK_FIELDS) + job_extras.PER_JOB
 _NESTED = ("catchup", "retry", "fanout")
 
 
@@ -239,10 +241,8 @@ def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
     timing = check.attempt(lambda: _timing(check, path, entry, resolved["timezone"]))
     target = check.attempt(lambda: parse_target(check, path + ("target",),
                                                 entry.get("target"), context.rules))
-    on_failure = None
-    if entry.get("on_failure") is not None:
-        on_failure = check.attempt(lambda: parse_target(check, path + ("on_failure",),
-                                                        entry["on_failure"], context.rules))
+    hooks = {name: check.attempt(partial(parse_target, check, path + (name,), entry[name], context.rules, hook=True))
+             for name in HOOK_FIELDS if entry.get(name) is not None}
     if "retry" in own:
         _check_backoff(check, path, resolved["retry"])
     _check_timeout(check, path, resolved["timeout"], context.rules.backend)
@@ -253,10 +253,9 @@ def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
     extras = job_extras.parse_extras(check, path, entry, own, context.defaults, timing, resolved["timezone"], _instant)
     if check.errors or timing is None or target is None:
         return None
-    definition = replace(_definition(job_id, timing, resolved, target[0], on_failure and on_failure[0]),
+    definition = replace(_definition(job_id, timing, resolved, target[0], {n: h[0] for n, h in hooks.items()}),
                          **extras.definition_fields())
-    policy = replace(_policy(timing, resolved, target[1], revision_of(definition), on_failure is not None),
-                     **extras.policy_fields())
+    policy = replace(_policy(timing, resolved, target[1], revision_of(definition), hooks), **extras.policy_fields())
     return JobConfig(job_id, policy, definition, resolved["disabled"], check.lines.line(path))
 
 
@@ -331,7 +330,7 @@ def _check_references(check: Checker, path: Path, entry: dict, own: dict,
 # --- results -------------------------------------------------------------------------
 
 def _definition(job_id: str, timing: tuple[str, Any], resolved: dict, target: dict,
-                on_failure: dict | None = None) -> JobDefinition:
+                hooks: dict[str, dict]) -> JobDefinition:
     kind, when = timing
     catchup, retry, fanout = resolved["catchup"], resolved["retry"], resolved["fanout"]
     allow = resolved["overlap"] is Overlap.ALLOW
@@ -352,12 +351,13 @@ def _definition(job_id: str, timing: tuple[str, Any], resolved: dict, target: di
         triggers=tuple(resolved["triggers"]),
         target=target,
         pause_after_failures=resolved["pause_after_failures"],
-        on_failure=on_failure,
+        on_failure=hooks.get("on_failure"),
+        on_recovery=hooks.get("on_recovery"),
     )
 
 
 def _policy(timing: tuple[str, Any], resolved: dict, attempt_timeout: timedelta,
-            revision: str, notify_failures: bool = False) -> JobPolicy:
+            revision: str, hooks: dict) -> JobPolicy:
     kind, when = timing
     allow = resolved["overlap"] is Overlap.ALLOW
     return JobPolicy(
@@ -376,7 +376,8 @@ def _policy(timing: tuple[str, Any], resolved: dict, attempt_timeout: timedelta,
         triggers=tuple(resolved["triggers"]),
         throttle=resolved["throttle"] or "",
         pause_after_failures=resolved["pause_after_failures"] or 0,
-        notify_failures=notify_failures,
+        notify_failures="on_failure" in hooks,
+        notify_recoveries="on_recovery" in hooks,
         revision=revision,
     )
 

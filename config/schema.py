@@ -251,6 +251,7 @@ def _job_fields() -> dict:
         "end": _INSTANT | {"description": "No occurrence after this instant; then the job is DONE."},
         "target": _target("Where each occurrence is delivered: exactly one kind."),
         "on_failure": _target("Where a FAILED invocation's notification goes."),
+        "on_recovery": _target("Where the notification of the first SUCCEEDED invocation after FAILED ones goes."),
     }, PER_JOB_FIELDS)
     fields = {**shared, **per_job}
     return _checked("job fields", {name: field if name in ("id", "target") else _nullable(field)

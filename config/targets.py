@@ -37,7 +37,7 @@ from config.settings import own_service
 from config.yamlsource import Path
 from statemachine.durations import format_duration, parse_duration
 from statemachine.safety import OwnService, address_refusal, is_framing_header
-from statemachine.template import TemplateError, validate_template
+from statemachine.template import TemplateError, hook_only_variables, validate_template
 from statemachine.vocabulary import TargetKind
 
 __all__ = [
@@ -78,9 +78,29 @@ class TargetRules:
         return cls(tuple(allowed_hosts), backend, own)
 
 
-def parse_target(check: Checker, path: Path, value: Any,
-                 rules: TargetRules) -> tuple[dict, timedelta]:
-    """The normalized target ({kind: {...}}) and the timeout of one attempt."""
+def parse_target(check: Checker, path: Path, value: Any, rules: TargetRules,
+                 hook: bool = False) -> tuple[dict, timedelta]:
+    """The normalized target ({kind: {...}}) and the timeout of one attempt. `hook`: an
+    `on_failure` or `on_recovery` target, whose templates may also use HOOK_VARIABLES."""
+    target, timeout = _parse_target(check, path, value, rules)
+    if not hook:
+        _refuse_hook_variables(check, path, target)
+    return target, timeout
+
+
+def _refuse_hook_variables(check: Checker, path: Path, target: dict) -> None:
+    """A job's own target has no ended invocation to describe: `${reason}` there is an error."""
+    for kind, spec in target.items():
+        texts: list[tuple[tuple[str, ...], Any]] = [((name,), spec.get(name)) for name in ("url", "body", "data")]
+        texts += [((name, key), item) for name in ("headers", "attributes")
+                  for key, item in (spec.get(name) or {}).items()]
+        for where, text in texts:
+            for name in hook_only_variables(text) if isinstance(text, str) else ():
+                check.report(path + (kind, *where), f"${{{name}}} is only for on_failure and on_recovery "
+                                                    "templates, not for a job's target")
+
+
+def _parse_target(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple[dict, timedelta]:
     if value is None:
         check.fail(path, f"is required: one of {', '.join(TARGET_KINDS)}, "
                          "e.g. {http: {url: https://example.com/run}}")

@@ -70,10 +70,10 @@ class Deliveries:
 
     def send_notification(self, job: StoredJob, target: dict[str, Any], summary: dict[str, Any],
                           attempt: int) -> DeliveryResult:
-        """Send one attempt of an on_failure notification (the notification machine
-        committed it as sending). Never raises for the target's or the job's failures."""
+        """Send one attempt of a hook's notification (the notification machine committed
+        it as sending). Never raises for the target's or the job's failures."""
         return deliver_notification(self.targets, job, target, summary, attempt,
-                                    self.allowed_hosts(job.record.project), self.secrets, self.service_host)
+                                    self.allowed_hosts(job.record.project), self.secrets, self.service_url)
 
     def allowed_hosts(self, project: str) -> tuple[str, ...]:
         """The project's `allowed_hosts`, read at most once per SETTINGS_TTL.

@@ -1,8 +1,9 @@
 """Sending to a target: render it for one occurrence, pick its sender, send.
 
 Two kinds of request take this one path: an attempt of an event of the job's own
-`target` (`deliver`), and an attempt of the `on_failure` notification of a FAILED
-invocation, whose payload is the invocation's summary (`deliver_notification`).
+`target` (`deliver`), and an attempt of a hook's notification (`on_failure` of a
+FAILED invocation, `on_recovery` of a success after failures), whose payload is the
+invocation's summary (`deliver_notification`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from typing import Any, Mapping
+from urllib.parse import quote, urlsplit
 
 from engine.ports import DeliveryRequest, DeliveryResult, SecretReader, StoredJob, Target
 from engine.rendering import render_target, secret_backed_headers
@@ -17,7 +19,7 @@ from engine.secrets import SecretError
 from engine.sent import sent_record
 from statemachine import actions as act
 from statemachine.durations import parse_instant
-from statemachine.template import TemplateContext
+from statemachine.template import HookValues, TemplateContext
 from statemachine.vocabulary import TargetKind
 
 Targets = Mapping[str, Target]  # the sender of each target kind this backend has
@@ -57,11 +59,20 @@ def deliver_notification(
     attempt: int,
     allowed_hosts: tuple[str, ...],
     secrets: Secrets = None,
-    service_host: str = "",
+    service_url: str = "",
 ) -> DeliveryResult:
-    """One attempt to tell `target` (the job's `on_failure`) that an invocation ended
-    FAILED; `summary` (recording.failure_summary) is the payload unless the target
-    gives one of its own. Never raises for a problem of the job's own making."""
+    """One attempt to tell `target` (the job's `on_failure` or `on_recovery`) how an
+    invocation ended; `summary` (recording.failure_summary) is the payload unless the
+    target gives one of its own, and gives the hook's template variables.
+    `service_url`: this server's base URL, for `${serviceHost}` and `${invocationUrl}`.
+    Never raises for a problem of the job's own making."""
+    hook = HookValues(
+        status=summary["status"],
+        reason=summary.get("reason", ""),
+        attempts=summary.get("attempts", 1),
+        failures=summary.get("failures", 1),  # a task enqueued before the field: on_failure's own
+        invocation_url=invocation_url(service_url, job.record.project, job.record.job_id, summary["invocation_id"]),
+    )
     context = TemplateContext(
         scheduled_time=parse_instant(summary["scheduled_time"]),
         timezone=job.definition.timezone,
@@ -71,9 +82,18 @@ def deliver_notification(
         attempt=attempt,
         event_index=0,
         event_count=1,
-        service_host=service_host,
+        service_host=urlsplit(service_url).netloc,
+        hook=hook,
     )
     return send_to_target(targets, target, context, allowed_hosts, secrets, payload=summary)
+
+
+def invocation_url(service_url: str, project: str, job_id: str, invocation_id: str) -> str:
+    """The invocation's page in the web UI (web/ui.py), under this server's base URL."""
+    if not service_url:
+        return ""
+    parts = (quote(part, safe="") for part in (project, job_id, invocation_id))
+    return f"{service_url.rstrip('/')}/p/" + "/".join(parts)
 
 
 def send_to_target(

@@ -1,4 +1,5 @@
-"""Telling a job's `on_failure` target that an invocation ended FAILED.
+"""Telling a job's hook how an invocation ended: `on_failure` that it ended FAILED,
+`on_recovery` that it SUCCEEDED after failures (statemachine/hooks.py decides which).
 
 The pure machine (statemachine/notification.py) decides; this module applies,
 one task (kind `notify`) at a time, the way every delivery goes:
@@ -23,13 +24,13 @@ from typing import Any, Callable, Protocol, TypeVar
 
 from engine.logs import log_event
 from engine.ports import Clock, DeliveryResult, StoredJob, Transaction
-from engine.recording import record_notification
+from engine.recording import hook_of, record_notification
 from statemachine import notification as note
 
 log = logging.getLogger("sundial.notify")
 
 T = TypeVar("T")
-NO_TARGET = "the job no longer has an on_failure target"
+NO_TARGET = "the job no longer has an {hook} target"
 
 
 class RunTransaction(Protocol):
@@ -40,7 +41,7 @@ class RunTransaction(Protocol):
         """
 
 
-# (job, its on_failure target, the invocation's summary, attempt) -> the result
+# (job, its hook's target, the invocation's summary, attempt) -> the result
 NotificationSender = Callable[[StoredJob, dict[str, Any], dict[str, Any], int], DeliveryResult]
 
 
@@ -63,12 +64,14 @@ class Notifications:
     def _send(self, project: str, job_id: str, summary: dict[str, Any], attempt: int) -> None:
         invocation_id = summary["invocation_id"]
         stored = self._read_job(project, job_id)
-        target = stored.definition.on_failure if stored is not None else None
+        hook = hook_of(summary)
+        target = getattr(stored.definition, hook) if stored is not None else None
         if stored is None or not target:
-            self._step(project, job_id, summary, note.NotificationFailed(invocation_id, attempt, NO_TARGET, True))
+            gone = NO_TARGET.format(hook=hook)
+            self._step(project, job_id, summary, note.NotificationFailed(invocation_id, attempt, gone, True))
             return
         result = self._deliver(stored, target, summary, attempt)
-        log_event(log, "notified", job=f"{project}/{job_id}", invocation=invocation_id,
+        log_event(log, "notified", job=f"{project}/{job_id}", invocation=invocation_id, hook=hook,
                   attempt=attempt, outcome=result.outcome, reason=result.reason)
         if result.outcome in ("succeeded", "accepted"):
             outcome: note.Event = note.NotificationSent(attempt)

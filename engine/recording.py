@@ -1,8 +1,8 @@
 """How each action of a transition is written into the transaction.
 
 Nothing here calls out of the process: `Deliver` is recorded (attempt N is
-starting) and handed back, to be performed after the commit; so is an
-`on_failure` notification's `SendNotification`.
+starting) and handed back, to be performed after the commit; so is a hook's
+(`on_failure`, `on_recovery`) notification's `SendNotification`.
 """
 
 from __future__ import annotations
@@ -69,25 +69,34 @@ def start_task(project: str, job_id: str, action: act.EnqueueAttempt, queue: str
 
 
 def notify_task(project: str, job_id: str, summary: dict, attempt: int, at: datetime) -> Task:
-    """One attempt to notify the job's `on_failure` target of a FAILED invocation;
-    one name per (invocation, attempt), so a replayed enqueue makes no second task."""
+    """One attempt to notify the job's hook (`hook_of(summary)`) of how an invocation
+    ended; one name per (invocation, attempt), so a replayed enqueue makes no second task
+    (an invocation ends once, so it has at most one hook to tell)."""
     payload = {"project": project, "job": job_id, "attempt": attempt, "summary": summary}
     return Task(task_name(TaskKind.NOTIFY, project, job_id, summary["invocation_id"], attempt), TaskKind.NOTIFY,
                 payload, at)
 
 
-def failure_summary(project: str, job_id: str, action: act.NotifyFailure) -> dict:
-    """What the `on_failure` target is told about the invocation."""
+def failure_summary(project: str, job_id: str, action: act.NotifyFailure | act.NotifyRecovery) -> dict:
+    """What the hook (`on_failure` or `on_recovery`) is told about the invocation; its
+    `status` says which hook it is for (`hook_of`)."""
+    reason = action.reason if isinstance(action, act.NotifyFailure) else ""
     return {
         "project": project,
         "job": job_id,
         "invocation_id": action.invocation_id,
         "scheduled_time": rfc3339_millis(action.scheduled_time),
         "trigger": action.trigger,
-        "status": InvocationStatus.FAILED,
-        "reason": action.reason,
+        "status": InvocationStatus.SUCCEEDED if isinstance(action, act.NotifyRecovery) else InvocationStatus.FAILED,
+        "reason": reason,
         "attempts": action.attempts,
+        "failures": action.failures,
     }
+
+
+def hook_of(summary: dict[str, Any]) -> str:
+    """The hook a notification's summary is for: a success is only ever told to `on_recovery`."""
+    return "on_recovery" if summary.get("status") == InvocationStatus.SUCCEEDED else "on_failure"
 
 
 def trigger_task(project: str, source_job: str, target_job: str, source_invocation: str,
@@ -148,7 +157,7 @@ def record_action(tx: Transaction, project: str, job_id: str, action, now: datet
         tx.enqueue(start_task(project, job_id, action, queue))
     elif isinstance(action, act.CheckEvents):
         tx.enqueue(check_task(project, job_id, action))
-    elif isinstance(action, act.NotifyFailure):
+    elif isinstance(action, (act.NotifyFailure, act.NotifyRecovery)):
         summary = failure_summary(project, job_id, action)
         record_notification(tx, project, job_id, summary, note.NotificationRequested(), now)
     elif isinstance(action, act.StartInvocation) and action.deferred:
@@ -239,7 +248,7 @@ def _delivering(row: InvocationRow, action: act.Deliver, now: datetime) -> None:
     append_log(row, now, f"attempt {action.attempt} starting", event=action.event_index)
 
 
-# --- the on_failure notification ----------------------------------------------------------
+# --- the hooks' notification -------------------------------------------------------------
 
 # The fields that mark a notification's log entries, for people reading them. Rows
 # written before the state had a field of its own are read back from them (below).
@@ -262,24 +271,26 @@ def record_notification(tx: Transaction, project: str, job_id: str, summary: dic
     for action in actions:
         if isinstance(action, note.ScheduleNotification):
             tx.enqueue(notify_task(project, job_id, summary, action.attempt, action.at))
-    message, fields = _notification_entry(event, actions)
+    message, fields = _notification_entry(event, actions, hook_of(summary))
     append_log(row, now, message, **fields, **({"detail": detail} if detail else {}))
     row.notification = state
     tx.put_invocation(row)
     return actions
 
 
-def _notification_entry(event: note.Event, actions: list[note.Action]) -> tuple[str, dict[str, Any]]:
-    """The log line that tells people what `event` led to."""
+def _notification_entry(event: note.Event, actions: list[note.Action], hook: str) -> tuple[str, dict[str, Any]]:
+    """The log line that tells people what `event` led to. (The MARK field keeps its
+    name for both hooks: rows that have it read it back only for on_failure, see
+    legacy_notification.)"""
     if isinstance(event, note.NotificationRequested):
-        return ENQUEUED, {}
+        return ENQUEUED.replace(MARK, hook), {}
     if isinstance(event, note.NotificationDue):
-        return f"on_failure attempt {event.attempt} sending", {MARK: "sending", ATTEMPT: event.attempt}
+        return f"{hook} attempt {event.attempt} sending", {MARK: "sending", ATTEMPT: event.attempt}
     if isinstance(event, note.NotificationSent):
-        return f"on_failure attempt {event.attempt}: notified", {MARK: "sent", ATTEMPT: event.attempt}
+        return f"{hook} attempt {event.attempt}: notified", {MARK: "sent", ATTEMPT: event.attempt}
     retry = [a.at for a in actions if isinstance(a, note.ScheduleNotification)]
     then = f"; retry at {retry[0].isoformat()}" if retry else GIVING_UP
-    return f"on_failure attempt {event.attempt} failed: {event.reason}{then}", {MARK: "failed", ATTEMPT: event.attempt}
+    return f"{hook} attempt {event.attempt} failed: {event.reason}{then}", {MARK: "failed", ATTEMPT: event.attempt}
 
 
 def notification_text(state: note.NotificationState) -> str:

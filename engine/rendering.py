@@ -5,6 +5,11 @@ the values of `headers` and the values of `attributes`. Everything else (method,
 timeout, async, queue, topic, header and attribute names, ...) is copied unchanged:
 those are configuration, not payload, and a `${` in them means what it says.
 
+A hook (`on_failure`, `on_recovery`: the context has `hook` values) is rendered with two
+escapes, because its values quote the target's answers: in a JSON body (`json_body`) every
+substituted value is JSON-string-escaped, and in a header value line breaks become spaces.
+A hook's JSON body without a Content-Type header is sent as `application/json`.
+
 Pure: standard library and the core's template module only. Substitution is the core's
 single pass, so nothing in a value is ever evaluated or expanded twice.
 """
@@ -12,9 +17,11 @@ single pass, so nothing in a value is ever evaluated or expanded twice.
 from __future__ import annotations
 
 import copy
+import re
+from typing import Callable
 
 from engine.ports import SecretReader
-from statemachine.template import TemplateContext, render
+from statemachine.template import TemplateContext, json_escape, render
 
 # Fields holding one templated string, whatever the target kind.
 _TEXT_FIELDS = ("url", "body", "data")
@@ -43,13 +50,16 @@ def render_target(target: dict, context: TemplateContext, secrets: SecretReader 
 
 
 def _render_spec(spec: dict, context: TemplateContext, secrets: SecretReader | None) -> dict:
+    hook = context.hook is not None
+    json_payload = hook and json_body(spec)
     out: dict[str, object] = {}
     for name, value in spec.items():
         if name in _TEXT_FIELDS and isinstance(value, str):
-            out[name] = render(value, context)
+            out[name] = render(value, context, json_escape if json_payload and name != "url" else None)
         elif name == "headers" and isinstance(value, dict):
+            one_line = _one_line if hook else None
             out[name] = {key: _secret_value(item, context.project, secrets) if isinstance(item, dict)
-                         else _render_value(item, context) for key, item in value.items()}
+                         else _render_value(item, context, one_line) for key, item in value.items()}
         elif name in _MAP_FIELDS and isinstance(value, dict):
             out[name] = {key: _render_value(item, context) for key, item in value.items()}
         else:
@@ -57,12 +67,39 @@ def _render_spec(spec: dict, context: TemplateContext, secrets: SecretReader | N
     headers = out.get("headers")
     if isinstance(headers, dict):
         _refuse_line_breaks(headers)
+        if json_payload and _content_type(headers) is None:
+            out["headers"] = {**headers, "Content-Type": "application/json"}
     return out
 
 
-def _render_value(value: object, context: TemplateContext) -> object:
+def json_body(spec: dict) -> bool:
+    """Whether a hook's `body` (or Pub/Sub `data`) template is JSON: its Content-Type
+    header says so (`application/json`, `…+json`), or, without one, the template's
+    first non-blank character is `{` or `[`."""
+    template = spec.get("body", spec.get("data"))
+    if not isinstance(template, str):
+        return False
+    headers = spec.get("headers")
+    declared = _content_type(headers) if isinstance(headers, dict) else None
+    if isinstance(declared, str):
+        media = declared.split(";", 1)[0].strip().lower()
+        return media == "application/json" or media.endswith("+json")
+    return template.lstrip()[:1] in ("{", "[")
+
+
+def _content_type(headers: dict) -> object:
+    return next((value for name, value in headers.items() if str(name).lower() == "content-type"), None)
+
+
+def _one_line(value: str) -> str:
+    # A hook's values quote answers of the target's: a line break there must not make
+    # the whole notification undeliverable (it would be refused as header injection).
+    return re.sub(r"[\r\n\0]+", " ", value)
+
+
+def _render_value(value: object, context: TemplateContext, escape: Callable[[str], str] | None = None) -> object:
     # Non-string values (a YAML number, say) are copied; the target stringifies them.
-    return render(value, context) if isinstance(value, str) else copy.deepcopy(value)
+    return render(value, context, escape) if isinstance(value, str) else copy.deepcopy(value)
 
 
 def _secret_value(reference: dict, project: str, secrets: SecretReader | None) -> str:

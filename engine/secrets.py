@@ -91,9 +91,10 @@ def masked_definition(definition: JobDefinition) -> JobDefinition:
     """A job definition as it may be shown to any reader: the credential headers of its
     target and hooks masked (a secret reference shows only the secret's name). Only what
     is shown is masked; the stored definition keeps its values."""
-    hook = definition.on_failure
+    failure, recovery = definition.on_failure, definition.on_recovery
     return replace(definition, target=_masked_target(definition.target),
-                   on_failure=None if hook is None else _masked_target(hook))
+                   on_failure=None if failure is None else _masked_target(failure),
+                   on_recovery=None if recovery is None else _masked_target(recovery))
 
 
 def _masked_target(target: dict) -> dict:
@@ -111,7 +112,8 @@ def _masked_spec(spec):
 def secret_names(definition: JobDefinition) -> list[tuple[str, str]]:
     """(field path, secret name) of every secret reference in a definition's target and hook."""
     found = []
-    for field, target in (("target", definition.target), ("on_failure", definition.on_failure)):
+    for field, target in (("target", definition.target), ("on_failure", definition.on_failure),
+                          ("on_recovery", definition.on_recovery)):
         for kind, spec in (target or {}).items():
             headers = spec.get("headers") if isinstance(spec, dict) else None
             for header, value in (headers or {}).items():

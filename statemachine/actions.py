@@ -128,6 +128,19 @@ class NotifyFailure:
     trigger: str
     reason: str
     attempts: int
+    failures: int = 1  # FAILED invocations in a row, this one included
+
+
+@dataclass(frozen=True)
+class NotifyRecovery:
+    """Enqueue the notification of the first SUCCEEDED invocation after `failures` FAILED
+    ones to the job's `on_recovery` target, in the same transaction that finished it."""
+
+    invocation_id: str
+    scheduled_time: datetime
+    trigger: str
+    attempts: int
+    failures: int
 
 
 @dataclass(frozen=True)
@@ -160,6 +173,7 @@ Action = (
     | RecordAttemptFailed
     | TriggerJobs
     | NotifyFailure
+    | NotifyRecovery
     | RetryLater
     | RefuseStaleResult
 )

@@ -4,9 +4,9 @@ config/jobs.py builds one from a job entry with every default applied. Its JSON 
 (`to_dict`) is what the stores hold, what the API's Job and the UI's pages show, and what
 `JobPolicy.revision` hashes, so that form must not drift: `from_dict(d).to_dict() == d`,
 key order included, for every `d` config/jobs.py makes or has made. (The fields added
-after the first release, `pause_after_failures`, `on_failure`, `description`, `labels`,
-`jitter`, `start` and `end`, are written only when set, so that a job which does not use
-them keeps its revision.)
+after the first release, `pause_after_failures`, `on_failure`, `on_recovery`, `description`,
+`labels`, `jitter`, `start` and `end`, are written only when set, so that a job which does
+not use them keeps its revision.)
 
 Values keep their JSON spelling where that spelling is what is stored and shown:
 durations are canonical text (`1m30s`), `at` times RFC 3339 UTC text, and target specs
@@ -81,6 +81,7 @@ class JobDefinition:
     triggers: tuple[str, ...] = ()  # the project's jobs a success of this one starts
     pause_after_failures: int | None = None  # pause after this many FAILED invocations in a row; None: never
     on_failure: TargetSpec | None = None  # where a FAILED invocation's notification goes; None: nowhere
+    on_recovery: TargetSpec | None = None  # where the first success after failures is told; None: nowhere
     description: str | None = None  # free text shown with the job
     labels: dict[str, str] | None = None  # key: value tags to show and filter by; None: none
     jitter: str | None = None  # each occurrence's delivery is delayed up to this; None: not at all
@@ -91,8 +92,9 @@ class JobDefinition:
         if (self.schedule is None) == (self.at is None):
             raise ValueError(f"job definition {self.id!r}: needs exactly one of schedule and at")
         _target_kind("target", self.target)
-        if self.on_failure is not None:
-            _target_kind("on_failure", self.on_failure)
+        for name, hook in (("on_failure", self.on_failure), ("on_recovery", self.on_recovery)):
+            if hook is not None:
+                _target_kind(name, hook)
 
     @property
     def target_kind(self) -> TargetKind:
@@ -123,6 +125,8 @@ class JobDefinition:
             data["pause_after_failures"] = self.pause_after_failures
         if self.on_failure is not None:
             data["on_failure"] = self.on_failure
+        if self.on_recovery is not None:
+            data["on_recovery"] = self.on_recovery
         for key in _OPTIONAL_TEXT:
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
@@ -156,6 +160,7 @@ class JobDefinition:
             target=fields.get("target", dict),
             pause_after_failures=fields.optional("pause_after_failures", int),
             on_failure=fields.optional("on_failure", dict),
+            on_recovery=fields.optional("on_recovery", dict),
             labels=fields.optional("labels", dict),
             description=fields.optional("description", str),
             jitter=fields.optional("jitter", str),
@@ -166,7 +171,7 @@ class JobDefinition:
 
 _KEYS = frozenset({"id", "schedule", "at", "timezone", "disabled", "overlap", "max_concurrent", "catchup",
                    "timeout", "retry", "fanout", "throttle", "triggers", "target", "pause_after_failures",
-                   "on_failure", "description", "labels", "jitter", "start", "end"})
+                   "on_failure", "on_recovery", "description", "labels", "jitter", "start", "end"})
 # Written only when set (as pause_after_failures and on_failure), in this order.
 _OPTIONAL_TEXT = ("description", "labels", "jitter", "start", "end")
 _NESTED = {

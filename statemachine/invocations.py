@@ -12,7 +12,7 @@ from datetime import datetime
 
 from statemachine import actions as act
 from statemachine import events as ev
-from statemachine import waiting
+from statemachine import hooks, waiting
 from statemachine.budget import STARTS_PER_STEP
 from statemachine.pausing import count_outcome
 from statemachine.policy import Tuning, compute_backoff, fanout_offsets, occurrence_delay
@@ -257,11 +257,7 @@ def finish(record: JobRecord, entry: ActiveInvocation, status: str, reason: str,
     actions: list[act.Action] = [act.FinishInvocation(entry.invocation_id, status, reason)]
     if status == SUCCEEDED and record.live_policy.triggers:
         actions.append(act.TriggerJobs(record.live_policy.triggers, entry.invocation_id, entry.scheduled_time))
-    if status == FAILED and record.live_policy.notify_failures:
-        actions.append(act.NotifyFailure(
-            entry.invocation_id, entry.scheduled_time, entry.trigger, reason,
-            attempts or max(entry.attempts, default=1),
-        ))
+    actions += hooks.on_finish(record, entry, status, reason, attempts or max(entry.attempts, default=1))
     record, paused = count_outcome(record, status, reason, now)
     record, started = drain_buffer(record, now, tuning)
     return record, actions + paused + started

@@ -30,16 +30,16 @@ def pause(record: JobRecord, reason: str, now: datetime, by: str = "") -> tuple[
 def count_outcome(record: JobRecord, status: str, reason: str, now: datetime) -> tuple[JobRecord, list[act.Action]]:
     """Count consecutive failures; pause the job when `pause_after_failures` is reached.
 
-    A SUCCEEDED invocation resets the count and is the job's last success; SKIPPED and
-    ABORTED ones leave both alone (they say nothing about the target). A job already
-    paused keeps its reason.
+    A SUCCEEDED invocation resets the count (and `failures_since_success`) and is the
+    job's last success; SKIPPED and ABORTED ones leave all three alone (they say nothing
+    about the target). A job already paused keeps its reason.
     """
     if status == InvocationStatus.SUCCEEDED:
-        return evolve(record, consecutive_failures=0, last_succeeded_at=now), []
+        return evolve(record, consecutive_failures=0, failures_since_success=0, last_succeeded_at=now), []
     if status != InvocationStatus.FAILED:
         return record, []
     failures = record.consecutive_failures + 1
-    record = evolve(record, consecutive_failures=failures)
+    record = evolve(record, consecutive_failures=failures, failures_since_success=record.failures_since_success + 1)
     limit = record.policy.pause_after_failures if record.policy else 0
     if not limit or failures < limit or record.paused or record.disabled:
         return record, []

@@ -112,6 +112,9 @@ class JobPolicy:
     pause_after_failures: int = 0
     # The job has an `on_failure` target: a FAILED invocation enqueues its notification.
     notify_failures: bool = False
+    # The job has an `on_recovery` target: the first SUCCEEDED invocation after FAILED
+    # ones enqueues its notification (statemachine/hooks.py).
+    notify_recoveries: bool = False
     # Each occurrence of the schedule is delivered up to this much after its time, by a
     # fixed amount per (job, scheduled time): see `occurrence_delay`.
     jitter: timedelta = timedelta(0)

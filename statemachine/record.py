@@ -157,6 +157,9 @@ class JobRecord:
     dropping: tuple[tuple[str, Run], ...] = ()
     watchdog_at: datetime | None = None
     consecutive_failures: int = 0
+    # FAILED invocations since the last SUCCEEDED one: unlike consecutive_failures, a
+    # resume does not reset it, so a job resumed after failing still says it recovered.
+    failures_since_success: int = 0
     last_finished_at: datetime | None = None
     # When an invocation last SUCCEEDED (None: never, or not since this field came in).
     last_succeeded_at: datetime | None = None
@@ -297,6 +300,7 @@ def record_to_dict(record: JobRecord) -> Data:
         "dropping": [[reason, *_run_to_list(r)] for reason, r in record.dropping],
         "watchdog_at": stored_time(record.watchdog_at),
         "consecutive_failures": record.consecutive_failures,
+        "failures_since_success": record.failures_since_success,
         "last_finished_at": stored_time(record.last_finished_at),
         "last_succeeded_at": stored_time(record.last_succeeded_at),
     }
@@ -328,6 +332,9 @@ def record_from_dict(data: Data) -> JobRecord:
         dropping=tuple((r[0], _run_from_list(r[1:])) for r in data.get("dropping", ())),
         watchdog_at=parse_stored_time(data["watchdog_at"]),
         consecutive_failures=data["consecutive_failures"],
+        # Absent before it came in: the streak then is the best there is to go on.
+        failures_since_success=data["failures_since_success" if "failures_since_success" in data
+                                    else "consecutive_failures"],
         last_finished_at=parse_stored_time(data["last_finished_at"]),
         last_succeeded_at=parse_stored_time(data.get("last_succeeded_at")),  # absent before it came in
     )

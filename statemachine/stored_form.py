@@ -69,6 +69,7 @@ def _policy_fields(policy: JobPolicy) -> Data:
         "throttle": policy.throttle,
         "pause_after_failures": policy.pause_after_failures,
         "notify_failures": policy.notify_failures,
+        "notify_recoveries": policy.notify_recoveries,
         "revision": policy.revision,
     }
 
@@ -93,6 +94,7 @@ def policy_from_dict(data: Data) -> JobPolicy:
         throttle=data.get("throttle", ""),
         pause_after_failures=data.get("pause_after_failures", 0),
         notify_failures=data.get("notify_failures", False),
+        notify_recoveries=data.get("notify_recoveries", False),
         jitter=timedelta(milliseconds=data.get("jitter_ms", 0)),
         start=parse_stored_time(data.get("start")),
         end=parse_stored_time(data.get("end")),

@@ -15,11 +15,17 @@ A day whose midnight is skipped (DST at 00:00) starts at its first instant; a da
 was skipped entirely (Samoa, 2011-12-30) is empty and starts when the next one does.
 The start of an hour is the start of the local wall hour, in the same pass of a repeated
 hour as the scheduled time.
+
+Hook templates (`on_failure`, `on_recovery`) may also use HOOK_VARIABLES, which describe
+how the invocation ended (`HookValues`). In a hook's JSON body each substituted value is
+JSON-string-escaped (`render(..., escape=json_escape)`, chosen by engine/rendering.py), so
+a reason quoting the target's own answer can neither break the JSON nor add fields.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
@@ -43,6 +49,17 @@ class TemplateError(ValueError):
 
 
 @dataclass(frozen=True)
+class HookValues:
+    """How the invocation a hook (`on_failure`, `on_recovery`) tells about ended."""
+
+    status: str  # FAILED or SUCCEEDED
+    reason: str = ""  # why it failed; "" for a success
+    attempts: int = 1  # attempts made (of its first event, for a fan-out: the most made)
+    failures: int = 0  # FAILED invocations in a row: up to this one (on_failure), before it (on_recovery)
+    invocation_url: str = ""  # its page in the web UI ("" when the server has no service URL)
+
+
+@dataclass(frozen=True)
 class TemplateContext:
     """Everything a template may refer to, for one delivery of one occurrence."""
 
@@ -61,6 +78,8 @@ class TemplateContext:
     """How many fan-out events the occurrence has."""
     service_host: str = ""
     """host:port of the Sundial server itself (its service URL's), for targets it serves."""
+    hook: HookValues | None = None
+    """Set only when rendering a hook: the values of HOOK_VARIABLES."""
 
     def __post_init__(self) -> None:
         if self.scheduled_time.tzinfo is None or self.scheduled_time.utcoffset() is None:
@@ -167,8 +186,28 @@ _GETTERS: dict[str, _Getter] = {
     "serviceHost": lambda c, m: c.service_host,
 }
 
+
+def _hook(context: TemplateContext) -> HookValues:
+    if context.hook is None:  # config validation refuses them in targets; never render them empty
+        raise TemplateError(f"{', '.join('${' + n + '}' for n in sorted(HOOK_VARIABLES))} "
+                            "are only for on_failure and on_recovery templates")
+    return context.hook
+
+
+_HOOK_GETTERS: dict[str, _Getter] = {
+    "status": lambda c, m: _hook(c).status,
+    "reason": lambda c, m: _hook(c).reason,
+    "attempts": lambda c, m: str(_hook(c).attempts),
+    "failures": lambda c, m: str(_hook(c).failures),
+    "invocationUrl": lambda c, m: _hook(c).invocation_url,
+}
+_GETTERS.update(_HOOK_GETTERS)
+
+# Only hook templates may use these (config/targets.py refuses them in a job's target).
+HOOK_VARIABLES: frozenset[str] = frozenset(_HOOK_GETTERS)
 KNOWN_VARIABLES: frozenset[str] = frozenset(_GETTERS)
-_KNOWN_LIST = ", ".join(sorted(KNOWN_VARIABLES))
+_KNOWN_LIST = (", ".join(sorted(KNOWN_VARIABLES - HOOK_VARIABLES))
+               + "; in on_failure and on_recovery also: " + ", ".join(sorted(HOOK_VARIABLES)))
 
 
 # --- parsing -------------------------------------------------------------------------
@@ -212,6 +251,22 @@ def validate_template(text: str) -> None:
         _compile(text)
 
 
+def hook_only_variables(text: str) -> list[str]:
+    """The HOOK_VARIABLES `text` uses (an error anywhere but in a hook); none in a
+    template that does not validate, whose own error says more."""
+    try:
+        return [name for name in template_variables(text) if name in HOOK_VARIABLES]
+    except TemplateError:
+        return []
+
+
+def json_escape(value: str) -> str:
+    """`value` as the inside of a JSON string: quotes, backslashes and control characters
+    escaped, so it can neither end the string it sits in nor add a field. Non-ASCII is
+    escaped too (`\\uXXXX`): a lone surrogate from a decoded report then stays sendable."""
+    return json.dumps(value)[1:-1]
+
+
 def template_variables(text: str) -> list[str]:
     """The variable names `text` uses, each once, in order of first use."""
     if "${" not in text:
@@ -221,14 +276,17 @@ def template_variables(text: str) -> list[str]:
 
 
 def variables(context: TemplateContext) -> dict[str, str]:
-    """Every variable's value for `context` (for previews and debugging)."""
+    """Every variable's value for `context` (for previews and debugging); the hook
+    variables only for a hook's context."""
     moments = _Moments(context)
-    return {name: getter(context, moments) for name, getter in _GETTERS.items()}
+    return {name: getter(context, moments) for name, getter in _GETTERS.items()
+            if context.hook is not None or name not in HOOK_VARIABLES}
 
 
-def render(text: str, context: TemplateContext) -> str:
+def render(text: str, context: TemplateContext, escape: Callable[[str], str] | None = None) -> str:
     """Substitute the variables in `text`; raise TemplateError if it does not validate.
 
+    `escape`, if given, is applied to every substituted value (never to the literal text).
     Only the variables the template uses are computed, and a template is parsed once.
     """
     if "${" not in text:  # also covers any text without variables or escapes
@@ -239,5 +297,6 @@ def render(text: str, context: TemplateContext) -> str:
     for literal, name in pieces:
         out.append(literal)
         if name is not None:
-            out.append(_GETTERS[name](context, moments))
+            value = _GETTERS[name](context, moments)
+            out.append(escape(value) if escape is not None else value)
     return "".join(out)

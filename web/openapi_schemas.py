@@ -124,6 +124,9 @@ def _job_entry() -> dict:
         "target": ref("Target"),
         "on_failure": {"allOf": [ref("Target")], "description": "notified with the invocation's summary "
                                                        "(JSON) when an invocation ends FAILED"},
+        "on_recovery": {"allOf": [ref("Target")], "description": "notified with the invocation's summary "
+                                                        "(JSON) when the first SUCCEEDED invocation follows "
+                                                        "FAILED ones"},
         **_extras(),
     }, ["target"], closed=True, **{"not": {"required": ["schedule", "at"]}},
         description="A config file's job entry without its id (docs/REFERENCE.md section 2): "

@@ -31,7 +31,7 @@ STATUS_FILTERS = {
 TERMINAL = TERMINAL_STATUSES
 # The definition's policy fields, in the order a reader looks for them.
 POLICY_FIELDS = ("overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout", "throttle",
-                 "triggers", "pause_after_failures", "on_failure")
+                 "triggers", "pause_after_failures", "on_failure", "on_recovery")
 _ATTEMPT = re.compile(r"attempt (\d+)(.*)", re.DOTALL)
 
 

@@ -58,7 +58,8 @@ CASES = [
      ["p.yaml:6: job 'a': target.http.url: unknown variable ${day} at offset 22; known: "
       "attempt, endOfPreviousDay, eventCount, eventIndex, invocationId, jobId, processTime, "
       "project, scheduledTime, serviceHost, startOfDay, startOfDayOneWeekAgo, startOfHour, "
-      "startOfPreviousDay, todaysDate, yesterdaysDate"]),
+      "startOfPreviousDay, todaysDate, yesterdaysDate; in on_failure and on_recovery also: attempts, failures, "
+      "invocationUrl, reason, status"]),
     ("bad method", job("http:\n  url: https://x.example.com\n  method: FETCH"),
      ["p.yaml:8: job 'a': target.http.method: 'FETCH' is not one of GET, POST, PUT, PATCH, "
       "DELETE, HEAD"]),
@@ -89,7 +90,8 @@ CASES = [
      ["p.yaml:8: job 'a': target.http.headers.X-Day: unknown variable ${today} at offset 0; "
       "known: attempt, endOfPreviousDay, eventCount, eventIndex, invocationId, jobId, "
       "processTime, project, scheduledTime, serviceHost, startOfDay, startOfDayOneWeekAgo, startOfHour, "
-      "startOfPreviousDay, todaysDate, yesterdaysDate"]),
+      "startOfPreviousDay, todaysDate, yesterdaysDate; in on_failure and on_recovery also: attempts, failures, "
+      "invocationUrl, reason, status"]),
     ("body with an unterminated variable", job(
         "http:\n  url: https://x.example.com\n  body: '{\"t\":\"${startOfHour\"}'"),
      ["p.yaml:8: job 'a': target.http.body: unterminated ${ at offset 6: expected a variable "
@@ -116,7 +118,8 @@ CASES = [
      ["p.yaml:8: job 'a': target.pubsub.data: unknown variable ${yesterday} at offset 0; "
       "known: attempt, endOfPreviousDay, eventCount, eventIndex, invocationId, jobId, "
       "processTime, project, scheduledTime, serviceHost, startOfDay, startOfDayOneWeekAgo, startOfHour, "
-      "startOfPreviousDay, todaysDate, yesterdaysDate"]),
+      "startOfPreviousDay, todaysDate, yesterdaysDate; in on_failure and on_recovery also: attempts, failures, "
+      "invocationUrl, reason, status"]),
     ("pubsub reserved attribute", job(
         "pubsub:\n  topic: projects/p/topics/t\n  attributes: {sundial_job: x, googx: y}"),
      ["p.yaml:8: job 'a': target.pubsub.attributes.sundial_job: is reserved (Sundial sets "

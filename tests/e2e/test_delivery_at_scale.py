@@ -144,7 +144,7 @@ def test_on_failure_is_notified_with_the_invocation_summary(run):
     [row] = server.invocations("scale", "alerting")
     assert json.loads(alert.body) == {
         "project": "scale", "job": "alerting", "invocation_id": row["id"], "status": "FAILED",
-        "reason": "http 500", "attempts": 1, "trigger": "schedule",
+        "reason": "http 500", "attempts": 1, "failures": 1, "trigger": "schedule",
         "scheduled_time": datetime.fromtimestamp(start, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
     }
     assert alert.headers["X-Sundial-Invocation"] == row["id"]

@@ -163,7 +163,7 @@ def test_a_failed_invocation_notifies_on_failure_once_with_its_summary(h):
     summary = json.loads(notice.target["http"]["body"])
     assert summary == {
         "project": "proj", "job": "job", "invocation_id": row.id, "status": "FAILED",
-        "reason": "http 500", "attempts": 1, "trigger": "schedule",
+        "reason": "http 500", "attempts": 1, "failures": 1, "trigger": "schedule",
         "scheduled_time": "2026-01-05T10:01:00.000Z",
     }
     assert notice.target["http"]["headers"] == {"Content-Type": "application/json"}

@@ -98,8 +98,8 @@ def test_a_job_that_lost_its_target_gives_up_without_sending(h):
     notifications.run_task({"project": "proj", "job": "job", "attempt": 1, "summary": summary})
     row = h.invocations()[0]
     assert sent == []
-    assert row.notification == NotificationState(S.GAVE_UP, 1, NO_TARGET)
-    assert row.log[-1]["message"] == f"on_failure attempt 1 failed: {NO_TARGET}; giving up"
+    assert row.notification == NotificationState(S.GAVE_UP, 1, NO_TARGET.format(hook="on_failure"))
+    assert row.log[-1]["message"] == f"on_failure attempt 1 failed: {NO_TARGET.format(hook='on_failure')}; giving up"
 
 
 SUMMARY = {"invocation_id": "inv-1", "status": "FAILED"}

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from statemachine.durations import UTC, parse_instant
 from statemachine.template import (
+    HOOK_VARIABLES,
     KNOWN_VARIABLES,
+    HookValues,
     TemplateContext,
     TemplateError,
     render,
@@ -26,6 +28,7 @@ KNOWN_LIST = (
     " project, scheduledTime, serviceHost, startOfDay, startOfDayOneWeekAgo, startOfHour,"
     " startOfPreviousDay, todaysDate, yesterdaysDate"
 )
+HOOK_LIST = "attempts, failures, invocationUrl, reason, status"
 TIME_VARIABLES = (
     "processTime",
     "startOfHour",
@@ -249,7 +252,8 @@ def test_unknown_variable_message_names_it_and_its_offset():
     with pytest.raises(TemplateError) as caught:
         validate_template('{"since":"${startOfWeek}"}')
     assert str(caught.value) == (
-        f"unknown variable ${{startOfWeek}} at offset 10; known: {KNOWN_LIST}"
+        f"unknown variable ${{startOfWeek}} at offset 10; known: {KNOWN_LIST}; in on_failure and on_recovery"
+        f" also: {HOOK_LIST}"
     )
 
 
@@ -288,8 +292,9 @@ def test_template_variables_lists_names_once_in_order():
 
 
 def test_known_variables_are_exactly_the_contract_list():
-    assert KNOWN_VARIABLES == set(KNOWN_LIST.split(", "))
-    assert set(variables(at("2026-01-01T00:00Z"))) == KNOWN_VARIABLES
+    assert KNOWN_VARIABLES == set(KNOWN_LIST.split(", ")) | set(HOOK_LIST.split(", "))
+    assert HOOK_VARIABLES == set(HOOK_LIST.split(", "))
+    assert set(variables(at("2026-01-01T00:00Z"))) == KNOWN_VARIABLES - HOOK_VARIABLES
 
 
 def test_context_rejects_naive_times_and_unknown_zones():
@@ -327,6 +332,9 @@ contexts = st.builds(
     attempt=st.integers(1, 100),
     event_index=st.integers(0, 100),
     event_count=st.integers(1, 100),
+    # A hook's context: every variable has a value (a target's may not use the hook's).
+    hook=st.builds(HookValues, status=st.sampled_from(["FAILED", "SUCCEEDED"]), reason=st.text(max_size=20),
+                   attempts=st.integers(1, 100), failures=st.integers(0, 100), invocation_url=st.text(max_size=10)),
 )
 pieces = st.one_of(
     st.text(alphabet="ab ${}\n\"é", max_size=6),
