@@ -88,12 +88,20 @@ def _check(receiver: Receiver, windows: list[tuple[float, float]]) -> None:
 def test_jobs_in_four_shards_run_once_each_through_their_own_queues(run):
     assert sorted(shard_of("shards", job, 4) for job in JOBS) == [0, 1, 2, 3]
     start, receiver, pending = run
-    start(4)
+    server = start(4)
     began = time.time()
     time.sleep(8)
     # Each job's next tick waits in its own shard: all four queues are in use.
     assert pending() == {"", "-1", "-2", "-3"}
     _check(receiver, [(began, time.time())])
+    # A tick created ahead, still waiting in its shard when its job is paused, delivers nothing.
+    status, _ = server.call("POST", "/api/v1/projects/shards/jobs/job-a:pause", {})
+    paused = time.time()
+    assert status == 200
+    time.sleep(4.5)
+    late = [a for a in receiver.at_path("/job-a") if a.scheduled > paused + 0.5]
+    assert late == [], "a paused job was delivered"
+    assert max(a.scheduled for a in receiver.at_path("/job-b")) > paused + 2  # the others went on
 
 
 @pytest.mark.skipif(not LONG_RUN, reason="a restart of a cloud server (about 20 s): set SUNDIAL_FAULTS_SCALE")
