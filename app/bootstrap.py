@@ -207,7 +207,7 @@ def build_cloud(settings: Settings, clock: Clock | None = None) -> Runtime:
         tasks, settings.gcp_project, settings.tasks_location, settings.tasks_queue,
         settings.service_url, settings.task_secret, settings.tasks_service_account,
         clock=clock, copies=2 if settings.fault_duplicate_tasks else 1,
-        app_engine=chain_task_target(settings),
+        app_engine=chain_task_target(settings), shards=settings.tasks_queue_shards,
     )
     store = DatastoreJobStore(client, queue)
     _ensure_chain_queue(tasks, settings)
@@ -227,18 +227,13 @@ def chain_task_target(settings: Settings):
 
 
 def provision_task_queues(project: str, location: str, queue: str, emulator_host: str | None = None,
-                          throttles: dict[str, int] | None = None):
-    """Create or update the queues Sundial needs (the `queues` command): the chain's,
-    and one per throttle ("PROJECT/THROTTLE" -> max_in_flight)."""
-    from engine.adapters.cloud.cloud_tasks_queue import (
-        QueueSpec,
-        build_tasks_client,
-        provision_queues,
-        throttle_specs,
-    )
+                          throttles: dict[str, int] | None = None, shards: int = 1):
+    """Create or update the queues Sundial needs (the `queues` command): the chain's
+    `shards` queues, and one per throttle ("PROJECT/THROTTLE" -> max_in_flight)."""
+    from engine.adapters.cloud import cloud_tasks_queue as cloud_tasks
 
-    specs = [QueueSpec(queue)] + throttle_specs(queue, throttles or {})
-    return provision_queues(build_tasks_client(emulator_host), project, location, specs)
+    specs = cloud_tasks.chain_specs(queue, shards) + cloud_tasks.throttle_specs(queue, throttles or {})
+    return cloud_tasks.provision_queues(cloud_tasks.build_tasks_client(emulator_host), project, location, specs)
 
 
 def project_throttles(rows) -> dict[str, int]:
@@ -296,14 +291,19 @@ def _ndb_client(settings: Settings):
 
 
 def _ensure_chain_queue(tasks, settings: Settings) -> None:
-    from engine.adapters.cloud.cloud_tasks_queue import QueueSpec, ensure_queue
+    from engine.adapters.cloud.cloud_tasks_queue import chain_specs, ensure_queue
 
-    try:
-        ensure_queue(tasks, settings.gcp_project, settings.tasks_location, QueueSpec(settings.tasks_queue),
-                     update=False)
-    except Exception as error:  # no permission to create queues: an operator runs `main.py queues`
-        log_event(log, "task queue not ensured", queue=settings.tasks_queue, error=repr(error),
-                  hint="run `python main.py queues` with a role that may create queues")
+    def ensure(specs) -> None:
+        try:
+            for spec in specs:
+                ensure_queue(tasks, settings.gcp_project, settings.tasks_location, spec, update=False)
+        except Exception as error:  # no permission to create queues: an operator runs `main.py queues`
+            log_event(log, "task queue not ensured", queue=settings.tasks_queue, error=repr(error),
+                      hint="run `python main.py queues` with a role that may create queues")
+
+    first, *others = chain_specs(settings.tasks_queue, settings.tasks_queue_shards)
+    ensure([first])  # the other shards in the background: a new instance must not wait on one RPC each
+    threading.Thread(target=ensure, args=(others,), name="sundial-ensure-shards", daemon=True).start()
 
 
 def _with_secret(settings: Settings, shared_secret: Callable[[Callable[[], str]], str]) -> Settings:

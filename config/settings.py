@@ -26,6 +26,7 @@ Each has a default that suits one machine:
 | SUNDIAL_SECRETS_DIR | | one machine: secrets of header values, one folder per project (`<dir>/<project>/<NAME>`) |
 | GOOGLE_CLOUD_PROJECT | | cloud backend: the project of Datastore and Cloud Tasks |
 | SUNDIAL_TASKS_LOCATION, SUNDIAL_TASKS_QUEUE | us-central1, sundial | cloud backend: the chain's queue |
+| SUNDIAL_TASKS_QUEUE_SHARDS | 1 | cloud backend: the chain's queues (N): a job's tasks go to `QUEUE` or `QUEUE-1` .. `QUEUE-(N-1)` by a hash of its name; each dispatches 500 tasks/s (docs/SCALE.md) |
 | SUNDIAL_SERVICE_URL | http://HOST:PORT, or https://PROJECT.appspot.com on App Engine | where Cloud Tasks calls back |
 | SUNDIAL_TASKS_EMULATOR_HOST | | host:port of a Cloud Tasks emulator (no TLS) |
 | SUNDIAL_TASKS_SERVICE_ACCOUNT | | the account whose OIDC tokens the task handlers accept, and (HTTP tasks) the account of the token on every task |
@@ -59,6 +60,7 @@ from typing import TypedDict
 from statemachine.durations import parse_duration
 from statemachine.policy import Tuning
 from statemachine.safety import OwnService
+from statemachine.shards import MAX_SHARDS
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ class Settings:
     gcp_project: str = ""
     tasks_location: str = "us-central1"
     tasks_queue: str = "sundial"
+    tasks_queue_shards: int = 1
     tasks_emulator_host: str = ""
     tasks_service_account: str = ""
     tasks_target: str = ""  # "appengine" or "http"; "" chooses by where Sundial runs
@@ -221,6 +224,7 @@ def from_environment(env=None) -> Settings:
 class _CloudTasks(TypedDict):
     tasks_location: str
     tasks_queue: str
+    tasks_queue_shards: int
     tasks_emulator_host: str
     tasks_service_account: str
     tasks_target: str
@@ -232,11 +236,20 @@ def _cloud_tasks(env, defaults: Settings) -> _CloudTasks:
     return {
         "tasks_location": env.get("SUNDIAL_TASKS_LOCATION", defaults.tasks_location),
         "tasks_queue": env.get("SUNDIAL_TASKS_QUEUE", defaults.tasks_queue),
+        "tasks_queue_shards": queue_shards(env),
         "tasks_emulator_host": env.get("SUNDIAL_TASKS_EMULATOR_HOST", ""),
         "tasks_service_account": env.get("SUNDIAL_TASKS_SERVICE_ACCOUNT", ""),
         "tasks_target": _choice(env, "SUNDIAL_TASKS_TARGET", ("appengine", "http")),
         "app_engine_service": env.get("GAE_SERVICE", ""),
     }
+
+
+def queue_shards(env) -> int:
+    """SUNDIAL_TASKS_QUEUE_SHARDS: how many queues carry the chain (1 .. MAX_SHARDS)."""
+    shards = _int(env, "SUNDIAL_TASKS_QUEUE_SHARDS", 1)
+    if not 1 <= shards <= MAX_SHARDS:
+        raise SystemExit(f"SUNDIAL_TASKS_QUEUE_SHARDS: expected 1 to {MAX_SHARDS} queues, got {shards}")
+    return shards
 
 
 def _tuning(env, default: Tuning) -> Tuning:
