@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 
@@ -152,36 +153,36 @@ def _wait(condition, timeout: float = 20) -> bool:
     return condition()
 
 
+@contextmanager
+def _running(dispatcher: Dispatcher):
+    dispatcher.start()
+    try:
+        yield dispatcher
+    finally:
+        dispatcher.stop()
+
+
 def test_an_idle_dispatcher_leases_nothing_while_nothing_changes(tmp_path):
     queue, _, dispatcher = _watched(tmp_path, lambda task: None)
     _enqueue(queue, ["tomorrow"], datetime.now(UTC) + timedelta(days=1))
-    dispatcher.start()
-    try:
+    with _running(dispatcher):
         assert _wait(lambda: queue.versions >= 6)  # five looks skipped after the first
         assert queue.leases == 1
-    finally:
-        dispatcher.stop()
 
 
 def test_a_task_another_process_commits_is_still_run(tmp_path):
     ran = threading.Event()
     queue, other, dispatcher = _watched(tmp_path, lambda task: ran.set())
     _enqueue(queue, ["tomorrow"], datetime.now(UTC) + timedelta(days=1))
-    dispatcher.start()
-    try:
+    with _running(dispatcher):
         assert _wait(lambda: queue.versions >= 3)  # idle: skipping looks
         _enqueue(other, ["now"], datetime.now(UTC))
         assert ran.wait(20)
-    finally:
-        dispatcher.stop()
 
 
 def test_a_task_that_comes_due_is_run_though_nothing_changed(tmp_path):
     ran = threading.Event()
     queue, _, dispatcher = _watched(tmp_path, lambda task: ran.set())
     _enqueue(queue, ["soon"], datetime.now(UTC) + timedelta(milliseconds=500))
-    dispatcher.start()
-    try:
+    with _running(dispatcher):
         assert ran.wait(20)
-    finally:
-        dispatcher.stop()
