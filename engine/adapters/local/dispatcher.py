@@ -181,7 +181,9 @@ class Dispatcher:
 
     def _unchanged(self) -> bool:
         """Whether a look now would find what the last one found: no other connection
-        committed since, nothing of this process's is pending, no task is due yet."""
+        committed since, nothing of this process's is pending, no task is due yet.
+        (A ring that `looking()` cleared right after a timeout is not lost: it follows
+        the commit of the enqueue, which moved the counter first.)"""
         if self._seen is None or self._version is None:
             return False
         with self._lock:
