@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable
 
 from flask import Flask
 
-from app.importer import import_directory
+from app.importer import directory_import
 from app.processes import DispatcherProcesses
 from config.settings import Settings
 from engine.adapters.local.commits import GroupCommits, LockedCommits
@@ -174,7 +174,7 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     liveness = Liveness(registry, engine.interruptions, settings.heartbeat.period)
     queue = SqliteTaskQueue(store)
     dispatcher = Dispatcher(queue, engine.tasks, clock, wakeup, settings.workers, settings.task_lease,
-                            metrics=engine.metrics)
+                            metrics=engine.metrics, version=queue.version)
     if role is Role.DISPATCHER:
         return Runtime(settings, engine, dispatcher, app=None, liveness=liveness)
     return _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending, children=extra,
@@ -379,12 +379,9 @@ def _minute_maintenance(engine: Engine, settings: Settings) -> Callable[[], int]
 def _runtime(settings: Settings, engine: Engine, dispatcher: Dispatcher | None, loops: bool,
              queue_depth: Callable[[], int] | None = None, after_import: Callable[[], None] | None = None,
              children: DispatcherProcesses | None = None, liveness: Liveness | None = None) -> Runtime:
-    def import_configs() -> int:
-        imported = import_directory(engine.configs, settings.config_dir, settings.backend, _own(settings))
-        if after_import is not None:
-            after_import()
-        return imported
-
+    # Files are read again only when their stat changed (app/file_signatures.py).
+    import_configs = directory_import(engine.configs, settings.config_dir, settings.backend, _own(settings),
+                                      after=after_import)
     budget = settings.maintenance_budget
     cron = {
         "watchdog": _minute_maintenance(engine, settings),
