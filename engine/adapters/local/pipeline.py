@@ -28,6 +28,7 @@ from typing import Callable, Generic, TypeVar
 
 from engine.adapters.local.send_pool import SendPool
 from engine.adapters.local.stager import Stager
+from engine.clock import SystemClock
 from engine.leases import NEVER
 from engine.logs import log_event
 from engine.ports import ConflictError, LeasedTask, StoredJob, StoreError
@@ -103,7 +104,8 @@ class TaskPipeline:
         # A request may wait for a sender a quarter of the start grace at most (and 5 s).
         longest_wait = min(runner.changes.tuning.start_grace.total_seconds() / 4, 5.0)
         self._sends = SendPool(senders, longest_wait)
-        self._stager = Stager(runner.changes.clock)  # staged requests until their time
+        # Staged requests wait here until their time (a runner without a clock stages nothing).
+        self._stager = Stager(getattr(runner.changes, "clock", None) or SystemClock())
         self._lock = threading.Lock()
         self._unrecorded: dict[int, int] = {}  # task id -> its requests not yet recorded
         self._waiting: set[_Result] = set()  # results to commit again later
