@@ -88,9 +88,19 @@ def after_step(before: JobRecord, after: JobRecord, actions: list[act.Action], n
         return after, actions
     after, actions = _give_up_overtaken(before, after, actions, now, tuning)
     if stageable(after.policy, tuning):
-        actions = [dataclasses.replace(action, lead=tuning.stage_ahead) if isinstance(action, act.ScheduleTick)
-                   else action for action in actions]
+        actions = [dataclasses.replace(action, lead=_lead(after, action.at, tuning))
+                   if isinstance(action, act.ScheduleTick) else action for action in actions]
     return after, actions
+
+
+def _lead(record: JobRecord, at: datetime, tuning: Tuning) -> timedelta:
+    """How early the tick for `at` runs: `stage_ahead`, but at most half the time since the
+    fire time handled last, so that a job every second has half a second to finish one
+    invocation before the next is staged (else its tick waits for its time after all)."""
+    handled = record.scheduled_until
+    if handled is None or at <= handled:
+        return tuning.stage_ahead
+    return min(tuning.stage_ahead, (at - handled) / 2)
 
 
 def _give_up_overtaken(before: JobRecord, after: JobRecord, actions: list[act.Action], now: datetime,

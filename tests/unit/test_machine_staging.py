@@ -131,3 +131,10 @@ def test_jitter_stages_the_send_at_t_plus_its_delay():
     (deliver,) = [a for a in actions if isinstance(a, act.Deliver)]
     assert T <= deliver.send_at <= T + timedelta(milliseconds=500)
     assert deliver.scheduled_time == T  # what it sends keeps the nominal time
+
+
+def test_a_job_every_second_is_staged_half_a_second_ahead():
+    job = Scenario(STAGED)
+    job.enable("10:07", schedule_text="* * * * * ?")
+    actions = job.tick("10:07:00.600")
+    assert _tick_lead(actions) == timedelta(milliseconds=500)
