@@ -124,6 +124,10 @@ class TaskPipeline:
     def submit(self, item: LeasedTask) -> None:
         self._steps.put(item)
 
+    def staged(self) -> int:
+        """Requests held until their time (each a task of its own)."""
+        return self._stager.held()
+
     def stop(self) -> list[LeasedTask]:
         """Finish what was started (its requests are sent and recorded); returns the
         tasks never started, for the dispatcher to hand back. It waits for the step in
