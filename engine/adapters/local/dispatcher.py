@@ -201,7 +201,7 @@ class Dispatcher:
         """
         assert self._pool is not None, "start() first"
         with self._lock:
-            room = self.workers * LEASE_AHEAD - len(self._inflight)
+            room = self.workers * LEASE_AHEAD - self._working()
             taken = self._monotonic()
             # A finished task whose lease ran out since is not ours to delete any more.
             done, self._done = [i for i in self._done if self._held(i, taken)], []
@@ -224,7 +224,7 @@ class Dispatcher:
 
     def _sleep_seconds(self) -> float:
         with self._lock:
-            busy = len(self._inflight) >= self.workers * LEASE_AHEAD
+            busy = self._working() >= self.workers * LEASE_AHEAD
         now = self.clock.now()
         if busy:  # it could take nothing new anyway: a worker wakes it when half are done
             self._quiet_until = now
@@ -267,12 +267,18 @@ class Dispatcher:
                     self._done.append(item.id)
                 else:
                     self._until.pop(item.id, None)
-                left = len(self._inflight)
+                left = self._working()
         # Lease again once half the leased tasks are done, not after each one: every
         # lease is a write transaction. A throttled task's slot is freed only when
         # its task is deleted (by the next lease), so it wakes the loop at once.
         if left <= self.workers * LEASE_AHEAD // 2 or item.task.queue:
             self.wakeup.ring()
+
+    def _working(self) -> int:
+        """The leased tasks that keep a worker busy (under self._lock): a staged request
+        waiting for its time (pipeline.py) does not, or a thousand occurrences due at one
+        instant could not all be staged ahead of it."""
+        return len(self._inflight) - self._pipeline.staged()
 
     def _task_until(self, item: LeasedTask) -> float:
         with self._lock:
