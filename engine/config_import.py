@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from engine.changes import JobChanges
+from engine.changes import Applied, Change, JobChanges
+from engine.errors import CommitTooLarge
 from engine.logs import log_event
 from engine.ports import JobSource, JobStore, ProjectRow
 from engine.queries import visible
@@ -91,12 +92,12 @@ class ConfigImport:
             snapshot.project, current.config_hash if current else "", "", list(snapshot.job_errors), settings,
         ))
         progress = Progress(snapshot.project, len(snapshot.jobs))
-        for job in snapshot.jobs:
-            event = ev.JobDisabled() if job.disabled else ev.JobEnabled(job.policy)
-            applied = self.changes.apply(snapshot.project, job.id, event, definition=job.definition,
-                                         source=JobSource.CONFIG)
-            changed += bool(applied.transition.actions)
-            progress.one_done()
+        batch = max(1, self.store.jobs_per_commit)
+        changes = [Change(snapshot.project, job.id, ev.JobDisabled() if job.disabled else ev.JobEnabled(job.policy),
+                          definition=job.definition, source=JobSource.CONFIG) for job in snapshot.jobs]
+        for start in range(0, len(changes), batch):
+            changed += self._apply_batch(changes[start:start + batch])
+            progress.done_with(len(changes[start:start + batch]))
         changed += self._settle_the_rest(snapshot)
         # config_jobs: the ids the file defines; the API refuses to create or delete those.
         self._save_project(ProjectRow(
@@ -114,6 +115,28 @@ class ConfigImport:
                 self.changes.apply(project, stored.record.job_id, ev.JobDisabled())
         self.changes.write(lambda tx: tx.delete_project(project))
         log_event(log, "project removed", project=project)
+
+    def _apply_batch(self, batch: list[Change]) -> int:
+        """Apply the jobs of `batch` in one transaction; returns how many schedules changed.
+
+        Each job's step is bounded to one commit (statemachine/budget.py), a batch of them
+        is not: one whose new timing settles long backlogs may write more than a commit
+        takes. The store refuses that before writing anything, and the batch is split in
+        two, each half tried again. Only a single job's step over the budget is a defect.
+        """
+        try:
+            results = self.changes.apply_many(batch)
+        except CommitTooLarge:
+            if len(batch) == 1:
+                raise
+            half = len(batch) // 2
+            return self._apply_batch(batch[:half]) + self._apply_batch(batch[half:])
+        changed = 0
+        for result in results:
+            if not isinstance(result, Applied):
+                raise result  # as `apply` would have: the jobs before it are kept, the hash is not written
+            changed += bool(result.transition.actions)
+        return changed
 
     def _settle_the_rest(self, snapshot: ProjectSnapshot) -> int:
         """Attach its error to each job whose entry is broken; disable the config jobs the
@@ -160,8 +183,8 @@ def _broken(current: ProjectRow | None, snapshot: ProjectSnapshot) -> ProjectRow
 
 class Progress:
     """Lines that show a long import moving: one every PROGRESS_JOBS jobs or
-    PROGRESS_SECONDS, whichever comes first (a first import of 100,000 jobs takes about
-    a minute), then one when the project is done. Reads the monotonic clock, not the
+    PROGRESS_SECONDS, whichever comes first (a first import of 100,000 jobs takes
+    seconds to a minute), then one when the project is done. Reads the monotonic clock, not the
     engine's: it measures this process's work, not scheduled time."""
 
     def __init__(self, project: str, total: int):
@@ -169,8 +192,8 @@ class Progress:
         self.started = self._last = time.monotonic()
         self._last_done = 0
 
-    def one_done(self) -> None:
-        self.done += 1
+    def done_with(self, jobs: int) -> None:
+        self.done += jobs
         now = time.monotonic()
         if self.done - self._last_done >= PROGRESS_JOBS or now - self._last >= PROGRESS_SECONDS:
             log_event(log, "importing project", project=self.project, done=self.done, total=self.total,
