@@ -173,9 +173,7 @@ class JobStore(MetaStore, Protocol):
     :raises StoreError: when storage is failing, and changes nothing.
     """
 
-    # How many jobs one transaction may step when a writer has many to step at once (the
-    # config import): 1 where a transaction per job is what the store does best.
-    jobs_per_commit: int
+    jobs_per_commit: int  # jobs one transaction may step for a bulk writer (the config import)
 
     def run_in_transaction(self, body: Callable[[Transaction], T]) -> T:
         """Run `body(tx)` in one transaction; commit if it returns, roll back if it raises.
