@@ -19,13 +19,14 @@ The walk is stricter than yaml.safe_load in ways that matter for config files:
 
 Where libyaml is installed, its C parser reads the text into events and PyYAML's own
 Python composer builds the nodes from them (FastLoader): the same node tree, with the
-same lines, about three times faster. libyaml's C composer is never used: it recurses in
+same lines, in a fraction of the time (docs/PERFORMANCE.md). libyaml's C composer is never used: it recurses in
 C and crashes the process (segmentation fault) on a document nested some thousands of
 levels deep, where the Python composer raises RecursionError. Any failure on the fast
 path (a syntax error, a refusal, a recursion) parses the text again with the pure-Python
 SafeLoader, and that run's answer is the one given: libyaml's error messages differ from
 PyYAML's, and `validate` must print the same text on machines with and without libyaml.
-A text with a character the pure reader refuses goes to the pure loader directly.
+A text that libyaml reads differently (_PURE_ONLY: a tab, a byte-order mark, a character
+the pure reader refuses) goes to the pure loader directly.
 """
 
 from __future__ import annotations

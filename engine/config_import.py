@@ -146,13 +146,11 @@ class ConfigImport:
         """Attach its error to each job whose entry is broken; disable the config jobs the
         file no longer defines (and drop an error they kept). Returns how many were disabled.
 
-        `before`: the project's jobs before this import. The jobs it created have no error
-        and are in the file, so they need nothing here; the file's other jobs it did not
-        touch but to apply their entries, which keeps or clears an error (a valid entry
-        clears it: the error is compared again inside the write's transaction, which
-        writes only if it still differs).
-        A job whose error reads as before is not written: a file changed elsewhere rewrites
-        only what it changed.
+        `before`: the project's jobs before this import. A job the import created is in
+        the file and has no error, so it needs nothing here. A job whose error reads as
+        before is not written: a file changed elsewhere rewrites only what it changed. The
+        error is compared again inside the write's transaction (applying a valid entry may
+        have cleared it meanwhile).
         """
         keep = {job.id for job in snapshot.jobs} | snapshot.broken_job_ids
         removed = 0
@@ -192,8 +190,8 @@ def _broken(current: ProjectRow | None, snapshot: ProjectSnapshot) -> ProjectRow
 
 class Progress:
     """Lines that show a long import moving: one every PROGRESS_JOBS jobs or
-    PROGRESS_SECONDS, whichever comes first (a first import of 100,000 jobs takes
-    seconds to a minute), then one when the project is done. Reads the monotonic clock, not the
+    PROGRESS_SECONDS, whichever comes first (a first import of 100,000 jobs takes tens
+    of seconds), then one when the project is done. Reads the monotonic clock, not the
     engine's: it measures this process's work, not scheduled time."""
 
     def __init__(self, project: str, total: int):
