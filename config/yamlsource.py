@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
-from yaml.events import AliasEvent
+from yaml.events import AliasEvent, ScalarEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.reader import Reader
 from yaml.resolver import Resolver
@@ -75,6 +75,10 @@ class LineMap:
         return self.default
 
 
+class _ReadDifferently(yaml.YAMLError):
+    """A text FastLoader would read otherwise than the pure loader: the pure one reads it."""
+
+
 class _Refused(Exception):
     def __init__(self, node: Node | None, message: str) -> None:
         super().__init__(message)
@@ -97,8 +101,12 @@ def _fast_loader() -> type | None:
             self.aliases = 0  # read by _Walker.check_expansion
 
         def compose_node(self, parent: Node | None, index: object) -> Node:
-            if self.check_event(AliasEvent):
+            event = self.peek_event()
+            if isinstance(event, AliasEvent):
                 self.aliases += 1
+            elif isinstance(event, ScalarEvent) and not event.value and not event.style:
+                # An empty plain value: libyaml marks it at the next token, PyYAML where it stands.
+                raise _ReadDifferently()
             return Composer.compose_node(self, parent, index)
 
     return FastLoader

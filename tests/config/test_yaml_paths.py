@@ -64,6 +64,13 @@ FRAGMENTS = ["jobs:", "\n", "  ", "- ", "id: ", "a", "&x ", "*x", "<<: ", "{", "
              ":x", "-x", "?x", " #", "'it''s'", '"a\\"b"']
 
 
+# Texts libyaml reads otherwise, found by the fuzz below: they must go to the pure loader.
+@pytest.mark.parametrize("source", ["---\n  ", "jobs:\n  -\n\n  - 1\n", "\n\ufeff", "jobs:\t\n", "a: 1\n\t\n"])
+def test_texts_libyaml_reads_otherwise_read_as_before(source):
+    fast, pure = both(source)
+    assert fast == pure
+
+
 @FUZZ
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join))
 def test_any_text_reads_alike(source):
