@@ -5,11 +5,18 @@ engine/config_import.py), on a real SQLite store in a fresh directory.
     .venv/bin/python bench/scale.py [--jobs 100000] [--per-project 10000] [--cprofile]
 
 The jobs are split into project files of `--per-project` jobs (10,000 at most: the
-limit on jobs per project, config/limits.py). Each job has its own cron schedule
-(minute and hour vary, nothing fires during the bench) and an HTTP target; no
-dispatcher runs. Phases, each timed, with the rows it wrote (the sum of every
+limit on jobs per project, config/limits.py). Each job has its own schedule and an
+HTTP target; no dispatcher runs. `--mix cron` (the figures before issue 20): daily
+crons with varied minute and hour and a flow-style target with a templated body.
+`--mix varied` (the default): a third of those, a third `every` schedules (hours,
+with an offset) with a block-style POST target, templated headers and a retry policy,
+a third crons in a time zone with a templated URL and a catch-up window.
+
+Phases, each timed, with the rows it wrote (the sum of every
 connection's SQLite `total_changes`, as bench/writes.py counts them) and the
-process's peak RSS (VmHWM, reset before each phase through /proc/self/clear_refs):
+process's peak RSS (VmHWM, reset before each phase through /proc/self/clear_refs),
+and the CPU seconds spent parsing the YAML (config/yamlsource.py), validating it
+(config/validate.py) and applying the jobs to the store (engine/config_import.py):
 
 1. first import into an empty database;
 2. unchanged re-import, same process (goal: under 10 s, 0 rows written);
@@ -45,8 +52,23 @@ from bench.writes import _counting_classes  # noqa: E402
 GOAL_REIMPORT_S = 10.0  # goal: re-import of 100,000 unchanged jobs under 10 s
 
 
+MIX = "cron"  # set by --mix
+
+
 def job_entry(project: int, i: int, schedule: str | None = None) -> str:
+    kind = 0 if MIX == "cron" or schedule else i % 3
     schedule = schedule or f"0 {i % 60} {(i // 60) % 24} * * ?"
+    if kind == 1:
+        return (f"  - id: job-{i:05d}\n    schedule: every {1 + i % 12}h offset {i % 60}m\n"
+                f"    retry: {{max_attempts: 3, min_backoff: 10s}}\n"
+                f"    target:\n      http:\n        method: POST\n"
+                f"        url: http://127.0.0.1:9/p{project:02d}/every/{i}\n"
+                f"        headers:\n          X-Job: \"${{jobId}}\"\n          X-When: \"${{scheduledTime}}\"\n"
+                f"        body: '{{\"job\":\"${{jobId}}\",\"n\":{i}}}'\n")
+    if kind == 2:
+        return (f"  - id: job-{i:05d}\n    schedule: \"{i % 60} {(i // 60) % 24} * * MON-FRI\"\n"
+                f"    timezone: Europe/Berlin\n    catchup: {{policy: latest, window: 1h}}\n"
+                f"    target: {{http: {{url: \"http://127.0.0.1:9/p{project:02d}/day/${{startOfDay}}/{i}\"}}}}\n")
     return (f"  - id: job-{i:05d}\n    schedule: \"{schedule}\"\n"
             f"    target: {{http: {{url: \"http://127.0.0.1:9/p{project:02d}/{i}\", "
             f"body: '{{\"at\":\"${{scheduledTime}}\"}}'}}}}\n")
@@ -84,9 +106,45 @@ def reset_peak_rss() -> bool:
         return False
 
 
+class PartTimes:
+    """CPU seconds spent in each part of an import, by wrapping the functions that do them."""
+
+    PARTS = (("parse", "config.loader", "load_yaml"), ("validate", "config.loader", "validate_project"),
+             ("apply", "engine.config_import", "ConfigImport.import_project"))
+
+    def __init__(self):
+        import importlib
+
+        self.cpu = dict.fromkeys([name for name, _, _ in self.PARTS], 0.0)
+        for name, module, attribute in self.PARTS:
+            owner = importlib.import_module(module)
+            *outer, last = attribute.split(".")
+            for part in outer:
+                owner = getattr(owner, part)
+            setattr(owner, last, self._timed(name, getattr(owner, last)))
+
+    def _timed(self, name, function):
+        def timed(*args, **kwargs):
+            began = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.cpu[name] += time.process_time() - began
+        return timed
+
+    def take(self) -> dict:
+        taken, self.cpu = self.cpu, dict.fromkeys(self.cpu, 0.0)
+        return taken
+
+
+PARTS: PartTimes | None = None
+
+
 def phase(name: str, engine, store, configs: Path, jobs: int, profile: bool = False) -> dict:
     from app.importer import import_directory
 
+    assert PARTS is not None
+    PARTS.take()
     resettable = reset_peak_rss()
     rows0, commits0 = store.rows_written(), sum(store.commits.values())
     profiler = cProfile.Profile() if profile else None
@@ -101,13 +159,17 @@ def phase(name: str, engine, store, configs: Path, jobs: int, profile: bool = Fa
     status = proc_status(os.getpid())
     rate = f" = {jobs / took:,.0f} jobs/s" if took > 0.05 else ""
     line(f"{name}: time", f"{took:,.3f} s ({cpu:,.3f} s CPU){rate}; {parsed} files parsed")
+    parts = PARTS.take()
+    line(f"{name}: CPU parse / validate / apply", " / ".join(f"{parts[part]:,.3f}" for part in parts)
+         + " s" + ("" if not parsed else f"; per 1,000 jobs {1000 * cpu / jobs:,.3f} s CPU"))
     line(f"{name}: rows written / transactions", f"{rows:,} / {commits:,}")
     line(f"{name}: peak RSS (VmHWM)", f"{status['VmHWM'] / 1024:,.1f} MiB"
          + ("" if resettable else " (since process start: VmHWM could not be reset)")
          + f"; RSS after {status['VmRSS'] / 1024:,.1f} MiB; load average {load_average()}")
     if profiler:
         pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(20)
-    return {"seconds": took, "cpu": cpu, "rows": rows, "commits": commits, "rss_peak_mib": status["VmHWM"] / 1024}
+    return {**parts, "seconds": took, "cpu": cpu, "rows": rows, "commits": commits,
+            "rss_peak_mib": status["VmHWM"] / 1024}
 
 
 def count_jobs(db: Path) -> int:
@@ -125,7 +187,10 @@ def main(argv=None) -> int:
     parser.add_argument("--per-project", type=int, default=10_000, help="jobs per project file (limit 10,000)")
     parser.add_argument("--cprofile", action="store_true", help="profile the first import")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it")
+    parser.add_argument("--mix", choices=("varied", "cron"), default="varied", help="the jobs' kinds (see above)")
     args = parser.parse_args(argv)
+    global MIX, PARTS
+    MIX, PARTS = args.mix, PartTimes()
     header("bench/scale.py")
     line("git", git_state())
     workdir = Path(args.keep or tempfile.mkdtemp(prefix="sundial-scale-"))
@@ -133,7 +198,8 @@ def main(argv=None) -> int:
     began = time.perf_counter()
     paths = write_configs(configs, args.jobs, args.per_project)
     size = sum(p.stat().st_size for p in paths)
-    line("scale: configs", f"{args.jobs:,} jobs in {len(paths)} project files of up to {args.per_project:,} "
+    line("scale: configs", f"{args.mix} mix: {args.jobs:,} jobs in {len(paths)} project files of up to "
+                           f"{args.per_project:,} "
                            f"({size / 2**20:,.1f} MiB of YAML; written in {time.perf_counter() - began:.1f} s)")
     store, engine = open_engine(db)
     first = phase("scale: first import", engine, store, configs, args.jobs, args.cprofile)

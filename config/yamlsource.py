@@ -17,25 +17,36 @@ The walk is stricter than yaml.safe_load in ways that matter for config files:
   (a "billion laughs") cost a few milliseconds, not 90 MB; merge keys reused by every
   job stay well inside the factor.
 
-The pure-Python loader is used on purpose, not libyaml's CSafeLoader: the C composer
-crashes the process (segmentation fault) on a document nested some thousands of levels
-deep, and its error messages differ from PyYAML's, which would make `validate` print
-different text on machines with and without libyaml. It parses ~1,500 jobs a second,
-and the importer parses only files whose bytes changed.
+Where libyaml is installed, its C parser reads the text into events and PyYAML's own
+Python composer builds the nodes from them (FastLoader): the same node tree, with the
+same lines, in a fraction of the time (docs/PERFORMANCE.md). libyaml's C composer is never used: it recurses in
+C and crashes the process (segmentation fault) on a document nested some thousands of
+levels deep, where the Python composer raises RecursionError. Any failure on the fast
+path (a syntax error, a refusal, a recursion) parses the text again with the pure-Python
+SafeLoader, and that run's answer is the one given: libyaml's error messages differ from
+PyYAML's, and `validate` must print the same text on machines with and without libyaml.
+A text that libyaml reads differently (_PURE_ONLY: a tab, a byte-order mark, a character
+the pure reader refuses) goes to the pure loader directly.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.events import AliasEvent, ScalarEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.reader import Reader
+from yaml.resolver import Resolver
 
 from config.model import ConfigError, ProjectConfigError
 
-__all__ = ["EXPANSION_FACTOR", "EXPANSION_FLOOR", "LineMap", "MAX_DEPTH", "MAX_VALUES", "Path",
-           "load_yaml"]
+__all__ = ["EXPANSION_FACTOR", "EXPANSION_FLOOR", "FAST_LOADER", "LineMap", "MAX_DEPTH", "MAX_VALUES",
+           "Path", "load_yaml"]
 
 Path = tuple  # of str (map keys) and int (list indexes)
 
@@ -45,6 +56,7 @@ EXPANSION_FLOOR = 10_000  # values any document may expand to
 EXPANSION_FACTOR = 20  # beyond that, at most this many values per node written
 
 _STANDARD = "tag:yaml.org,2002:"
+_STR = _STANDARD + "str"
 _SCALAR_TAGS = {_STANDARD + name for name in ("str", "int", "float", "bool", "null", "timestamp")}
 
 
@@ -63,6 +75,10 @@ class LineMap:
         return self.default
 
 
+class _ReadDifferently(yaml.YAMLError):
+    """A text FastLoader would read otherwise than the pure loader: the pure one reads it."""
+
+
 class _Refused(Exception):
     def __init__(self, node: Node | None, message: str) -> None:
         super().__init__(message)
@@ -70,8 +86,51 @@ class _Refused(Exception):
         self.message = message
 
 
+def _fast_loader() -> type | None:
+    """libyaml's parser under PyYAML's Python composer and safe constructor; None without libyaml."""
+    if not yaml.__with_libyaml__:
+        return None
+    from yaml._yaml import CParser  # there only with libyaml
+
+    class FastLoader(Composer, CParser, SafeConstructor, Resolver):  # Composer first: its get_single_node
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+            self.aliases = 0  # read by _Walker.check_expansion
+
+        def compose_node(self, parent: Node | None, index: object) -> Node:
+            event = self.peek_event()
+            if isinstance(event, AliasEvent):
+                self.aliases += 1
+            elif isinstance(event, ScalarEvent) and not event.value and not event.style:
+                # An empty plain value: libyaml marks it at the next token, PyYAML where it stands.
+                raise _ReadDifferently()
+            return Composer.compose_node(self, parent, index)
+
+    return FastLoader
+
+
+# Characters that send a text to the pure loader alone: those its reader refuses, a
+# byte-order mark (U+FEFF: libyaml skips it wherever a document starts, PyYAML reads it
+# as content) and a tab (libyaml takes tabs as separators in places PyYAML refuses them).
+_PURE_ONLY = re.compile(Reader.NON_PRINTABLE.pattern + "|[\t\ufeff]")
+
+# The loader tried first; None parses with the pure-Python SafeLoader only (tests set it so).
+FAST_LOADER: type | None = _fast_loader()
+
+
 def load_yaml(text: str, filename: str) -> tuple[Any, LineMap]:
     """Parse one YAML document; ProjectConfigError with the line of the first problem."""
+    if FAST_LOADER is not None and not _PURE_ONLY.search(text):
+        loader = FAST_LOADER(text)
+        try:
+            return _compose_and_walk(loader)
+        except (yaml.YAMLError, _Refused, RecursionError):
+            pass  # the pure loader below says what is wrong, in its own words
+        finally:
+            loader.dispose()
     try:
         # The reader checks every character at once: a NUL or another non-printable
         # character fails here, before any loader exists.
@@ -79,12 +138,7 @@ def load_yaml(text: str, filename: str) -> tuple[Any, LineMap]:
     except yaml.reader.ReaderError as error:
         raise ProjectConfigError([_unprintable(error, text, filename)]) from None
     try:
-        root = loader.get_single_node()
-        if root is None:  # an empty file: no values at all
-            return None, LineMap(default=1)
-        walker = _Walker(loader, root)
-        value = walker.value(root, (), 0)
-        return value, LineMap(walker.lines, default=1)
+        return _compose_and_walk(loader)
     except yaml.MarkedYAMLError as error:
         raise ProjectConfigError([_syntax_error(error, filename)]) from None
     except yaml.YAMLError as error:  # e.g. a reader error without a position
@@ -96,6 +150,16 @@ def load_yaml(text: str, filename: str) -> tuple[Any, LineMap]:
         raise ProjectConfigError([ConfigError(filename, 1, message)]) from None
     finally:
         loader.dispose()
+
+
+def _compose_and_walk(loader: Any) -> tuple[Any, LineMap]:
+    """:raises yaml.YAMLError, _Refused, RecursionError: what load_yaml turns into errors."""
+    root = loader.get_single_node()
+    if root is None:  # an empty file: no values at all
+        return None, LineMap(default=1)
+    walker = _Walker(loader, root)
+    value = walker.value(root, (), 0)
+    return value, LineMap(walker.lines, default=1)
 
 
 def _unprintable(error: yaml.reader.ReaderError, text: str, filename: str) -> ConfigError:
@@ -122,7 +186,7 @@ def _syntax_error(error: yaml.MarkedYAMLError, filename: str) -> ConfigError:
 
 
 class _Walker:
-    def __init__(self, loader: yaml.SafeLoader, root: Node) -> None:
+    def __init__(self, loader: Any, root: Node) -> None:
         self.loader, self.root = loader, root
         self.lines: dict[Path, int] = {}
         self.count = 0
@@ -152,7 +216,9 @@ class _Walker:
     def check_expansion(self, node: Node) -> None:
         if not self.limit_known:  # counted only for documents past the floor
             self.limit_known = True
-            written = _distinct_nodes(self.root)
+            # Without an alias each node is walked once and only MAX_VALUES can be passed;
+            # FastLoader counts the aliases it composed, the pure loader does not.
+            written = _distinct_nodes(self.root) if getattr(self.loader, "aliases", 1) else MAX_VALUES
             self.limit = min(MAX_VALUES, max(EXPANSION_FLOOR, EXPANSION_FACTOR * written))
             if self.count <= self.limit:
                 return
@@ -161,6 +227,8 @@ class _Walker:
                              f"{EXPANSION_FLOOR:,}, at most {MAX_VALUES:,})")
 
     def scalar(self, node: ScalarNode) -> Any:
+        if node.tag == _STR:  # most values: what construct_object gives, without its bookkeeping
+            return node.value
         if node.tag not in _SCALAR_TAGS:
             raise _Refused(node, _tag_message(node.tag))
         return self.loader.construct_object(node)

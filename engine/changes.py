@@ -65,6 +65,8 @@ class Change:
     releases: HeldAttempt | None = None
     if_held: bool = False
     audit: Audit | None = None  # an operator's action: its entry commits with the change (engine/audit.py)
+    definition: JobDefinition | None = None  # as `apply`'s: replaces the stored definition (config import)
+    source: JobSource | None = None
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,7 @@ class JobChanges:
             for change in changes:
                 try:
                     self._release(tx, change)
-                    results.append(self._apply_in(tx, change, None, None, False))
+                    results.append(self._apply_in(tx, change, change.definition, change.source, False))
                 except (NotFound, InvalidTransition) as refused:
                     results.append(refused)
             return results

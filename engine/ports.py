@@ -173,6 +173,8 @@ class JobStore(MetaStore, Protocol):
     :raises StoreError: when storage is failing, and changes nothing.
     """
 
+    jobs_per_commit: int  # jobs one transaction may step for a bulk writer (the config import)
+
     def run_in_transaction(self, body: Callable[[Transaction], T]) -> T:
         """Run `body(tx)` in one transaction; commit if it returns, roll back if it raises.
 

@@ -26,3 +26,7 @@ ROWS_PER_STEP = 400  # rows one step writes in a batch of any data-sized kind
 # with a large `max_concurrent` they could otherwise be more than one commit takes. The rest
 # start as invocations end, a batch at each end, so nothing stalls while any is active.
 STARTS_PER_STEP = ROWS_PER_STEP // 4
+# Jobs a bulk writer (the config import) steps in one transaction where the store takes
+# several (SqliteJobStore.jobs_per_commit): a new job writes one entity, so a batch fits
+# one commit; a batch whose steps write more is split by the writer, not refused.
+JOBS_PER_COMMIT = 200

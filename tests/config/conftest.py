@@ -28,3 +28,16 @@ def definitions_round_trip(monkeypatch):
         return job
 
     monkeypatch.setattr(config.jobs, "JobConfig", checked)
+
+
+@pytest.fixture(params=["libyaml", "pure"])
+def yaml_path(request, monkeypatch):
+    """Runs a test once with libyaml's parser tried first (where installed) and once with
+    the pure-Python loader alone: both must give the same answers."""
+    import config.yamlsource
+
+    if request.param == "pure":
+        monkeypatch.setattr(config.yamlsource, "FAST_LOADER", None)
+    elif config.yamlsource.FAST_LOADER is None:
+        pytest.skip("libyaml is not installed")
+    return request.param

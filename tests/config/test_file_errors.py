@@ -8,6 +8,9 @@ from config.loader import parse_project_text
 from config.model import ProjectConfigError
 from tests.config.helpers import NAME, errors, text
 
+# Every test here runs on both YAML paths (conftest.py): the error texts must not depend on libyaml.
+pytestmark = pytest.mark.usefixtures("yaml_path")
+
 TOP = "allowed_hosts, acl, defaults, throttles, jobs"
 
 CASES = [

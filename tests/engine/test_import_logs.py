@@ -21,6 +21,7 @@ def test_a_long_import_shows_progress_and_a_broken_file_is_an_error(tmp_path, lo
     (configs / "big.yaml").write_text("jobs:\n" + jobs)
     (configs / "broken.yaml").write_text("jobs: [\n")
     store = SqliteJobStore(tmp_path / "s.db")
+    store.jobs_per_commit = 1  # progress is counted per transaction: one job each here
     built = build_engine(store, build_targets("local"), SystemClock(), Tuning(), secret=b"t")
     import_directory(built.configs, configs)
     entries = log_lines()

@@ -63,18 +63,19 @@ def test_a_job_firing_during_its_projects_import_sees_the_projects_allowed_hosts
     for any job with a short schedule to hit it; so does a file that adds a host and
     a job using it at once."""
     h = Harness(tmp_path)
-    apply = h.engine.changes.apply
+    h.store.inner.jobs_per_commit = 1  # the import commits "first", then "second"
+    apply_many = h.engine.changes.apply_many
     importing = []
 
-    def an_import_that_takes_a_minute(project, job_id, event, **kwargs):
-        applied = apply(project, job_id, event, **kwargs)
-        if kwargs.get("source") == "config" and not importing:
-            importing.append(job_id)  # the dispatcher runs on while the import goes on
+    def an_import_that_takes_a_minute(changes):
+        applied = apply_many(changes)
+        if changes[0].source == "config" and not importing:
+            importing.append(changes[0].job_id)  # the dispatcher runs on while the import goes on
             h.clock.advance(minutes=1)
             h.dispatcher.run_due_now()
         return applied
 
-    h.engine.changes.apply = an_import_that_takes_a_minute
+    h.engine.changes.apply_many = an_import_that_takes_a_minute
     jobs = tuple(
         JobSnapshot(j, JobPolicy(schedule_text="every 1m", revision=j),
                     JobDefinition(id=j, schedule="every 1m", target={"noop": {}}), False)

@@ -76,6 +76,12 @@ class TaskSender(Protocol):
 
 
 class DatastoreJobStore:
+    # One job per transaction. Each job is its own entity group: a transaction over many
+    # is cross-group, which legacy Datastore limits to 25 groups, and on Firestore in
+    # Datastore mode it locks every job it read until it commits, so a task handler
+    # stepping any of them waits or aborts the whole batch, which then runs again.
+    jobs_per_commit = 1
+
     def __init__(self, client: ndb.Client, queue: TaskSender, retries: int = 3,
                  on_enqueue: Callable[[datetime], None] | None = None):
         """`queue` has `enqueue_now(tasks: list[Task])`; `retries` is how many times

@@ -34,6 +34,7 @@ from engine.adapters.local.sqlite_rows import (
 )
 from engine.adapters.local.write_lock import WriteLock
 from engine.ports import AuditEntry, InvocationRow, ProjectRow, StoredJob, StoreError, Transaction
+from statemachine.budget import JOBS_PER_COMMIT
 from statemachine.vocabulary import TERMINAL_STATUSES
 
 T = TypeVar("T")
@@ -41,6 +42,10 @@ TERMINAL = tuple(status.value for status in TERMINAL_STATUSES)  # plain strings:
 
 
 class SqliteJobStore:
+    # Many jobs per commit: one writer holds the lock at a time anyway, and a commit's
+    # cost (its lock, its WAL frame) is shared by the batch.
+    jobs_per_commit = JOBS_PER_COMMIT
+
     def __init__(
         self,
         path: str | Path,
