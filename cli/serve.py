@@ -33,6 +33,7 @@ Environment (flags win over their variables):
     SUNDIAL_DB                     SQLite database (--db, default .sundial/sundial.db)
     SUNDIAL_PROCESSES              embedded: processes delivering (--processes, default 1)
     SUNDIAL_WORKERS                embedded: dispatcher threads (default 32)
+    SUNDIAL_STAGE_AHEAD            embedded: commit an occurrence this long before its time (off)
   who may call
     SUNDIAL_API_TOKENS             TOKEN=user:EMAIL,...; unset: loopback only, everyone an owner
     SUNDIAL_ADMINS                 members who own every project (user:EMAIL,...)
