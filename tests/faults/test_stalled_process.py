@@ -159,7 +159,9 @@ def test_a_process_woken_after_its_leases_sends_nothing_stale(tmp_path, layout):
     (configs / f"{PROJECT}.yaml").write_text(text)
     db = tmp_path / "sundial.db"
     if layout == TWO_SERVES:
-        servers = [Server(configs, db, tmp_path / f"server-{n}.log", ENV) for n in range(2)]
+        # One process each, whatever the run's SUNDIAL_PROCESSES: the layout is two of them.
+        servers = [Server(configs, db, tmp_path / f"server-{n}.log", {**ENV, "SUNDIAL_PROCESSES": "1"})
+                   for n in range(2)]
     else:  # the child logs to its parent's output
         servers = [Server(configs, db, tmp_path / "server-0.log", {**ENV, "SUNDIAL_PROCESSES": "2"})]
     records = RecordWatch.of_sqlite(db)
