@@ -36,7 +36,7 @@ $(CHROMIUM):
 	  ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium chromium-driver)
 
 test: $(STAMP) $(TASKS_STAMP) $(CHROMIUM)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 # The benchmarks' extra dependencies (APScheduler for bench/versus.py); `make test` does not need them.
 $(BENCH_STAMP): $(STAMP) requirements-bench.txt

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable
 
 from flask import Flask
 
-from app.importer import import_directory
+from app.importer import directory_import
 from app.processes import DispatcherProcesses
 from config.settings import Settings
 from engine.adapters.local.commits import GroupCommits, LockedCommits
@@ -174,7 +174,7 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     liveness = Liveness(registry, engine.interruptions, settings.heartbeat.period)
     queue = SqliteTaskQueue(store)
     dispatcher = Dispatcher(queue, engine.tasks, clock, wakeup, settings.workers, settings.task_lease,
-                            metrics=engine.metrics)
+                            metrics=engine.metrics, version=queue.version)
     if role is Role.DISPATCHER:
         return Runtime(settings, engine, dispatcher, app=None, liveness=liveness)
     return _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending, children=extra,
@@ -207,7 +207,7 @@ def build_cloud(settings: Settings, clock: Clock | None = None) -> Runtime:
         tasks, settings.gcp_project, settings.tasks_location, settings.tasks_queue,
         settings.service_url, settings.task_secret, settings.tasks_service_account,
         clock=clock, copies=2 if settings.fault_duplicate_tasks else 1,
-        app_engine=chain_task_target(settings),
+        app_engine=chain_task_target(settings), shards=settings.tasks_queue_shards,
     )
     store = DatastoreJobStore(client, queue)
     _ensure_chain_queue(tasks, settings)
@@ -227,18 +227,13 @@ def chain_task_target(settings: Settings):
 
 
 def provision_task_queues(project: str, location: str, queue: str, emulator_host: str | None = None,
-                          throttles: dict[str, int] | None = None):
-    """Create or update the queues Sundial needs (the `queues` command): the chain's,
-    and one per throttle ("PROJECT/THROTTLE" -> max_in_flight)."""
-    from engine.adapters.cloud.cloud_tasks_queue import (
-        QueueSpec,
-        build_tasks_client,
-        provision_queues,
-        throttle_specs,
-    )
+                          throttles: dict[str, int] | None = None, shards: int = 1):
+    """Create or update the queues Sundial needs (the `queues` command): the chain's
+    `shards` queues, and one per throttle ("PROJECT/THROTTLE" -> max_in_flight)."""
+    from engine.adapters.cloud import cloud_tasks_queue as cloud_tasks
 
-    specs = [QueueSpec(queue)] + throttle_specs(queue, throttles or {})
-    return provision_queues(build_tasks_client(emulator_host), project, location, specs)
+    specs = cloud_tasks.chain_specs(queue, shards) + cloud_tasks.throttle_specs(queue, throttles or {})
+    return cloud_tasks.provision_queues(cloud_tasks.build_tasks_client(emulator_host), project, location, specs)
 
 
 def project_throttles(rows) -> dict[str, int]:
@@ -296,14 +291,19 @@ def _ndb_client(settings: Settings):
 
 
 def _ensure_chain_queue(tasks, settings: Settings) -> None:
-    from engine.adapters.cloud.cloud_tasks_queue import QueueSpec, ensure_queue
+    from engine.adapters.cloud.cloud_tasks_queue import chain_specs, ensure_queue
 
-    try:
-        ensure_queue(tasks, settings.gcp_project, settings.tasks_location, QueueSpec(settings.tasks_queue),
-                     update=False)
-    except Exception as error:  # no permission to create queues: an operator runs `main.py queues`
-        log_event(log, "task queue not ensured", queue=settings.tasks_queue, error=repr(error),
-                  hint="run `python main.py queues` with a role that may create queues")
+    def ensure(specs) -> None:
+        try:
+            for spec in specs:
+                ensure_queue(tasks, settings.gcp_project, settings.tasks_location, spec, update=False)
+        except Exception as error:  # no permission to create queues: an operator runs `main.py queues`
+            log_event(log, "task queue not ensured", queue=settings.tasks_queue, error=repr(error),
+                      hint="run `python main.py queues` with a role that may create queues")
+
+    first, *others = chain_specs(settings.tasks_queue, settings.tasks_queue_shards)
+    ensure([first])  # the other shards in the background: a new instance must not wait on one RPC each
+    threading.Thread(target=ensure, args=(others,), name="sundial-ensure-shards", daemon=True).start()
 
 
 def _with_secret(settings: Settings, shared_secret: Callable[[Callable[[], str]], str]) -> Settings:
@@ -379,12 +379,9 @@ def _minute_maintenance(engine: Engine, settings: Settings) -> Callable[[], int]
 def _runtime(settings: Settings, engine: Engine, dispatcher: Dispatcher | None, loops: bool,
              queue_depth: Callable[[], int] | None = None, after_import: Callable[[], None] | None = None,
              children: DispatcherProcesses | None = None, liveness: Liveness | None = None) -> Runtime:
-    def import_configs() -> int:
-        imported = import_directory(engine.configs, settings.config_dir, settings.backend, _own(settings))
-        if after_import is not None:
-            after_import()
-        return imported
-
+    # Files are read again only when their stat changed (app/file_signatures.py).
+    import_configs = directory_import(engine.configs, settings.config_dir, settings.backend, _own(settings),
+                                      after=after_import)
     budget = settings.maintenance_budget
     cron = {
         "watchdog": _minute_maintenance(engine, settings),

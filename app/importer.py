@@ -6,7 +6,9 @@ import hashlib
 import logging
 import os
 from pathlib import Path
+from typing import Callable
 
+from app.file_signatures import FileSignatures
 from config.loader import ProjectConfigError, decode_project_file, parse_project_text
 from config.model import PROJECT_ID, ConfigError
 from engine.config_import import ConfigImport, JobSnapshot, ProjectSnapshot
@@ -16,24 +18,47 @@ from statemachine.safety import OwnService
 log = logging.getLogger("sundial.config")
 
 
+def directory_import(configs: ConfigImport, directory: str | Path, backend: str = "local",
+                     own: OwnService | None = None, after: Callable[[], object] | None = None) -> Callable[[], int]:
+    """What `serve` runs every import period (and App Engine's cron every minute):
+    `import_directory` with the files' signatures kept from one look to the next, then `after`."""
+    seen = FileSignatures()
+
+    def run() -> int:
+        parsed = import_directory(configs, directory, backend, own, seen)
+        if after is not None:
+            after()
+        return parsed
+
+    return run
+
+
 def import_directory(configs: ConfigImport, directory: str | Path, backend: str = "local",
-                     own: OwnService | None = None) -> int:
+                     own: OwnService | None = None, seen: FileSignatures | None = None) -> int:
     """Import every `<project>.yaml`; a project whose file is gone is removed.
+
+    `seen`: the files' signatures as the last looks found them (kept by the caller
+    from one look to the next), so that a file whose stat has not changed is not read
+    and hashed again (app/file_signatures.py); None reads every file.
 
     Returns how many project files were read and parsed (unchanged files are not).
     """
+    seen = seen if seen is not None else FileSignatures()
     files = _project_files(Path(directory))
     if files is None:
         return 0
+    # One read of the store for the whole look: the hash of the file each project has.
+    stored = configs.project_hashes()
     parsed = 0
     for project, path in files.items():
         if not PROJECT_ID.fullmatch(project):
             log_event(log, "config file ignored", file=str(path),
                       error="a project id must match ^[a-z0-9][a-z0-9-]{0,62}$")
             continue
-        parsed += _import_file(configs, project, path, backend, own)
-    for project in configs.project_ids():
+        parsed += _import_file(configs, project, path, backend, own, seen, stored.get(project))
+    for project in stored:
         if project not in files:
+            seen.forget(project)
             configs.remove_project(project)
     return parsed
 
@@ -57,17 +82,28 @@ def _project_files(directory: Path) -> dict[str, Path] | None:
     return {name[: -len(".yaml")]: directory / name for name in names}
 
 
-def _import_file(configs: ConfigImport, project: str, path: Path, backend: str, own: OwnService | None) -> int:
+def _import_file(configs: ConfigImport, project: str, path: Path, backend: str, own: OwnService | None,
+                 seen: FileSignatures, stored: str | None) -> int:
+    """Import one file unless the store has its content already (`stored`: the hash of
+    the file the project has, None for a new project); 1 if it was parsed."""
+    read_at = seen.now()
     try:
+        stat = path.stat()
+        # The store has the last word: a project row changed since (or gone) is read again.
+        if stored is not None and seen.digest(project, stat) == stored:
+            return 0
         data = path.read_bytes()
     except OSError as error:  # removed or unreadable between listing and reading
         log_event(log, "config file unreadable", level=logging.ERROR, file=str(path), error=str(error))
         return 0
     digest = hashlib.sha256(data).hexdigest()
-    if configs.is_unchanged(project, digest):
-        return 0
-    configs.import_project(snapshot_of(project, path, data, digest, backend, own))
-    return 1
+    seen.forget(project)  # until the store has this digest
+    parsed = 0
+    if digest != stored:
+        configs.import_project(snapshot_of(project, path, data, digest, backend, own))
+        parsed = 1
+    seen.remember(project, stat, digest, read_at)
+    return parsed
 
 
 def snapshot_of(project: str, path: Path, data: bytes, digest: str, backend: str,

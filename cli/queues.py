@@ -2,7 +2,8 @@
 ones to the settings Sundial expects. Safe to run again and again (run it on every
 deploy).
 
-That is the chain's queue (SUNDIAL_TASKS_QUEUE) and one queue per throttle of the
+That is the chain's queues (SUNDIAL_TASKS_QUEUE, and with SUNDIAL_TASKS_QUEUE_SHARDS = N
+its shards `{queue}-1` .. `{queue}-(N-1)`, statemachine/shards.py) and one queue per throttle of the
 project files in --configs (SUNDIAL_CONFIG_DIR), with `max_concurrent_dispatches` set to
 the throttle's `max_in_flight`; its id is `{chain queue}-t-{project}-{throttle}-{hash}`
 (engine.adapters.cloud.cloud_tasks_queue.throttle_queue_id). A file that does not
@@ -18,6 +19,7 @@ import sys
 
 from cli.common import UsageError
 from config.settings import variable
+from statemachine.shards import MAX_SHARDS
 
 DEFAULT_LOCATION = "us-central1"
 DEFAULT_QUEUE = "sundial"
@@ -31,6 +33,8 @@ Environment (each flag wins over its variable):
   SUNDIAL_TASKS_LOCATION       the queues' location, your App Engine region
                                (--location, default {DEFAULT_LOCATION})
   SUNDIAL_TASKS_QUEUE          the chain's queue id (--queue, default {DEFAULT_QUEUE})
+  SUNDIAL_TASKS_QUEUE_SHARDS   how many queues carry the chain (--shards, default 1):
+                               QUEUE, QUEUE-1 .. QUEUE-(N-1); see docs/SCALE.md
   SUNDIAL_CONFIG_DIR           the project files whose throttles get queues (--configs)
   SUNDIAL_TASKS_EMULATOR_HOST  host:port of a Cloud Tasks emulator, reached without TLS
   GOOGLE_APPLICATION_CREDENTIALS
@@ -39,6 +43,7 @@ Environment (each flag wins over its variable):
 
 Examples:
   main.py queues --project my-project --location europe-west1 --configs configs/
+  main.py queues --project my-project --shards 64
   SUNDIAL_TASKS_EMULATOR_HOST=127.0.0.1:8123 main.py queues --project dev
 """
 
@@ -47,7 +52,7 @@ def add_queues(subparsers) -> None:
     parser = subparsers.add_parser(
         "queues",
         help="create or update the Cloud Tasks queues (idempotent)",
-        description="Create the Cloud Tasks queues Sundial needs (the chain's queue and one per\n"
+        description="Create the Cloud Tasks queues Sundial needs (the chain's queues and one per\n"
                     "throttle of the project files), or bring existing ones to its settings. Safe\n"
                     "to run on every deploy. Uses Application Default Credentials, or the emulator\n"
                     "at SUNDIAL_TASKS_EMULATOR_HOST.",
@@ -60,6 +65,9 @@ def add_queues(subparsers) -> None:
                              f"default {DEFAULT_LOCATION})")
     parser.add_argument("--queue", default=None,
                         help=f"the chain's queue id (SUNDIAL_TASKS_QUEUE, default {DEFAULT_QUEUE})")
+    parser.add_argument("--shards", default=None,
+                        help="how many queues carry the chain (SUNDIAL_TASKS_QUEUE_SHARDS, default 1); "
+                             "the server must run with the same number")
     parser.add_argument("--configs", default=None,
                         help="the project config directory whose throttles get queues "
                              "(SUNDIAL_CONFIG_DIR, default examples/configs)")
@@ -83,15 +91,24 @@ def run_queues(args) -> int:
 
     from app.bootstrap import provision_task_queues
 
+    shards = queue_shard_count(args)
     throttles = config_throttles(args.configs or variable("SUNDIAL_CONFIG_DIR") or "examples/configs")
     try:
-        results = provision_task_queues(project, location, queue, emulator, throttles)
+        results = provision_task_queues(project, location, queue, emulator, throttles, shards)
     except (gexc.GoogleAPICallError, gexc.RetryError, auth_exceptions.GoogleAuthError) as error:
         print(f"main.py queues: {_describe(error)}", file=sys.stderr)
         return 1
     for path, what in results:
         print(f"{path}: {what}")
     return 0
+
+
+def queue_shard_count(args, env=None) -> int:
+    """--shards, else SUNDIAL_TASKS_QUEUE_SHARDS, else 1."""
+    raw = args.shards or variable("SUNDIAL_TASKS_QUEUE_SHARDS", env) or "1"
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_SHARDS:
+        raise UsageError(f"--shards: expected 1 to {MAX_SHARDS} queues, got {raw!r}")
+    return int(raw)
 
 
 def config_throttles(directory: str) -> dict[str, int]:

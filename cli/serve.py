@@ -57,6 +57,7 @@ Environment (flags win over their variables):
     GOOGLE_CLOUD_PROJECT           project of Datastore and Cloud Tasks; names log traces
     SUNDIAL_TASKS_LOCATION, SUNDIAL_TASKS_QUEUE
                                    the chain's queue (us-central1, sundial)
+    SUNDIAL_TASKS_QUEUE_SHARDS     queues the chain is spread over (1; docs/SCALE.md)
     SUNDIAL_SERVICE_URL            where Cloud Tasks calls back (default http://HOST:PORT)
     SUNDIAL_TASKS_TARGET           appengine or http: the form of the chain's tasks
     SUNDIAL_TASKS_SERVICE_ACCOUNT  account of the OIDC tokens tasks carry and handlers accept

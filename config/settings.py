@@ -22,10 +22,12 @@ Each has a default that suits one machine:
 | SUNDIAL_HEARTBEAT_PERIOD | 5s | embedded backend: how often each process says it is alive (and settles the attempts of processes that are gone) |
 | SUNDIAL_HEARTBEAT_TIMEOUT | 4 heartbeat periods | embedded backend: a process whose heartbeat is older is gone, and its attempts in flight are settled (a dead pid on this machine is gone at once) |
 | SUNDIAL_TICK_GRACE, SUNDIAL_START_GRACE, SUNDIAL_LATE_TOLERANCE | 30s, 60s, 60s | the chain's timings (statemachine.policy.Tuning) |
+| SUNDIAL_STAGE_AHEAD | 0s | embedded backend: how long before its time an occurrence is committed and its request held (0: off; try 1s) |
 | SUNDIAL_TASK_SECRET | generated, kept in the database | the secret on every task |
 | SUNDIAL_SECRETS_DIR | | one machine: secrets of header values, one folder per project (`<dir>/<project>/<NAME>`) |
 | GOOGLE_CLOUD_PROJECT | | cloud backend: the project of Datastore and Cloud Tasks |
 | SUNDIAL_TASKS_LOCATION, SUNDIAL_TASKS_QUEUE | us-central1, sundial | cloud backend: the chain's queue |
+| SUNDIAL_TASKS_QUEUE_SHARDS | 1 | cloud backend: the chain's queues (N): a job's tasks go to `QUEUE` or `QUEUE-1` .. `QUEUE-(N-1)` by a hash of its name; each dispatches 500 tasks/s (docs/SCALE.md) |
 | SUNDIAL_SERVICE_URL | http://HOST:PORT, or https://PROJECT.appspot.com on App Engine | where Cloud Tasks calls back |
 | SUNDIAL_TASKS_EMULATOR_HOST | | host:port of a Cloud Tasks emulator (no TLS) |
 | SUNDIAL_TASKS_SERVICE_ACCOUNT | | the account whose OIDC tokens the task handlers accept, and (HTTP tasks) the account of the token on every task |
@@ -59,6 +61,7 @@ from typing import TypedDict
 from statemachine.durations import parse_duration
 from statemachine.policy import Tuning
 from statemachine.safety import OwnService
+from statemachine.shards import MAX_SHARDS
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,7 @@ class Settings:
     gcp_project: str = ""
     tasks_location: str = "us-central1"
     tasks_queue: str = "sundial"
+    tasks_queue_shards: int = 1
     tasks_emulator_host: str = ""
     tasks_service_account: str = ""
     tasks_target: str = ""  # "appengine" or "http"; "" chooses by where Sundial runs
@@ -201,7 +205,7 @@ def from_environment(env=None) -> Settings:
         processes=max(1, _int(env, "SUNDIAL_PROCESSES", defaults.processes)),
         task_lease=_duration(env, "SUNDIAL_TASK_LEASE", defaults.task_lease),
         heartbeat=_heartbeat(env, defaults.heartbeat.period),
-        tuning=_tuning(env, defaults.tuning),
+        tuning=_tuning(env, defaults.tuning, backend),
         task_secret=env.get("SUNDIAL_TASK_SECRET", ""),
         api_tokens=env.get("SUNDIAL_API_TOKENS", ""),
         on_app_engine=bool(env.get("GAE_APPLICATION")),
@@ -232,6 +236,7 @@ def from_environment(env=None) -> Settings:
 class _CloudTasks(TypedDict):
     tasks_location: str
     tasks_queue: str
+    tasks_queue_shards: int
     tasks_emulator_host: str
     tasks_service_account: str
     tasks_target: str
@@ -243,6 +248,7 @@ def _cloud_tasks(env, defaults: Settings) -> _CloudTasks:
     return {
         "tasks_location": env.get("SUNDIAL_TASKS_LOCATION", defaults.tasks_location),
         "tasks_queue": env.get("SUNDIAL_TASKS_QUEUE", defaults.tasks_queue),
+        "tasks_queue_shards": queue_shards(env),
         "tasks_emulator_host": env.get("SUNDIAL_TASKS_EMULATOR_HOST", ""),
         "tasks_service_account": env.get("SUNDIAL_TASKS_SERVICE_ACCOUNT", ""),
         "tasks_target": _choice(env, "SUNDIAL_TASKS_TARGET", ("appengine", "http")),
@@ -250,13 +256,37 @@ def _cloud_tasks(env, defaults: Settings) -> _CloudTasks:
     }
 
 
-def _tuning(env, default: Tuning) -> Tuning:
-    return replace(
+def queue_shards(env) -> int:
+    """SUNDIAL_TASKS_QUEUE_SHARDS: how many queues carry the chain (1 .. MAX_SHARDS)."""
+    shards = _int(env, "SUNDIAL_TASKS_QUEUE_SHARDS", 1)
+    if not 1 <= shards <= MAX_SHARDS:
+        raise SystemExit(f"SUNDIAL_TASKS_QUEUE_SHARDS: expected 1 to {MAX_SHARDS} queues, got {shards}")
+    return shards
+
+
+def _tuning(env, default: Tuning, backend: str = "local") -> Tuning:
+    tuning = replace(
         default,
         tick_grace=_duration(env, "SUNDIAL_TICK_GRACE", default.tick_grace),
         start_grace=_duration(env, "SUNDIAL_START_GRACE", default.start_grace),
         late_tolerance=_duration(env, "SUNDIAL_LATE_TOLERANCE", default.late_tolerance),
     )
+    if backend == "cloud":  # Cloud Tasks runs each tick at its time: nothing is staged there
+        return tuning
+    stage_ahead = _duration(env, "SUNDIAL_STAGE_AHEAD", STAGE_AHEAD)
+    if not timedelta(0) <= stage_ahead <= MAX_STAGE_AHEAD:
+        raise SystemExit(f"SUNDIAL_STAGE_AHEAD: must be between 0s and {MAX_STAGE_AHEAD.seconds}s")
+    return replace(tuning, stage_ahead=stage_ahead)
+
+
+# How long before its time the embedded backend stages an occurrence (statemachine/staging.py).
+# Off by default: a process that dies after staging and is noticed only after the time
+# settles the staged attempt as interrupted (retried, or FAILED with one attempt), where an
+# occurrence not yet staged would have been delivered; and the burst bench ran slower with
+# it. 1s is the value to try: long enough to commit a thousand occurrences due at one
+# instant on two cores, short enough that a job every second or two is seldom still running.
+STAGE_AHEAD = timedelta(0)
+MAX_STAGE_AHEAD = timedelta(seconds=10)
 
 
 def _heartbeat(env, default: timedelta) -> Heartbeat:

@@ -64,13 +64,9 @@ class ConfigImport:
     def __init__(self, changes: JobChanges, store: JobStore):
         self.changes, self.store = changes, store
 
-    def project_ids(self) -> list[str]:
-        """Every project imported so far (broken ones too)."""
-        return [row.id for row in self.store.list_projects()]
-
-    def is_unchanged(self, project: str, content_hash: str) -> bool:
-        current = self.store.get_project(project)
-        return current is not None and current.config_hash == content_hash
+    def project_hashes(self) -> dict[str, str]:
+        """Every project imported so far (broken ones too) -> the hash of the file it has."""
+        return {row.id: row.config_hash for row in self.store.list_projects()}
 
     def import_project(self, snapshot: ProjectSnapshot) -> int:
         """Apply one project's snapshot; returns how many jobs' schedules changed."""

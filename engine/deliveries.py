@@ -25,6 +25,7 @@ from engine.recording import tells_history
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import occurrence_delay
+from statemachine.vocabulary import ON_THE_CLOCK
 
 log = logging.getLogger("sundial.engine")
 
@@ -56,7 +57,7 @@ class Deliveries:
             due += occurrence_delay(job.record.policy, project, job_id, action.scheduled_time, action.trigger)
         lateness = started - due
         self.metrics.inc("sundial_deliveries_total", outcome=result.outcome)
-        if action.attempt == 1 and action.event_count == 1:
+        if action.attempt == 1 and action.event_count == 1 and action.trigger in ON_THE_CLOCK:
             self.metrics.observe_lateness(max(lateness.total_seconds(), 0.0))
         # A failed attempt is a WARNING: the invocation may still retry; its final
         # failure is logged at ERROR where the job records it (engine/changes.py).

@@ -34,8 +34,9 @@ def task_name(kind: str, *parts) -> str:
 
 def tick_task(project: str, job_id: str, action: act.ScheduleTick) -> Task:
     payload = {"project": project, "job": job_id, "nonce": action.nonce}
+    # A staged occurrence's tick runs `lead` early (statemachine/staging.py); its name keeps its time.
     return Task(task_name(TaskKind.TICK, project, job_id, action.nonce, millis(action.at)), TaskKind.TICK,
-                payload, action.at)
+                payload, action.at - action.lead)
 
 
 def check_task(project: str, job_id: str, action: act.CheckEvents) -> Task:

@@ -56,6 +56,8 @@ def sent_record(target: dict[str, Any], secret_headers: frozenset = frozenset())
             record[name] = value
         elif isinstance(value, str):
             record[name] = value[:SENT_TEXT_CHARS]
+    if spec.get("auth"):  # the sender added a token minted for this attempt: say so, masked
+        record.setdefault("headers", {})["Authorization"] = REDACTED
     return record
 
 

@@ -21,6 +21,7 @@ from engine.leases import NEVER, first_lost, give_up, held_until, monotonic_of
 from engine.logs import log_event
 from engine.ports import DeliveryResult, RetryTask, StoredJob, Task
 from engine.recording import millis
+from engine.staged import give_up_staged, still_staged, wait_until
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.durations import parse_instant
@@ -127,7 +128,10 @@ class TaskRunner:
         """Send an attempt `stepped` committed, if every lease it is sent under still
         holds: the task's (held until `task_until`), the attempt's, and this process's
         own (AttemptHolds.held_until). Otherwise give it up (None): whoever holds it
-        now sends it, under the same invocation id."""
+        now sends it, under the same invocation id. A staged attempt (its time has come)
+        is also given up if the job was paused, deleted or redefined since (engine/staged.py).
+        Its attempt lease counts from the commit, not from its later time: shorter than
+        the store's, so still safe."""
         holds = self.changes.holds
         lost = first_lost(self.monotonic(), {
             "task": task_until, "attempt": stepped.attempt_until,
@@ -136,6 +140,9 @@ class TaskRunner:
         if lost:
             give_up(log, self.changes.metrics, "send", lost, job=f"{job.record.project}/{job.record.job_id}",
                     invocation=action.invocation_id, event=action.event_index, attempt=action.attempt)
+            return None
+        if action.send_at is not None and not still_staged(self.changes.store, job, action):
+            give_up_staged(self.changes.write, holds, job, action)  # paused, deleted or redefined since
             return None
         return self.deliveries.send(job, action)
 
@@ -157,6 +164,8 @@ class TaskRunner:
         if retry is not None:
             raise retry
         for job, action in stepped.deliveries:
+            if action.send_at is not None:
+                wait_until(self.changes.clock, action.send_at)  # staged: its time first
             result = self.send_held(job, action, stepped, task_until)
             if result is not None:
                 self._record_result(Sent(job, action, result), task)

@@ -18,6 +18,9 @@ class ScheduleTick:
 
     at: datetime
     nonce: str
+    # The queue may run it this long before `at`: the tick of an occurrence that is
+    # staged (statemachine/staging.py). Not part of the action's equality.
+    lead: timedelta = field(default=timedelta(0), compare=False)
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,9 @@ class Deliver:
     # epoch is no longer the stored one is refused (`RefuseStaleResult`). Not part of
     # the action's equality: it names the same attempt.
     epoch: int = field(default=0, compare=False)
+    # A staged attempt (statemachine/staging.py) is sent at this instant, not at once:
+    # the shell holds the request until then and checks the job first.
+    send_at: datetime | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

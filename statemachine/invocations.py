@@ -12,7 +12,7 @@ from datetime import datetime
 
 from statemachine import actions as act
 from statemachine import events as ev
-from statemachine import hooks, waiting
+from statemachine import hooks, staging, waiting
 from statemachine.budget import STARTS_PER_STEP
 from statemachine.pausing import count_outcome
 from statemachine.policy import Tuning, compute_backoff, fanout_offsets, occurrence_delay
@@ -44,9 +44,11 @@ def start(
     # sends (headers, templates) keeps the nominal time.
     delay = occurrence_delay(policy, record.project, record.job_id, occurrence.scheduled_time, occurrence.trigger)
     due = [max(occurrence.scheduled_time + delay + offset, now) for offset in fanout_offsets(fanout)]
-    # A throttled job's attempts all wait their turn on the throttle's queue.
-    if inline and fanout.count == 1 and due[0] <= now and not record.paused and not policy.throttle:
-        return _start_inline(record, occurrence, now, tuning)
+    # A throttled job's attempts all wait their turn on the throttle's queue. One due
+    # soon is staged: committed now, sent at its time (staging.py).
+    if inline and fanout.count == 1 and not record.paused and not policy.throttle and (
+            due[0] <= now or staging.stages(policy, tuning, due[0] - now)):
+        return _start_inline(record, occurrence, now, tuning, due[0])
     in_rows = fanout.count > 1  # each event's progress in a row of its own (fanout.py)
     entry = ActiveInvocation(
         invocation_id=occurrence.invocation_id,
@@ -68,22 +70,26 @@ def start(
     return evolve(record, active=record.active + (entry,)), actions
 
 
-def _start_inline(record: JobRecord, occurrence: Occurrence, now: datetime, tuning: Tuning) -> Result:
+def _start_inline(record: JobRecord, occurrence: Occurrence, now: datetime, tuning: Tuning,
+                  due: datetime) -> Result:
+    """`due` after `now`: the attempt is staged, and its time (lease, deadline) counts from `due`."""
     policy = record.live_policy
     lease = policy.attempt_timeout + tuning.start_grace
+    begins = max(due, now)
     entry = ActiveInvocation(
         invocation_id=occurrence.invocation_id,
         scheduled_time=occurrence.scheduled_time,
         trigger=occurrence.trigger,
-        deadline=now + policy.timeout,
+        deadline=begins + policy.timeout,
         started_mask=1,
-        started_at=now,
-        expect_by=now + lease,
+        started_at=begins,
+        expect_by=begins + lease,
         epoch=1,
     )
     actions: list[act.Action] = [
         act.StartInvocation(entry.invocation_id, entry.scheduled_time, entry.trigger, 1, deferred=True),
-        act.Deliver(entry.invocation_id, entry.scheduled_time, entry.trigger, 0, 1, 1, entry.epoch),
+        act.Deliver(entry.invocation_id, entry.scheduled_time, entry.trigger, 0, 1, 1, entry.epoch,
+                    send_at=begins if begins > now else None),
     ]
     return evolve(record, active=record.active + (entry,)), actions
 
@@ -158,6 +164,8 @@ def on_finished(record: JobRecord, event: ev.InvocationFinished, now: datetime, 
 
 def _attempt_failed(record: JobRecord, entry: ActiveInvocation, event: ev.InvocationFinished, attempt: int,
                     now: datetime, tuning: Tuning) -> Result:
+    if event.reason == INTERRUPTED and staging.staged(entry, now):
+        return staging.wait_for_start(record, entry, tuning)  # its process died before its time: never sent
     retry = record.live_policy.retry
     reason = event.reason or "failed"
     index = event.event_index

@@ -27,7 +27,7 @@ from enum import Enum
 from typing import Any, Callable, Final
 
 from statemachine import actions as act
-from statemachine import admission, ids
+from statemachine import admission, ids, staging
 from statemachine import events as ev
 from statemachine import invocations as inv
 from statemachine.errors import SundialError
@@ -97,6 +97,7 @@ def step(record: JobRecord, event: ev.Event, now: datetime, tuning: Tuning = DEF
     if entry is IGNORE:
         return Transition(record)
     new_record, actions = entry(record, event, now, tuning)
+    new_record, actions = staging.after_step(record, new_record, actions, now, tuning)
     return Transition(with_derived_fields(new_record, tuning), tuple(actions))
 
 

@@ -74,6 +74,11 @@ class Tuning:
     # At most this many fire times are examined in one transaction; a longer
     # backlog continues in an immediate follow-up tick.
     scan_limit: int = ROWS_PER_STEP
+    # How long before its time an occurrence may be staged (statemachine/staging.py):
+    # its tick runs this early, commits the attempt as starting, and the request waits
+    # in the sending process until the occurrence's time. Zero: no staging (Cloud
+    # Tasks runs each tick at its time).
+    stage_ahead: timedelta = timedelta(0)
 
 
 DEFAULT_TUNING = Tuning()

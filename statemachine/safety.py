@@ -22,6 +22,8 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
+from statemachine.shards import is_chain_queue
+
 # Set by Sundial or by the HTTP client for the connection, never by a target.
 FRAMING_HEADERS = frozenset({
     "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer",
@@ -99,8 +101,9 @@ def _kind(address: IPAddress) -> str:
 @dataclass(frozen=True)
 class OwnService:
     """Where Sundial itself receives tasks: its service URL and its chain queue's id.
-    No `cloud_tasks` target may create a task there, since such a task would arrive
-    looking like one of Sundial's own."""
+    No `cloud_tasks` target may create a task there, nor on any shard of the chain queue
+    (`{queue}-{i}`, statemachine/shards.py) or a throttle's queue, since such a task
+    would arrive looking like one of Sundial's own."""
 
     service_url: str = ""
     chain_queue: str = ""
@@ -109,7 +112,7 @@ class OwnService:
         """(field, why) when a cloud_tasks target with this `url` and `queue` is
         refused, else None."""
         queue_id = queue.rstrip("/").rsplit("/", 1)[-1]
-        if self.chain_queue and (queue_id == self.chain_queue
+        if self.chain_queue and (is_chain_queue(queue_id, self.chain_queue)
                                  or queue_id.startswith(f"{self.chain_queue}-t-")):
             return "queue", f"queue {queue_id} is Sundial's own (its chain queue or a throttle's)"
         if self.service_url and "$" not in url and _origin(url) == _origin(self.service_url):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from statemachine import actions as act
-from statemachine import admission, runs, waiting
+from statemachine import admission, runs, staging, waiting
 from statemachine import events as ev
 from statemachine import invocations as inv
 from statemachine.budget import ROWS_PER_STEP
@@ -74,6 +74,13 @@ def on_tick(record: JobRecord, event: ev.TickArrived, now: datetime, tuning: Tun
 
 def _on_current_tick(record: JobRecord, tick_at: datetime, now: datetime, tuning: Tuning) -> Result:
     early = tick_at - now
+    if early > tuning.accept_early and staging.stageable(record.policy, tuning):
+        # Queued ahead to stage its occurrence (staging.py); when something else of the
+        # job is under way it waits for its time instead, as an unstaged tick would.
+        if early > tuning.stage_ahead or not staging.may_stage_now(record, tuning):
+            return record, [act.RetryLater(early)]
+        record, handled, plan = _handle_due(record, tick_at, now, tuning)
+        return _arm_after(record, handled, plan, now)
     if early > tuning.rearm_early:
         # A fresh nonce: the task being processed is acknowledged, and a queue
         # that deduplicates by name must not take the new one for it.
@@ -93,6 +100,11 @@ def _on_current_tick(record: JobRecord, tick_at: datetime, now: datetime, tuning
         record, started = admission.admit(record, occurrence, now, tuning, inline=True)
         return after_invocations(record, now, actions + started)
     record, handled, plan = _handle_due(record, horizon, now, tuning)
+    return _arm_after(record, handled, plan, now)
+
+
+def _arm_after(record: JobRecord, handled: list[act.Action], plan: DuePlan, now: datetime) -> Result:
+    """Arm the tick after the fire times a tick just handled."""
     next_at: datetime | None
     if plan.more or record.dropping:
         next_at = now  # a long backlog continues in the next transaction

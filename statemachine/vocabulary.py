@@ -57,6 +57,10 @@ class Trigger(StrEnum):
 
 
 JOB_PREFIX = "job:"
+# Triggers whose invocation stands for a fire time as it came due: only theirs have a
+# lateness. A backfill or a re-run names a past time on purpose, and a manual or a job's
+# trigger has no time it was due at.
+ON_THE_CLOCK = frozenset({Trigger.SCHEDULE.value, Trigger.CATCHUP.value})
 
 
 class TaskKind(StrEnum):

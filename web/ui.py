@@ -31,6 +31,7 @@ ui = Blueprint("ui", __name__, template_folder="templates", static_folder="stati
                static_url_path="/ui/static")
 
 ui.add_app_template_global(ui_filters.duration_text, "duration")
+ui.add_app_template_global(ui_filters.lateness, "lateness")
 
 JOBS_PAGE_SIZE = 50
 HISTORY_PAGE_SIZE = 50
@@ -107,8 +108,7 @@ def _job_line(job, recent, now) -> dict:
         "last": ui_format.last_result(recent),
         "last_success": job.record.last_succeeded_at,
         # Of the newest invocation that started: its first attempt's start after its scheduled time.
-        "lateness": next((ui_filters.lateness(row.scheduled_time, row.started_time) for row in recent
-                          if row.started_time is not None), None),
+        "lateness": next((ui_filters.lateness(row) for row in recent if row.started_time is not None), None),
         "strip": list(reversed(recent)),  # oldest first, so it reads left to right
     }
 

@@ -74,5 +74,5 @@ def charts(rows: list[InvocationRow]) -> list[Chart]:
     return [
         chart("duration-chart", "Duration per invocation", rows, duration_of),
         chart("lateness-chart", "Lateness per invocation (start after scheduled time)", rows,
-              lambda row: lateness(row.scheduled_time, row.started_time)),
+              lateness),
     ]

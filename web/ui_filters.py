@@ -13,9 +13,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Callable
 
-from engine.ports import StoredJob
+from engine.ports import InvocationRow, StoredJob
 from statemachine.record import JobState
 from statemachine.schedule import load_zone
+from statemachine.vocabulary import ON_THE_CLOCK
 from web.attention import facts, kinds_of
 
 FILTER_SCAN_PAGES = 10
@@ -52,8 +53,12 @@ def filtered_page(read: Page, token: str | None, wanted: Callable[[StoredJob], b
     return shown, token
 
 
-def lateness(scheduled: datetime, started: datetime | None) -> timedelta | None:
-    return None if started is None else started - scheduled
+def lateness(row: InvocationRow) -> timedelta | None:
+    """Its first attempt's start after its scheduled time; None before it started, and for
+    a trigger that is not on the clock (a backfill is days "late" by design)."""
+    if row.started_time is None or row.trigger not in ON_THE_CLOCK:
+        return None
+    return row.started_time - row.scheduled_time
 
 
 def duration_text(value: timedelta | None) -> str:

@@ -48,10 +48,18 @@ jobs:
         body: '{{"from":"${{startOfHour}}","invocation":"${{invocationId}}"}}'
   - id: nightly-export
     schedule: "0 30 2 * * ?"
+    description: "Exports yesterday's orders to the warehouse bucket"
+    labels: {{team: data, tier: "1"}}
+    jitter: 5m
     target: {{http: {{url: "{url}/export", body: '{{"day":"${{startOfPreviousDay}}"}}'}}}}
   - id: payment-reconcile
     schedule: "*/4 * * * * ?"
     timezone: Europe/Berlin
+    labels: {{team: payments}}
+    on_failure:
+      http:
+        url: "{url}/chat-hook"
+        body: '{{"text":"${{jobId}} ${{status}}: ${{reason}} (${{failures}} in a row)"}}'
     target:
       http:
         url: "{url}/reconcile"
@@ -114,11 +122,17 @@ def main() -> int:
         text = (configs / "shop.yaml").read_text().replace('"0 0 4 * * * *"', '"0 0 4 * * * * 1999"')
         (configs / "shop.yaml").write_text(text)
         wait_until(lambda: server.get("/api/v1/projects")["projects"][0]["job_errors"], 10)
+        # Three past nights of the export run again, as after an incident.
+        today = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+        server.call("POST", f"{jobs}/nightly-export:backfill", {"start": iso(today - timedelta(days=3)),
+                                                                "end": iso(today)})
+        wait_until(lambda: len(server.invocations("shop", "nightly-export")) >= 3, 10)
         failed = [i for i in server.invocations("shop", "payment-reconcile") if i["status"] == "FAILED"]
         shoot(driver, server.url + "/", "attention")
         shoot(driver, server.url + "/p/shop", "jobs")
         shoot(driver, server.url + "/p/shop/payment-reconcile", "job")
         shoot(driver, server.url + f"/p/shop/payment-reconcile/{failed[-1]['id']}", "invocation")
+        shoot(driver, server.url + "/p/shop/nightly-export", "backfill")
     finally:
         driver.quit()
         server.stop()

@@ -284,6 +284,9 @@ def test_spellings_a_resolver_maps_back_are_refused_at_validation(url, problem):
             "(https://sundial-prod.appspot.com)"),
     ("https://w.example.com/x", "projects/p/locations/l/queues/chain", "queue",
      "queue chain is Sundial's own (its chain queue or a throttle's)"),
+    # A shard of the chain's queue (SUNDIAL_TASKS_QUEUE_SHARDS), whatever the count is now.
+    ("https://w.example.com/x", "projects/p/locations/l/queues/chain-12", "queue",
+     "queue chain-12 is Sundial's own (its chain queue or a throttle's)"),
     ("https://w.example.com/x", "projects/p/locations/l/queues/chain-t-alpha-t-0123abcd", "queue",
      "queue chain-t-alpha-t-0123abcd is Sundial's own (its chain queue or a throttle's)"),
 ])

@@ -27,8 +27,9 @@ CHECKS = ",".join([
     "response_headers_conformance",
     "unsupported_method",
 ])
-MAX_EXAMPLES = 40
-MAX_SECONDS = 50
+MAX_EXAMPLES = 30  # per operation: the API grew (backfill, audit), and the suite's budget did not
+# A limit on a hung run, not a speed check: on a loaded 2-core machine a normal run took 50 s.
+MAX_SECONDS = 180
 SEED = 20260105
 
 # The project and jobs the document's examples name, so that examples reach real resources.

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from app.file_signatures import DOUBT_SECONDS
 from tests.e2e.support import Server, wait_until
 
 EVERY_SECOND = "jobs:\n  - id: tick\n    schedule: every 1s\n    target: {noop: {}}\n"
@@ -87,5 +88,25 @@ def test_the_first_import_is_done_before_the_server_answers(tmp_path, configs):
     server = Server(configs, tmp_path / "s.db", tmp_path / "s.log").start(timeout=60)
     try:
         assert projects(server)["big"]["job_count"] == 2000  # the very first answer after /healthz
+    finally:
+        server.stop()
+
+
+def test_a_same_size_edit_that_keeps_the_mtime_reaches_the_server(tmp_path, configs):
+    """The server reads a file again only when its stat changed (app/file_signatures.py):
+    an edit that keeps its size and mtime (`cp -p`, `rsync -t`) still changes its ctime."""
+    def text(hour: int) -> str:
+        return f"jobs:\n  - id: daily\n    schedule: \"0 0 {hour} * * ?\"\n    target: {{noop: {{}}}}\n"
+
+    path = configs / "delta.yaml"
+    path.write_text(text(3))
+    server = Server(configs, tmp_path / "s.db", tmp_path / "s.log", {"SUNDIAL_IMPORT_PERIOD": "1s"}).start()
+    try:
+        time.sleep(DOUBT_SECONDS + 1.5)  # a look after the file's timestamps left the doubt: trusted
+        mtime = path.stat().st_mtime_ns
+        path.write_text(text(4))
+        os.utime(path, ns=(mtime, mtime))
+        schedule = wait_until(lambda: server.get("/api/v1/projects/delta/jobs/daily")["schedule"] == "0 0 4 * * ?", 10)
+        assert schedule, "the edit was not imported"
     finally:
         server.stop()

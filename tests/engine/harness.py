@@ -48,6 +48,18 @@ class FakeClock:
         self.current += timedelta(**delta)
         return self.current
 
+    # Run once by the next `sleep`, before the clock gets there: how a test acts while
+    # a staged request waits for its time (engine/staged.py).
+    while_sleeping: Callable[[], object] | None = None
+
+    def sleep(self, seconds: float) -> None:
+        """A wait moves the fake clock on instead of taking time."""
+        until = self.current + timedelta(seconds=seconds)
+        hook, self.while_sleeping = self.while_sleeping, None
+        if hook is not None:
+            hook()
+        self.current = max(self.current, until)
+
 
 class RecordingTarget:
     """Stands in for the network: records each delivery and answers as told.

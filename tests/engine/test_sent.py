@@ -23,6 +23,14 @@ def test_credentials_and_secret_backed_headers_are_masked_before_storing():
                                                   "X-Refresh-Token": REDACTED, "X-Trace": "t-1"}}
 
 
+def test_a_minted_token_is_recorded_as_a_masked_authorization_header():
+    # `auth` mints the token inside the sender, after the target was rendered: the record
+    # still says an Authorization header went out, never its value.
+    record = sent_record({"http": {"url": "https://run.example/task", "body": "{}", "auth": {
+        "oidc": {"service_account": "sa@p.iam.gserviceaccount.com", "audience": "https://run.example"}}}})
+    assert record["headers"] == {"Authorization": REDACTED} and "auth" not in record
+
+
 def test_a_large_body_keeps_its_first_bytes_and_its_size_without_splitting_a_character():
     body = "é" * 5000  # 10,000 bytes of UTF-8
     record = sent_record({"http": {"url": "u", "body": body}})

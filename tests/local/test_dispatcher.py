@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 
@@ -116,3 +117,72 @@ def test_stop_hands_back_the_tasks_no_worker_started(tmp_path):
     assert len(leases) == 9
     assert all(until == 0 for until in leases.values())  # takeable at once by anyone
     assert LEASE_AHEAD >= 2  # so that the test above did lease more than it ran
+
+
+class CountingQueue(SqliteTaskQueue):
+    """The real queue, counting the leases taken and the change counter's reads."""
+
+    def __init__(self, store: SqliteJobStore):
+        super().__init__(store)
+        self.leases = self.versions = 0
+
+    def lease_due(self, *args, **kwargs):
+        self.leases += 1
+        return super().lease_due(*args, **kwargs)
+
+    def version(self) -> int:
+        self.versions += 1
+        return super().version()
+
+
+def _watched(tmp_path, handle) -> tuple[CountingQueue, SqliteTaskQueue, Dispatcher]:
+    """A dispatcher that skips unchanged looks (as app/bootstrap.py builds it), and the
+    same database's queue as another process sees it (its enqueues ring no wakeup here)."""
+    wakeup = Wakeup()
+    queue = CountingQueue(SqliteJobStore(tmp_path / "q.db", on_enqueue=wakeup.task_enqueued))
+    other = SqliteTaskQueue(SqliteJobStore(tmp_path / "q.db"))
+    dispatcher = _dispatcher(queue, wakeup, handle, workers=2, max_sleep=timedelta(milliseconds=100),
+                             version=queue.version)
+    return queue, other, dispatcher
+
+
+def _wait(condition, timeout: float = 20) -> bool:
+    deadline = time.time() + timeout
+    while not condition() and time.time() < deadline:
+        time.sleep(0.02)
+    return condition()
+
+
+@contextmanager
+def _running(dispatcher: Dispatcher):
+    dispatcher.start()
+    try:
+        yield dispatcher
+    finally:
+        dispatcher.stop()
+
+
+def test_an_idle_dispatcher_leases_nothing_while_nothing_changes(tmp_path):
+    queue, _, dispatcher = _watched(tmp_path, lambda task: None)
+    _enqueue(queue, ["tomorrow"], datetime.now(UTC) + timedelta(days=1))
+    with _running(dispatcher):
+        assert _wait(lambda: queue.versions >= 6)  # five looks skipped after the first
+        assert queue.leases == 1
+
+
+def test_a_task_another_process_commits_is_still_run(tmp_path):
+    ran = threading.Event()
+    queue, other, dispatcher = _watched(tmp_path, lambda task: ran.set())
+    _enqueue(queue, ["tomorrow"], datetime.now(UTC) + timedelta(days=1))
+    with _running(dispatcher):
+        assert _wait(lambda: queue.versions >= 3)  # idle: skipping looks
+        _enqueue(other, ["now"], datetime.now(UTC))
+        assert ran.wait(20)
+
+
+def test_a_task_that_comes_due_is_run_though_nothing_changed(tmp_path):
+    ran = threading.Event()
+    queue, _, dispatcher = _watched(tmp_path, lambda task: ran.set())
+    _enqueue(queue, ["soon"], datetime.now(UTC) + timedelta(milliseconds=500))
+    with _running(dispatcher):
+        assert ran.wait(20)

@@ -57,7 +57,7 @@ def test_bar_heights_follow_the_values_and_a_missing_value_is_a_bar_of_no_height
         scheduled = START + timedelta(minutes=i)
         start = None if started is None else scheduled + timedelta(seconds=started)
         return InvocationRow("p", "j", f"i{i}", "SUCCEEDED" if took is not None else "RUNNING", scheduled,
-                             "scheduled", started_time=start,
+                             "schedule", started_time=start,
                              finished_time=None if took is None else start + timedelta(seconds=took))
     rows = [row(3, 1, None), row(2, 4, 2), row(1, 2, 1)]  # newest first, as the history reads
     duration, lateness = ui_charts.charts(rows)
@@ -65,6 +65,17 @@ def test_bar_heights_follow_the_values_and_a_missing_value_is_a_bar_of_no_height
     assert [bar.height for bar in lateness.bars] == [ui_charts.HEIGHT / 2, ui_charts.HEIGHT, ui_charts.HEIGHT / 4]
     assert duration.top_label == "2.000s" and duration.bars[2].title == "i3 · RUNNING · no value"
     assert duration.bars[0].x < duration.bars[1].x < duration.bars[2].x
+
+
+def test_a_backfilled_or_rerun_invocation_has_no_lateness():
+    # They stand for past times on purpose: days "late" would drown the chart and the column.
+    scheduled = START - timedelta(days=3)
+    rows = [InvocationRow("p", "j", f"i{n}", "SUCCEEDED", scheduled, trigger, started_time=START,
+                          finished_time=START + timedelta(seconds=1))
+            for n, trigger in enumerate(["backfill", "manual", "catchup", "schedule"])]
+    assert [ui_charts.lateness(row) for row in rows] == [None, None, timedelta(days=3), timedelta(days=3)]
+    _, lateness = ui_charts.charts(rows)
+    assert [bar.height for bar in lateness.bars][2:] == [0, 0]  # oldest first: the re-run, the backfill
 
 
 def test_the_history_shows_start_and_lateness_in_utc_or_in_the_jobs_zone(ui):

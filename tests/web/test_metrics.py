@@ -124,3 +124,17 @@ def test_lateness_counts_from_the_nominal_time_plus_the_jitter(api):
     assert delivered >= 2
     assert _value(text, 'sundial_lateness_seconds_bucket{le="0.01"}') == delivered  # each on its jittered time
     assert _value(text, "sundial_lateness_seconds_sum") < 0.01 * delivered
+
+
+def test_a_backfill_is_not_counted_as_late(api):
+    # Its runs stand for past times on purpose; counting them would page someone for
+    # "late deliveries" days late after every backfill.
+    api.write_config("demo", "jobs:\n  - id: from-config\n    schedule: every 1m\n    target: {noop: {}}\n")
+    api.until(60.5)
+    before = _value(api.get("/metrics").get_data(as_text=True), "sundial_lateness_seconds_count")
+    response = api.post("from-config", ":backfill", {"start": "2026-01-04T10:00:00Z", "end": "2026-01-04T10:03:00Z"})
+    assert response.status_code == 200 and response.get_json()["count"] == 3
+    api.until(61.5)
+    text = api.get("/metrics").get_data(as_text=True)
+    assert _value(text, 'sundial_deliveries_total{outcome="succeeded"}') >= before + 3
+    assert _value(text, "sundial_lateness_seconds_count") == before

@@ -24,6 +24,13 @@ commit. What makes that safe:
 - An enqueue that still fails after its retries is logged and counted, not raised: the
   transaction has committed, and a chain that lost its task is what the watchdog repairs.
 
+Shards: the chain's tasks of a job go to one of N queues (`shards`), chosen by a stable
+hash of the job's name (statemachine/shards.py): one queue dispatches at most 500 tasks a
+second, N of them 500 N. Names stay deterministic and a task is created by the one
+process whose commit made it, so changing N cannot make a second task of one name; a
+task already waiting in a job's former shard still runs, since no handler asks where a
+task came from, and the chain's nonces make any stray copy a no-op all the same.
+
 Throttles: a throttled job's start tasks (Task.queue = "PROJECT/THROTTLE") go to a
 queue of their own, `throttle_queue_id(chain queue, ...)`, e.g. `sundial-t-myproj-backup-
 consumers-1a2b3c4d`, whose `max_concurrent_dispatches` is the throttle's `max_in_flight`.
@@ -57,6 +64,7 @@ from google.protobuf import field_mask_pb2
 from engine.logs import log_event
 from engine.ports import Clock, Task
 from statemachine.durations import rfc3339_millis
+from statemachine.shards import chain_queue_ids, shard_of
 from statemachine.vocabulary import TaskKind, task_kind
 
 log = logging.getLogger("sundial.cloud_tasks")
@@ -142,15 +150,18 @@ class CloudTasksQueue:
         clock: Clock,
         copies: int = 1,
         app_engine: AppEngineTarget | None = None,
+        shards: int = 1,
     ) -> None:
         """`app_engine`: create App Engine tasks routed so, instead of HTTP tasks to
         `service_url`. `copies`: create every task this many times (fault injection: the
         real service refuses the copies by name; an emulator that does not deduplicate
-        delivers each one, which is how tests prove duplicates are harmless)."""
+        delivers each one, which is how tests prove duplicates are harmless). `shards`:
+        how many queues carry the chain, `queue` being the first."""
         if not service_url and app_engine is None:
             raise ValueError("CloudTasksQueue needs the service URL that Cloud Tasks calls back")
         self.client = client
-        self.queue_path = client.queue_path(project, location, queue)
+        self.shard_paths = [client.queue_path(project, location, one) for one in chain_queue_ids(queue, shards)]
+        self.queue_path = self.shard_paths[0]
         self._queue_path_of = lambda logical: client.queue_path(
             project, location, throttle_queue_id(queue, logical))
         self.service_url = service_url.rstrip("/")
@@ -171,8 +182,14 @@ class CloudTasksQueue:
                 self._create(self.cloud_task(task, now))
 
     def path_of(self, task: Task) -> str:
-        """The queue `task` goes on: the chain's, or its throttle's."""
-        return self._queue_path_of(task.queue) if task.queue else self.queue_path
+        """The queue `task` goes on: its job's shard of the chain, or its throttle's. A
+        task of no job (none of today's kinds) goes to the first shard."""
+        if task.queue:
+            return self._queue_path_of(task.queue)
+        project, job = task.payload.get("project"), task.payload.get("job")
+        if len(self.shard_paths) == 1 or not isinstance(project, str) or not isinstance(job, str):
+            return self.queue_path
+        return self.shard_paths[shard_of(project, job, len(self.shard_paths))]
 
     def cloud_task(self, task: Task, now: datetime) -> tasks_v2.Task:
         """The Cloud Tasks task for `task`, as it is enqueued at `now`. The dispatch
@@ -309,6 +326,11 @@ def ensure_queue(client, project: str, location: str, spec: QueueSpec, update: b
     return "updated"
 
 
+def chain_specs(chain_queue: str, shards: int) -> list[QueueSpec]:
+    """The chain's queues: every shard, with the same settings."""
+    return [QueueSpec(queue_id) for queue_id in chain_queue_ids(chain_queue, shards)]
+
+
 def throttle_specs(chain_queue: str, throttles: dict[str, int]) -> list[QueueSpec]:
     """The queue of each throttle ("PROJECT/THROTTLE" -> max_in_flight)."""
     return [
@@ -319,7 +341,7 @@ def throttle_specs(chain_queue: str, throttles: dict[str, int]) -> list[QueueSpe
 
 def provision_queues(client, project: str, location: str, specs: list[QueueSpec]) -> list[tuple[str, str]]:
     """`main.py queues`: create or update each queue; (queue path, what happened) each:
-    the chain's queue and one per throttle."""
+    the chain's queues (every shard) and one per throttle."""
     return [
         (client.queue_path(project, location, spec.queue_id), ensure_queue(client, project, location, spec))
         for spec in specs

@@ -4,7 +4,12 @@ It sleeps until the earliest task is due (or a transaction of this process
 enqueues an earlier one), leases what is due, and runs each task: tick and start
 tasks through the batched pipeline (pipeline.py), every other kind through the
 engine's task handler, the one the HTTP task endpoints call. Tasks enqueued by
-another process are noticed within `max_sleep` at worst.
+another process are noticed within `max_sleep` at worst: it looks at least that
+often, and a look finds what another process committed. With the database's change
+counter (`version`, SQLite's PRAGMA data_version), a look that `max_sleep` brings
+while no other connection has committed anything and the earliest task is not due
+yet is skipped: an idle server then reads one counter a second instead of taking
+the write lock to lease nothing.
 
 `InlineDispatcher` runs due tasks one by one on the caller's thread, through one
 handler, for tests and tools that step a fake clock.
@@ -68,8 +73,9 @@ class Wakeup:
         """The loop means to look next at `look_at` (None: it keeps looking)."""
         self._look_at = look_at
 
-    def sleep(self, seconds: float) -> None:
-        self._event.wait(seconds)
+    def sleep(self, seconds: float) -> bool:
+        """Sleep up to `seconds`; True if something woke the loop before."""
+        return self._event.wait(seconds)
 
 
 def hand_back(queue: TaskQueue, clock: Clock, item: LeasedTask, error: BaseException) -> None:
@@ -98,8 +104,17 @@ class Dispatcher:
         lease: timedelta = LEASE,
         max_sleep: timedelta = timedelta(seconds=1),
         metrics: Metrics | None = None,
+        version: Callable[[], int] | None = None,
     ):
+        """`version`: a number that changes whenever another connection commits to the
+        queue's database, read on the dispatch thread (None: every look leases)."""
         self.queue, self.clock, self.wakeup = queue, clock, wakeup
+        self._version = version
+        # What the last look saw: the counter before it (None: look again), and when
+        # its earliest task becomes takeable (nothing can be due before, unless the
+        # counter moves or this process enqueues something, which rings the wakeup).
+        self._seen: int | None = None
+        self._quiet_until = _NEVER
         self._handle: Callable[[Task], object] = runner.handle  # every kind but tick and start
         self.workers, self.lease, self.max_sleep = workers, lease, max_sleep
         self._stopped = threading.Event()
@@ -149,15 +164,33 @@ class Dispatcher:
             log_event(log, "releasing leases failed", error=repr(error))
 
     def _loop(self) -> None:
+        rung = True
         while not self._stopped.is_set():
             self.wakeup.looking()
             try:
-                self._dispatch_due()
-                timeout = self._sleep_seconds()
+                if rung or not self._unchanged():
+                    self._seen = self._version() if self._version is not None else None
+                    self._dispatch_due()
+                    timeout = self._sleep_seconds()
+                else:  # neither the lease nor the reads of next_wake: they would find the same
+                    timeout = self._sleep_until(self.clock.now())
             except Exception as error:  # storage trouble: log, back off, keep going
                 log_event(log, "dispatcher error", error=repr(error))
-                timeout = self.max_sleep.total_seconds()
-            self.wakeup.sleep(timeout)
+                self._seen, timeout = None, self.max_sleep.total_seconds()
+            rung = self.wakeup.sleep(timeout)
+
+    def _unchanged(self) -> bool:
+        """Whether a look now would find what the last one found: no other connection
+        committed since, nothing of this process's is pending, no task is due yet.
+        (A ring that `looking()` cleared right after a timeout is not lost: it follows
+        the commit of the enqueue, which moved the counter first.)"""
+        if self._seen is None or self._version is None:
+            return False
+        with self._lock:
+            pending = bool(self._inflight or self._done)
+        if pending or self.clock.now() >= self._quiet_until:
+            return False
+        return self._version() == self._seen
 
     def _dispatch_due(self) -> None:
         """Delete what finished and lease what is due, in one transaction, then submit.
@@ -168,7 +201,7 @@ class Dispatcher:
         """
         assert self._pool is not None, "start() first"
         with self._lock:
-            room = self.workers * LEASE_AHEAD - len(self._inflight)
+            room = self.workers * LEASE_AHEAD - self._working()
             taken = self._monotonic()
             # A finished task whose lease ran out since is not ours to delete any more.
             done, self._done = [i for i in self._done if self._held(i, taken)], []
@@ -191,13 +224,19 @@ class Dispatcher:
 
     def _sleep_seconds(self) -> float:
         with self._lock:
-            busy = len(self._inflight) >= self.workers * LEASE_AHEAD
+            busy = self._working() >= self.workers * LEASE_AHEAD
         now = self.clock.now()
-        wake_at = None if busy else self.queue.next_wake(now)
-        longest = self.max_sleep.total_seconds()
-        seconds = longest if wake_at is None else min(max((wake_at - now).total_seconds(), 0.0), longest)
-        # Busy, it could take nothing new anyway: a worker wakes it when half are done.
-        self.wakeup.plan(_NEVER if busy else now + timedelta(seconds=seconds))
+        if busy:  # it could take nothing new anyway: a worker wakes it when half are done
+            self._quiet_until = now
+            self.wakeup.plan(_NEVER)
+            return self.max_sleep.total_seconds()
+        self._quiet_until = self.queue.next_wake(now) or _NEVER
+        return self._sleep_until(now)
+
+    def _sleep_until(self, now: datetime) -> float:
+        """Until the earliest task becomes takeable, `max_sleep` at most."""
+        seconds = min(max((self._quiet_until - now).total_seconds(), 0.0), self.max_sleep.total_seconds())
+        self.wakeup.plan(now + timedelta(seconds=seconds))
         return seconds
 
     def _run(self, item: LeasedTask) -> None:
@@ -228,12 +267,18 @@ class Dispatcher:
                     self._done.append(item.id)
                 else:
                     self._until.pop(item.id, None)
-                left = len(self._inflight)
+                left = self._working()
         # Lease again once half the leased tasks are done, not after each one: every
         # lease is a write transaction. A throttled task's slot is freed only when
         # its task is deleted (by the next lease), so it wakes the loop at once.
         if left <= self.workers * LEASE_AHEAD // 2 or item.task.queue:
             self.wakeup.ring()
+
+    def _working(self) -> int:
+        """The leased tasks that keep a worker busy (under self._lock): a staged request
+        waiting for its time (pipeline.py) does not, or a thousand occurrences due at one
+        instant could not all be staged ahead of it."""
+        return len(self._inflight) - self._pipeline.staged()
 
     def _task_until(self, item: LeasedTask) -> float:
         with self._lock:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Callable, Generic, TypeVar
 
 from engine.adapters.local.send_pool import SendPool
+from engine.adapters.local.stager import Stager
+from engine.clock import SystemClock
 from engine.leases import NEVER
 from engine.logs import log_event
 from engine.ports import ConflictError, LeasedTask, StoredJob, StoreError
@@ -123,6 +125,8 @@ class TaskPipeline:
         # A request may wait for a sender a quarter of the start grace at most (and 5 s).
         longest_wait = min(runner.changes.tuning.start_grace.total_seconds() / 4, 5.0)
         self._sends = SendPool(senders, longest_wait)
+        # Staged requests wait here until their time (a runner without a clock stages nothing).
+        self._stager = Stager(getattr(runner.changes, "clock", None) or SystemClock())
         self._lock = threading.Lock()
         self._unrecorded: dict[int, int] = {}  # task id -> its requests not yet recorded
         self._waiting: set[_Result] = set()  # results to commit again later
@@ -134,11 +138,16 @@ class TaskPipeline:
 
     def start(self) -> None:
         self._sends.start()
+        self._stager.start()
         for thread in self._threads:
             thread.start()
 
     def submit(self, item: LeasedTask) -> None:
         self._steps.put(item)
+
+    def staged(self) -> int:
+        """Requests held until their time (each a task of its own)."""
+        return self._stager.held()
 
     def stop(self) -> list[LeasedTask]:
         """Finish what was started (its requests are sent and recorded); returns the
@@ -146,6 +155,7 @@ class TaskPipeline:
         hand and the requests out, which the targets' timeouts bound."""
         unstarted = self._steps.close()
         self._threads[0].join()  # before the senders go: it may still hand them requests
+        self._stager.shutdown()  # (so may the stager, until the last staged request's time)
         self._sends.shutdown()
         with self._lock:
             self._stopping = True
@@ -203,7 +213,10 @@ class TaskPipeline:
             with self._lock:
                 self._unrecorded[item.id] = len(outcome.deliveries)
             for job, action in outcome.deliveries:
-                self._sends.submit(self._send, item, job, action, outcome)
+                if action.send_at is not None:  # staged: sent at its time
+                    self._stager.submit(action.send_at, self._sends.submit, self._send, item, job, action, outcome)
+                else:
+                    self._sends.submit(self._send, item, job, action, outcome)
 
     # --- stage 2: send ---------------------------------------------------------------
 

@@ -100,6 +100,11 @@ class SqliteTaskQueue:
             candidates.append(leased[0])
         return from_seconds(min(candidates)) if candidates else None
 
+    def version(self) -> int:
+        """SQLite's change counter on the calling thread's connection: it moves whenever
+        another connection (of this process or another) commits to the database."""
+        return int(self.store.connection().execute("PRAGMA data_version").fetchone()[0])
+
     def pending(self) -> int:
         (count,) = self.store.connection().execute("SELECT count(*) FROM tasks").fetchone()
         return int(count)

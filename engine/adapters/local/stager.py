@@ -1,0 +1,74 @@
+"""Requests of staged attempts (statemachine/staging.py) held until their time.
+
+The step thread commits a staged attempt ahead of its time; its request waits here, on
+one thread and a heap rather than on a sender each, and is handed to the send pool when
+the clock reaches its time: every request due at one instant leaves together, with no
+storage write in front of them. Stopping releases each at its time still (at most
+`stage_ahead` away), so nothing committed as starting is left unsent by a clean stop.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from datetime import datetime
+from typing import Any, Callable
+
+from engine.ports import Clock
+from engine.staged import seconds_until
+
+
+class Stager:
+    def __init__(self, clock: Clock, name: str = "sundial-stage"):
+        self.clock = clock
+        self._heap: list[tuple[datetime, int, Callable[..., object], tuple[Any, ...]]] = []
+        self._order = itertools.count()  # ties keep their order; callables never compare
+        self._ready = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, at: datetime, release: Callable[..., object], *args: Any) -> None:
+        """Run `release(*args)` once the clock reads `at`."""
+        with self._ready:
+            heapq.heappush(self._heap, (at, next(self._order), release, args))
+            if self._heap[0][0] == at:
+                self._ready.notify()
+
+    def held(self) -> int:
+        with self._ready:
+            return len(self._heap)
+
+    def shutdown(self) -> None:
+        """Release what is held, each at its time, then stop."""
+        with self._ready:
+            self._closing = True
+            self._ready.notify()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while (due := self._next_due()) is not None:
+            for _, _, release, args in due:
+                release(*args)
+
+    def _next_due(self) -> list[tuple[datetime, int, Callable[..., object], tuple[Any, ...]]] | None:
+        """Wait for the earliest time to come; everything due then (None: stopped and empty)."""
+        with self._ready:
+            while True:
+                if not self._heap:
+                    if self._closing:
+                        return None
+                    self._ready.wait()
+                    continue
+                left = seconds_until(self.clock, self._heap[0][0])
+                if left <= 0:
+                    now = self.clock.now()
+                    due = []
+                    while self._heap and self._heap[0][0] <= now:
+                        due.append(heapq.heappop(self._heap))
+                    return due
+                self._ready.wait(left)

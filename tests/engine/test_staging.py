@@ -1,0 +1,102 @@
+"""Staged occurrences through the engine, on the real SQLite store and queue with a fake
+clock: the tick runs a second before T and commits the attempt, the request waits for
+T, and what happens to the job in that last second decides what is sent."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from engine import operations
+from engine.config_import import ProjectSnapshot
+from engine.holds import AttemptKey, HeldAttempt
+from engine.interruptions import interrupted_change
+from statemachine.definition import JobDefinition
+from statemachine.policy import JobPolicy, Tuning
+from statemachine.vocabulary import InvocationStatus
+from tests.engine.harness import START, Harness
+
+STAGED = Tuning(stage_ahead=timedelta(seconds=1))
+T = START + timedelta(minutes=1)  # the first fire time of "* * * * *"
+
+
+@pytest.fixture
+def h(tmp_path):
+    h = _harness(tmp_path)
+    h.define(schedule_text="* * * * *")
+    return h
+
+
+def _harness(tmp_path) -> Harness:
+    h = Harness(tmp_path, STAGED)
+    sent_at = []
+    h.target.check = lambda request: sent_at.append(h.clock.now())
+    h.sent_at = sent_at
+    return h
+
+
+def _in_the_last_second(h: Harness, act) -> None:
+    """Run the tick queued for T - 1 s, and `act` at T - 0.3 s, while its request waits."""
+    acted = []
+
+    def later():
+        h.clock.current = T - timedelta(milliseconds=300)
+        act()
+        acted.append(h.clock.now())
+    h.clock.while_sleeping = later
+    h.run_until(T + timedelta(seconds=1))
+    assert acted == [T - timedelta(milliseconds=300)]  # (an error in `act` would be the task's)
+
+
+def test_the_attempt_is_committed_ahead_and_sent_at_t(h):
+    h.run_until(T - timedelta(seconds=1))
+    assert h.sent_at == [T]  # the wait ended at T, not before
+    (row,) = h.invocations()
+    assert row.status == InvocationStatus.SUCCEEDED and row.scheduled_time == T
+
+
+def test_a_pause_in_the_last_second_sends_nothing(h):
+    _in_the_last_second(h, lambda: operations.pause(h.engine, "proj", "job"))
+    assert h.sent_at == []
+    (row,) = h.invocations()
+    assert (row.status, row.reason) == (InvocationStatus.SKIPPED, "paused")
+
+
+def test_a_delete_in_the_last_second_sends_nothing(tmp_path):
+    h = _harness(tmp_path)  # an API job: a config file's jobs are deleted from the file
+    h.engine.configs.import_project(ProjectSnapshot("proj", "empty", jobs=()))
+    policy = JobPolicy(schedule_text="* * * * *", revision="api")
+    definition = JobDefinition(id="api", schedule="* * * * *", target={"noop": {}})
+    operations.put_job(h.engine, "proj", "api", policy, definition, False, max_jobs=10)
+    _in_the_last_second(h, lambda: operations.delete_job(h.engine, "proj", "api"))
+    assert h.sent_at == [] and h.target.requests == []
+    assert h.store.get_job("proj", "api") is None
+
+
+def test_a_new_definition_in_the_last_second_is_sent_at_t_under_it(h):
+    _in_the_last_second(h, lambda: h.define(schedule_text="* * * * *", content="v2"))
+    assert h.sent_at == [T]
+    (request,) = h.target.requests
+    assert request.invocation_id == h.invocations()[0].id
+    assert h.store.get_job("proj", "job").record.live_policy.revision == "v2"
+
+
+def test_a_process_lost_before_t_leaves_it_sent_once_at_t_under_its_id(h):
+    def crash():
+        raise SystemExit("the process dies while its staged request waits")
+
+    h.clock.while_sleeping = crash
+    with pytest.raises(SystemExit):
+        h.run_until(T - timedelta(seconds=1))
+    assert h.sent_at == []
+    h.clock.current = T - timedelta(milliseconds=500)
+    (entry,) = h.store.get_job("proj", "job").record.active
+    # What engine/interruptions.py applies for an attempt whose process is gone.
+    key = AttemptKey("proj", "job", entry.invocation_id, 0, 1)
+    h.engine.changes.apply_many([interrupted_change(HeldAttempt(key, "gone"))])
+    h.run_until(T + timedelta(seconds=5))
+    assert h.sent_at == [T]
+    assert h.target.invocations() == [entry.invocation_id]
+    (row,) = [r for r in h.invocations() if r.scheduled_time == T]
+    assert row.status == InvocationStatus.SUCCEEDED
