@@ -140,7 +140,9 @@ def _children(pid: int) -> list[int]:
 def _next_second(offset: float) -> None:
     """Sleep until `offset` past the next whole second (when the jobs' calls are out)."""
     now = time.time()
-    time.sleep(int(now) + 1 + offset - now)
+    wait = int(now) + 1 + offset - now
+    # A negative offset may be past already (now within it of the next second): the one after.
+    time.sleep(wait if wait >= 0 else wait + 1)
 
 
 TWO_SERVES = "two serves"
