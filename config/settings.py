@@ -17,7 +17,7 @@ Each has a default that suits one machine:
 | SUNDIAL_MAINTENANCE_BUDGET | 40s | how long one run of the watchdog or the clean-up may work (cron or serve's loops); what is left goes to the next run |
 | SUNDIAL_WATCHDOG_WORKERS | 8 on the cloud backend, 1 on the embedded one | watchdog repairs run at once |
 | SUNDIAL_WORKERS | 32 | task threads of the embedded dispatcher |
-| SUNDIAL_PROCESSES | 1 | serve's processes on the embedded backend: N - 1 extra dispatcher-only processes (`serve --processes`); on 2 cores, 2 take a burst from ~1,300 to ~2,400 deliveries/s for 60-100 MiB more memory. The default keeps serve to one process, as documented |
+| SUNDIAL_PROCESSES | 2 where 2 cores or more are usable, else 1 | serve's processes on the embedded backend: N - 1 extra dispatcher-only processes (`serve --processes`); on 2 cores, 2 take a burst from ~1,300 to ~2,400 deliveries/s for about 80 MiB more memory |
 | SUNDIAL_TASK_LEASE | 30s | how long a taken task is its taker's |
 | SUNDIAL_HEARTBEAT_PERIOD | 5s | embedded backend: how often each process says it is alive (and settles the attempts of processes that are gone) |
 | SUNDIAL_HEARTBEAT_TIMEOUT | 4 heartbeat periods | embedded backend: a process whose heartbeat is older is gone, and its attempts in flight are settled (a dead pid on this machine is gone at once) |
@@ -88,9 +88,7 @@ class Settings:
     maintenance_budget: timedelta = timedelta(seconds=40)
     watchdog_workers: int = 0  # 0: by backend (8 on Datastore, whose repairs wait on RPCs; 1 on SQLite)
     workers: int = 32
-    # One process, as docs/REFERENCE.md section 1 says of `serve`; --processes N is the opt-in for bursts
-    # (one Python process uses one core; docs/PERFORMANCE.md has the figures).
-    processes: int = 1
+    processes: int = field(default_factory=lambda: default_processes())
     task_lease: timedelta = timedelta(seconds=30)
     heartbeat: Heartbeat = field(default_factory=Heartbeat)
     tuning: Tuning = field(default_factory=Tuning)
@@ -154,6 +152,19 @@ def _choice(env, name: str, choices: tuple[str, ...]) -> str:
     if raw and raw not in choices:
         raise SystemExit(f"{name}: expected one of {', '.join(choices)}, got {raw!r}")
     return raw
+
+
+def default_processes() -> int:
+    """Two processes wherever two cores are usable, else one. One Python process
+    delivers on one core at a time (the GIL); a second takes a burst to about twice
+    the rate for about 80 MiB, while a steady load costs about the same CPU per
+    delivery either way. More than two gained little on 2 cores, and a machine
+    with more has room to ask for it (docs/PERFORMANCE.md, "The default process count")."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return 2 if cores >= 2 else 1
 
 
 def _int(env, name: str, default: int) -> int:

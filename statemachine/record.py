@@ -275,14 +275,16 @@ def _run_from_list(data: list[Any]) -> Run:
     return Run(required_time(data[0]), required_time(data[1]), data[2], data[3], data[4], at, key)
 
 
-def record_to_dict(record: JobRecord) -> Data:
-    """A JSON-ready dict of the record; `record_from_dict` is its inverse."""
+def record_to_dict(record: JobRecord, with_policy: bool = True) -> Data:
+    """A JSON-ready dict of the record; `record_from_dict` is its inverse.
+    `with_policy=False` leaves "policy" None, for a caller that encodes the policy,
+    which rarely changes, once (engine/adapters/local/sqlite_rows.py)."""
     return {
         "version": RECORD_VERSION,
         "project": record.project,
         "job_id": record.job_id,
         "state": record.state.value,
-        "policy": None if record.policy is None else policy_to_dict(record.policy),
+        "policy": None if record.policy is None or not with_policy else policy_to_dict(record.policy),
         "disabled": record.disabled,
         "paused": record.paused,
         "pause_reason": record.pause_reason,

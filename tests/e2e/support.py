@@ -117,6 +117,9 @@ FAST_ENV = {
     "SUNDIAL_START_GRACE": "3s",
     "SUNDIAL_TASK_LEASE": "3s",
     "SUNDIAL_LATE_TOLERANCE": "5s",
+    # One process unless a test asks for more (or the run does, SUNDIAL_PROCESSES=2): a
+    # second per server would cost every end-to-end test a child's start-up.
+    "SUNDIAL_PROCESSES": os.environ.get("SUNDIAL_PROCESSES", "1"),
 }
 
 

@@ -140,7 +140,9 @@ def _children(pid: int) -> list[int]:
 def _next_second(offset: float) -> None:
     """Sleep until `offset` past the next whole second (when the jobs' calls are out)."""
     now = time.time()
-    time.sleep(int(now) + 1 + offset - now)
+    wait = int(now) + 1 + offset - now
+    # A negative offset may be past already (now within it of the next second): the one after.
+    time.sleep(wait if wait >= 0 else wait + 1)
 
 
 TWO_SERVES = "two serves"
@@ -159,7 +161,9 @@ def test_a_process_woken_after_its_leases_sends_nothing_stale(tmp_path, layout):
     (configs / f"{PROJECT}.yaml").write_text(text)
     db = tmp_path / "sundial.db"
     if layout == TWO_SERVES:
-        servers = [Server(configs, db, tmp_path / f"server-{n}.log", ENV) for n in range(2)]
+        # One process each, whatever the run's SUNDIAL_PROCESSES: the layout is two of them.
+        servers = [Server(configs, db, tmp_path / f"server-{n}.log", {**ENV, "SUNDIAL_PROCESSES": "1"})
+                   for n in range(2)]
     else:  # the child logs to its parent's output
         servers = [Server(configs, db, tmp_path / "server-0.log", {**ENV, "SUNDIAL_PROCESSES": "2"})]
     records = RecordWatch.of_sqlite(db)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Generic, TypeVar
@@ -39,6 +40,9 @@ from statemachine.actions import Deliver
 log = logging.getLogger("sundial.dispatcher")
 
 MAX_BATCH = 64  # tasks per transaction: enough to spread its fixed cost, short enough to start sending soon
+# How long the record stage waits for more results before it commits what it has: a
+# result waits that much longer to be committed (its request is out already).
+RECORD_LINGER = 0.01
 RECORD_TRIES = 12  # about a minute of a store that is down; then the task is handed back
 
 
@@ -55,24 +59,41 @@ Settle = Callable[[LeasedTask, BaseException | None], None]
 
 
 class _Inbox(Generic[Item]):
-    """A queue a stage drains in batches; `close` ends its stage once it is empty."""
+    """A queue a stage drains in batches; `close` ends its stage once it is empty.
 
-    def __init__(self) -> None:
+    With `linger`, a take that finds fewer than `most` items waits up to that long
+    for more: one transaction then carries several results where a steady trickle
+    would have given each its own (BEGIN, COMMIT, the write lock and a wakeup of the
+    stage's thread per result). Only the record stage lingers; nothing waits for it
+    to be sent."""
+
+    def __init__(self, linger: float = 0.0, most: int = MAX_BATCH) -> None:
         self._items: deque[Item] = deque()
         self._ready = threading.Condition()
         self._closed = False
+        self._linger, self._most = linger, most
 
     def put(self, item: Item) -> None:
         with self._ready:
             self._items.append(item)
-            self._ready.notify()
+            # A lingering taker needs waking only for the first item and a full batch.
+            if not self._linger or len(self._items) in (1, self._most):
+                self._ready.notify()
 
-    def take(self, most: int) -> list[Item] | None:
-        """Wait for at least one item; None once closed and empty."""
+    def take(self) -> list[Item] | None:
+        """Wait for at least one item (and, lingering, for a full batch a while);
+        None once closed and empty."""
         with self._ready:
             while not self._items and not self._closed:
                 self._ready.wait()
-            count = min(most, len(self._items))
+            if self._linger and not self._closed and len(self._items) < self._most:
+                deadline = time.monotonic() + self._linger
+                while len(self._items) < self._most and not self._closed:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._ready.wait(left)
+            count = min(self._most, len(self._items))
             return [self._items.popleft() for _ in range(count)] if count else None
 
     def close(self) -> list[Item]:
@@ -100,7 +121,7 @@ class TaskPipeline:
                  task_until: Callable[[LeasedTask], float] = lambda item: NEVER):
         self.runner, self.settle, self.task_until = runner, settle, task_until
         self._steps: _Inbox[LeasedTask] = _Inbox()
-        self._results: _Inbox[_Result] = _Inbox()
+        self._results: _Inbox[_Result] = _Inbox(linger=RECORD_LINGER)
         # A request may wait for a sender a quarter of the start grace at most (and 5 s).
         longest_wait = min(runner.changes.tuning.start_grace.total_seconds() / 4, 5.0)
         self._sends = SendPool(senders, longest_wait)
@@ -148,11 +169,11 @@ class TaskPipeline:
         return unstarted
 
     def _step_loop(self) -> None:
-        while (batch := self._steps.take(MAX_BATCH)) is not None:
+        while (batch := self._steps.take()) is not None:
             self._guarded(self._step, batch)
 
     def _record_loop(self) -> None:
-        while (batch := self._results.take(MAX_BATCH)) is not None:
+        while (batch := self._results.take()) is not None:
             self._guarded(self._record, batch)
 
     @staticmethod

@@ -21,7 +21,9 @@ from engine.recording import notification_text, stored_notification
 from statemachine.budget import COMMIT_ENTITY_LIMIT
 from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
+from statemachine.policy import JobPolicy
 from statemachine.record import JobRecord, record_from_dict, record_to_dict
+from statemachine.stored_form import policy_to_dict
 
 Row = tuple[Any, ...]  # one row as sqlite3 returns it, or the values of one to write
 
@@ -91,6 +93,9 @@ class RecordCache:
         self._definitions: dict[str, JobDefinition] = {}
         # id of a definition handed out -> it and its text (it is kept, so its id stays its own)
         self._definition_texts: dict[int, tuple[JobDefinition, str]] = {}
+        # id of a policy -> it and its JSON: a job's policy object lives on through
+        # every step of its chain, and is most of the record's text.
+        self._policy_texts: dict[int, tuple[JobPolicy, str]] = {}
 
     def remember(self, text: str, record: JobRecord) -> None:
         if len(self._records) >= self.LIMIT:
@@ -118,6 +123,23 @@ class RecordCache:
         text = json.dumps(definition.to_dict(), separators=(",", ":"))
         self._remember_definition(text, definition)
         return text
+
+    def record_text(self, record: JobRecord) -> str:
+        """The record's stored text: `json.dumps(record_to_dict(record))` with compact
+        separators, its policy's part encoded once per policy object."""
+        policy = record.policy
+        if policy is None:
+            return json.dumps(record_to_dict(record), separators=(",", ":"))
+        known = self._policy_texts.get(id(policy))
+        if known is None or known[0] is not policy:
+            if len(self._policy_texts) >= self.LIMIT:
+                self._policy_texts.clear()
+            policy_text = json.dumps(policy_to_dict(policy), separators=(",", ":"))
+            known = self._policy_texts[id(policy)] = (policy, policy_text)
+        text = json.dumps(record_to_dict(record, with_policy=False), separators=(",", ":"))
+        # The first `"policy":null` is the key's: only "version", "project", "job_id" and
+        # "state" come before it, and a quote inside an encoded string is escaped.
+        return text.replace('"policy":null', '"policy":' + known[1], 1)
 
     def _remember_definition(self, text: str, definition: JobDefinition) -> None:
         # Both maps bound: one definition text may be written from many objects.
@@ -278,7 +300,7 @@ def select_existing(conn: sqlite3.Connection, project: str, job_id: str, invocat
 
 def job_values(job: StoredJob, records: RecordCache) -> Row:
     record = job.record
-    text = json.dumps(record_to_dict(record), separators=(",", ":"))
+    text = records.record_text(record)
     records.remember(text, record)  # the next read of this job finds it decoded
     return (
         record.project,
