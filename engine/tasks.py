@@ -22,6 +22,7 @@ from engine.logs import log_event
 from engine.ports import DeliveryResult, RetryTask, StoredJob, Task
 from engine.recording import millis
 from engine.staged import give_up_staged, still_staged, wait_until
+from engine.targets import fence
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.durations import parse_instant
@@ -133,18 +134,21 @@ class TaskRunner:
         Its attempt lease counts from the commit, not from its later time: shorter than
         the store's, so still safe."""
         holds = self.changes.holds
-        lost = first_lost(self.monotonic(), {
-            "task": task_until, "attempt": stepped.attempt_until,
-            "process": holds.held_until(stepped.taken_at) if holds is not None else None,
-        })
-        if lost:
-            give_up(log, self.changes.metrics, "send", lost, job=f"{job.record.project}/{job.record.job_id}",
-                    invocation=action.invocation_id, event=action.event_index, attempt=action.attempt)
-            return None
-        if action.send_at is not None and not still_staged(self.changes.store, job, action):
+        leases = {"task": task_until, "attempt": stepped.attempt_until,
+                  "process": holds.held_until(stepped.taken_at) if holds is not None else None}
+        lost = first_lost(self.monotonic(), leases)
+        if not lost and action.send_at is not None and not still_staged(self.changes.store, job, action):
             give_up_staged(self.changes.write, holds, job, action)  # paused, deleted or redefined since
             return None
-        return self.deliveries.send(job, action)
+        if not lost:
+            try:  # checked again at the socket, right before the request is written (fence.py)
+                with fence.fenced(lambda: first_lost(self.monotonic(), leases)):
+                    return self.deliveries.send(job, action)
+            except fence.LeaseLost as at_socket:
+                lost = str(at_socket)
+        give_up(log, self.changes.metrics, "send", lost, job=f"{job.record.project}/{job.record.job_id}",
+                invocation=action.invocation_id, event=action.event_index, attempt=action.attempt)
+        return None
 
     def _leased(self, stepped: Stepped, taken: float) -> Stepped:
         """`stepped` with the lease of the attempts it issued (every one of one job)."""

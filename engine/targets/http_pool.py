@@ -29,6 +29,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from urllib.parse import quote, unquote, urlsplit
 
+from engine.targets import fence
+
 MAX_IDLE_PER_HOST = 64  # about the dispatcher's thread count
 MAX_HOSTS = 64  # hosts whose idle connections are kept (least recently used go)
 IDLE_SECONDS = 30.0  # an idle connection older than this is closed, not reused
@@ -109,13 +111,13 @@ class ConnectionPool:
         conn, reused = self._take(key, timeout)
         try:
             try:
-                conn.request(method, endpoint.target, body=body, headers=headers)
+                _write(conn, method, endpoint.target, body, headers)
             except _STALE_ON_SEND:
                 if not reused:
                     raise
                 conn.close()  # closed while idle: nothing reached the server; send it anew
                 conn, reused = self._open(key, timeout), False
-                conn.request(method, endpoint.target, body=body, headers=headers)
+                _write(conn, method, endpoint.target, body, headers)
             sock = conn.sock  # getresponse() forgets it when the server will close
             response = conn.getresponse()
             answer = _read_answer(sock, response, deadline, read_limit)
@@ -172,6 +174,15 @@ class ConnectionPool:
                 evicted.extend(c for _, c in self._idle.popitem(last=False)[1])
         for extra in evicted:
             extra.close()
+
+
+def _write(conn: http.client.HTTPConnection, method: str, target: str, body: bytes | None,
+           headers: dict[str, str]) -> None:
+    """Connect if need be, check the sender's lease (fence.py) last, then write the request."""
+    if conn.sock is None:
+        conn.connect()
+    fence.check()
+    conn.request(method, target, body=body, headers=headers)
 
 
 def _connect_to(address: str):

@@ -218,3 +218,22 @@ def test_https_verifies_the_certificate(pool, tmp_path):
     finally:
         trusting.close()
         server.close()
+
+
+def test_a_lease_lost_before_the_write_sends_nothing_even_on_a_fresh_connection(pool):
+    # The sender's last lease check sits at the socket (fence.py): a process stopped
+    # between its first check and the write must not send on waking.
+    from engine.targets.fence import LeaseLost, fenced
+    server = ScriptedServer(keep_alive)
+    leases = {"lost": ""}
+    with fenced(lambda: leases["lost"]):
+        assert send(pool, server.url()).status == 200  # held: sent
+        leases["lost"] = "attempt"
+        with pytest.raises(LeaseLost, match="attempt"):
+            send(pool, server.url())  # the reused connection
+        with pytest.raises(LeaseLost, match="attempt"):
+            send(pool, server.url())  # the failed try closed that one: a fresh one, connected, never written
+    assert send(pool, server.url()).status == 200  # outside a fence nothing is checked
+    time.sleep(0.1)
+    assert len(server.requests) == 2
+    server.close()
