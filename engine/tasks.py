@@ -22,7 +22,7 @@ from engine.logs import log_event
 from engine.ports import DeliveryResult, RetryTask, StoredJob, Task
 from engine.recording import millis
 from engine.staged import give_up_staged, still_staged, wait_until
-from engine.targets import fence
+from engine.targets.fence import LeaseLost, fenced
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.durations import parse_instant
@@ -142,9 +142,9 @@ class TaskRunner:
             return None
         if not lost:
             try:  # checked again at the socket, right before the request is written (fence.py)
-                with fence.fenced(lambda: first_lost(self.monotonic(), leases)):
+                with fenced(lambda: first_lost(self.monotonic(), leases)):
                     return self.deliveries.send(job, action)
-            except fence.LeaseLost as at_socket:
+            except LeaseLost as at_socket:
                 lost = str(at_socket)
         give_up(log, self.changes.metrics, "send", lost, job=f"{job.record.project}/{job.record.job_id}",
                 invocation=action.invocation_id, event=action.event_index, attempt=action.attempt)

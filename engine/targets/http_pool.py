@@ -29,7 +29,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from urllib.parse import quote, unquote, urlsplit
 
-from engine.targets import fence
+from engine.targets.fence import check as check_fence
 
 MAX_IDLE_PER_HOST = 64  # about the dispatcher's thread count
 MAX_HOSTS = 64  # hosts whose idle connections are kept (least recently used go)
@@ -181,7 +181,7 @@ def _write(conn: http.client.HTTPConnection, method: str, target: str, body: byt
     """Connect if need be, check the sender's lease (fence.py) last, then write the request."""
     if conn.sock is None:
         conn.connect()
-    fence.check()
+    check_fence()
     conn.request(method, target, body=body, headers=headers)
 
 
