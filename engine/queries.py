@@ -12,6 +12,7 @@ from dataclasses import replace
 from engine.deferred_finish import may_hold_finish, settle_deferred
 from engine.errors import NotFound
 from engine.ports import AuditEntry, InvocationRow, JobStore, ProjectRow, StoredJob
+from engine.recording import row_of_active
 from statemachine.policy import DEFAULT_TUNING, Tuning
 
 
@@ -110,7 +111,15 @@ class Queries:
         return row
 
     def find_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
-        return self.store.get_invocation(project, job_id, invocation_id)
+        """The invocation's history record; for one started by its own tick whose first
+        attempt has not ended, the record it will have (it lives in its job's record until
+        then), so an async target's report or a reader does not miss it."""
+        row = self.store.get_invocation(project, job_id, invocation_id)
+        if row is not None:
+            return row
+        stored = self.find_job(project, job_id)
+        entry = stored.record.find_active(invocation_id) if stored is not None else None
+        return row_of_active(project, job_id, entry) if entry is not None else None
 
     def audit(self, project: str, job_id: str | None, page_size: int,
               page_token: str | None) -> tuple[list[AuditEntry], str | None]:

@@ -210,9 +210,13 @@ def _record_skipped(tx: Transaction, project: str, job_id: str, action: act.Reco
 def materialize(tx: Transaction, project: str, job_id: str, entry: ActiveInvocation) -> None:
     """Write the history record of an invocation that so far lived only in its job's
     record (one started by its own tick), as it stands: created and attempt 1 started."""
-    if tx.get_invocation(project, job_id, entry.invocation_id) is not None:
-        return
-    # A deferred invocation gets its history record once its first attempt started.
+    if tx.get_invocation(project, job_id, entry.invocation_id) is None:
+        tx.put_invocation(row_of_active(project, job_id, entry))
+
+
+def row_of_active(project: str, job_id: str, entry: ActiveInvocation) -> InvocationRow:
+    """The history record an invocation living only in its job's record would have now;
+    readers are shown it until the real one is written."""
     began = entry.started_at or entry.scheduled_time
     row = InvocationRow(
         project, job_id, entry.invocation_id,
@@ -222,7 +226,7 @@ def materialize(tx: Transaction, project: str, job_id: str, entry: ActiveInvocat
     )
     append_log(row, began, "created", trigger=entry.trigger)
     append_log(row, began, "attempt 1 starting", event=0)
-    tx.put_invocation(row)
+    return row
 
 
 def _update(tx: Transaction, project: str, job_id: str, invocation_id: str, change) -> None:

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 import engine.changes
+from engine import operations
 from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.ports import DeliveryResult
 from statemachine import events as ev
@@ -130,3 +131,25 @@ def test_a_finish_whose_row_is_older_than_half_a_day_is_written_at_once(h):
     row = h.invocations()[0]
     assert (row.status, row.attempt) == ("SUCCEEDED", 3)
     assert row.id not in _raw_active(h)
+
+
+def test_a_completion_that_arrives_before_the_202_is_recorded_finishes_the_invocation(h):
+    """A fast async target calls back while its own 202 is still on the way: the
+    invocation lives only in the job's record then, and the report must still count."""
+    h.define()
+    reports = []
+
+    def call_back_then_accept(request):
+        shown = h.engine.queries.invocation("proj", "job", request.invocation_id)
+        token = h.engine.deliveries.completion_token(request.invocation_id)
+        reports.append((shown.status, operations.complete(h.engine, "proj", "job", request.invocation_id,
+                                                          token, succeeded=True).status))
+        return DeliveryResult("accepted")
+
+    h.target.respond = call_back_then_accept
+    h.run_until(START + timedelta(minutes=1, seconds=5))
+    assert reports == [("RUNNING", "SUCCEEDED")]
+    [row] = h.invocations()
+    assert (row.status, h.engine.queries.job("proj", "job").record.active) == ("SUCCEEDED", ())
+    h.run_until(START + timedelta(minutes=20))  # the late 202 changes nothing; no timeout
+    assert [r.status for r in h.invocations()][0] == "SUCCEEDED"
