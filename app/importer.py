@@ -108,9 +108,11 @@ def _import_file(configs: ConfigImport, project: str, path: Path, backend: str, 
 
 def snapshot_of(project: str, path: Path, data: bytes, digest: str, backend: str,
                 own: OwnService | None = None) -> ProjectSnapshot:
+    # Errors name the file, not the directory: every reader of the project sees them,
+    # and where the server keeps its files is the operator's business.
     try:
-        text = decode_project_file(data, str(path))  # exactly as `main.py validate` reads it
-        config = parse_project_text(project, text, str(path), backend=backend, own=own)
+        text = decode_project_file(data, path.name)  # exactly as `main.py validate` reads it
+        config = parse_project_text(project, text, path.name, backend=backend, own=own)
     except ProjectConfigError as error:
         return ProjectSnapshot(project, digest, error="\n".join(str(e) for e in error.errors))
     return ProjectSnapshot(

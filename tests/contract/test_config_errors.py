@@ -93,7 +93,7 @@ def test_a_broken_entry_marks_its_job_and_a_fixed_one_clears_it(files):
     assert files.job().config_error == ""
     files.load(BROKEN)
     job, [error] = files.job(), files.store.inner.get_project("p").job_errors
-    assert error.startswith(f"{files.directory / 'p.yaml'}:3: job 'x': schedule: unrecognised schedule")
+    assert error.startswith("p.yaml:3: job 'x': schedule: unrecognised schedule")
     assert job.config_error == error  # the very line the project shows
     assert job.definition.schedule == "every 1m" and job.record.state.value == "SCHEDULED"
     assert files.job("y").config_error == ""

@@ -221,3 +221,17 @@ def test_a_put_job_with_auth_shows_the_auth_and_a_bad_auth_is_refused_naming_the
     refused = api.put("j", body)
     assert error_of(refused) == (400, "INVALID_ARGUMENT")
     assert "target.http.auth: sets Authorization, and so does headers.Authorization" in str(refused.get_json())
+
+
+def test_config_errors_name_the_file_but_not_where_the_server_keeps_it(api):
+    """Readers of a project see its errors; the server's directories are not theirs to know."""
+    def shown() -> str:
+        [project] = [p for p in api.get("/api/v1/projects").get_json()["projects"] if p["id"] == "demo"]
+        return " ".join([project["config_error"] or "", *project["job_errors"], api.job("from-config")["config_error"]])
+
+    api.write_config("demo", DEMO.replace("every 1m", "every 1 minutes please"))
+    broken_entry = shown()
+    api.write_config("demo", DEMO + "oops: [\n")
+    for errors in (broken_entry, shown()):
+        assert "demo.yaml" in errors
+        assert str(api.configs) not in errors and str(api.configs.parent) not in errors
