@@ -184,15 +184,18 @@ class Dispatcher:
     def _loop(self) -> None:
         rung = True
         while not self._stopped.is_set():
-            self.wakeup.looking()
             try:
+                # A wake only to hand held tasks over keeps the plan (and the wakeup's
+                # event): clearing it there would have every enqueue ring the loop.
                 if rung or time.monotonic() >= self._look_by:
+                    self.wakeup.looking()
                     self._look(rung)
                 timeout = min(self._release_due(), max(self._look_by - time.monotonic(), 0.0))
             except Exception as error:  # storage trouble: log, back off, keep going
                 log_event(log, "dispatcher error", error=repr(error))
                 self._seen, timeout = None, self.max_sleep.total_seconds()
                 self._look_by = time.monotonic() + timeout
+                self.wakeup.plan(None)
             rung = self.wakeup.sleep(timeout)
 
     def _look(self, rung: bool) -> None:
