@@ -98,7 +98,7 @@ class JsonLinesHandler(logging.StreamHandler):
     with a delivery logged from each of many sender threads, they queued there for the
     JSON encoding of one another's lines. The lines are the same."""
 
-    def handle(self, record: logging.LogRecord) -> bool:  # type: ignore[override]
+    def handle(self, record: logging.LogRecord) -> bool:
         if not self.filter(record):
             return False
         try:

@@ -26,7 +26,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 from engine.adapters.local.pipeline import TaskPipeline
-from engine.adapters.local.sqlite_queue import Share
+from engine.adapters.local.sqlite_queue import Share, SqliteTaskQueue
+from engine.adapters.local.wakeup import Wakeup
 from engine.leases import NEVER, give_up, held_until, monotonic_of
 from engine.logs import log_event
 from engine.metrics import Metrics
@@ -44,48 +45,10 @@ LEASE = timedelta(seconds=30)
 AHEAD = timedelta(milliseconds=50)
 # A held task is handed to the pipeline at the next multiple of this after its time:
 # tasks due within one grain go to the step stage together (one transaction, one wakeup).
-GRAIN = 0.005
+GRAIN = 0.01
 _NEVER = datetime.max.replace(tzinfo=timezone.utc)
 
-
-class Wakeup:
-    """When the dispatch loop means to look at the queue next, and what wakes it sooner.
-
-    It is built before the store, whose `on_enqueue` hook is `task_enqueued`
-    (app/bootstrap.py), and handed to the dispatcher.
-    """
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._look_at: datetime | None = None  # None: the loop is looking now
-
-    def task_enqueued(self, eta: datetime) -> None:
-        """A transaction of this process enqueued a task due at `eta`.
-
-        Wake the loop only if it would otherwise look too late: in the steady state
-        every tick enqueues the next one, and waking for each would cost a lease
-        transaction per tick for nothing.
-        """
-        look_at = self._look_at
-        if look_at is None or eta < look_at:
-            self._event.set()
-
-    def ring(self) -> None:
-        """Wake the loop now."""
-        self._event.set()
-
-    def looking(self) -> None:
-        """The loop looks now: anything enqueued from here on wakes it again."""
-        self._event.clear()
-        self._look_at = None
-
-    def plan(self, look_at: datetime | None) -> None:
-        """The loop means to look next at `look_at` (None: it keeps looking)."""
-        self._look_at = look_at
-
-    def sleep(self, seconds: float) -> bool:
-        """Sleep up to `seconds`; True if something woke the loop before."""
-        return self._event.wait(seconds)
+__all__ = ["Dispatcher", "InlineDispatcher", "Wakeup", "hand_back"]  # Wakeup: where app/bootstrap.py finds it
 
 
 def hand_back(queue: TaskQueue, clock: Clock, item: LeasedTask, error: BaseException) -> None:
@@ -106,7 +69,7 @@ def hand_back(queue: TaskQueue, clock: Clock, item: LeasedTask, error: BaseExcep
 class Dispatcher:
     def __init__(
         self,
-        queue: TaskQueue,
+        queue: SqliteTaskQueue,
         runner: TaskRunner,
         clock: Clock,
         wakeup: Wakeup,
