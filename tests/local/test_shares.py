@@ -130,3 +130,21 @@ def test_tasks_leased_ahead_run_at_their_time_not_before(tmp_path):
     assert [name for name, at in ran.items() if at < etas[name]] == []
     # 30 tasks over 90 ms: a few looks leased them, not one per task.
     assert len(leases) <= 90 / (AHEAD.total_seconds() * 1000 / 2) + 2, leases
+
+
+def test_a_task_this_process_enqueues_for_now_is_run_whatever_its_share(tmp_path):
+    # (an API "run now" of a job in another process's share must not wait for the takeover)
+    wakeup = Wakeup()
+    queue = SqliteTaskQueue(SqliteJobStore(tmp_path / "q.db", on_enqueue=wakeup.task_enqueued))
+    zero, _ = _split()
+    ran = threading.Event()
+    never = Share(1, 2, takeover=timedelta(days=1))  # the others' tasks are never taken over here
+    dispatcher = Dispatcher(queue, HandlerOnly(lambda task: ran.set()), SystemClock(), wakeup, workers=2,
+                            share=lambda: never)
+    dispatcher.start()
+    try:
+        time.sleep(0.1)  # asleep until its next planned look
+        _enqueue(queue, zero[:1], datetime.now(UTC), kind="trigger")
+        assert ran.wait(20)
+    finally:
+        dispatcher.stop()

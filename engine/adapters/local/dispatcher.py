@@ -165,7 +165,10 @@ class Dispatcher:
         """Lease what is due (unless nothing can have changed) and plan the next look."""
         if rung or not self._unchanged():
             self._seen = self._version() if self._version is not None else None
-            self._dispatch_due()
+            # A ring is this process's own news (a task it enqueued for sooner than the
+            # plan, a full batch half done): its look takes due tasks of any share, or a
+            # job run from the API would wait for the takeover when another process's.
+            self._dispatch_due(None if rung else self._share())
             timeout = self._sleep_seconds()
         else:  # neither the lease nor the reads of next_wake: they would find the same
             timeout = self._sleep_until(self.clock.now())
@@ -199,7 +202,7 @@ class Dispatcher:
             return False
         return self._version() == self._seen
 
-    def _dispatch_due(self) -> None:
+    def _dispatch_due(self, share: Share | None) -> None:
         """Delete what finished and lease what is due, in one transaction, then submit.
 
         It leases a few tasks per worker ahead, so that workers find the next task
@@ -215,7 +218,7 @@ class Dispatcher:
             done, self._done = [i for i in self._done if self._held(i, taken)], []
         try:
             now = self.clock.now()
-            leased = self.queue.lease_due(now, room, self.lease, done, AHEAD, self._share())
+            leased = self.queue.lease_due(now, room, self.lease, done, AHEAD, share)
         except Exception:
             with self._lock:
                 self._done = done + self._done  # try deleting them again next round
