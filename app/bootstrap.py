@@ -174,7 +174,7 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     liveness = Liveness(registry, engine.interruptions, settings.heartbeat.period)
     queue = SqliteTaskQueue(store)
     dispatcher = Dispatcher(queue, engine.tasks, clock, wakeup, settings.workers, settings.task_lease,
-                            metrics=engine.metrics, version=queue.version)
+                            metrics=engine.metrics, version=queue.version, share=registry.share)
     if role is Role.DISPATCHER:
         return Runtime(settings, engine, dispatcher, app=None, liveness=liveness)
     return _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending, children=extra,

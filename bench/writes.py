@@ -106,8 +106,8 @@ def _counting_classes():
             self.leased = 0
             self._lock = threading.Lock()
 
-        def lease_due(self, now, limit, lease, done=None):
-            leased = super().lease_due(now, limit, lease, done)
+        def lease_due(self, now, limit, lease, done=None, *more):
+            leased = super().lease_due(now, limit, lease, done, *more)
             with self._lock:
                 self.leased += len(leased)
             return leased

@@ -92,6 +92,33 @@ class JsonFormatter(logging.Formatter):
         return f"{text}.{millis:03d}Z"
 
 
+class JsonLinesHandler(logging.StreamHandler):
+    """A stream handler that formats a record before it takes the handler's lock, and
+    holds the lock only to write the line. The standard handler formats under its lock:
+    with a delivery logged from each of many sender threads, they queued there for the
+    JSON encoding of one another's lines. The lines are the same."""
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        if not self.filter(record):
+            return False
+        try:
+            line = self.format(record) + self.terminator
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)
+            return True
+        with self.lock:  # type: ignore[union-attr]  # (createLock made it)
+            try:
+                self.stream.write(line)
+                self.stream.flush()
+            except RecursionError:
+                raise
+            except Exception:
+                self.handleError(record)
+        return True
+
+
 def _jsonable(value: object) -> object:
     if isinstance(value, datetime) and value.tzinfo is not None:
         return rfc3339_millis(value)
@@ -112,7 +139,7 @@ def configure_logging(stream: TextIO | None = None, level: str | int = "INFO") -
     for handler in list(root.handlers):
         if getattr(handler, "_sundial_json", False):
             root.removeHandler(handler)
-    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler = JsonLinesHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(JsonFormatter())
     handler._sundial_json = True  # type: ignore[attr-defined]
     root.addHandler(handler)

@@ -102,3 +102,26 @@ def test_configuring_twice_does_not_double_lines():
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
+
+
+def test_a_line_is_formatted_before_the_handlers_lock_is_taken():
+    # Sender threads each log a delivery: formatting under the lock made them queue
+    # there for one another's JSON encoding.
+    stream = io.StringIO()
+    handler = configure_logging(stream)
+    held_while_formatting = []
+    formatter = handler.formatter
+    assert formatter is not None
+
+    class Watching(logging.Formatter):
+        def format(self, record):
+            held_while_formatting.append(handler.lock._is_owned())  # type: ignore[union-attr]
+            return formatter.format(record)
+
+    handler.setFormatter(Watching())
+    try:
+        log_event(logging.getLogger("sundial.test"), "delivered", job="p/j")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert held_while_formatting == [False]
+    assert '"message": "delivered"' in stream.getvalue() and '"job": "p/j"' in stream.getvalue()

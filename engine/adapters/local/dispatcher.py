@@ -17,13 +17,17 @@ handler, for tests and tools that step a fake clock.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 from engine.adapters.local.pipeline import TaskPipeline
+from engine.adapters.local.sqlite_queue import Share, SqliteTaskQueue
+from engine.adapters.local.wakeup import Wakeup
 from engine.leases import NEVER, give_up, held_until, monotonic_of
 from engine.logs import log_event
 from engine.metrics import Metrics
@@ -35,47 +39,16 @@ log = logging.getLogger("sundial.dispatcher")
 
 LEASE_AHEAD = 4  # tasks leased per worker: the next ones wait in memory, not in SQLite
 LEASE = timedelta(seconds=30)
+# Chain tasks due this much later are leased with those due now, in one transaction, and
+# held in memory until their time: under a steady load a lease takes a few dozen tasks
+# instead of the one or two that fall due between two looks.
+AHEAD = timedelta(milliseconds=50)
+# A held task is handed to the pipeline at the next multiple of this after its time:
+# tasks due within one grain go to the step stage together (one transaction, one wakeup).
+GRAIN = 0.01
 _NEVER = datetime.max.replace(tzinfo=timezone.utc)
 
-
-class Wakeup:
-    """When the dispatch loop means to look at the queue next, and what wakes it sooner.
-
-    It is built before the store, whose `on_enqueue` hook is `task_enqueued`
-    (app/bootstrap.py), and handed to the dispatcher.
-    """
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._look_at: datetime | None = None  # None: the loop is looking now
-
-    def task_enqueued(self, eta: datetime) -> None:
-        """A transaction of this process enqueued a task due at `eta`.
-
-        Wake the loop only if it would otherwise look too late: in the steady state
-        every tick enqueues the next one, and waking for each would cost a lease
-        transaction per tick for nothing.
-        """
-        look_at = self._look_at
-        if look_at is None or eta < look_at:
-            self._event.set()
-
-    def ring(self) -> None:
-        """Wake the loop now."""
-        self._event.set()
-
-    def looking(self) -> None:
-        """The loop looks now: anything enqueued from here on wakes it again."""
-        self._event.clear()
-        self._look_at = None
-
-    def plan(self, look_at: datetime | None) -> None:
-        """The loop means to look next at `look_at` (None: it keeps looking)."""
-        self._look_at = look_at
-
-    def sleep(self, seconds: float) -> bool:
-        """Sleep up to `seconds`; True if something woke the loop before."""
-        return self._event.wait(seconds)
+__all__ = ["Dispatcher", "InlineDispatcher", "Wakeup", "hand_back"]  # Wakeup: where app/bootstrap.py finds it
 
 
 def hand_back(queue: TaskQueue, clock: Clock, item: LeasedTask, error: BaseException) -> None:
@@ -96,7 +69,7 @@ def hand_back(queue: TaskQueue, clock: Clock, item: LeasedTask, error: BaseExcep
 class Dispatcher:
     def __init__(
         self,
-        queue: TaskQueue,
+        queue: SqliteTaskQueue,
         runner: TaskRunner,
         clock: Clock,
         wakeup: Wakeup,
@@ -105,11 +78,18 @@ class Dispatcher:
         max_sleep: timedelta = timedelta(seconds=1),
         metrics: Metrics | None = None,
         version: Callable[[], int] | None = None,
+        share: Callable[[], Share | None] = lambda: None,
     ):
         """`version`: a number that changes whenever another connection commits to the
-        queue's database, read on the dispatch thread (None: every look leases)."""
+        queue's database, read on the dispatch thread (None: every look leases).
+        `share`: the part of the chain queue this process takes first, when several
+        processes serve the database (sqlite_queue.Share; None: all of it)."""
         self.queue, self.clock, self.wakeup = queue, clock, wakeup
-        self._version = version
+        self._version, self._share = version, share
+        # Leased chain tasks not due yet: (eta, id, task), handed to the pipeline at their time.
+        self._ahead: list[tuple[datetime, int, LeasedTask]] = []
+        self._look_by = 0.0  # time.monotonic() of the next planned look
+        self._starved = False  # the last look filled every free slot: finishing tasks wake the loop
         # What the last look saw: the counter before it (None: look again), and when
         # its earliest task becomes takeable (nothing can be due before, unless the
         # counter moves or this process enqueues something, which rings the wakeup).
@@ -153,6 +133,7 @@ class Dispatcher:
         the next start) takes them now instead of when their leases run out."""
         with self._lock:
             now = self._monotonic()
+            self._ahead = []  # (in _inflight too)
             unstarted, self._inflight = [i for i in self._inflight.values() if self._held(i.id, now)], {}
             done, self._done = [i for i in self._done if self._held(i, now)], []
             self._until = {}
@@ -166,18 +147,47 @@ class Dispatcher:
     def _loop(self) -> None:
         rung = True
         while not self._stopped.is_set():
-            self.wakeup.looking()
             try:
-                if rung or not self._unchanged():
-                    self._seen = self._version() if self._version is not None else None
-                    self._dispatch_due()
-                    timeout = self._sleep_seconds()
-                else:  # neither the lease nor the reads of next_wake: they would find the same
-                    timeout = self._sleep_until(self.clock.now())
+                # A wake only to hand held tasks over keeps the plan (and the wakeup's
+                # event): clearing it there would have every enqueue ring the loop.
+                if rung or time.monotonic() >= self._look_by:
+                    self.wakeup.looking()
+                    self._look(rung)
+                timeout = min(self._release_due(), max(self._look_by - time.monotonic(), 0.0))
             except Exception as error:  # storage trouble: log, back off, keep going
                 log_event(log, "dispatcher error", error=repr(error))
                 self._seen, timeout = None, self.max_sleep.total_seconds()
+                self._look_by = time.monotonic() + timeout
+                self.wakeup.plan(None)
             rung = self.wakeup.sleep(timeout)
+
+    def _look(self, rung: bool) -> None:
+        """Lease what is due (unless nothing can have changed) and plan the next look."""
+        if rung or not self._unchanged():
+            self._seen = self._version() if self._version is not None else None
+            # A ring is this process's own news (a task it enqueued for sooner than the
+            # plan, a full batch half done): its look takes due tasks of any share, or a
+            # job run from the API would wait for the takeover when another process's.
+            self._dispatch_due(None if rung else self._share())
+            timeout = self._sleep_seconds()
+        else:  # neither the lease nor the reads of next_wake: they would find the same
+            timeout = self._sleep_until(self.clock.now())
+        self._look_by = time.monotonic() + timeout
+
+    def _release_due(self) -> float:
+        """Hand the held tasks that are due to the pipeline; the seconds until the next is."""
+        now = self.clock.now()
+        due = []
+        with self._lock:
+            while self._ahead and self._ahead[0][0] <= now:
+                due.append(heapq.heappop(self._ahead)[2])
+            first = self._ahead[0][0] if self._ahead else None
+        for item in due:
+            self._submit(item)
+        if first is None:
+            return self.max_sleep.total_seconds()
+        wait = (first - now).total_seconds()
+        return min(wait + (-first.timestamp()) % GRAIN, self.max_sleep.total_seconds())
 
     def _unchanged(self) -> bool:
         """Whether a look now would find what the last one found: no other connection
@@ -192,7 +202,7 @@ class Dispatcher:
             return False
         return self._version() == self._seen
 
-    def _dispatch_due(self) -> None:
+    def _dispatch_due(self, share: Share | None) -> None:
         """Delete what finished and lease what is due, in one transaction, then submit.
 
         It leases a few tasks per worker ahead, so that workers find the next task
@@ -202,11 +212,13 @@ class Dispatcher:
         assert self._pool is not None, "start() first"
         with self._lock:
             room = self.workers * LEASE_AHEAD - self._working()
+            self._starved = room <= 0
             taken = self._monotonic()
             # A finished task whose lease ran out since is not ours to delete any more.
             done, self._done = [i for i in self._done if self._held(i, taken)], []
         try:
-            leased = self.queue.lease_due(self.clock.now(), room, self.lease, done)
+            now = self.clock.now()
+            leased = self.queue.lease_due(now, room, self.lease, done, AHEAD, share)
         except Exception:
             with self._lock:
                 self._done = done + self._done  # try deleting them again next round
@@ -216,11 +228,20 @@ class Dispatcher:
                 self._until.pop(task_id, None)
             self._inflight.update((item.id, item) for item in leased)
             self._until.update((item.id, held_until(taken, self.lease)) for item in leased)
+            self._starved = self._starved or len(leased) >= room
+            for item in leased:
+                if item.task.eta > now:  # leased ahead: held until its time
+                    heapq.heappush(self._ahead, (item.task.eta, item.id, item))
         for item in leased:
-            if item.task.kind in CHAIN_KINDS:
-                self._pipeline.submit(item)
-            else:
-                self._pool.submit(self._run, item)
+            if item.task.eta <= now:
+                self._submit(item)
+
+    def _submit(self, item: LeasedTask) -> None:
+        assert self._pool is not None, "start() first"
+        if item.task.kind in CHAIN_KINDS:
+            self._pipeline.submit(item)
+        else:
+            self._pool.submit(self._run, item)
 
     def _sleep_seconds(self) -> float:
         with self._lock:
@@ -230,7 +251,10 @@ class Dispatcher:
             self._quiet_until = now
             self.wakeup.plan(_NEVER)
             return self.max_sleep.total_seconds()
-        self._quiet_until = self.queue.next_wake(now) or _NEVER
+        wake = self.queue.next_wake(now, self._share())
+        # A chain task is leased up to AHEAD early: look when the earliest is half that
+        # from due, so that each look takes at least half a window's worth.
+        self._quiet_until = _NEVER if wake is None else wake - AHEAD / 2
         return self._sleep_until(now)
 
     def _sleep_until(self, now: datetime) -> float:
@@ -268,10 +292,12 @@ class Dispatcher:
                 else:
                     self._until.pop(item.id, None)
                 left = self._working()
-        # Lease again once half the leased tasks are done, not after each one: every
-        # lease is a write transaction. A throttled task's slot is freed only when
-        # its task is deleted (by the next lease), so it wakes the loop at once.
-        if left <= self.workers * LEASE_AHEAD // 2 or item.task.queue:
+        # Lease again once half the leased tasks are done, and only if the last look
+        # left some due tasks for want of room: every lease is a write transaction, and
+        # otherwise the next planned look deletes what finished. A throttled task's slot
+        # is freed only when its task is deleted (by the next lease), so it wakes the
+        # loop at once.
+        if (self._starved and left <= self.workers * LEASE_AHEAD // 2) or item.task.queue:
             self.wakeup.ring()
 
     def _working(self) -> int:

@@ -30,6 +30,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Callable, Protocol, cast
 
+from engine.adapters.local.sqlite_queue import Share
 from engine.adapters.local.sqlite_rows import Row
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.holds import AttemptKey, HeldAttempt
@@ -128,7 +129,7 @@ class ProcessRegistry:
         self._monotonic = monotonic_of(clock)
         self._held_until: float | None = None  # see AttemptHolds.held_until
         self._revoked_before = float("-inf")  # what it held before it was taken for gone is lost
-
+        self._share: Share | None = None  # see share()
 
     def heartbeat(self) -> None:
         """Register, or say this process is still here; and forget the processes that
@@ -139,7 +140,8 @@ class ProcessRegistry:
         # Read before the heartbeat's time: the others count the timeout from that time.
         taken = self._monotonic()
         me, now = self.me, self.clock.now().timestamp()
-        gone = self.gone_among(self._registered_ids())
+        registered = self._registered_ids()
+        gone = self.gone_among(registered)
         with self.store.transaction() as tx:
             updated = tx.conn.execute("UPDATE processes SET heartbeat = ? WHERE id = ?", (now, me.id)).rowcount
             if not updated:
@@ -154,6 +156,15 @@ class ProcessRegistry:
                       process=me.id)
         self._registered = True
         self._held_until = held_until(taken, self.timeout)
+        members = sorted((registered | {me.id}) - gone)
+        self._share = Share(members.index(me.id), len(members))
+
+    def share(self) -> Share | None:
+        """This process's share of the chain queue among the processes serving the
+        database, as of its last heartbeat (None before the first): every registered
+        process runs a dispatcher. Two processes may briefly disagree while one joins
+        or leaves; a task no one counts as theirs is then taken over (Share.takeover)."""
+        return self._share
 
     def held_until(self, since: float) -> float | None:
         """See AttemptHolds.held_until."""

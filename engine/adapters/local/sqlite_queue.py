@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
+import zlib
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from engine.adapters.local.sqlite_rows import from_seconds, instant
@@ -28,16 +31,48 @@ from engine.ports import LeasedTask, Task
 from statemachine.vocabulary import task_kind
 
 
+@dataclass(frozen=True)
+class Share:
+    """The part of the chain queue one of `count` processes on the database takes first:
+    the tasks of the jobs whose stable hash (`share_of`) is `index`. A task of another
+    share is taken too once it is `takeover` overdue, so a process that died or lags
+    loses nothing; the lease still decides who runs it. Shares only keep two processes
+    from waking for the same task; nothing depends on them for correctness."""
+
+    index: int
+    count: int
+    takeover: timedelta = timedelta(milliseconds=200)
+
+
+def share_of(name: str, count: int) -> int:
+    """The share of a task: by its job (the 2nd and 3rd parts of its name,
+    engine/recording.task_name), so one job's tasks all go to one process."""
+    key = name.split("/", 3)[1:3]
+    return zlib.crc32("/".join(key).encode()) % count
+
+
 class SqliteTaskQueue:
     """The TaskQueue port (engine/ports.py) on the store's `tasks` table."""
 
     def __init__(self, store: SqliteJobStore):
         self.store = store
+        self._local = threading.local()  # .conn: the thread's connection that has sundial_share
+
+    def _with_share(self, conn: sqlite3.Connection) -> sqlite3.Connection:
+        """The connection, with the SQL function `sundial_share(name, count)` (share_of)."""
+        if getattr(self._local, "conn", None) is not conn:
+            conn.create_function("sundial_share", 2, share_of, deterministic=True)
+            self._local.conn = conn
+        return conn
 
     def lease_due(
-        self, now: datetime, limit: int, lease: timedelta, done: list[int] | None = None
+        self, now: datetime, limit: int, lease: timedelta, done: list[int] | None = None,
+        ahead: timedelta = timedelta(0), share: Share | None = None,
     ) -> list[LeasedTask]:
-        """Lease up to `limit` due tasks; `done` tasks are deleted in the same commit."""
+        """Lease up to `limit` due tasks; `done` tasks are deleted in the same commit.
+        `ahead`: also tasks of the chain queue due that much later (the caller holds
+        them until their time); `share`: of those, only this process's, and others'
+        once overdue (see Share)."""
         if limit <= 0 and not done:
             return []
         with self.store.transaction() as tx:
@@ -45,7 +80,7 @@ class SqliteTaskQueue:
                 tx.conn.executemany("DELETE FROM tasks WHERE id = ?", [(i,) for i in done])
             if limit <= 0:
                 return []
-            ids = _pick_due(tx.conn, now.timestamp(), limit)
+            ids = _pick_due(self._with_share(tx.conn), now.timestamp(), limit, ahead.total_seconds(), share)
             if not ids:
                 return []
             rows = tx.conn.execute(
@@ -83,14 +118,22 @@ class SqliteTaskQueue:
                 "UPDATE tasks SET lease_until = ? WHERE id = ? AND attempts = ?",
                 (until.timestamp(), item.id, item.attempts)).rowcount]
 
-    def next_wake(self, now: datetime) -> datetime | None:
+    def next_wake(self, now: datetime, share: Share | None = None) -> datetime | None:
         """When the earliest task becomes takeable: the earliest ETA of an unleased
-        task, or the earliest lease to run out (both read from an index)."""
-        conn, at = self.store.connection(), now.timestamp()
+        task, or the earliest lease to run out (both read from an index). With a
+        `share`, an unleased task of the chain queue outside it counts from when it
+        may be taken over."""
+        conn, at = self._with_share(self.store.connection()), now.timestamp()
+        takeover = share.takeover.total_seconds() if share is not None and share.count > 1 else 0.0
         candidates = [
-            row[0] for queue in _open_queues(conn, at, 1)
+            row[0] + (0.0 if queue else takeover) for queue in _open_queues(conn, at, 1)
             for row in conn.execute(_DUE_IN_QUEUE.replace("eta <= ? AND ", ""), (queue, at, 1))
         ]
+        if takeover and share is not None:
+            mine = conn.execute(_MINE_IN_QUEUE.replace("eta <= ? AND ", "").replace("(eta <= ? OR ", "("),
+                                ("", at, share.count, share.index, 1)).fetchone()
+            if mine is not None:
+                candidates.append(mine[0])
         # Only leases still running: one that ran out is a free task, found above if
         # its queue has room (and if it has none, a finishing task wakes the dispatcher).
         leased = conn.execute(
@@ -114,6 +157,11 @@ class SqliteTaskQueue:
 _DUE_IN_QUEUE = (
     "SELECT eta, id FROM tasks WHERE queue = ? AND eta <= ? AND lease_until <= ? ORDER BY eta LIMIT ?"
 )
+# The same, of one share (see Share): its own tasks, and others' due before the takeover time.
+_MINE_IN_QUEUE = (
+    "SELECT eta, id FROM tasks WHERE queue = ? AND eta <= ? AND lease_until <= ?"
+    " AND (eta <= ? OR sundial_share(name, ?) = ?) ORDER BY eta LIMIT ?"
+)
 # The distinct throttle queues holding tasks, one index seek each (a skip scan).
 _QUEUES = """
 WITH RECURSIVE q(name) AS (
@@ -127,13 +175,23 @@ _LIMIT = (
 )
 
 
-def _pick_due(conn: sqlite3.Connection, at: float, limit: int) -> list[int]:
-    """Ids of up to `limit` due tasks, earliest first, leaving every throttle within bounds."""
+def _pick_due(conn: sqlite3.Connection, at: float, limit: int, ahead: float = 0.0,
+              share: Share | None = None) -> list[int]:
+    """Ids of up to `limit` due tasks, earliest first, leaving every throttle within bounds.
+    The chain queue's may be due up to `ahead` seconds later, and are of `share` (if
+    any). A throttle's are not leased ahead: each lease holds one of its few slots."""
     due = []
     for queue, room in _open_queues(conn, at, limit).items():
-        due += conn.execute(_DUE_IN_QUEUE, (queue, at, at, room)).fetchall()
+        if queue or share is None or share.count <= 1:
+            due += conn.execute(_DUE_IN_QUEUE, (queue, at + (0 if queue else ahead), at, room)).fetchall()
+        else:
+            overdue = at - share.takeover.total_seconds()
+            due += conn.execute(_MINE_IN_QUEUE,
+                                (queue, at + ahead, at, overdue, share.count, share.index, room)).fetchall()
     due.sort()
     return [task_id for _, task_id in due[:limit]]
+
+
 
 
 def _open_queues(conn: sqlite3.Connection, at: float, limit: int) -> dict[str, int]:
