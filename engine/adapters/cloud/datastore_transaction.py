@@ -29,7 +29,9 @@ from engine.ports import AuditEntry, InvocationRow, ProjectRow, StoredJob, Task
 
 class UseCounter(Protocol):
     """What a transaction tells its store: the reads and writes it made (for the cost
-    figures of bench/cloud_cost.py)."""
+    figures of bench/cloud_cost.py); and the store's shards of indexed times."""
+
+    index_shards: int
 
     def count(self, **amounts: int) -> None: ...
 
@@ -74,7 +76,7 @@ class DatastoreTransaction:
         return None if entity is None else job_row(entity)
 
     def put_job(self, job: StoredJob) -> None:
-        entity = job_entity(job)
+        entity = job_entity(job, self.store.index_shards)
         self.writes[entity.key] = entity
 
     def delete_job(self, project: str, job_id: str) -> None:
@@ -86,7 +88,7 @@ class DatastoreTransaction:
         return None if entity is None else invocation_row(entity)
 
     def put_invocation(self, row: InvocationRow) -> None:
-        entity = invocation_entity(row)
+        entity = invocation_entity(row, self.store.index_shards)
         self.writes[entity.key] = entity
 
     def existing_invocations(self, project: str, job_id: str, invocation_ids: list[str]) -> set[str]:
