@@ -113,6 +113,15 @@ def test_entities_of_the_layout_before_are_found_by_the_watchdog_and_retention_u
     assert sorted(_all_due(store, 1)) == ["job-0", "job-2"]
     assert sorted(_all_due(store, 1, T0 + 3 * SECOND)) == ["job-0", "job-1", "job-2"]
 
+    # Progress rows (a fan-out's events) of finished invocations: the old one and a new one go.
+    for name, invocation_id in (("job-0", samples.invocation(T0, job_id="job-0").id), ("job-1", finished_id)):
+        store.run_in_transaction(lambda tx, name=name, invocation_id=invocation_id: tx.put_progress(
+            "proj", name, invocation_id, "event/0", {"attempt": 1}))
+    _as_the_layout_before(raw, raw.key("Job", "proj/job-1", "Invocation", finished_id, "Progress", "event/0"),
+                          "scheduled_time", "retention_key")
+    removed, token = store.delete_finished_progress(T0 + SECOND, 100)
+    assert (removed, token) == (2, None)
+
     # The old finished invocation goes with the new ones; the old running one stays.
     assert store.delete_invocations_before(T0 + SECOND, 100) == 3
     assert [row.id for row in store.list_invocations("proj", "job-1", 10, None)[0]] == [running_id]

@@ -39,7 +39,7 @@ of different jobs do not sort by it: one composite index, index.yaml).
 Why the times a query selects by are stored twice: Firestore takes about 500 writes a
 second into an index whose values increase with time, and an aligned burst writes
 the same few instants for every job at once (the job's `watchdog_at` twice per
-occurrence, the invocation's `created_time`). So those timestamps are kept, with
+occurrence, the invocation's `created_time`, a fan-out's events' `scheduled_time`). So those timestamps are kept, with
 their names and meaning, but unindexed, and each query reads an indexed string
 "SSS/TIME" instead (`sharded_time`): SSS is one of INDEX_SHARDS shards fixed by a
 stable hash of the job, so a burst's writes land in INDEX_SHARDS separate ranges
@@ -153,7 +153,10 @@ class ProgressEntity(ndb.Model):
     """One part of a fan-out invocation's progress (engine/event_rows.py)."""
 
     value = ndb.TextProperty()  # the part as JSON
-    scheduled_time = ndb.DateTimeProperty(tzinfo=UTC)  # indexed: retention
+    # Every event of an occurrence writes one, all of an aligned burst the same instant:
+    # unindexed, and retention reads sharded_time(scheduled_time) (the module's docstring).
+    scheduled_time = ndb.DateTimeProperty(tzinfo=UTC, indexed=False)
+    retention_key = ndb.StringProperty()  # indexed: retention
 
     @classmethod
     def _get_kind(cls) -> str:
@@ -214,9 +217,11 @@ def progress_key(project: str, job_id: str, invocation_id: str, part: str) -> nd
     return ndb.Key(JobEntity, f"{project}/{job_id}", InvocationEntity, invocation_id, ProgressEntity, part)
 
 
-def progress_entity(key: ndb.Key, value: dict) -> ProgressEntity:
+def progress_entity(key: ndb.Key, value: dict, shards: int = INDEX_SHARDS) -> ProgressEntity:
     scheduled = datetime.fromtimestamp(scheduled_millis(key.parent().id()) / 1000, UTC)
-    return ProgressEntity(key=key, value=_json(value), scheduled_time=scheduled)
+    project, job_id = split_job_name(key.parent().parent().id())
+    return ProgressEntity(key=key, value=_json(value), scheduled_time=scheduled,
+                          retention_key=sharded_time(project, job_id, scheduled, shards))
 
 
 def audit_key(project: str, job_id: str, entry_id: str) -> ndb.Key:

@@ -22,7 +22,7 @@ cursor, which steps over them within a run.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Protocol
+from typing import Callable, Protocol
 
 from google.cloud import ndb
 from google.cloud.ndb import _datastore_query
@@ -55,6 +55,7 @@ class CountingStore(Protocol):
 # refuses to filter on, so the old indexes are queried by name.
 OLD_WATCHDOG_AT = ndb.GenericProperty("watchdog_at")
 OLD_CREATED_TIME = ndb.GenericProperty("created_time")
+OLD_SCHEDULED_TIME = ndb.GenericProperty("scheduled_time")
 
 
 def _cursor(token: str | None):
@@ -69,36 +70,44 @@ def _token(cursor, more: bool, full: bool) -> str | None:
 
 def due_page(store: CountingStore, now: datetime, limit: int,
              cursor: str | None) -> tuple[list[tuple[str, str]], str | None]:
-    """A page of the jobs whose watchdog time is before `now`, and the token of the next.
+    """A page of the jobs whose watchdog time is before `now`, and the token of the next:
+    the old layout's index of `watchdog_at` (jobs not written since it changed), then
+    each shard of `watchdog_key`."""
+    keys, token = _page(store, lambda source: _due_query(source, now), limit, cursor)
+    # A job whose write moved it from the old index to the new meanwhile is listed once.
+    return [split_job_name(key.id()) for key in dict.fromkeys(keys)], token
 
-    The sources, in order: the old layout's index of `watchdog_at` (jobs not written
-    since it changed), then each shard of `watchdog_key`. The token is "SOURCE:CURSOR".
-    The token's source is read from its cursor and every later one from its start, all
-    at once: one round trip, which is the whole run when nothing is due. A source that
-    fills the page is read again for as many as fit, to have the cursor to go on from."""
+
+def _page(store: CountingStore, query_of: Callable[[int], ndb.Query], limit: int,
+          cursor: str | None) -> tuple[list[ndb.Key], str | None]:
+    """A page of keys from the sources 0 (the old layout's index) .. index_shards (the
+    shards), in that order, and the token of the next, "SOURCE:CURSOR". The token's
+    source is read from its cursor and every later one from its start, all at once: one
+    round trip, which is the whole run when nothing is due. A source that fills the
+    page is read again for as many as fit, to have the cursor to go on from."""
     first, start = (0, None) if not cursor else (int(cursor.split(":", 1)[0]), cursor.split(":", 1)[1] or None)
-    queries = [_due_query(source, now) for source in range(first, store.index_shards + 1)]
+    queries = [query_of(source) for source in range(first, store.index_shards + 1)]
     head = queries[0].fetch_page_async(limit, start_cursor=_cursor(start), keys_only=True)
     rest = [query.fetch_async(limit=limit, keys_only=True) for query in queries[1:]]
     store.count(queries=len(queries))
     keys, after, more = head.result()
     token = _token(after, more, len(keys) >= limit)
     if token is not None:
-        return _names(keys), f"{first}:{token}"
+        return keys, f"{first}:{token}"
     for source, future in enumerate(rest, start=first + 1):
         found, room = future.result(), limit - len(keys)
         if len(found) < limit and len(found) <= room:
             keys.extend(found)
             continue
         if room == 0:
-            return _names(keys), f"{source}:"
+            return keys, f"{source}:"
         found, after, more = queries[source - first].fetch_page(room, keys_only=True)
         store.count(queries=1)
         token = _token(after, more, len(found) >= room)
         keys.extend(found)
         if token is not None:
-            return _names(keys), f"{source}:{token}"
-    return _names(keys), None
+            return keys, f"{source}:{token}"
+    return keys, None
 
 
 def _due_query(source: int, now: datetime) -> ndb.Query:
@@ -106,11 +115,6 @@ def _due_query(source: int, now: datetime) -> ndb.Query:
         return JobEntity.query(OLD_WATCHDOG_AT > EPOCH, OLD_WATCHDOG_AT < now).order(OLD_WATCHDOG_AT)
     low, high = shard_range(source - 1, now)
     return JobEntity.query(JobEntity.watchdog_key > low, JobEntity.watchdog_key < high).order(JobEntity.watchdog_key)
-
-
-def _names(keys: list[ndb.Key]) -> list[tuple[str, str]]:
-    # A job whose write moved it from the old index to the new meanwhile is listed once.
-    return [split_job_name(key.id()) for key in dict.fromkeys(keys)]
 
 
 def defer(store: CountingStore, project: str, job_id: str, until: datetime) -> bool:
@@ -151,16 +155,23 @@ def delete_progress(store: CountingStore, cutoff: datetime, limit: int,
                     cursor: str | None) -> tuple[int, str | None]:
     """Progress entities (engine/event_rows.py) of fan-outs scheduled before `cutoff`
     whose invocation has finished or is gone."""
-    query = ProgressEntity.query(ProgressEntity.scheduled_time > EPOCH, ProgressEntity.scheduled_time < cutoff)
-    keys, after, more = query.order(ProgressEntity.scheduled_time).fetch_page(
-        limit, start_cursor=_cursor(cursor), keys_only=True)
+    keys, token = _page(store, lambda source: _progress_query(source, cutoff), limit, cursor)
+    keys = list(dict.fromkeys(keys))  # one moved from the old index to the new meanwhile
     parents = list(dict.fromkeys(key.parent() for key in keys))
     invocations = ndb.get_multi(parents) if parents else []
     store.count(queries=1, reads=len(parents))
     done = {key for key, entity in zip(parents, invocations) if entity is None or entity.status in TERMINAL}
     doomed = [key for key in keys if key.parent() in done]
     _delete(store, doomed)
-    return len(doomed), _token(after, more, len(keys) >= limit)
+    return len(doomed), token
+
+
+def _progress_query(source: int, cutoff: datetime) -> ndb.Query:
+    if source == 0:  # the old layout
+        return ProgressEntity.query(OLD_SCHEDULED_TIME > EPOCH, OLD_SCHEDULED_TIME < cutoff).order(OLD_SCHEDULED_TIME)
+    low, high = shard_range(source - 1, cutoff)
+    return ProgressEntity.query(ProgressEntity.retention_key > low,
+                                ProgressEntity.retention_key < high).order(ProgressEntity.retention_key)
 
 
 def delete_audit(store: CountingStore, cutoff: datetime, limit: int) -> int:

@@ -113,7 +113,7 @@ class DatastoreTransaction:
         return None if entity is None else dict(json.loads(entity.value))
 
     def put_progress(self, project: str, job_id: str, invocation_id: str, part: str, value: dict[str, Any]) -> None:
-        entity = progress_entity(progress_key(project, job_id, invocation_id, part), value)
+        entity = progress_entity(progress_key(project, job_id, invocation_id, part), value, self.store.index_shards)
         self.writes[entity.key] = entity
 
     def list_progress(self, project: str, job_id: str, invocation_id: str) -> dict[str, dict[str, Any]]:
