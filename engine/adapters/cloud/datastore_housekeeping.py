@@ -4,12 +4,13 @@ All of them run outside transactions, keys only, on single-property indexes (and
 one composite index of the old layout's retention query, index.yaml), and each is bounded
 by the `limit` its caller passes, so that a run of the watchdog or the clean-up can stop at
 its time budget between two calls and the next run go on from there. The watchdog and
-the invocations' retention read the sharded time strings of datastore_entities.py, one
-query per shard, and the old layout's timestamp indexes for entities not written since.
+retention read the sharded time strings of datastore_entities.py, one query per shard,
+and the old layout's timestamp indexes for entities not written since.
 
-The watchdog pages with Datastore query cursors: a cursor is a position in the
-index (watchdog_key, key), so jobs repaired meanwhile, whose watchdog time moved past
-`now`, neither shift the next page nor come back in it.
+The watchdog pages with Datastore query cursors, behind the number of the source (the old
+index or a shard) they belong to: a cursor is a position in that source's index
+(watchdog_key, key), so jobs repaired meanwhile, whose watchdog time moved past `now`,
+neither shift the next page nor come back in it.
 
 The clean-up needs no cursor for invocations: what it deletes leaves the query, and
 the query selects finished statuses only, so a running invocation never sits at its
