@@ -19,6 +19,14 @@ the hour ("spread"). For each due task:
    job's lateness is that moment minus its due time. Then the target answers, the
    result is committed, the slot is free and the queue's in-flight count drops.
 
+With `hot_index` set, every write into an index of a time (Firestore: ~500 a second
+into one range of such an index) waits for its range: the job's watchdog time (written
+by the tick's and by the result's transaction) and the invocation's retention time. In
+the layout before (`sharded_times` 0) each is one range, and the tick writes both (the
+invocation's `created_time` was indexed from its creation); in the sharded layout
+(engine/adapters/cloud/datastore_entities.py) each is `sharded_times` ranges, the job's
+range fixed by the same kind of hash, and the tick writes only the job's.
+
 `--ahead` models start tasks prepared ahead (attempt committed and start task created
 in the hour before, at a per-job offset): at :00 the handler only reads the job, sends,
 and writes the result. That path is modelled here, not built (docs/SCALE.md).
@@ -42,6 +50,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.cost_model import Prices, Usage, monthly_cost  # noqa: E402
+from engine.adapters.cloud.datastore_entities import INDEX_SHARDS  # noqa: E402
 from statemachine.shards import shard_of  # noqa: E402
 
 HOUR = 3600.0
@@ -59,7 +68,8 @@ class Limits:
     create_quota: float = 100_000.0  # Cloud Tasks API requests: 6,000,000 a minute per project
     db_writes: float | None = None  # database writes/s ceiling; None: it keeps up (warm, spread keys)
     db_ramp: bool = False  # Firestore's 500/50/5 rule: 500 ops/s, +50% every 5 minutes
-    hot_index: float | None = None  # invocations/s a sequential (timestamp) index takes: 500 writes/s
+    hot_index: float | None = None  # writes/s one range of an index of a time takes (Firestore: ~500)
+    sharded_times: int = 0  # ranges each such index is spread over; 0: the layout before (one, hit by the tick twice)
     slots: int = 32  # app.yaml max_concurrent_requests
     cpu: float = 0.040  # instance CPU per invocation (docs/COST.md's assumption)
     target_util: float = 0.6  # App Engine's target_cpu_utilization default
@@ -107,10 +117,13 @@ class Outcome:
 
 
 class _Database:
-    """A FIFO write budget: each commit takes `writes` of it; None: unlimited."""
+    """A FIFO write budget: each commit takes `writes` of it; None: unlimited. And, with
+    `hot_index`, a FIFO per range of each index of a time: each write into it takes
+    1 / hot_index seconds of that range."""
 
     def __init__(self, limits: Limits):
-        self.limits, self.free_at, self.hot_free_at = limits, 0.0, 0.0
+        self.limits, self.free_at = limits, 0.0
+        self.range_free_at: dict[tuple[str, int], float] = {}
 
     def rate(self, t: float) -> float | None:
         if self.limits.db_ramp:
@@ -118,17 +131,39 @@ class _Database:
             return ramped if self.limits.db_writes is None else min(ramped, self.limits.db_writes)
         return self.limits.db_writes
 
-    def commit(self, ready: float, writes: float) -> float:
-        """When a commit ready at `ready` goes through."""
+    def commit(self, ready: float, writes: float, indexed: tuple[tuple[str, int], ...] = ()) -> float:
+        """When a commit ready at `ready` goes through; `indexed`: the (index, range) it writes."""
         done = ready
         rate = self.rate(ready)
         if rate is not None:
             self.free_at = max(self.free_at, ready) + writes / rate
             done = max(done, self.free_at)
+        return max(done, self.index(ready, indexed))
+
+    def index(self, ready: float, indexed: tuple[tuple[str, int], ...]) -> float:
+        """When writes ready at `ready` into the (index, range)s `indexed` are through."""
+        done = ready
         if self.limits.hot_index is not None:
-            self.hot_free_at = max(self.hot_free_at, ready) + 1.0 / self.limits.hot_index
-            done = max(done, self.hot_free_at)
+            for place in indexed:
+                free = max(self.range_free_at.get(place, 0.0), ready) + 1.0 / self.limits.hot_index
+                self.range_free_at[place] = free
+                done = max(done, free)
         return done
+
+    def tick_writes(self, job_range: int) -> tuple[tuple[str, int], ...]:
+        """The index ranges the tick's transaction writes."""
+        if self.limits.ahead:  # committed an hour before
+            return ()
+        if self.limits.sharded_times:
+            return (("job", job_range),)
+        return (("job", 0), ("invocation", 0))
+
+    def result_writes(self, job_range: int) -> tuple[tuple[str, int], ...]:
+        """The index ranges the result's transaction writes: the job's next watchdog
+        time and the finished invocation's retention time (before: its status, in the
+        composite (status, created_time) index)."""
+        place = job_range if self.limits.sharded_times else 0
+        return (("job", place), ("invocation", place))
 
 
 def due_times(jobs: int, aligned: bool) -> list[float]:
@@ -143,21 +178,23 @@ def simulate(jobs: int, shards: int, aligned: bool, limits: Limits = Limits()) -
 class _Simulation:
     def __init__(self, jobs: int, shards: int, aligned: bool, limits: Limits):
         self.limits, self.shards = limits, shards
-        self.queues: list[deque[float]] = [deque() for _ in range(shards)]
+        self.queues: list[deque[tuple[float, int]]] = [deque() for _ in range(shards)]
         for job, due in enumerate(due_times(jobs, aligned)):
-            self.queues[shard_of("sim", f"job-{job}", shards)].append(due)
+            # (due, the job's range of the indexes of times), in its queue
+            self.queues[shard_of("sim", f"job-{job}", shards)].append(
+                (due, shard_of("sim", f"job-{job}", limits.sharded_times)))
         self.tokens = [float(limits.burst)] * shards
         self.filled_at = [0.0] * shards
         self.in_flight = [0] * shards
         self.waiting_slot: list[bool] = [False] * shards
-        self.events: list[tuple[float, int, int, float]] = []  # (time, kind, shard, due)
+        self.events: list[tuple[float, int, int, float, int]] = []  # (time, kind, shard, due, range)
         self.db = _Database(limits)
         self.per_instance = limits.instance_slots()
         steady = math.ceil(jobs / HOUR * limits.cpu / limits.target_util) if not aligned else 0
         self.instances = max(limits.min_instances, steady)
         self.floor = self.instances
         self.starting, self.busy = 0, 0
-        self.pending: deque[tuple[int, float]] = deque()
+        self.pending: deque[tuple[int, float, int]] = deque()
         self.lateness: list[float] = []
         self.needed: deque[tuple[float, int]] = deque()
         self.billed, self.peak, self.last_scale = 0.0, self.instances, 0.0
@@ -165,24 +202,28 @@ class _Simulation:
         self.scaler_due = False
         self.arrived, self.last_look = 0, 0.0
 
-    def push(self, at: float, kind: int, shard: int = 0, due: float = 0.0) -> None:
-        heapq.heappush(self.events, (at, kind, shard, due))
+    def push(self, at: float, kind: int, shard: int = 0, due: float = 0.0, job_range: int = 0) -> None:
+        heapq.heappush(self.events, (at, kind, shard, due, job_range))
 
     def run(self) -> Outcome:
         for shard, queue in enumerate(self.queues):
             if queue:
-                self.push(queue[0], _TRY, shard)
+                self.push(queue[0][0], _TRY, shard)
         self._scaler(0.0)
         end = 0.0
         while self.events:
-            at, kind, shard, due = heapq.heappop(self.events)
+            at, kind, shard, due, job_range = heapq.heappop(self.events)
             end = at
             if kind == _TRY:
                 self._dispatch(at, shard)
             elif kind == _ARRIVE:
-                self.pending.append((shard, due))
+                self.pending.append((shard, due, job_range))
                 self.arrived += 1
                 self._serve(at)
+            elif kind == _COMMIT:
+                self._commit(at, shard, due, job_range)
+            elif kind == _RESULT:
+                self.push(self.db.index(at, self.db.result_writes(job_range)), _DONE, shard)
             elif kind == _DONE:
                 self._done(at, shard)
             elif kind == _READY:
@@ -213,36 +254,42 @@ class _Simulation:
         refill = (now - self.filled_at[shard]) * limits.dispatch_rate
         self.tokens[shard] = min(limits.burst, self.tokens[shard] + refill)
         self.filled_at[shard] = now
-        while (queue and queue[0] <= now and self.tokens[shard] >= 1
+        while (queue and queue[0][0] <= now and self.tokens[shard] >= 1
                and self.in_flight[shard] < limits.queue_concurrency):
-            due = queue.popleft()
+            due, job_range = queue.popleft()
             self.tokens[shard] -= 1
             self.in_flight[shard] += 1
-            self.push(now + limits.network, _ARRIVE, shard, due)
+            self.push(now + limits.network, _ARRIVE, shard, due, job_range)
         if not queue:
             return
         if self.in_flight[shard] >= limits.queue_concurrency:
             self.waiting_slot[shard] = True  # _done calls again
-        elif queue[0] > now:
-            self.push(queue[0], _TRY, shard)
+        elif queue[0][0] > now:
+            self.push(queue[0][0], _TRY, shard)
         else:  # a few tokens at a time: 10 ms steps keep the event count down
             self.push(now + max(0.01, (1 - self.tokens[shard]) / limits.dispatch_rate), _TRY, shard)
 
     def _serve(self, now: float) -> None:
         limits = self.limits
         while self.pending and self.busy < self.instances * self.per_instance:
-            shard, due = self.pending.popleft()
+            shard, due, job_range = self.pending.popleft()
             self.busy += 1
-            ready = now + (limits.read if limits.ahead else limits.commit)
-            committed = self.db.commit(ready, limits.burst_writes())
-            sent = committed + (0.0 if limits.ahead else limits.create)
-            if not limits.ahead:
-                second = int(sent)
-                self.creates[second] = self.creates.get(second, 0) + 1
-            self.lateness.append(sent - due)
-            self.push(sent + limits.target + limits.result, _DONE, shard)
+            # An event at the moment the commit is ready: the database's queues take writes in time order.
+            self.push(now + (limits.read if limits.ahead else limits.commit), _COMMIT, shard, due, job_range)
         if self.pending:
             self._scaler(max(now, self.last_scale + limits.scale_period))
+
+    def _commit(self, ready: float, shard: int, due: float, job_range: int) -> None:
+        """The tick's commit is ready: once through, the next tick is created and the request leaves."""
+        limits = self.limits
+        committed = self.db.commit(ready, limits.burst_writes(), self.db.tick_writes(job_range))
+        sent = committed + (0.0 if limits.ahead else limits.create)
+        if not limits.ahead:
+            second = int(sent)
+            self.creates[second] = self.creates.get(second, 0) + 1
+        self.lateness.append(sent - due)
+        # The result's commit (its writes counted in burst_writes) then waits for its index ranges.
+        self.push(sent + limits.target + limits.result, _RESULT, shard, due, job_range)
 
     def _done(self, now: float, shard: int) -> None:
         self.busy -= 1
@@ -292,7 +339,7 @@ class _Simulation:
         self.billed = float(sum(hour))
 
 
-_TRY, _ARRIVE, _DONE, _READY, _SCALE = range(5)
+_TRY, _ARRIVE, _COMMIT, _RESULT, _DONE, _READY, _SCALE = range(7)
 
 
 def month_cost(outcome_per_hour: Outcome, jobs: int, prices: Prices = Prices()) -> dict[str, float]:
@@ -309,12 +356,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--shards", default="1,8,64")
+    parser.add_argument("--only", default="", help="run only the variants whose name contains this")
     args = parser.parse_args()
     shard_counts = [int(n) for n in args.shards.split(",")]
     base = Limits()
     print(f"{args.jobs:,} hourly jobs; {base.instance_slots()} requests per F2 instance "
           f"({base.cpu * 1000:g} ms CPU of {base.service() * 1000:.0f} ms each), cold start {base.cold_start:g} s")
-    print(f"{'schedule':<9} {'N':>3} {'variant':<26} {'p50 s':>8} {'p99 s':>8} {'max s':>8} "
+    print(f"{'schedule':<9} {'N':>3} {'variant':<30} {'p50 s':>8} {'p99 s':>8} {'max s':>8} "
           f"{'peak inst':>9} {'inst-h/h':>8} {'creates/s':>9} {'$/month':>9}")
     rows = [(aligned, n, "today's chain", base) for aligned in (True, False) for n in shard_counts]
     widest = max(shard_counts)
@@ -326,8 +374,14 @@ def main() -> None:
         (True, widest, "max 1000, db 10,000 w/s", replace(capped, db_writes=10_000.0)),
         (True, widest, "max 1000, db 10k + ahead", replace(capped, db_writes=10_000.0, ahead=True)),
         (True, widest, "max 1000, db cold 500/50/5", replace(capped, db_ramp=True)),
-        (True, widest, "max 1000, timestamp index", replace(capped, hot_index=500.0)),
+        (True, widest, "max 1000, time index before", replace(capped, hot_index=500.0)),
     ]
+    # The sharded layout's ranges (engine/adapters/cloud/datastore_entities.py), 500 writes/s each.
+    rows += [(True, widest, f"max 1000, time index {k} ranges", replace(capped, hot_index=500.0, sharded_times=k))
+             for k in sorted({64, 128, INDEX_SHARDS})]
+    rows += [(True, widest, f"no limit, time index {INDEX_SHARDS} ranges",
+              replace(base, hot_index=500.0, sharded_times=INDEX_SHARDS))]
+    rows = [row for row in rows if args.only in row[2]]
     for aligned, shards, variant, limits in rows:
         outcome = _print_row(args.jobs, shards, aligned, variant, limits)
         if variant in ("max_instances 1000", "today's chain") and (shards == widest or not aligned):
@@ -339,7 +393,7 @@ def _print_row(jobs: int, shards: int, aligned: bool, variant: str, limits: Limi
     outcome = simulate(jobs, shards, aligned, limits)
     assert outcome.delivered == jobs, f"{jobs - outcome.delivered} jobs never started"
     cost = sum(month_cost(outcome, jobs).values())
-    print(f"{'aligned' if aligned else 'spread':<9} {shards:>3} {variant:<26} {outcome.percentile(0.5):>8.1f} "
+    print(f"{'aligned' if aligned else 'spread':<9} {shards:>3} {variant:<30} {outcome.percentile(0.5):>8.1f} "
           f"{outcome.percentile(0.99):>8.1f} {max(outcome.lateness):>8.1f} {outcome.peak_instances:>9,} "
           f"{outcome.instance_seconds / 3600:>8.0f} {outcome.peak_creates:>9,.0f} {cost:>9,.0f}", flush=True)
     return outcome

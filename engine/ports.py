@@ -188,11 +188,11 @@ class JobStore(MetaStore, Protocol):
     def jobs_due_for_watchdog(
         self, now: datetime, limit: int, cursor: str | None = None
     ) -> tuple[list[tuple[str, str]], str | None]:
-        """One page of up to `limit` (project, job_id) whose watchdog_at is before `now`,
-        earliest first (indexed, keys only), and the cursor of the page after it (None:
-        this was the last). The cursor is a position in the query's order, not an
-        offset: jobs repaired meanwhile (watchdog_at moved past `now`) neither shift
-        the next page nor come back in it. Pass the same `now` with a cursor.
+        """One page of up to `limit` (project, job_id) whose watchdog_at is before `now`, earliest
+        first within each part of the store (SQLite: one; Datastore: each shard of its indexed
+        times), keys only, and the cursor of the page after it (None: this was the last). The
+        cursor is a position in the query's order, not an offset: jobs repaired meanwhile
+        (watchdog_at moved past `now`) neither shift the next page nor come back in it; give it the same `now`.
         """
 
     def defer_watchdog(self, project: str, job_id: str, until: datetime) -> bool:

@@ -22,6 +22,11 @@ from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from tests.contract.queues import EtaQueue
 
+# Fewer shards of the indexed times than production's 256 (datastore_entities.py): each
+# watchdog page and retention batch queries every shard, which the emulators answer
+# slowly; 4 still spreads a test's jobs over several. test_datastore.py runs production's.
+TEST_INDEX_SHARDS = 4
+
 
 class FixedClock:
     def __init__(self, now: datetime):
@@ -67,11 +72,11 @@ class DatastoreBackend:
     name = "datastore"
     reruns_on_conflict = True
 
-    def __init__(self, emulator, retries: int = 3):
+    def __init__(self, emulator, retries: int = 3, index_shards: int = TEST_INDEX_SHARDS):
         self.emulator = emulator
         self.client = emulator.client()
         self.queue = EtaQueue()
-        self.store = DatastoreJobStore(self.client, self.queue, retries=retries)
+        self.store = DatastoreJobStore(self.client, self.queue, retries=retries, index_shards=index_shards)
 
     def queued_names(self) -> list[str]:
         return self.queue.pending_names()
@@ -118,8 +123,8 @@ class FirestoreBackend(DatastoreBackend):
     # one another, and then ndb runs a body again).
     reruns_on_conflict = False
 
-    def __init__(self, emulator, retries: int = 3):
-        super().__init__(emulator, retries)
+    def __init__(self, emulator, retries: int = 3, index_shards: int = TEST_INDEX_SHARDS):
+        super().__init__(emulator, retries, index_shards)
         self._writers: list[threading.Thread] = []
 
     def interfere(self, project: str, job_id: str) -> bool:

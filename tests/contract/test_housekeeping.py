@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from engine.adapters.cloud.datastore_entities import job_key
+from engine.adapters.cloud.datastore_entities import job_key, sharded_time
 from engine.changes import JobChanges
 from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.maintenance import REPAIR_BACKOFF, REPAIR_SPREAD, Maintenance
@@ -58,6 +58,7 @@ def _wedge(backend, job_id: str, watchdog_at: datetime) -> None:
     with backend.client.context(cache_policy=False, global_cache_policy=False):
         entity = job_key("proj", job_id).get()
         entity.record, entity.watchdog_at = "{", watchdog_at
+        entity.watchdog_key = sharded_time("proj", job_id, watchdog_at, backend.store.index_shards)
         entity.put()
 
 

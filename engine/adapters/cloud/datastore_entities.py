@@ -36,6 +36,17 @@ Its id sorts newest first, so a job's entries are an ancestor query in key order
 project's are a query on `project` ordered by `entry_id` (the key's id again, as keys
 of different jobs do not sort by it: one composite index, index.yaml).
 
+Why the times a query selects by are stored twice: Firestore takes about 500 writes a
+second into an index whose values increase with time, and an aligned burst writes
+the same few instants for every job at once (the job's `watchdog_at` twice per
+occurrence, the invocation's `created_time`, a fan-out's events' `scheduled_time`). So those timestamps are kept, with
+their names and meaning, but unindexed, and each query reads an indexed string
+"SSS/TIME" instead (`sharded_time`): SSS is one of INDEX_SHARDS shards fixed by a
+stable hash of the job, so a burst's writes land in INDEX_SHARDS separate ranges
+of the index and the query runs once per shard. Entities written before (the
+timestamp indexed, no string) are still found: the housekeeping queries also read
+the old indexes, which only such entities are in, until their next write.
+
 Every property is declared, none is computed by ndb (no auto_now), and only
 the properties a query filters on are indexed. Loading builds fresh rows from
 each entity with explicit defaults, and writing builds fresh entities from the
@@ -57,11 +68,36 @@ from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
 from statemachine.ids import scheduled_millis
 from statemachine.record import record_from_dict, record_to_dict
-from statemachine.vocabulary import InvocationStatus, Trigger
+from statemachine.shards import shard_of
+from statemachine.vocabulary import TERMINAL_STATUSES, InvocationStatus, Trigger
 
 # Datastore sorts null before every timestamp, so `watchdog_at < now` alone would
 # also match records without a watchdog; queries bound times from below by this.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# The ranges an indexed time is spread over: 256 x ~500 writes/s is what an aligned
+# burst of a million jobs writes (docs/SCALE.md). Part of the stored layout: a new value
+# would leave the stored strings in the old shards, so it is not a setting; only the
+# tests give the store fewer, for speed (each query of the housekeeping runs per shard).
+INDEX_SHARDS = 256
+TERMINAL = tuple(status.value for status in TERMINAL_STATUSES)
+
+
+def shard_prefix(shard: int) -> str:
+    return f"{shard:03d}/"
+
+
+def sharded_time(project: str, job_id: str, at: datetime | None, shards: int = INDEX_SHARDS) -> str | None:
+    """"SSS/YYYY-MM-DDTHH:MM:SS.ffffff" (UTC, fixed width, so string order is time order
+    within a shard); None for no time, which no range query matches."""
+    if at is None:
+        return None
+    return f"{shard_prefix(shard_of(project, job_id, shards))}{at.astimezone(UTC):%Y-%m-%dT%H:%M:%S.%f}"
+
+
+def shard_range(shard: int, before: datetime) -> tuple[str, str]:
+    """The bounds (exclusive) of shard `shard`'s strings of a time before `before`."""
+    return shard_prefix(shard), f"{shard_prefix(shard)}{before.astimezone(UTC):%Y-%m-%dT%H:%M:%S.%f}"
 
 
 def _json(value) -> str:
@@ -81,7 +117,9 @@ class JobEntity(ndb.Model):
     config_error = ndb.TextProperty()
     deleted = ndb.BooleanProperty(indexed=False)  # StoredJob.deleted
     state = ndb.TextProperty()  # a copy from the record, for people reading the console
-    watchdog_at = ndb.DateTimeProperty(tzinfo=UTC)  # indexed: the watchdog query
+    # Unindexed (see the module's docstring): the watchdog queries `watchdog_key`.
+    watchdog_at = ndb.DateTimeProperty(tzinfo=UTC, indexed=False)
+    watchdog_key = ndb.StringProperty()  # indexed: sharded_time(watchdog_at), the watchdog query
 
     @classmethod
     def _get_kind(cls) -> str:
@@ -89,11 +127,14 @@ class JobEntity(ndb.Model):
 
 
 class InvocationEntity(ndb.Model):
-    status = ndb.StringProperty()  # indexed: retention (with created_time, see index.yaml)
+    status = ndb.StringProperty()  # indexed: a job's history by status (index.yaml)
     reason = ndb.TextProperty()
     scheduled_time = ndb.DateTimeProperty(tzinfo=UTC, indexed=False)
     trigger = ndb.TextProperty()
-    created_time = ndb.DateTimeProperty(tzinfo=UTC)  # indexed: retention
+    created_time = ndb.DateTimeProperty(tzinfo=UTC, indexed=False)
+    # Indexed: retention. sharded_time(created_time) once the invocation has finished,
+    # None before (a running invocation is never removed, so it is in no range).
+    retention_key = ndb.StringProperty()
     started_time = ndb.DateTimeProperty(tzinfo=UTC, indexed=False)
     finished_time = ndb.DateTimeProperty(tzinfo=UTC, indexed=False)
     attempt = ndb.IntegerProperty(indexed=False)
@@ -112,7 +153,10 @@ class ProgressEntity(ndb.Model):
     """One part of a fan-out invocation's progress (engine/event_rows.py)."""
 
     value = ndb.TextProperty()  # the part as JSON
-    scheduled_time = ndb.DateTimeProperty(tzinfo=UTC)  # indexed: retention
+    # Every event of an occurrence writes one, all of an aligned burst the same instant:
+    # unindexed, and retention reads sharded_time(scheduled_time) (the module's docstring).
+    scheduled_time = ndb.DateTimeProperty(tzinfo=UTC, indexed=False)
+    retention_key = ndb.StringProperty()  # indexed: retention
 
     @classmethod
     def _get_kind(cls) -> str:
@@ -173,9 +217,11 @@ def progress_key(project: str, job_id: str, invocation_id: str, part: str) -> nd
     return ndb.Key(JobEntity, f"{project}/{job_id}", InvocationEntity, invocation_id, ProgressEntity, part)
 
 
-def progress_entity(key: ndb.Key, value: dict) -> ProgressEntity:
+def progress_entity(key: ndb.Key, value: dict, shards: int = INDEX_SHARDS) -> ProgressEntity:
     scheduled = datetime.fromtimestamp(scheduled_millis(key.parent().id()) / 1000, UTC)
-    return ProgressEntity(key=key, value=_json(value), scheduled_time=scheduled)
+    project, job_id = split_job_name(key.parent().parent().id())
+    return ProgressEntity(key=key, value=_json(value), scheduled_time=scheduled,
+                          retention_key=sharded_time(project, job_id, scheduled, shards))
 
 
 def audit_key(project: str, job_id: str, entry_id: str) -> ndb.Key:
@@ -192,7 +238,7 @@ def meta_key(name: str) -> ndb.Key:
 
 # --- rows <-> entities ------------------------------------------------------------------
 
-def job_entity(job: StoredJob) -> JobEntity:
+def job_entity(job: StoredJob, shards: int = INDEX_SHARDS) -> JobEntity:
     record = job.record
     return JobEntity(
         key=job_key(record.project, record.job_id),
@@ -205,6 +251,7 @@ def job_entity(job: StoredJob) -> JobEntity:
         deleted=job.deleted,
         state=record.state.value,
         watchdog_at=record.watchdog_at,
+        watchdog_key=sharded_time(record.project, record.job_id, record.watchdog_at, shards),
     )
 
 
@@ -224,7 +271,8 @@ def job_row(entity: JobEntity) -> StoredJob:
     )
 
 
-def invocation_entity(row: InvocationRow) -> InvocationEntity:
+def invocation_entity(row: InvocationRow, shards: int = INDEX_SHARDS) -> InvocationEntity:
+    finished = row.status in TERMINAL
     return InvocationEntity(
         key=invocation_key(row.project, row.job_id, row.id),
         status=row.status,
@@ -232,6 +280,7 @@ def invocation_entity(row: InvocationRow) -> InvocationEntity:
         scheduled_time=row.scheduled_time,
         trigger=row.trigger,
         created_time=row.created_time,
+        retention_key=sharded_time(row.project, row.job_id, row.created_time, shards) if finished else None,
         started_time=row.started_time,
         finished_time=row.finished_time,
         attempt=row.attempt,

@@ -39,6 +39,7 @@ from google.cloud import ndb
 from engine.adapters.cloud import datastore_housekeeping as housekeeping
 from engine.adapters.cloud.datastore_calls import ndb_context, read_shared_secret, storage_errors
 from engine.adapters.cloud.datastore_entities import (
+    INDEX_SHARDS,
     AuditEntity,
     InvocationEntity,
     JobEntity,
@@ -83,12 +84,15 @@ class DatastoreJobStore:
     jobs_per_commit = 1
 
     def __init__(self, client: ndb.Client, queue: TaskSender, retries: int = 3,
-                 on_enqueue: Callable[[datetime], None] | None = None):
+                 on_enqueue: Callable[[datetime], None] | None = None, index_shards: int = INDEX_SHARDS):
         """`queue` has `enqueue_now(tasks: list[Task])`; `retries` is how many times
         ndb re-runs a contended transaction before ConflictError; `on_enqueue(eta)` is
         called with the earliest ETA of the tasks a transaction enqueued, after it
-        commits (as the SQLite store does for its dispatcher; Cloud Tasks needs nothing)."""
+        commits (as the SQLite store does for its dispatcher; Cloud Tasks needs nothing).
+        `index_shards` is part of the stored layout (datastore_entities.py): only tests,
+        on a Datastore of their own, pass fewer, as each housekeeping query runs per shard."""
         self.client, self.queue, self.retries = client, queue, retries
+        self.index_shards = index_shards
         self._on_enqueue = on_enqueue
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self._lock = threading.Lock()

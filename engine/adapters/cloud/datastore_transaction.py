@@ -29,7 +29,9 @@ from engine.ports import AuditEntry, InvocationRow, ProjectRow, StoredJob, Task
 
 class UseCounter(Protocol):
     """What a transaction tells its store: the reads and writes it made (for the cost
-    figures of bench/cloud_cost.py)."""
+    figures of bench/cloud_cost.py); and the store's shards of indexed times."""
+
+    index_shards: int
 
     def count(self, **amounts: int) -> None: ...
 
@@ -74,7 +76,7 @@ class DatastoreTransaction:
         return None if entity is None else job_row(entity)
 
     def put_job(self, job: StoredJob) -> None:
-        entity = job_entity(job)
+        entity = job_entity(job, self.store.index_shards)
         self.writes[entity.key] = entity
 
     def delete_job(self, project: str, job_id: str) -> None:
@@ -86,7 +88,7 @@ class DatastoreTransaction:
         return None if entity is None else invocation_row(entity)
 
     def put_invocation(self, row: InvocationRow) -> None:
-        entity = invocation_entity(row)
+        entity = invocation_entity(row, self.store.index_shards)
         self.writes[entity.key] = entity
 
     def existing_invocations(self, project: str, job_id: str, invocation_ids: list[str]) -> set[str]:
@@ -111,7 +113,7 @@ class DatastoreTransaction:
         return None if entity is None else dict(json.loads(entity.value))
 
     def put_progress(self, project: str, job_id: str, invocation_id: str, part: str, value: dict[str, Any]) -> None:
-        entity = progress_entity(progress_key(project, job_id, invocation_id, part), value)
+        entity = progress_entity(progress_key(project, job_id, invocation_id, part), value, self.store.index_shards)
         self.writes[entity.key] = entity
 
     def list_progress(self, project: str, job_id: str, invocation_id: str) -> dict[str, dict[str, Any]]:
