@@ -20,8 +20,7 @@ defaults included; the canonical JSON of its `to_dict()` hashes to `policy.revis
 from __future__ import annotations
 
 import hashlib
-import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from functools import partial
 from typing import Any, Collection
@@ -157,9 +156,12 @@ _SHARED: dict[str, Parser] = {
 
 def _shared_fields(check: Checker, path: Path, entry: dict) -> dict:
     """The shared (defaultable) fields `entry` sets validly; errors for the others."""
-    parsed = {}
+    parsed: dict = {}
+    present = entry.keys() & _SHARED.keys()  # most entries set none of them
+    if not present:
+        return parsed
     for key, parse in _SHARED.items():
-        if entry.get(key) is not None:
+        if key in present and entry[key] is not None:
             result = check.attempt(lambda: parse(check, path + (key,), entry[key]), _MISSING)
             if result is not _MISSING:
                 parsed[key] = result
@@ -253,9 +255,9 @@ def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
     extras = job_extras.parse_extras(check, path, entry, own, context.defaults, timing, resolved["timezone"], _instant)
     if check.errors or timing is None or target is None:
         return None
-    definition = replace(_definition(job_id, timing, resolved, target[0], {n: h[0] for n, h in hooks.items()}),
-                         **extras.definition_fields())
-    policy = replace(_policy(timing, resolved, target[1], revision_of(definition), hooks), **extras.policy_fields())
+    definition = _definition(job_id, timing, resolved, target[0], {n: h[0] for n, h in hooks.items()},
+                             extras.definition_fields())
+    policy = _policy(timing, resolved, target[1], revision_of(definition), hooks, extras.policy_fields())
     return JobConfig(job_id, policy, definition, resolved["disabled"], check.lines.line(path))
 
 
@@ -330,7 +332,7 @@ def _check_references(check: Checker, path: Path, entry: dict, own: dict,
 # --- results -------------------------------------------------------------------------
 
 def _definition(job_id: str, timing: tuple[str, Any], resolved: dict, target: dict,
-                hooks: dict[str, dict]) -> JobDefinition:
+                hooks: dict[str, dict], extras: dict[str, Any]) -> JobDefinition:
     kind, when = timing
     catchup, retry, fanout = resolved["catchup"], resolved["retry"], resolved["fanout"]
     allow = resolved["overlap"] is Overlap.ALLOW
@@ -353,11 +355,12 @@ def _definition(job_id: str, timing: tuple[str, Any], resolved: dict, target: di
         pause_after_failures=resolved["pause_after_failures"],
         on_failure=hooks.get("on_failure"),
         on_recovery=hooks.get("on_recovery"),
+        **extras,
     )
 
 
 def _policy(timing: tuple[str, Any], resolved: dict, attempt_timeout: timedelta,
-            revision: str, hooks: dict) -> JobPolicy:
+            revision: str, hooks: dict, extras: dict[str, Any]) -> JobPolicy:
     kind, when = timing
     allow = resolved["overlap"] is Overlap.ALLOW
     return JobPolicy(
@@ -379,6 +382,7 @@ def _policy(timing: tuple[str, Any], resolved: dict, attempt_timeout: timedelta,
         notify_failures="on_failure" in hooks,
         notify_recoveries="on_recovery" in hooks,
         revision=revision,
+        **extras,
     )
 
 
@@ -388,6 +392,4 @@ def _rfc3339(instant: datetime) -> str:
 
 def revision_of(definition: JobDefinition) -> str:
     """The first 16 hex digits of the sha256 of the definition's canonical JSON."""
-    canonical = json.dumps(definition.to_dict(), sort_keys=True, separators=(",", ":"),
-                           ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(definition.canonical_json.encode("utf-8")).hexdigest()[:16]
