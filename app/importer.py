@@ -61,8 +61,10 @@ def import_directory(configs: ConfigImport, directory: str | Path, backend: str 
         if read is not None:
             reads.append(read)
     changed = [read for read in reads if read.digest != read.stored]
+    # Only the embedded server parses ahead: an App Engine instance may have one core
+    # and too little memory for a second interpreter.
     with ParseAhead(snapshot_of, [(read.project, read.path, read.data, read.digest, backend, own)
-                                  for read in changed]) as ahead:
+                                  for read in changed], allowed=backend == "local") as ahead:
         parsed = 0
         for read in reads:
             seen.forget(read.project)  # until the store has this digest

@@ -40,15 +40,15 @@ class ParseAhead:
     """`parse(*work[i])` for each i in order, the later ones computed by a worker meanwhile.
 
     work: argument tuples whose third item is the file's bytes (their sizes decide
-    whether a worker is worth starting).
+    whether a worker is worth starting). allowed: False parses everything here.
     """
 
-    def __init__(self, parse: Callable[..., Any], work: Sequence[tuple]) -> None:
+    def __init__(self, parse: Callable[..., Any], work: Sequence[tuple], allowed: bool = True) -> None:
         self.parse, self.work = parse, work
         self.pool: ProcessPoolExecutor | None = None
         self.futures: dict[int, Future] = {}
         self.next = 1  # the first file is parsed here, while the worker starts
-        if len(work) >= 2 and sum(len(args[2]) for args in work) >= MIN_BYTES and usable_cpus() >= 2:
+        if allowed and len(work) >= 2 and sum(len(args[2]) for args in work) >= MIN_BYTES and usable_cpus() >= 2:
             try:
                 self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
             except (OSError, ValueError) as error:

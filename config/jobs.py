@@ -22,8 +22,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from functools import partial
-from typing import Any, Collection
+from functools import lru_cache, partial
+from typing import Any, Collection, TypeVar
 
 from config import job_extras, limits
 from config.checks import Checker, Invalid, Parser
@@ -118,11 +118,11 @@ def _min_backoff(check: Checker, path: Path, value: Any) -> timedelta:
 def _check_timeout(check: Checker, path: Path, timeout: timedelta, backend: str) -> None:
     most = limits.MAX_JOB_TIMEOUT[backend]
     if timeout > most:
-        check.report(path + ("timeout",), f"{format_duration(timeout)} is more than the "
-                                          f"{format_duration(most)} an invocation may run on the "
-                                          f"{backend} backend")
+        check.report(path + ("timeout",), f"{format_duration(timeout)} is more than the {format_duration(most)} "
+                                          f"an invocation may run on the {backend} backend")
 
 
+T = TypeVar("T")
 _MISSING = object()
 
 _SHARED: dict[str, Parser] = {
@@ -344,11 +344,11 @@ def _definition(job_id: str, timing: tuple[str, Any], resolved: dict, target: di
         disabled=resolved["disabled"],
         overlap=resolved["overlap"],
         max_concurrent=resolved["max_concurrent"] if allow else 1,
-        catchup=CatchupSpec(catchup["policy"], format_duration(catchup["window"])),
+        catchup=_shared(CatchupSpec, catchup["policy"], format_duration(catchup["window"])),
         timeout=format_duration(resolved["timeout"]),
-        retry=RetrySpec(retry["max_attempts"], format_duration(retry["min_backoff"]),
-                        format_duration(retry["max_backoff"])),
-        fanout=FanoutSpec(fanout["count"], format_duration(fanout["spread"])),
+        retry=_shared(RetrySpec, retry["max_attempts"], format_duration(retry["min_backoff"]),
+                      format_duration(retry["max_backoff"])),
+        fanout=_shared(FanoutSpec, fanout["count"], format_duration(fanout["spread"])),
         throttle=resolved["throttle"],
         triggers=tuple(resolved["triggers"]),
         target=target,
@@ -374,8 +374,8 @@ def _policy(timing: tuple[str, Any], resolved: dict, attempt_timeout: timedelta,
         catchup_window=resolved["catchup"]["window"],
         timeout=resolved["timeout"],
         attempt_timeout=attempt_timeout,
-        retry=RetryPolicy(**resolved["retry"]),
-        fanout=FanoutPolicy(**resolved["fanout"]),
+        retry=_shared(RetryPolicy, **resolved["retry"]),
+        fanout=_shared(FanoutPolicy, **resolved["fanout"]),
         triggers=tuple(resolved["triggers"]),
         throttle=resolved["throttle"] or "",
         pause_after_failures=resolved["pause_after_failures"] or 0,
@@ -384,6 +384,11 @@ def _policy(timing: tuple[str, Any], resolved: dict, attempt_timeout: timedelta,
         revision=revision,
         **extras,
     )
+
+
+@lru_cache(maxsize=256)  # one frozen part for the jobs that spell it alike: fewer objects to build and send
+def _shared(kind: type[T], *fields: Any, **named: Any) -> T:
+    return kind(*fields, **named)
 
 
 def _rfc3339(instant: datetime) -> str:
