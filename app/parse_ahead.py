@@ -2,7 +2,8 @@
 
 A first import of many jobs (100,000 in ten files) spends about half its time parsing
 and validating and half applying them to the store; on two cores the halves overlap.
-Only for large imports: a fresh interpreter costs about half a second to start.
+Only for large imports (a fresh interpreter costs about half a second to start) and
+only while a core is spare.
 
 The worker is started with `spawn`, never forked: `serve` runs threads by then, and a
 fork copies whatever lock another thread holds at that instant. It runs the very
@@ -29,11 +30,18 @@ MIN_BYTES = 2 * 2**20  # about 15,000 jobs: below that, starting a process costs
 AHEAD = 2
 
 
-def usable_cpus() -> int:
+def spare_cores() -> float:
+    """Cores usable by this process that nothing else keeps busy (by the 1-minute load
+    average). On a busy machine a second process waits for a core like this one and
+    only adds the cost of sending snapshots back: bench/scale.py measured it slower there."""
     try:
-        return len(os.sched_getaffinity(0))
+        usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+        usable = os.cpu_count() or 1
+    try:
+        return usable - os.getloadavg()[0]
+    except OSError:
+        return 0.0
 
 
 class ParseAhead:
@@ -48,7 +56,7 @@ class ParseAhead:
         self.pool: ProcessPoolExecutor | None = None
         self.futures: dict[int, Future] = {}
         self.next = 1  # the first file is parsed here, while the worker starts
-        if allowed and len(work) >= 2 and sum(len(args[2]) for args in work) >= MIN_BYTES and usable_cpus() >= 2:
+        if allowed and len(work) >= 2 and sum(len(args[2]) for args in work) >= MIN_BYTES and spare_cores() >= 1:
             try:
                 self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
             except (OSError, ValueError) as error:

@@ -52,6 +52,7 @@ def no_worker(tmp_path):
 
 def test_files_parsed_by_the_worker_are_imported_as_without_it(tmp_path, monkeypatch, no_worker):
     monkeypatch.setattr(app.parse_ahead, "MIN_BYTES", 0)
+    monkeypatch.setattr(app.parse_ahead, "spare_cores", lambda: 1.0)
     monkeypatch.setattr(app.parse_ahead, "_real_pool", app.parse_ahead.ProcessPoolExecutor, raising=False)
     monkeypatch.setattr(app.parse_ahead, "ProcessPoolExecutor", Pools)
     Pools.started = []
@@ -77,14 +78,19 @@ class DeadPool:
 
 def test_a_dead_worker_leaves_its_files_to_this_process(tmp_path, monkeypatch, no_worker):
     monkeypatch.setattr(app.parse_ahead, "MIN_BYTES", 0)
+    monkeypatch.setattr(app.parse_ahead, "spare_cores", lambda: 1.0)
     monkeypatch.setattr(app.parse_ahead, "ProcessPoolExecutor", DeadPool)
     assert import_into(tmp_path, "dead") == no_worker
 
 
-def test_a_small_import_starts_no_worker(tmp_path, monkeypatch):
+def test_a_small_import_or_a_busy_machine_starts_no_worker(tmp_path, monkeypatch):
     def no_pool(*_args, **_kwargs):
-        raise AssertionError("no worker for a small import")
+        raise AssertionError("no worker for a small import, nor without a spare core")
 
     monkeypatch.setattr(app.parse_ahead, "ProcessPoolExecutor", no_pool)
     write_projects(tmp_path / "configs")
+    monkeypatch.setattr(app.parse_ahead, "spare_cores", lambda: 2.0)
     assert import_into(tmp_path, "small")["jobs"]
+    monkeypatch.setattr(app.parse_ahead, "MIN_BYTES", 0)
+    monkeypatch.setattr(app.parse_ahead, "spare_cores", lambda: 0.9)
+    assert import_into(tmp_path, "busy")["jobs"]
