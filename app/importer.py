@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from app.file_signatures import FileSignatures
+from app.parse_ahead import ParseAhead
 from config.loader import ProjectConfigError, decode_project_file, parse_project_text
 from config.model import PROJECT_ID, ConfigError
 from engine.config_import import ConfigImport, JobSnapshot, ProjectSnapshot
@@ -49,13 +51,27 @@ def import_directory(configs: ConfigImport, directory: str | Path, backend: str 
         return 0
     # One read of the store for the whole look: the hash of the file each project has.
     stored = configs.project_hashes()
-    parsed = 0
+    reads = []
     for project, path in files.items():
         if not PROJECT_ID.fullmatch(project):
             log_event(log, "config file ignored", file=str(path),
                       error="a project id must match ^[a-z0-9][a-z0-9-]{0,62}$")
             continue
-        parsed += _import_file(configs, project, path, backend, own, seen, stored.get(project))
+        read = _read_file(project, path, seen, stored.get(project))
+        if read is not None:
+            reads.append(read)
+    changed = [read for read in reads if read.digest != read.stored]
+    # Only the embedded server parses ahead: an App Engine instance may have one core
+    # and too little memory for a second interpreter.
+    with ParseAhead(snapshot_of, [(read.project, read.path, read.data, read.digest, backend, own)
+                                  for read in changed], allowed=backend == "local") as ahead:
+        parsed = 0
+        for read in reads:
+            seen.forget(read.project)  # until the store has this digest
+            if read.digest != read.stored:
+                configs.import_project(ahead.result(parsed))
+                parsed += 1
+            seen.remember(read.project, read.stat, read.digest, read.read_at)
     for project in stored:
         if project not in files:
             seen.forget(project)
@@ -82,28 +98,30 @@ def _project_files(directory: Path) -> dict[str, Path] | None:
     return {name[: -len(".yaml")]: directory / name for name in names}
 
 
-def _import_file(configs: ConfigImport, project: str, path: Path, backend: str, own: OwnService | None,
-                 seen: FileSignatures, stored: str | None) -> int:
-    """Import one file unless the store has its content already (`stored`: the hash of
-    the file the project has, None for a new project); 1 if it was parsed."""
+@dataclass
+class _Read:
+    project: str
+    path: Path
+    stat: os.stat_result
+    data: bytes
+    digest: str
+    read_at: float
+    stored: str | None  # the hash of the file the project has; None for a new project
+
+
+def _read_file(project: str, path: Path, seen: FileSignatures, stored: str | None) -> _Read | None:
+    """The file's bytes unless the store has its content already (by its signature)."""
     read_at = seen.now()
     try:
         stat = path.stat()
         # The store has the last word: a project row changed since (or gone) is read again.
         if stored is not None and seen.digest(project, stat) == stored:
-            return 0
+            return None
         data = path.read_bytes()
     except OSError as error:  # removed or unreadable between listing and reading
         log_event(log, "config file unreadable", level=logging.ERROR, file=str(path), error=str(error))
-        return 0
-    digest = hashlib.sha256(data).hexdigest()
-    seen.forget(project)  # until the store has this digest
-    parsed = 0
-    if digest != stored:
-        configs.import_project(snapshot_of(project, path, data, digest, backend, own))
-        parsed = 1
-    seen.remember(project, stat, digest, read_at)
-    return parsed
+        return None
+    return _Read(project, path, stat, data, hashlib.sha256(data).hexdigest(), read_at, stored)
 
 
 def snapshot_of(project: str, path: Path, data: bytes, digest: str, backend: str,

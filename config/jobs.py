@@ -20,11 +20,10 @@ defaults included; the canonical JSON of its `to_dict()` hashes to `policy.revis
 from __future__ import annotations
 
 import hashlib
-import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from functools import partial
-from typing import Any, Collection
+from functools import lru_cache, partial
+from typing import Any, Collection, TypeVar
 
 from config import job_extras, limits
 from config.checks import Checker, Invalid, Parser
@@ -119,11 +118,11 @@ def _min_backoff(check: Checker, path: Path, value: Any) -> timedelta:
 def _check_timeout(check: Checker, path: Path, timeout: timedelta, backend: str) -> None:
     most = limits.MAX_JOB_TIMEOUT[backend]
     if timeout > most:
-        check.report(path + ("timeout",), f"{format_duration(timeout)} is more than the "
-                                          f"{format_duration(most)} an invocation may run on the "
-                                          f"{backend} backend")
+        check.report(path + ("timeout",), f"{format_duration(timeout)} is more than the {format_duration(most)} "
+                                          f"an invocation may run on the {backend} backend")
 
 
+T = TypeVar("T")
 _MISSING = object()
 
 _SHARED: dict[str, Parser] = {
@@ -157,9 +156,12 @@ _SHARED: dict[str, Parser] = {
 
 def _shared_fields(check: Checker, path: Path, entry: dict) -> dict:
     """The shared (defaultable) fields `entry` sets validly; errors for the others."""
-    parsed = {}
+    parsed: dict = {}
+    present = entry.keys() & _SHARED.keys()  # most entries set none of them
+    if not present:
+        return parsed
     for key, parse in _SHARED.items():
-        if entry.get(key) is not None:
+        if key in present and entry[key] is not None:
             result = check.attempt(lambda: parse(check, path + (key,), entry[key]), _MISSING)
             if result is not _MISSING:
                 parsed[key] = result
@@ -253,9 +255,9 @@ def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
     extras = job_extras.parse_extras(check, path, entry, own, context.defaults, timing, resolved["timezone"], _instant)
     if check.errors or timing is None or target is None:
         return None
-    definition = replace(_definition(job_id, timing, resolved, target[0], {n: h[0] for n, h in hooks.items()}),
-                         **extras.definition_fields())
-    policy = replace(_policy(timing, resolved, target[1], revision_of(definition), hooks), **extras.policy_fields())
+    definition = _definition(job_id, timing, resolved, target[0], {n: h[0] for n, h in hooks.items()},
+                             extras.definition_fields())
+    policy = _policy(timing, resolved, target[1], revision_of(definition), hooks, extras.policy_fields())
     return JobConfig(job_id, policy, definition, resolved["disabled"], check.lines.line(path))
 
 
@@ -330,7 +332,7 @@ def _check_references(check: Checker, path: Path, entry: dict, own: dict,
 # --- results -------------------------------------------------------------------------
 
 def _definition(job_id: str, timing: tuple[str, Any], resolved: dict, target: dict,
-                hooks: dict[str, dict]) -> JobDefinition:
+                hooks: dict[str, dict], extras: dict[str, Any]) -> JobDefinition:
     kind, when = timing
     catchup, retry, fanout = resolved["catchup"], resolved["retry"], resolved["fanout"]
     allow = resolved["overlap"] is Overlap.ALLOW
@@ -342,22 +344,23 @@ def _definition(job_id: str, timing: tuple[str, Any], resolved: dict, target: di
         disabled=resolved["disabled"],
         overlap=resolved["overlap"],
         max_concurrent=resolved["max_concurrent"] if allow else 1,
-        catchup=CatchupSpec(catchup["policy"], format_duration(catchup["window"])),
+        catchup=_shared(CatchupSpec, catchup["policy"], format_duration(catchup["window"])),
         timeout=format_duration(resolved["timeout"]),
-        retry=RetrySpec(retry["max_attempts"], format_duration(retry["min_backoff"]),
-                        format_duration(retry["max_backoff"])),
-        fanout=FanoutSpec(fanout["count"], format_duration(fanout["spread"])),
+        retry=_shared(RetrySpec, retry["max_attempts"], format_duration(retry["min_backoff"]),
+                      format_duration(retry["max_backoff"])),
+        fanout=_shared(FanoutSpec, fanout["count"], format_duration(fanout["spread"])),
         throttle=resolved["throttle"],
         triggers=tuple(resolved["triggers"]),
         target=target,
         pause_after_failures=resolved["pause_after_failures"],
         on_failure=hooks.get("on_failure"),
         on_recovery=hooks.get("on_recovery"),
+        **extras,
     )
 
 
 def _policy(timing: tuple[str, Any], resolved: dict, attempt_timeout: timedelta,
-            revision: str, hooks: dict) -> JobPolicy:
+            revision: str, hooks: dict, extras: dict[str, Any]) -> JobPolicy:
     kind, when = timing
     allow = resolved["overlap"] is Overlap.ALLOW
     return JobPolicy(
@@ -371,15 +374,21 @@ def _policy(timing: tuple[str, Any], resolved: dict, attempt_timeout: timedelta,
         catchup_window=resolved["catchup"]["window"],
         timeout=resolved["timeout"],
         attempt_timeout=attempt_timeout,
-        retry=RetryPolicy(**resolved["retry"]),
-        fanout=FanoutPolicy(**resolved["fanout"]),
+        retry=_shared(RetryPolicy, **resolved["retry"]),
+        fanout=_shared(FanoutPolicy, **resolved["fanout"]),
         triggers=tuple(resolved["triggers"]),
         throttle=resolved["throttle"] or "",
         pause_after_failures=resolved["pause_after_failures"] or 0,
         notify_failures="on_failure" in hooks,
         notify_recoveries="on_recovery" in hooks,
         revision=revision,
+        **extras,
     )
+
+
+@lru_cache(maxsize=256)  # one frozen part for the jobs that spell it alike: fewer objects to build and send
+def _shared(kind: type[T], *fields: Any, **named: Any) -> T:
+    return kind(*fields, **named)
 
 
 def _rfc3339(instant: datetime) -> str:
@@ -388,6 +397,4 @@ def _rfc3339(instant: datetime) -> str:
 
 def revision_of(definition: JobDefinition) -> str:
     """The first 16 hex digits of the sha256 of the definition's canonical JSON."""
-    canonical = json.dumps(definition.to_dict(), sort_keys=True, separators=(",", ":"),
-                           ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(definition.canonical_json.encode("utf-8")).hexdigest()[:16]

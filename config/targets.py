@@ -27,6 +27,7 @@ import re
 import socket
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -331,7 +332,7 @@ def _check_sizes(check: Checker, path: Path, entries: dict, what: str, most: int
     """At most `most` entries, and names plus values of at most `total_limit` bytes."""
     if len(entries) > most:
         check.report(path, limits.count_error(what, len(entries), most))
-    if total_limit is None:
+    if total_limit is None or not entries:
         return
     total = sum(len(f"{name}{value}".encode("utf-8", "surrogatepass"))  # a secret: its reference
                 for name, value in entries.items())
@@ -378,7 +379,8 @@ def _literal_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address
     return None
 
 
-def refusal(host: str, allowed_hosts: tuple[str, ...] | list[str], backend: str) -> str | None:
+@lru_cache(maxsize=1024)  # every job of a file usually names one of a few hosts
+def refusal(host: str, allowed_hosts: tuple[str, ...], backend: str) -> str | None:
     """Why `host` may not be named as a target ("a link-local address"), or None."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")

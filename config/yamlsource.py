@@ -17,16 +17,19 @@ The walk is stricter than yaml.safe_load in ways that matter for config files:
   (a "billion laughs") cost a few milliseconds, not 90 MB; merge keys reused by every
   job stay well inside the factor.
 
-Where libyaml is installed, its C parser reads the text into events and PyYAML's own
-Python composer builds the nodes from them (FastLoader): the same node tree, with the
-same lines, in a fraction of the time (docs/PERFORMANCE.md). libyaml's C composer is never used: it recurses in
-C and crashes the process (segmentation fault) on a document nested some thousands of
-levels deep, where the Python composer raises RecursionError. Any failure on the fast
-path (a syntax error, a refusal, a recursion) parses the text again with the pure-Python
-SafeLoader, and that run's answer is the one given: libyaml's error messages differ from
-PyYAML's, and `validate` must print the same text on machines with and without libyaml.
-A text that libyaml reads differently (_PURE_ONLY: a tab, a byte-order mark, a character
-the pure reader refuses) goes to the pure loader directly.
+Where libyaml is installed, its C parser reads the text into events. A plain document
+(no anchor, alias, tag or merge key: most config files) becomes values and lines
+straight from the events, with no nodes (config/yamlevents.py). Any other document is
+composed from the same events by PyYAML's own Python composer (FastLoader): the same
+node tree, with the same lines, in a fraction of the pure loader's time
+(docs/PERFORMANCE.md). libyaml's C composer is never used: it recurses in C and crashes
+the process (segmentation fault) on a document nested some thousands of levels deep,
+where the Python composer raises RecursionError. Any failure on the fast path (a syntax
+error, a refusal, a recursion) parses the text again with the pure-Python SafeLoader,
+and that run's answer is the one given: libyaml's error messages differ from PyYAML's,
+and `validate` must print the same text on machines with and without libyaml. A text
+that libyaml reads differently (_PURE_ONLY: a tab, a byte-order mark, a character the
+pure reader refuses) goes to the pure loader directly.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from yaml.reader import Reader
 from yaml.resolver import Resolver
 
 from config.model import ConfigError, ProjectConfigError
+from config.yamlevents import Unplain, read_events
 
 __all__ = ["EXPANSION_FACTOR", "EXPANSION_FLOOR", "FAST_LOADER", "LineMap", "MAX_DEPTH", "MAX_VALUES",
            "Path", "load_yaml"]
@@ -124,6 +128,14 @@ FAST_LOADER: type | None = _fast_loader()
 def load_yaml(text: str, filename: str) -> tuple[Any, LineMap]:
     """Parse one YAML document; ProjectConfigError with the line of the first problem."""
     if FAST_LOADER is not None and not _PURE_ONLY.search(text):
+        parser = FAST_LOADER(text)
+        try:  # most config files: values and lines straight from the events
+            value, lines = read_events(parser.get_event, MAX_DEPTH, MAX_VALUES)
+            return value, LineMap(lines, default=1)
+        except (yaml.YAMLError, Unplain):
+            pass  # anchors, tags, merge keys or a fault: composed below, in the composer's words
+        finally:
+            parser.dispose()
         loader = FAST_LOADER(text)
         try:
             return _compose_and_walk(loader)

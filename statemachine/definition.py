@@ -18,7 +18,9 @@ spelled from them.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Mapping, TypeVar
 
 from statemachine.durations import format_duration
@@ -100,6 +102,14 @@ class JobDefinition:
     def target_kind(self) -> TargetKind:
         return _target_kind("target", self.target)
 
+    @cached_property
+    def canonical_json(self) -> str:
+        """`to_dict()` as JSON with sorted keys, no spaces and non-ASCII as is: what the
+        revision hashes (config/jobs.py), and what the SQLite store keeps when it is all
+        ASCII, so that importing a job encodes its definition once. Kept on the object,
+        which is frozen; a changed copy (dataclasses.replace) encodes its own."""
+        return _CANONICAL.encode(self.to_dict())
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form, in the order config/jobs.py always wrote it (see the module's doc)."""
         data: dict[str, Any] = {"id": self.id}
@@ -173,6 +183,8 @@ _KEYS = frozenset({"id", "schedule", "at", "timezone", "disabled", "overlap", "m
                    "timeout", "retry", "fanout", "throttle", "triggers", "target", "pause_after_failures",
                    "on_failure", "on_recovery", "description", "labels", "jitter", "start", "end"})
 # Written only when set (as pause_after_failures and on_failure), in this order.
+# json.dumps builds an encoder per call when given options: this one is built once.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 _OPTIONAL_TEXT = ("description", "labels", "jitter", "start", "end")
 _NESTED = {
     "catchup": frozenset({"policy", "window"}),

@@ -30,6 +30,11 @@ def parse_duration(text: str) -> timedelta:
     """Parse `<number><unit>` parts (units ms s m h d), e.g. `1h30m` or `0s`."""
     if not isinstance(text, str):
         raise DurationError(f"duration must be a string like '90s', got {text!r}")
+    return _parse_duration_text(text)
+
+
+@lru_cache(maxsize=1024)  # the jobs of a file spell the same few durations
+def _parse_duration_text(text: str) -> timedelta:
     compact = text.strip()
     if not compact:
         raise DurationError("duration is empty; write e.g. '90s' or '1h30m'")
@@ -47,6 +52,8 @@ def parse_duration(text: str) -> timedelta:
     return total
 
 
+# A job's definition spells six durations, and a file's jobs share the same few values.
+@lru_cache(maxsize=1024)
 def format_duration(value: timedelta) -> str:
     """The shortest `1h30m`-style spelling of a duration (inverse of parse_duration)."""
     millis = round(value.total_seconds() * 1000)

@@ -99,6 +99,24 @@ def test_a_valid_document_is_read_by_libyaml(monkeypatch):
     assert lines.line(("jobs", 0, "target", "noop")) == 3
 
 
+def test_a_plain_document_is_read_from_the_events_without_composing(monkeypatch):
+    def no_composer(*_args, **_kwargs):
+        raise AssertionError("a plain document must not be composed into nodes")
+
+    monkeypatch.setattr(config.yamlsource.FAST_LOADER, "compose_node", no_composer)
+    value, lines = load_yaml("jobs:\n  - id: a\n    n: [1, on, '2']\n    target: {noop: {}}\n", "p.yaml")
+    assert value == {"jobs": [{"id": "a", "n": [1, True, "2"], "target": {"noop": {}}}]}
+    assert (lines.line(("jobs", 0)), lines.line(("jobs", 0, "n", 2)), lines.line(("jobs", 0, "target", "noop"))) \
+        == (2, 3, 4)
+
+
+@pytest.mark.parametrize("source", ["a: &x {b: 1}\nc: *x\n", "a: {b: 1, <<: {c: 2}}\n", "a: !!str 1\n",
+                                    "a: 1\na: 2\n", "a:\n", "{[1]: 2}\n", "a\n---\nb\n", "= : 1\n"])
+def test_what_the_events_do_not_read_is_composed_alike(source):
+    fast, pure = both(source)
+    assert fast == pure
+
+
 def test_libyamls_recursive_composer_is_never_used():
     # libyaml's own composer recurses in C: a deep document would end the process.
     assert config.yamlsource.FAST_LOADER.get_single_node is Composer.get_single_node

@@ -61,6 +61,9 @@ PUT_HOLD = (
 DELETE_HOLD = f"DELETE FROM held_attempts WHERE {HOLD_KEY}"
 PUT_AUDIT = "INSERT INTO audit (project, id, job_id, time, actor, action, detail) VALUES (?, ?, ?, ?, ?, ?, ?)"
 
+# json.dumps builds an encoder per call when given options; the same text from one encoder.
+_compact = json.JSONEncoder(separators=(",", ":")).encode
+
 
 def to_seconds(value: datetime | None) -> float | None:
     return None if value is None else value.timestamp()
@@ -120,7 +123,9 @@ class RecordCache:
         known = self._definition_texts.get(id(definition))
         if known is not None and known[0] is definition:
             return known[1]
-        text = json.dumps(definition.to_dict(), separators=(",", ":"))
+        text = definition.canonical_json  # encoded once already for its revision
+        if not text.isascii():  # written as before: non-ASCII escaped, a lone surrogate too
+            text = _compact(definition.to_dict())
         self._remember_definition(text, definition)
         return text
 
@@ -129,14 +134,14 @@ class RecordCache:
         separators, its policy's part encoded once per policy object."""
         policy = record.policy
         if policy is None:
-            return json.dumps(record_to_dict(record), separators=(",", ":"))
+            return _compact(record_to_dict(record))
         known = self._policy_texts.get(id(policy))
         if known is None or known[0] is not policy:
             if len(self._policy_texts) >= self.LIMIT:
                 self._policy_texts.clear()
-            policy_text = json.dumps(policy_to_dict(policy), separators=(",", ":"))
+            policy_text = _compact(policy_to_dict(policy))
             known = self._policy_texts[id(policy)] = (policy, policy_text)
-        text = json.dumps(record_to_dict(record, with_policy=False), separators=(",", ":"))
+        text = _compact(record_to_dict(record, with_policy=False))
         # The first `"policy":null` is the key's: only "version", "project", "job_id" and
         # "state" come before it, and a quote inside an encoded string is escaped.
         return text.replace('"policy":null', '"policy":' + known[1], 1)
@@ -322,17 +327,17 @@ def job_from_row(row: Row, records: RecordCache) -> StoredJob:
 
 
 def progress_text(value: dict[str, Any]) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    return _compact(value)
 
 
 def task_values(task: Task) -> Row:
-    payload = json.dumps(task.payload, separators=(",", ":"))
+    payload = _compact(task.payload)
     return (task.name, task.kind, payload, task.eta.timestamp(), task.queue)
 
 
 def audit_values(entry: AuditEntry) -> Row:
     return (entry.project, entry.id, entry.job_id, entry.time.timestamp(), entry.actor, entry.action,
-            json.dumps(entry.detail, separators=(",", ":")))
+            _compact(entry.detail))
 
 
 def audit_from_row(row: Row) -> AuditEntry:
@@ -358,7 +363,7 @@ def invocation_values(row: InvocationRow) -> Row:
         row.project, row.job_id, row.id, row.status, row.reason,
         row.scheduled_time.timestamp(), row.trigger, to_seconds(row.created_time),
         to_seconds(row.started_time), to_seconds(row.finished_time), row.attempt,
-        row.event_count, json.dumps(row.log, separators=(",", ":")), notification_text(row.notification),
+        row.event_count, _compact(row.log), notification_text(row.notification),
     )
 
 

@@ -1,0 +1,98 @@
+"""The next project files parsed in a second process while this one applies the last.
+
+A first import of many jobs (100,000 in ten files) spends about half its time parsing
+and validating and half applying them to the store; on two cores the halves overlap.
+Only for large imports (a fresh interpreter costs about half a second to start) and
+only while a core is spare.
+
+The worker is started with `spawn`, never forked: `serve` runs threads by then, and a
+fork copies whatever lock another thread holds at that instant. It runs the very
+function this process would (app/importer.py `snapshot_of`), so a file's errors name
+the same file, line and field, and sends back the snapshot; every write stays in this
+process, in file order. It runs at most AHEAD files ahead, each snapshot holding a
+file's jobs in memory. If the worker cannot start or dies, the files it had not
+returned are parsed here, as they would have been without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any, Callable, Sequence
+
+from engine.logs import log_event
+
+log = logging.getLogger("sundial.config")
+
+MIN_BYTES = 2 * 2**20  # about 15,000 jobs: below that, starting a process costs more than it saves
+AHEAD = 2
+
+
+def spare_cores() -> float:
+    """Cores usable by this process that nothing else keeps busy (by the 1-minute load
+    average). On a busy machine a second process waits for a core like this one and
+    only adds the cost of sending snapshots back: bench/scale.py measured it slower there."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        usable = os.cpu_count() or 1
+    try:
+        return usable - os.getloadavg()[0]
+    except OSError:
+        return 0.0
+
+
+class ParseAhead:
+    """`parse(*work[i])` for each i in order, the later ones computed by a worker meanwhile.
+
+    work: argument tuples whose third item is the file's bytes (their sizes decide
+    whether a worker is worth starting). allowed: False parses everything here.
+    """
+
+    def __init__(self, parse: Callable[..., Any], work: Sequence[tuple], allowed: bool = True) -> None:
+        self.parse, self.work = parse, work
+        self.pool: ProcessPoolExecutor | None = None
+        self.futures: dict[int, Future] = {}
+        self.next = 1  # the first file is parsed here, while the worker starts
+        if allowed and len(work) >= 2 and sum(len(args[2]) for args in work) >= MIN_BYTES and spare_cores() >= 1:
+            try:
+                self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            except (OSError, ValueError) as error:
+                log_event(log, "config parse worker not started", level=logging.WARNING, error=str(error))
+        self._fill()
+
+    def __enter__(self) -> ParseAhead:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def result(self, index: int) -> Any:
+        """What `parse(*work[index])` returns (or raises)."""
+        future = self.futures.pop(index, None)
+        self._fill()  # the worker goes on with the next file while this one is applied
+        if future is not None:
+            try:
+                return future.result()
+            except Exception as error:  # noqa: BLE001 - a dead worker or a failed send: parse here
+                log_event(log, "config parse worker failed", level=logging.WARNING,
+                          error=f"{type(error).__name__}: {error}")
+                self.close()
+        return self.parse(*self.work[index])
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+        self.futures.clear()
+
+    def _fill(self) -> None:
+        while self.pool is not None and self.next < len(self.work) and len(self.futures) < AHEAD:
+            try:
+                self.futures[self.next] = self.pool.submit(self.parse, *self.work[self.next])
+            except RuntimeError:  # the pool broke meanwhile: the rest are parsed here
+                self.close()
+                return
+            self.next += 1

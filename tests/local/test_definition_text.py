@@ -1,0 +1,61 @@
+"""The text the SQLite store keeps for a job's definition: the canonical JSON its revision
+hashes, encoded once for both; non-ASCII definitions keep the escaped form they always had.
+And stored instants keep strftime's spelling, whatever the year."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from config.jobs import revision_of
+from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.ports import StoredJob
+from statemachine.definition import JobDefinition
+from statemachine.record import new_record
+from statemachine.stored_form import stored_time
+
+
+def _stored_text(tmp_path, definition: JobDefinition) -> str:
+    store = SqliteJobStore(tmp_path / "s.db")
+    store.run_in_transaction(lambda tx: tx.put_job(StoredJob(new_record("p", definition.id), definition)))
+    conn = sqlite3.connect(tmp_path / "s.db")
+    try:
+        return conn.execute("SELECT definition FROM jobs").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_the_store_keeps_the_text_the_revision_hashes(tmp_path):
+    definition = JobDefinition(id="j", schedule="0 9 * * *", target={"http": {"url": "http://h/x", "body": "b"}})
+    text = _stored_text(tmp_path, definition)
+    assert text == definition.canonical_json
+    assert revision_of(JobDefinition.from_dict(json.loads(text))) == revision_of(definition)
+    assert JobDefinition.from_dict(json.loads(text)) == definition
+
+
+def test_a_non_ascii_definition_is_kept_escaped_as_before(tmp_path):
+    definition = JobDefinition(id="j", schedule="0 9 * * *", target={"http": {"url": "http://h/x", "body": "é"}})
+    text = _stored_text(tmp_path, definition)
+    assert text == json.dumps(definition.to_dict(), separators=(",", ":")) and text.isascii()
+    assert JobDefinition.from_dict(json.loads(text)) == definition
+
+
+def test_a_changed_copy_encodes_its_own_text():
+    definition = JobDefinition(id="j", schedule="0 9 * * *", target={"noop": {}})
+    assert '"schedule":"0 9 * * *"' in definition.canonical_json
+    changed = replace(definition, schedule="0 10 * * *")
+    assert '"schedule":"0 10 * * *"' in changed.canonical_json
+    assert revision_of(changed) != revision_of(definition)
+
+
+@pytest.mark.parametrize("instant", [
+    datetime(1, 1, 1, tzinfo=timezone.utc), datetime(999, 12, 31, 23, 59, 59, tzinfo=timezone.utc),
+    datetime(1000, 1, 1, tzinfo=timezone.utc), datetime(2026, 3, 29, 1, 30, 0, 5, tzinfo=timezone(timedelta(hours=2))),
+    datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc),
+])
+def test_a_stored_instant_is_spelled_as_strftime_spells_it(instant):
+    assert stored_time(instant) == instant.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
