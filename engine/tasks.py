@@ -137,9 +137,12 @@ class TaskRunner:
         leases = {"task": task_until, "attempt": stepped.attempt_until,
                   "process": holds.held_until(stepped.taken_at) if holds is not None else None}
         lost = first_lost(self.monotonic(), leases)
-        if not lost and action.send_at is not None and not still_staged(self.changes.store, job, action):
-            give_up_staged(self.changes.write, holds, job, action)  # paused, deleted or redefined since
-            return None
+        if not lost and action.send_at is not None:
+            if not still_staged(self.changes.store, job, action):
+                give_up_staged(self.changes.write, holds, job, action)  # paused, deleted or redefined since
+                return None
+            if holds is not None:  # stored before it leaves: a staged request never let out is sent again
+                holds.release_up_to(action.send_at)
         if not lost:
             try:  # checked again at the socket, right before the request is written (fence.py)
                 with fenced(lambda: first_lost(self.monotonic(), leases)):

@@ -126,7 +126,9 @@ class TaskPipeline:
         longest_wait = min(runner.changes.tuning.start_grace.total_seconds() / 4, 5.0)
         self._sends = SendPool(senders, longest_wait)
         # Staged requests wait here until their time (a runner without a clock stages nothing).
-        self._stager = Stager(getattr(runner.changes, "clock", None) or SystemClock())
+        holds = getattr(runner.changes, "holds", None)
+        self._stager = Stager(getattr(runner.changes, "clock", None) or SystemClock(),
+                              release_up_to=holds.release_up_to if holds is not None else None)
         self._lock = threading.Lock()
         self._unrecorded: dict[int, int] = {}  # task id -> its requests not yet recorded
         self._waiting: set[_Result] = set()  # results to commit again later
