@@ -22,7 +22,7 @@ Each has a default that suits one machine:
 | SUNDIAL_HEARTBEAT_PERIOD | 5s | embedded backend: how often each process says it is alive (and settles the attempts of processes that are gone) |
 | SUNDIAL_HEARTBEAT_TIMEOUT | 4 heartbeat periods | embedded backend: a process whose heartbeat is older is gone, and its attempts in flight are settled (a dead pid on this machine is gone at once) |
 | SUNDIAL_TICK_GRACE, SUNDIAL_START_GRACE, SUNDIAL_LATE_TOLERANCE | 30s, 60s, 60s | the chain's timings (statemachine.policy.Tuning) |
-| SUNDIAL_STAGE_AHEAD | 0s | embedded backend: how long before its time an occurrence is committed and its request held (0: off; try 1s) |
+| SUNDIAL_STAGE_AHEAD | 1s | embedded backend: how long before its time an occurrence is committed and its request held (0s: off) |
 | SUNDIAL_TASK_SECRET | generated, kept in the database | the secret on every task |
 | SUNDIAL_SECRETS_DIR | | one machine: secrets of header values, one folder per project (`<dir>/<project>/<NAME>`) |
 | GOOGLE_CLOUD_PROJECT | | cloud backend: the project of Datastore and Cloud Tasks |
@@ -279,13 +279,12 @@ def _tuning(env, default: Tuning, backend: str = "local") -> Tuning:
     return replace(tuning, stage_ahead=stage_ahead)
 
 
-# How long before its time the embedded backend stages an occurrence (statemachine/staging.py).
-# Off by default: a process that dies after staging and is noticed only after the time
-# settles the staged attempt as interrupted (retried, or FAILED with one attempt), where an
-# occurrence not yet staged would have been delivered; and the burst bench ran slower with
-# it. 1s is the value to try: long enough to commit a thousand occurrences due at one
-# instant on two cores, short enough that a job every second or two is seldom still running.
-STAGE_AHEAD = timedelta(0)
+# How long before its time the embedded backend stages an occurrence (statemachine/staging.py):
+# long enough to commit a thousand occurrences due at one instant on two cores, short enough
+# that a job every second or two is seldom still running. A process that dies with a staged
+# request not yet let out leaves it to be sent under its invocation id by whoever settles it
+# (engine/adapters/local/release_marks.py), as an occurrence not yet staged would be.
+STAGE_AHEAD = timedelta(seconds=1)
 MAX_STAGE_AHEAD = timedelta(seconds=10)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine.changes import Change, Note
-from engine.delivery import deliver, deliver_notification
+from engine.delivery import Staged, deliver, deliver_notification, stage
 from engine.holds import AttemptKey, HeldAttempt
 from engine.logs import log_event
 from engine.metrics import Metrics
@@ -51,6 +51,17 @@ class Deliveries:
         started = self.clock.now()
         result = deliver(self.targets, job, action, self.allowed_hosts(project),
                          self._completion(project, job_id, action), self.secrets, self.service_host)
+        return self.account(job, action, started, result)
+
+    def stage(self, job: StoredJob, action: act.Deliver) -> Staged | None:
+        """The attempt's request made ready ahead of its time (engine/delivery.py `stage`)."""
+        project, job_id = job.record.project, job.record.job_id
+        return stage(self.targets, job, action, self.allowed_hosts(project),
+                     self._completion(project, job_id, action), self.secrets, self.service_host)
+
+    def account(self, job: StoredJob, action: act.Deliver, started: datetime, result: DeliveryResult) -> DeliveryResult:
+        """Count and log a sent attempt's result (`started`: when its request went out)."""
+        project, job_id = job.record.project, job.record.job_id
         # Counted from when the occurrence was due: its nominal time plus its jitter.
         due = action.scheduled_time
         if job.record.policy is not None:

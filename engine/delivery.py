@@ -9,7 +9,7 @@ invocation's summary (`deliver_notification`).
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 from urllib.parse import quote, urlsplit
 
@@ -37,7 +37,37 @@ def deliver(
 ) -> DeliveryResult:
     """One attempt of one event. Never raises for a problem of the job's own making:
     that is a failed attempt. `service_host`: this server's host:port (`${serviceHost}`)."""
-    context = TemplateContext(
+    return send_to_target(targets, job.definition.target, _context(job, action, service_host), allowed_hosts,
+                          secrets, completion)
+
+
+@dataclass(frozen=True)
+class Staged:
+    """An attempt's request made ready ahead of its time by a sender that can (`stage`)."""
+
+    ready: Any  # the sender's own (engine/targets/http.py StagedHttp)
+    sent: dict[str, Any]  # what the result records as sent (engine/sent.py)
+
+
+def stage(targets: Targets, job: StoredJob, action: act.Deliver, allowed_hosts: tuple[str, ...],
+          completion: tuple[str, str], secrets: Secrets = None, service_host: str = "") -> Staged | None:
+    """deliver() up to the write, ahead of the attempt's time: None where its sender cannot
+    stage, or anything fails; deliver() then does it all at the time (and fails the same way)."""
+    context = _context(job, action, service_host)
+    try:
+        rendered = render_target(job.definition.target, context, secrets)
+    except (SecretError, ValueError):
+        return None
+    staging = getattr(targets.get(next(iter(rendered))), "stage", None)
+    if staging is None:
+        return None
+    request = _request(context, rendered, allowed_hosts, completion, secret_backed_headers(job.definition.target))
+    ready = staging(request)
+    return Staged(ready, sent_record(rendered, request.secret_headers)) if ready is not None else None
+
+
+def _context(job: StoredJob, action: act.Deliver, service_host: str) -> TemplateContext:
+    return TemplateContext(
         scheduled_time=action.scheduled_time,
         timezone=job.definition.timezone,
         project=job.record.project,
@@ -48,7 +78,6 @@ def deliver(
         event_count=action.event_count,
         service_host=service_host,
     )
-    return send_to_target(targets, job.definition.target, context, allowed_hosts, secrets, completion)
 
 
 def deliver_notification(
@@ -118,7 +147,15 @@ def send_to_target(
     sender = targets.get(kind)
     if sender is None:
         return DeliveryResult("failed", f"target {kind} is not available on this backend")
-    request = DeliveryRequest(
+    request = _request(context, rendered, allowed_hosts, completion, secret_backed_headers(target))
+    result = sender.deliver(request)
+    # Recorded from what the sender was handed, masked and bounded before it is stored.
+    return replace(result, sent=sent_record(rendered, request.secret_headers))
+
+
+def _request(context: TemplateContext, rendered: dict[str, Any], allowed_hosts: tuple[str, ...],
+             completion: tuple[str, str], secret_headers: frozenset) -> DeliveryRequest:
+    return DeliveryRequest(
         project=context.project,
         job_id=context.job_id,
         invocation_id=context.invocation_id,
@@ -130,11 +167,8 @@ def send_to_target(
         allowed_hosts=allowed_hosts,
         completion_url=completion[0],
         completion_token=completion[1],
-        secret_headers=secret_backed_headers(target),
+        secret_headers=secret_headers,
     )
-    result = sender.deliver(request)
-    # Recorded from what the sender was handed, masked and bounded before it is stored.
-    return replace(result, sent=sent_record(rendered, request.secret_headers))
 
 
 def with_payload(target: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:

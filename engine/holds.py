@@ -4,6 +4,7 @@ backend's way to notice attempts whose process died; engine/interruptions.py).""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from engine.ports import Transaction
@@ -26,6 +27,9 @@ class HeldAttempt:
 
     key: AttemptKey
     holder: str = ""
+    # Of an orphan only: the latest time of a staged request its gone holder may have let
+    # out (engine/adapters/local/release_marks.py); None when the store cannot tell.
+    released_until: datetime | None = None
 
 
 class AttemptHolds(Protocol):
@@ -49,6 +53,13 @@ class AttemptHolds(Protocol):
         began to hold at monotonic `since` stays its: while the other processes take it
         for alive, and only if they have not taken it for gone since (then what it held
         was settled, and may be issued again elsewhere). None: no bound known yet."""
+
+    def release_up_to(self, at: datetime) -> None:
+        """Store that this process may let out staged requests due up to `at`; return once
+        stored. A staged request is sent only after this.
+
+        :raises StoreError: it could not be stored.
+        """
 
     def orphaned(self, limit: int) -> list[HeldAttempt]:
         """Up to `limit` attempts held by processes that are gone.

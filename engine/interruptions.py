@@ -39,7 +39,8 @@ def interrupted_change(held: HeldAttempt) -> Change:
     key = held.key
     note = Note(key.invocation_id, f"attempt {key.attempt}: {INTERRUPTED}",
                 {"event": key.event_index, "detail": f"process {held.holder} is gone"})
-    event = ev.InvocationFinished(key.invocation_id, False, INTERRUPTED, key.event_index, key.attempt)
+    event = ev.InvocationFinished(key.invocation_id, False, INTERRUPTED, key.event_index, key.attempt,
+                                  released_until=held.released_until)
     return Change(key.project, key.job_id, event, note, releases=held, if_held=True)
 
 

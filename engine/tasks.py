@@ -134,12 +134,14 @@ class TaskRunner:
         Its attempt lease counts from the commit, not from its later time: shorter than
         the store's, so still safe."""
         holds = self.changes.holds
-        leases = {"task": task_until, "attempt": stepped.attempt_until,
-                  "process": holds.held_until(stepped.taken_at) if holds is not None else None}
+        leases = self._leases(stepped, task_until)
         lost = first_lost(self.monotonic(), leases)
-        if not lost and action.send_at is not None and not still_staged(self.changes.store, job, action):
-            give_up_staged(self.changes.write, holds, job, action)  # paused, deleted or redefined since
-            return None
+        if not lost and action.send_at is not None:
+            if not still_staged(self.changes.store, job, action):
+                give_up_staged(self.changes.write, holds, job, action)  # paused, deleted or redefined since
+                return None
+            if holds is not None:  # stored before it leaves: a staged request never let out is sent again
+                holds.release_up_to(action.send_at)
         if not lost:
             try:  # checked again at the socket, right before the request is written (fence.py)
                 with fenced(lambda: first_lost(self.monotonic(), leases)):
@@ -149,6 +151,31 @@ class TaskRunner:
         give_up(log, self.changes.metrics, "send", lost, job=f"{job.record.project}/{job.record.job_id}",
                 invocation=action.invocation_id, event=action.event_index, attempt=action.attempt)
         return None
+
+    def ready_staged(self, job: StoredJob, action: act.Deliver, stepped: Stepped, task_until: float = NEVER) -> bool:
+        """send_held's checks for a staged request the batch writer (engine/targets/http_batch.py)
+        writes right after a True: every lease, the job as stored now, the release mark, and
+        the leases once more last (the fence at the socket, engine/targets/fence.py)."""
+        holds = self.changes.holds
+        leases = self._leases(stepped, task_until)
+        lost = first_lost(self.monotonic(), leases)
+        if not lost:
+            if not still_staged(self.changes.store, job, action):
+                give_up_staged(self.changes.write, holds, job, action)
+                return False
+            if holds is not None and action.send_at is not None:
+                holds.release_up_to(action.send_at)
+            lost = first_lost(self.monotonic(), leases)
+            if not lost:
+                return True
+        give_up(log, self.changes.metrics, "send", lost, job=f"{job.record.project}/{job.record.job_id}",
+                invocation=action.invocation_id, event=action.event_index, attempt=action.attempt)
+        return False
+
+    def _leases(self, stepped: Stepped, task_until: float) -> dict[str, float | None]:
+        holds = self.changes.holds
+        return {"task": task_until, "attempt": stepped.attempt_until,
+                "process": holds.held_until(stepped.taken_at) if holds is not None else None}
 
     def _leased(self, stepped: Stepped, taken: float) -> Stepped:
         """`stepped` with the lease of the attempts it issued (every one of one job)."""

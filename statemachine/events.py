@@ -96,6 +96,10 @@ class InvocationFinished:
     # while the stored attempt still has that epoch. None: not an answer of a sender
     # (a gone process's attempt settled by its hold, a completion report).
     epoch: int | None = None
+    # A gone process's attempt only: the latest time of an attempt whose request that
+    # process may have let out (engine/interruptions.py). A staged attempt due later was
+    # never sent: it goes to a start task under the same id instead (staging.unsent).
+    released_until: datetime | None = None
 
 
 @dataclass(frozen=True)

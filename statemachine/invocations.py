@@ -164,8 +164,8 @@ def on_finished(record: JobRecord, event: ev.InvocationFinished, now: datetime, 
 
 def _attempt_failed(record: JobRecord, entry: ActiveInvocation, event: ev.InvocationFinished, attempt: int,
                     now: datetime, tuning: Tuning) -> Result:
-    if event.reason == INTERRUPTED and staging.staged(entry, now):
-        return staging.wait_for_start(record, entry, tuning)  # its process died before its time: never sent
+    if event.reason == INTERRUPTED and (staging.staged(entry, now) or staging.unsent(entry, event.released_until)):
+        return staging.wait_for_start(record, entry, tuning)  # its process died before sending it
     retry = record.live_policy.retry
     reason = event.reason or "failed"
     index = event.event_index

@@ -19,8 +19,12 @@ more than the stored entry:
   attempt goes back to waiting for its start, a start task at its time, and is
   delivered then under the definition of that moment, as an occurrence waiting out
   its jitter is;
-- its process gone before its time (invocations.on_finished, `interrupted`): nothing
-  was sent, so the same.
+- its process gone before its request left (invocations.on_finished, `interrupted`):
+  nothing was sent, so the same. Before its time that is certain; after it, the process
+  says how far it got: before the stager lets the requests due at T out, it stores a
+  mark "released up to T" (engine/adapters/local/release_marks.py), and an attempt due
+  after its gone process's mark was never sent (`unsent`). Only an attempt due at or
+  before the mark is an interrupted attempt, as one sent at its commit is.
 An early tick stages only when nothing else of the job is under way (no invocation
 active or waiting, nothing being recorded as dropped): otherwise it goes back to the
 queue until T, and the overlap policy judges the occurrence at T, as without staging.
@@ -77,6 +81,21 @@ def staged(entry: ActiveInvocation, now: datetime) -> bool:
         and not (entry.done_mask or entry.accepted_mask)
         and entry.started_at is not None
         and entry.started_at > now
+    )
+
+
+def unsent(entry: ActiveInvocation, released_until: datetime | None) -> bool:
+    """A staged attempt its gone process never let out: due after the latest time that
+    process had released (`InvocationFinished.released_until`, which is never earlier than
+    the commit that held the attempt, so an attempt sent right after its commit never
+    counts)."""
+    return (
+        released_until is not None
+        and not entry.events_in_rows
+        and entry.started_mask == 1
+        and not (entry.done_mask or entry.accepted_mask)
+        and entry.started_at is not None
+        and entry.started_at > released_until
     )
 
 

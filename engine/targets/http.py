@@ -18,7 +18,8 @@ from urllib.parse import urljoin
 
 from engine.ports import DeliveryRequest, DeliveryResult
 from engine.targets.google_tokens import MintError, TokenMinter
-from engine.targets.http_pool import Answer, ConnectionPool, Endpoint, parse_endpoint
+from engine.targets.http_batch import PARALLEL
+from engine.targets.http_pool import Answer, ConnectionPool, Endpoint, encode_request, parse_endpoint
 from statemachine.durations import parse_duration, rfc3339_millis
 from statemachine.safety import (
     COMPLETION_TOKEN_HEADER,
@@ -110,6 +111,35 @@ class HttpTarget:
     def close(self) -> None:
         self._pool.close()
 
+    @property
+    def pool(self) -> ConnectionPool:
+        return self._pool
+
+    def stage(self, request: DeliveryRequest) -> "StagedHttp | None":
+        """deliver() up to the write, done ahead of the request's time (a staged attempt):
+        checks, headers, a minted token, the request encoded, a connection opened. None
+        when any of it fails: deliver() at the time then fails it the same way."""
+        spec = request.target.get("http") or {}
+        try:
+            endpoint = parse_endpoint(str(spec.get("url") or ""))
+            timeout = _timeout_seconds(spec.get("timeout"))
+            address = check_address(endpoint.host, request.allowed_hosts, self.backend, endpoint.port)
+            headers = _headers(request, spec, endpoint)
+            if isinstance(spec.get("auth"), dict):
+                headers["Authorization"] = f"Bearer {self._minter.bearer(spec['auth'], str(spec.get('url')))}"
+            method = str(spec.get("method") or "POST").upper()
+            body = spec.get("body")
+            payload = body.encode("utf-8") if isinstance(body, str) and body else None
+            data = encode_request(endpoint, method, headers, payload)
+        except (ValueError, OSError, ForbiddenTarget, MintError):
+            return None
+        key = ConnectionPool.key_of(endpoint, address, request.project)
+        try:
+            self._pool.warm(key, timeout, PARALLEL)
+        except OSError:
+            pass  # the write connects again, and a failure then is the attempt's
+        return StagedHttp(self, request, spec, endpoint, address, headers, method, payload, timeout, key, data)
+
     def deliver(self, request: DeliveryRequest) -> DeliveryResult:
         started = time.monotonic()
         outcome, reason, detail = self._attempt(request)
@@ -138,19 +168,26 @@ class HttpTarget:
         return self._send(request, spec, endpoint, timeout, address, headers)
 
     def _send(self, request: DeliveryRequest, spec: dict, endpoint: Endpoint, timeout: float,
-              address: str | None, headers: dict[str, str]):
+              address: str | None, headers: dict[str, str], first: Answer | BaseException | None = None,
+              deadline: float | None = None):
         """Send, following up to MAX_REDIRECTS redirects, each checked like the first
         URL; the whole chain shares the target's timeout. A credential header, the
-        minted token's too, is not sent on to another host."""
+        minted token's too, is not sent on to another host. `first`: the first hop's
+        answer (or error), when the batch writer sent it (http_batch.py)."""
         method = str(spec.get("method") or "POST").upper()
         body = spec.get("body")
         payload = body.encode("utf-8") if isinstance(body, str) and body else None
-        deadline = time.monotonic() + timeout
+        deadline = deadline if deadline is not None else time.monotonic() + timeout
         for hop in range(MAX_REDIRECTS + 1):
             try:
-                answer = self._pool.request(endpoint, method, headers, payload,
-                                            max(deadline - time.monotonic(), 0.001), _READ_LIMIT,
-                                            address, owner=request.project)
+                if hop == 0 and first is not None:
+                    if isinstance(first, BaseException):
+                        raise first
+                    answer = first
+                else:
+                    answer = self._pool.request(endpoint, method, headers, payload,
+                                                max(deadline - time.monotonic(), 0.001), _READ_LIMIT,
+                                                address, owner=request.project)
             except TimeoutError:  # before OSError, of which it is one
                 return "failed", "timeout", f"no answer within {timeout:g}s"
             except (OSError, http.client.HTTPException) as error:
@@ -282,3 +319,21 @@ def _inner(error: BaseException) -> BaseException | None:
     if error.__cause__ is not None:
         return error.__cause__
     return next((arg for arg in error.args if isinstance(arg, BaseException)), None)
+
+
+class StagedHttp:
+    """A request of a staged attempt, ready to be written (http_batch.Outgoing)."""
+
+    def __init__(self, target: HttpTarget, request: DeliveryRequest, spec: dict, endpoint: Endpoint,
+                 address: str | None, headers: dict[str, str], method: str, payload: bytes | None,
+                 timeout: float, key: tuple, data: bytes):
+        self.target, self.request, self.spec, self.endpoint = target, request, spec, endpoint
+        self.address, self.headers, self.method, self.payload = address, headers, method, payload
+        self.timeout, self.key, self.data = timeout, key, data
+        self.read_limit = _READ_LIMIT
+
+    def finish(self, first: Answer | BaseException, written_at: float) -> DeliveryResult:
+        """The result, from the writer's answer (a redirect is followed from here, blocking)."""
+        outcome, reason, detail = self.target._send(self.request, self.spec, self.endpoint, self.timeout,
+                                                    self.address, self.headers, first, written_at + self.timeout)
+        return DeliveryResult(outcome, reason, detail, timedelta(seconds=time.monotonic() - written_at))

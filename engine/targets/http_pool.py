@@ -130,6 +130,35 @@ class ConnectionPool:
             conn.close()  # an unread rest of the body would be read as the next answer
         return answer
 
+    # --- for the batch writer (http_batch.py): connections by key, opened ahead --------
+
+    @staticmethod
+    def key_of(endpoint: Endpoint, address: str | None, owner: str) -> tuple:
+        return (endpoint.scheme, endpoint.host, endpoint.port, address, owner)
+
+    def take(self, key: tuple, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+        """An idle connection (reused: True) or a new one, connected.
+
+        :raises OSError: connecting failed.
+        """
+        return self._take(key, timeout)
+
+    def open(self, key: tuple, timeout: float) -> http.client.HTTPConnection:
+        return self._open(key, timeout)
+
+    def give_back(self, key: tuple, conn: http.client.HTTPConnection) -> None:
+        self._give_back(key, conn)
+
+    def warm(self, key: tuple, timeout: float, most: int) -> None:
+        """Open one connection for `key` ahead of need, unless `most` are idle already.
+
+        :raises OSError: connecting failed.
+        """
+        with self._lock:
+            idle = len(self._idle.get(key) or ())
+        if idle < min(most, self.max_idle_per_host):
+            self._give_back(key, self._open(key, timeout))
+
     def _take(self, key: tuple, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
         now = time.monotonic()
         while True:
@@ -228,3 +257,29 @@ def _read_answer(sock, response: http.client.HTTPResponse, deadline: float, limi
     complete = response.isclosed() or response.length == 0
     response.close()
     return Answer(response.status, response.reason, body, complete, response.getheader("Location"))
+
+
+class _Encoder(http.client.HTTPConnection):
+    """http.client's own request encoding (validation, Host, Content-Length), captured
+    as bytes instead of written: a staged request is encoded ahead of its time."""
+
+    def __init__(self, endpoint: Endpoint):
+        super().__init__(endpoint.host, endpoint.port)
+        self.default_port = 443 if endpoint.scheme == "https" else 80  # Host omits the default port
+        self.captured: list[bytes] = []
+
+    def send(self, data) -> None:
+        self.captured.append(bytes(data))
+
+
+def encode_request(endpoint: Endpoint, method: str, headers: dict[str, str], body: bytes | None) -> bytes:
+    """The bytes `ConnectionPool.request` would write for this request.
+
+    :raises ValueError: a header or the method cannot be sent.
+    """
+    encoder = _Encoder(endpoint)
+    try:
+        encoder.request(method, endpoint.target, body=body, headers=headers)
+    except http.client.HTTPException as error:
+        raise ValueError(str(error)) from error
+    return b"".join(encoder.captured)

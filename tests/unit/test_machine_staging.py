@@ -124,6 +124,33 @@ def test_a_process_lost_after_t_is_an_interrupted_attempt_as_without_staging():
     assert act.RecordAttemptFailed(INV, 0, 1, "interrupted", None) in actions
 
 
+def test_a_process_lost_after_t_that_never_released_it_leaves_it_to_a_start_task_under_its_id():
+    # Its process stored "released up to 10:14:59" at most: the request for T never left.
+    job = _job(retry=RetryPolicy(max_attempts=1))
+    _staged(job)
+    lost = ev.InvocationFinished(INV, False, "interrupted", 0, 1, released_until=clock("10:14:59"))
+    assert job.step(lost, "10:15:07") == [act.EnqueueAttempt(INV, 0, 1, T)]
+    entry = job.record.find_active(INV)
+    assert entry.started_mask == 0 and entry.attempts == (1,)  # no attempt spent, the same invocation
+    (deliver,) = job.step(ev.InvocationStarting(INV, 0, 1), "10:15:07.100")
+    assert deliver.invocation_id == INV and deliver.attempt == 1 and deliver.send_at is None
+
+
+def test_a_process_lost_after_releasing_it_is_an_interrupted_attempt():
+    job = _job(retry=RetryPolicy(max_attempts=1))
+    _staged(job)
+    lost = ev.InvocationFinished(INV, False, "interrupted", 0, 1, released_until=clock("10:15:00.250"))
+    assert act.RecordAttemptFailed(INV, 0, 1, "interrupted", None) in job.step(lost, "10:15:07")
+
+
+def test_an_attempt_sent_at_its_commit_is_interrupted_whatever_the_mark():
+    # Unstaged: its time is its commit, never after the hold's own start.
+    job = _job(tuning=Tuning(), retry=RetryPolicy(max_attempts=1))
+    job.tick("10:15")
+    lost = ev.InvocationFinished(INV, False, "interrupted", 0, 1, released_until=T)
+    assert act.RecordAttemptFailed(INV, 0, 1, "interrupted", None) in job.step(lost, "10:15:07")
+
+
 def test_jitter_stages_the_send_at_t_plus_its_delay():
     job = Scenario(STAGED)
     job.enable("10:07", schedule_text="*/15 * * * *", jitter=timedelta(milliseconds=500))

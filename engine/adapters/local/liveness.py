@@ -26,10 +26,11 @@ import os
 import secrets
 import socket
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable, Protocol, cast
 
+from engine.adapters.local.release_marks import ReleaseMarks, read_marks, released_until
 from engine.adapters.local.sqlite_queue import Share
 from engine.adapters.local.sqlite_rows import Row
 from engine.adapters.local.sqlite_store import SqliteJobStore
@@ -200,6 +201,7 @@ class SqliteAttemptHolds:
 
     def __init__(self, store: SqliteJobStore, registry: ProcessRegistry):
         self.store, self.registry = store, registry
+        self.marks = ReleaseMarks(store, registry.me.id)
 
     def hold(self, tx: Transaction, key: AttemptKey) -> None:
         values = (*_key(key), key.attempt, self.registry.me.id, self.registry.clock.now().timestamp())
@@ -207,6 +209,9 @@ class SqliteAttemptHolds:
 
     def held_until(self, since: float) -> float | None:
         return self.registry.held_until(since)
+
+    def release_up_to(self, at: datetime) -> None:
+        self.marks.release_up_to(at)
 
     def release(self, tx: Transaction, held: HeldAttempt) -> bool:
         holding = _holding(tx)
@@ -225,11 +230,13 @@ class SqliteAttemptHolds:
         if not gone:
             return []
         rows = conn.execute(
-            "SELECT project, job_id, invocation_id, event, attempt, holder FROM held_attempts"
+            "SELECT project, job_id, invocation_id, event, attempt, holder, since FROM held_attempts"
             f" WHERE holder IN ({','.join('?' * len(gone))}) ORDER BY since LIMIT ?", (*gone, limit),
         ).fetchall()
-        return [HeldAttempt(AttemptKey(project, job_id, invocation, event, attempt), holder)
-                for project, job_id, invocation, event, attempt, holder in rows]
+        marks = read_marks(self.store, gone)  # how far each got with its staged requests
+        return [HeldAttempt(AttemptKey(project, job_id, invocation, event, attempt), holder,
+                            released_until(since, marks.get(holder)))
+                for project, job_id, invocation, event, attempt, holder, since in rows]
 
 
 def _key(key: AttemptKey) -> Row:

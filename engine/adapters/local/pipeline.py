@@ -24,16 +24,20 @@ import logging
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Callable, Generic, TypeVar
 
 from engine.adapters.local.send_pool import SendPool
 from engine.adapters.local.stager import Stager
 from engine.clock import SystemClock
+from engine.delivery import Staged
 from engine.leases import NEVER
 from engine.logs import log_event
 from engine.ports import ConflictError, LeasedTask, StoredJob, StoreError
 from engine.retry import RECORD_BACKOFF
+from engine.targets.http_batch import BatchWriter, Outgoing
+from engine.targets.http_pool import Answer
 from engine.tasks import Sent, Stepped, TaskRunner
 from statemachine.actions import Deliver
 
@@ -126,7 +130,16 @@ class TaskPipeline:
         longest_wait = min(runner.changes.tuning.start_grace.total_seconds() / 4, 5.0)
         self._sends = SendPool(senders, longest_wait)
         # Staged requests wait here until their time (a runner without a clock stages nothing).
-        self._stager = Stager(getattr(runner.changes, "clock", None) or SystemClock())
+        holds = getattr(runner.changes, "holds", None)
+        self._stager = Stager(getattr(runner.changes, "clock", None) or SystemClock(),
+                              release_up_to=holds.release_up_to if holds is not None else None)
+        # Staged HTTP requests: made ready on a sender ahead of their time, written at it
+        # by one thread (engine/targets/http_batch.py); any other goes the senders' way.
+        http = getattr(getattr(runner, "deliveries", None), "targets", {}).get("http")
+        pool = getattr(http, "pool", None)
+        self._writer = BatchWriter(pool, hand_off=self._sends.submit) if pool is not None else None
+        self._preparing = 0  # staged requests being made ready (stop() waits for them)
+        self._prepared = threading.Condition()
         self._lock = threading.Lock()
         self._unrecorded: dict[int, int] = {}  # task id -> its requests not yet recorded
         self._waiting: set[_Result] = set()  # results to commit again later
@@ -139,6 +152,8 @@ class TaskPipeline:
     def start(self) -> None:
         self._sends.start()
         self._stager.start()
+        if self._writer is not None:
+            self._writer.start()
         for thread in self._threads:
             thread.start()
 
@@ -155,7 +170,12 @@ class TaskPipeline:
         hand and the requests out, which the targets' timeouts bound."""
         unstarted = self._steps.close()
         self._threads[0].join()  # before the senders go: it may still hand them requests
+        with self._prepared:  # (and staged requests being made ready, the stager)
+            while self._preparing:
+                self._prepared.wait()
         self._stager.shutdown()  # (so may the stager, until the last staged request's time)
+        if self._writer is not None:
+            self._writer.shutdown()  # (and the writer, its answers)
         self._sends.shutdown()
         with self._lock:
             self._stopping = True
@@ -213,7 +233,11 @@ class TaskPipeline:
             with self._lock:
                 self._unrecorded[item.id] = len(outcome.deliveries)
             for job, action in outcome.deliveries:
-                if action.send_at is not None:  # staged: sent at its time
+                if action.send_at is not None and self._writer is not None:  # staged: made ready now
+                    with self._prepared:
+                        self._preparing += 1
+                    self._sends.submit(self._prepare, item, job, action, outcome)
+                elif action.send_at is not None:  # staged: sent at its time
                     self._stager.submit(action.send_at, self._sends.submit, self._send, item, job, action, outcome)
                 else:
                     self._sends.submit(self._send, item, job, action, outcome)
@@ -228,6 +252,61 @@ class TaskPipeline:
             return
         if result is None:  # a lease ran out while it waited: whoever holds the attempt now sends it
             self._settle_part(item, None)
+            return
+        self._results.put(_Result(item, Sent(job, action, result)))
+
+    def _prepare(self, item: LeasedTask, job: StoredJob, action: Deliver, stepped: Stepped) -> None:
+        """Ahead of its time: the request encoded and a connection opened, then held for the
+        writer; a request that cannot be made ready goes the senders' way at its time."""
+        assert self._writer is not None and action.send_at is not None
+        try:
+            staged = self.runner.deliveries.stage(job, action)
+        except Exception as error:  # a bug of ours: deliver() at the time has its own handling
+            log_event(log, "staging a request failed", level=logging.ERROR, error=repr(error))
+            staged = None
+        try:
+            if staged is None:
+                self._stager.submit(action.send_at, self._sends.submit, self._send, item, job, action, stepped)
+                return
+            ready = staged.ready
+            written: list[float] = []
+            outgoing = Outgoing(
+                ready.key, ready.data, ready.method, ready.timeout, ready.read_limit,
+                ready=lambda: self._ready(item, job, action, stepped, written),
+                done=lambda outcome: self._written(item, job, action, staged, written, outcome))
+            self._stager.submit(action.send_at, self._writer.submit, [outgoing])
+        finally:
+            with self._prepared:
+                self._preparing -= 1
+                self._prepared.notify_all()
+
+    def _ready(self, item: LeasedTask, job: StoredJob, action: Deliver, stepped: Stepped,
+               written: list[float]) -> bool:
+        """On the writer's thread, right before it writes the request."""
+        try:
+            go = self.runner.ready_staged(job, action, stepped, self.task_until(item))
+        except Exception as error:
+            self._settle_part(item, error)
+            return False
+        if go:
+            written.append(time.monotonic())
+        return go
+
+    def _written(self, item: LeasedTask, job: StoredJob, action: Deliver, staged: Staged, written: list[float],
+                 outcome: Answer | BaseException | None) -> None:
+        if outcome is None or not written:  # not sent: given up (or settled with its error)
+            self._settle_part(item, None)
+            return
+        self._sends.submit(self._finish, item, job, action, staged, written[0], outcome)
+
+    def _finish(self, item: LeasedTask, job: StoredJob, action: Deliver, staged: Staged, written_at: float,
+                outcome: Answer | BaseException) -> None:
+        try:
+            started = self.runner.changes.clock.now() - timedelta(seconds=time.monotonic() - written_at)
+            result = staged.ready.finish(outcome, written_at)
+            result = self.runner.deliveries.account(job, action, started, replace(result, sent=staged.sent))
+        except Exception as error:
+            self._settle_part(item, error)
             return
         self._results.put(_Result(item, Sent(job, action, result)))
 

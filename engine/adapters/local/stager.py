@@ -5,23 +5,35 @@ one thread and a heap rather than on a sender each, and is handed to the send po
 the clock reaches its time: every request due at one instant leaves together, with no
 storage write in front of them. Stopping releases each at its time still (at most
 `stage_ahead` away), so nothing committed as starting is left unsent by a clean stop.
+
+With `release_up_to` (the process's release mark, release_marks.py), the stager stores
+the mark for the earliest held time `MARK_LEAD` before it: the sender must find its
+request's time covered before it sends, and finds it so without a write at T.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import threading
 from datetime import datetime
 from typing import Any, Callable
 
+from engine.logs import log_event
 from engine.ports import Clock
 from engine.staged import seconds_until
 
+log = logging.getLogger("sundial.dispatcher")
+
+MARK_LEAD = 0.05  # seconds before a held time that its release mark is stored
+
 
 class Stager:
-    def __init__(self, clock: Clock, name: str = "sundial-stage"):
-        self.clock = clock
+    def __init__(self, clock: Clock, name: str = "sundial-stage",
+                 release_up_to: Callable[[datetime], None] | None = None):
+        self.clock, self.release_up_to = clock, release_up_to
+        self._marked: datetime | None = None  # the latest mark this stager stored
         self._heap: list[tuple[datetime, int, Callable[..., object], tuple[Any, ...]]] = []
         self._order = itertools.count()  # ties keep their order; callables never compare
         self._ready = threading.Condition()
@@ -52,11 +64,24 @@ class Stager:
 
     def _run(self) -> None:
         while (due := self._next_due()) is not None:
+            if isinstance(due, datetime):
+                self._mark(due)
+                continue
             for _, _, release, args in due:
                 release(*args)
 
-    def _next_due(self) -> list[tuple[datetime, int, Callable[..., object], tuple[Any, ...]]] | None:
-        """Wait for the earliest time to come; everything due then (None: stopped and empty)."""
+    def _mark(self, at: datetime) -> None:
+        assert self.release_up_to is not None
+        try:
+            self.release_up_to(at)
+        except Exception as error:  # the sender tries again, at the socket's side of T
+            log_event(log, "storing the release mark failed", level=logging.WARNING, error=repr(error))
+        with self._ready:
+            self._marked = at  # tried: not again for this time
+
+    def _next_due(self) -> list[tuple[datetime, int, Callable[..., object], tuple[Any, ...]]] | datetime | None:
+        """Wait for the earliest time to come; everything due then (None: stopped and
+        empty; a time: its release mark is to be stored first)."""
         with self._ready:
             while True:
                 if not self._heap:
@@ -64,7 +89,13 @@ class Stager:
                         return None
                     self._ready.wait()
                     continue
-                left = seconds_until(self.clock, self._heap[0][0])
+                head = self._heap[0][0]
+                left = seconds_until(self.clock, head)
+                if self.release_up_to is not None and (self._marked is None or head > self._marked):
+                    if left <= MARK_LEAD:
+                        return head
+                    self._ready.wait(left - MARK_LEAD)
+                    continue
                 if left <= 0:
                     now = self.clock.now()
                     due = []

@@ -1,0 +1,92 @@
+"""The batch writer of staged requests (engine/targets/http_batch.py) against a real
+HTTP server on 127.0.0.1: answers read on its own thread or handed to http.client,
+the check right before each write, a bounded number of connections per host."""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from engine.targets.http_batch import BatchWriter, Outgoing
+from engine.targets.http_pool import Answer, ConnectionPool, encode_request, parse_endpoint
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.paths.append(self.path)  # type: ignore[attr-defined]
+        if self.path == "/hang":
+            time.sleep(1.0)  # the client has given up by now
+            self.close_connection = True
+            return
+        if self.path == "/chunked":
+            self.send_response(500)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.write(b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    httpd.paths = []  # type: ignore[attr-defined]
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _send(server, paths: list[str], parallel: int = 4, ready=lambda: True, timeout: float = 5.0):
+    pool = ConnectionPool()
+    writer = BatchWriter(pool, parallel=parallel)
+    writer.start()
+    outcomes: list = []
+    done = threading.Event()
+
+    def finished(outcome):
+        outcomes.append(outcome)
+        if len(outcomes) == len(paths):
+            done.set()
+    items = []
+    for path in paths:
+        endpoint = parse_endpoint(f"http://127.0.0.1:{server.server_port}{path}")
+        data = encode_request(endpoint, "POST", {"X-Test": "1"}, b"{}")
+        items.append(Outgoing(pool.key_of(endpoint, None, "p"), data, "POST", timeout, 2000, ready, finished))
+    writer.submit(items)
+    assert done.wait(10)
+    writer.shutdown()
+    return outcomes, pool
+
+
+def test_every_request_is_answered_on_at_most_parallel_connections(server):
+    outcomes, pool = _send(server, ["/ok"] * 40, parallel=4)
+    assert [(a.status, a.body, a.complete) for a in outcomes] == [(200, b"ok", True)] * 40
+    assert len(server.paths) == 40 and pool.opened <= 4
+
+
+def test_a_request_whose_check_says_no_is_not_written(server):
+    outcomes, _ = _send(server, ["/ok"] * 3, ready=lambda: False)
+    assert outcomes == [None] * 3 and server.paths == []
+
+
+def test_an_answer_without_a_length_is_read_by_http_client(server):
+    (answer,), _ = _send(server, ["/chunked"])
+    assert isinstance(answer, Answer) and (answer.status, answer.body) == (500, b"hello world")
+
+
+def test_no_answer_within_the_timeout_is_a_timeout(server):
+    (outcome,), _ = _send(server, ["/hang"], timeout=0.2)
+    assert isinstance(outcome, TimeoutError)
