@@ -59,6 +59,12 @@ class Deliveries:
         return stage(self.targets, job, action, self.allowed_hosts(project),
                      self._completion(project, job_id, action), self.secrets, self.service_host)
 
+    def batch_writer(self, hand_off):
+        """The HTTP target's writer of staged requests (engine/targets/http_batch.py), or
+        None where there is no HTTP target that stages."""
+        make = getattr(self.targets.get("http"), "batch_writer", None)
+        return make(hand_off) if make is not None else None
+
     def account(self, job: StoredJob, action: act.Deliver, started: datetime, result: DeliveryResult) -> DeliveryResult:
         """Count and log a sent attempt's result (`started`: when its request went out)."""
         project, job_id = job.record.project, job.record.job_id

@@ -18,7 +18,7 @@ from urllib.parse import urljoin
 
 from engine.ports import DeliveryRequest, DeliveryResult
 from engine.targets.google_tokens import MintError, TokenMinter
-from engine.targets.http_batch import PARALLEL
+from engine.targets.http_batch import PARALLEL, BatchWriter, Outgoing
 from engine.targets.http_pool import Answer, ConnectionPool, Endpoint, encode_request, parse_endpoint
 from statemachine.durations import parse_duration, rfc3339_millis
 from statemachine.safety import (
@@ -114,6 +114,11 @@ class HttpTarget:
     @property
     def pool(self) -> ConnectionPool:
         return self._pool
+
+    def batch_writer(self, hand_off) -> BatchWriter:
+        """The writer that sends this target's staged requests at their time, on this
+        target's connections; `hand_off(work)` runs an answer it will not read itself."""
+        return BatchWriter(self._pool, hand_off=hand_off)
 
     def stage(self, request: DeliveryRequest) -> "StagedHttp | None":
         """deliver() up to the write, done ahead of the request's time (a staged attempt):
@@ -331,6 +336,11 @@ class StagedHttp:
         self.address, self.headers, self.method, self.payload = address, headers, method, payload
         self.timeout, self.key, self.data = timeout, key, data
         self.read_limit = _READ_LIMIT
+
+    def outgoing(self, ready, done) -> Outgoing:
+        """This request as the writer takes it: `ready()` is asked right before the write
+        (False: not sent), `done(outcome)` gets the answer, an error, or None if not sent."""
+        return Outgoing(self.key, self.data, self.method, self.timeout, self.read_limit, ready=ready, done=done)
 
     def finish(self, first: Answer | BaseException, written_at: float) -> DeliveryResult:
         """The result, from the writer's answer (a redirect is followed from here, blocking)."""

@@ -36,8 +36,6 @@ from engine.leases import NEVER
 from engine.logs import log_event
 from engine.ports import ConflictError, LeasedTask, StoredJob, StoreError
 from engine.retry import RECORD_BACKOFF
-from engine.targets.http_batch import BatchWriter, Outgoing
-from engine.targets.http_pool import Answer
 from engine.tasks import Sent, Stepped, TaskRunner
 from statemachine.actions import Deliver
 
@@ -135,9 +133,8 @@ class TaskPipeline:
                               release_up_to=holds.release_up_to if holds is not None else None)
         # Staged HTTP requests: made ready on a sender ahead of their time, written at it
         # by one thread (engine/targets/http_batch.py); any other goes the senders' way.
-        http = getattr(getattr(runner, "deliveries", None), "targets", {}).get("http")
-        pool = getattr(http, "pool", None)
-        self._writer = BatchWriter(pool, hand_off=self._sends.submit) if pool is not None else None
+        make_writer = getattr(getattr(runner, "deliveries", None), "batch_writer", None)
+        self._writer = make_writer(self._sends.submit) if make_writer is not None else None
         self._preparing = 0  # staged requests being made ready (stop() waits for them)
         self._prepared = threading.Condition()
         self._lock = threading.Lock()
@@ -268,10 +265,8 @@ class TaskPipeline:
             if staged is None:
                 self._stager.submit(action.send_at, self._sends.submit, self._send, item, job, action, stepped)
                 return
-            ready = staged.ready
             written: list[float] = []
-            outgoing = Outgoing(
-                ready.key, ready.data, ready.method, ready.timeout, ready.read_limit,
+            outgoing = staged.ready.outgoing(
                 ready=lambda: self._ready(item, job, action, stepped, written),
                 done=lambda outcome: self._written(item, job, action, staged, written, outcome))
             self._stager.submit(action.send_at, self._writer.submit, [outgoing])
@@ -293,14 +288,14 @@ class TaskPipeline:
         return go
 
     def _written(self, item: LeasedTask, job: StoredJob, action: Deliver, staged: Staged, written: list[float],
-                 outcome: Answer | BaseException | None) -> None:
+                 outcome: object) -> None:  # the writer's Answer, an error, or None
         if outcome is None or not written:  # not sent: given up (or settled with its error)
             self._settle_part(item, None)
             return
         self._sends.submit(self._finish, item, job, action, staged, written[0], outcome)
 
     def _finish(self, item: LeasedTask, job: StoredJob, action: Deliver, staged: Staged, written_at: float,
-                outcome: Answer | BaseException) -> None:
+                outcome: object) -> None:
         try:
             started = self.runner.changes.clock.now() - timedelta(seconds=time.monotonic() - written_at)
             result = staged.ready.finish(outcome, written_at)
