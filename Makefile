@@ -35,8 +35,15 @@ $(CHROMIUM):
 	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium chromium-driver)
 
+# Two pytest-xdist workers, each with whole files (module fixtures start once) and its own
+# emulators: most of the suite waits on servers and schedules, and two overlap those waits.
+# Files go out in collection order, the slowest collected first (tests/support/parallel.py),
+# not xdist's default of the files with the most tests first, which left the slow ones,
+# of a test or two each, for the end. `make test TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= 2
+
 test: $(STAMP) $(TASKS_STAMP) $(CHROMIUM)
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The benchmarks' extra dependencies (APScheduler for bench/versus.py); `make test` does not need them.
 $(BENCH_STAMP): $(STAMP) requirements-bench.txt

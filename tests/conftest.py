@@ -8,9 +8,12 @@ is an error, not a skip.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.support.emulators import DatastoreEmulator, FirestoreEmulator, PubSubEmulator, TasksEmulator
+from tests.support.parallel import RunLock, run_lock, slow_files_first
 
 
 def _started(emulator):
@@ -88,3 +91,29 @@ def log_lines():
     yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
     root.removeHandler(handler)
     root.setLevel(level)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "serial: run with the other xdist worker paused (latency assertions; tests/support/parallel.py)")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        slow_files_first(items, config.rootpath)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under xdist, a `serial` test (its module fixtures' set-up and tear-down included)
+    runs while the other worker waits; every other test shares the lock."""
+    if RUN_LOCK not in item.config.stash:
+        item.config.stash[RUN_LOCK] = run_lock(item.config)
+    lock = item.config.stash[RUN_LOCK]
+    if lock is None:
+        return (yield)
+    with lock.held(exclusive=item.get_closest_marker("serial") is not None):
+        return (yield)
+
+
+RUN_LOCK = pytest.StashKey[RunLock | None]()

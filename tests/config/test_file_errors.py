@@ -243,9 +243,11 @@ def test_a_small_alias_bomb_is_refused_in_proportion_to_its_size():
     rows += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 6) + "]" for i in range(1, 7)]
     source = "\n".join(rows) + "\n"
     assert len(source) == 247
-    started = time.perf_counter()
+    # This thread's CPU time, not the wall clock: what the other processes of a busy
+    # machine (the suite's second worker, say) take is not the parser's doing.
+    started = time.thread_time()
     assert errors(source) == [f"p.yaml:1: {EXPANSION_ERROR}"]
-    assert time.perf_counter() - started < 0.5
+    assert time.thread_time() - started < 0.5
 
 
 def test_merge_keys_reused_by_many_jobs_stay_within_the_bound():

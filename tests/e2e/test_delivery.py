@@ -36,6 +36,9 @@ jobs:
 
 RUN_SECONDS = 22
 
+# p99 lateness under 100 ms: not measured while the other xdist worker runs (tests/support/parallel.py).
+pytestmark = pytest.mark.serial
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
@@ -87,7 +90,8 @@ def test_the_api_records_each_delivered_occurrence(run):
     rows = {row["id"]: row for row in server.invocations("e2e", "every-second")}
     # A delivery whose result is not saved yet is still in the job's active list.
     assert delivered <= set(rows) | active
-    assert all(rows[i]["status"] == "SUCCEEDED" for i in delivered if rows[i]["finished_time"])
+    # One still active may have no row yet (the server goes on running while this reads).
+    assert all(rows[i]["status"] == "SUCCEEDED" for i in delivered & set(rows) if rows[i]["finished_time"])
 
 
 @pytest.mark.parametrize(

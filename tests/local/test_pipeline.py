@@ -60,6 +60,9 @@ class Rig:
         data = text.encode()
         snapshot = snapshot_of(PROJECT, Path(f"{PROJECT}.yaml"), data, hashlib.sha256(data).hexdigest(), "local")
         self.engine.configs.import_project(snapshot)
+        # An occurrence whose time passed during the import gets no tick: the test would
+        # wait for deliveries that never come (a busy machine took over a second for 200).
+        assert time.time() < at.timestamp(), f"importing {count} jobs took longer than the lead of {lead} s"
         return ids
 
     def run_until_delivered(self, count: int, seconds: float = 30) -> None:
@@ -179,11 +182,12 @@ def test_a_store_that_is_down_delivers_nothing_until_it_is_back(tmp_path):
 
 def test_stop_finishes_what_was_sent_and_hands_back_the_rest(tmp_path):
     rig = Rig(tmp_path, workers=2)
-    ids = rig.import_one_offs(200, lead=0)
+    ids = rig.import_one_offs(200, lead=2)
     slow = threading.Event()
     rig.target.check = lambda request: slow.wait(0.02)
     rig.dispatcher.start()
-    while len(rig.target.requests) < 5:
+    deadline = time.monotonic() + 20
+    while len(rig.target.requests) < 5 and time.monotonic() < deadline:
         time.sleep(0.01)
     rig.dispatcher.stop()
     sent = len(rig.target.requests)
