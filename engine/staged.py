@@ -31,7 +31,22 @@ log = logging.getLogger("sundial.engine")
 def still_staged(store: JobStore, job: StoredJob, action: act.Deliver) -> bool:
     """Whether the job, as stored now, still wants this staged request sent."""
     record = job.record
-    current = store.get_job(record.project, record.job_id)
+    return staged_in(store.get_job(record.project, record.job_id), job, action)
+
+
+def current_jobs(store: JobStore, keys: list[tuple[str, str]]) -> dict[tuple[str, str], StoredJob]:
+    """The jobs as stored now, by (project, job id), in one read where the store reads
+    many at once (the requests of one instant are checked together)."""
+    read_many = getattr(store, "get_jobs", None)
+    if read_many is not None:
+        return dict(read_many(keys))
+    found = {key: store.get_job(*key) for key in dict.fromkeys(keys)}
+    return {key: job for key, job in found.items() if job is not None}
+
+
+def staged_in(current: StoredJob | None, job: StoredJob, action: act.Deliver) -> bool:
+    """Whether `current` (the job as stored now; None: gone) still wants the staged
+    request of `action`, which `job` issued, sent."""
     if current is None or current.deleted or current.record.paused or current.record.disabled:
         return False
     entry = current.record.find_active(action.invocation_id)
@@ -41,7 +56,7 @@ def still_staged(store: JobStore, job: StoredJob, action: act.Deliver) -> bool:
         and entry.attempts == (action.attempt,)
         and entry.started_mask == 1
         and not entry.done_mask
-        and current.record.policy == record.policy
+        and current.record.policy == job.record.policy
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Callable
 
 from engine.changes import Applied, Change, JobChanges, Refusal
@@ -21,7 +21,7 @@ from engine.leases import NEVER, first_lost, give_up, held_until, monotonic_of
 from engine.logs import log_event
 from engine.ports import DeliveryResult, RetryTask, StoredJob, Task
 from engine.recording import millis
-from engine.staged import give_up_staged, still_staged, wait_until
+from engine.staged import current_jobs, give_up_staged, staged_in, still_staged, wait_until
 from engine.targets.fence import LeaseLost, fenced
 from statemachine import actions as act
 from statemachine import events as ev
@@ -99,9 +99,10 @@ class TaskRunner:
         changes = [Change(task.payload["project"], task.payload["job"], task_event(task)) for task in tasks]
         stepped = []
         taken = self.monotonic()  # before the commit: the lease is never counted from later than the store's
+        wall = self.changes.clock.now()
         for task, applied in zip(tasks, self.changes.apply_many(changes)):
             if isinstance(applied, Applied):
-                stepped.append(self._leased(_stepped_from(task, applied), taken))
+                stepped.append(self._leased(_stepped_from(task, applied), taken, wall))
             else:
                 log_refused(task, applied)
                 stepped.append(Stepped())
@@ -130,9 +131,7 @@ class TaskRunner:
         holds: the task's (held until `task_until`), the attempt's, and this process's
         own (AttemptHolds.held_until). Otherwise give it up (None): whoever holds it
         now sends it, under the same invocation id. A staged attempt (its time has come)
-        is also given up if the job was paused, deleted or redefined since (engine/staged.py).
-        Its attempt lease counts from the commit, not from its later time: shorter than
-        the store's, so still safe."""
+        is also given up if the job was paused, deleted or redefined since (engine/staged.py)."""
         holds = self.changes.holds
         leases = self._leases(stepped, task_until)
         lost = first_lost(self.monotonic(), leases)
@@ -148,42 +147,64 @@ class TaskRunner:
                     return self.deliveries.send(job, action)
             except LeaseLost as at_socket:
                 lost = str(at_socket)
-        give_up(log, self.changes.metrics, "send", lost, job=f"{job.record.project}/{job.record.job_id}",
-                invocation=action.invocation_id, event=action.event_index, attempt=action.attempt)
+        self._give_up_send(lost, job, action)
         return None
 
-    def ready_staged(self, job: StoredJob, action: act.Deliver, stepped: Stepped, task_until: float = NEVER) -> bool:
-        """send_held's checks for a staged request the batch writer (engine/targets/http_batch.py)
-        writes right after a True: every lease, the job as stored now, the release mark, and
-        the leases once more last (the fence at the socket, engine/targets/fence.py)."""
+    def ready_staged_many(self, staged: list[tuple[StoredJob, act.Deliver, Stepped, float]]) -> list[bool]:
+        """send_held's checks for the staged requests due at one instant, which the batch
+        writer (engine/targets/http_batch.py) writes right after, each behind the fence
+        (`leases_hold`): every lease, the jobs as stored now (one read for them all), and
+        the release mark. A False is given up here. `staged`: (job, action, stepped,
+        task_until) of each."""
         holds = self.changes.holds
-        leases = self._leases(stepped, task_until)
-        lost = first_lost(self.monotonic(), leases)
-        if not lost:
-            if not still_staged(self.changes.store, job, action):
-                give_up_staged(self.changes.write, holds, job, action)
-                return False
-            if holds is not None and action.send_at is not None:
-                holds.release_up_to(action.send_at)
-            lost = first_lost(self.monotonic(), leases)
-            if not lost:
-                return True
-        give_up(log, self.changes.metrics, "send", lost, job=f"{job.record.project}/{job.record.job_id}",
+        now = self.monotonic()
+        lost = [first_lost(now, self._leases(stepped, until)) for _, _, stepped, until in staged]
+        current = current_jobs(self.changes.store, [
+            (job.record.project, job.record.job_id) for (job, *_), why in zip(staged, lost) if not why])
+        go = []
+        for (job, action, _, _), why in zip(staged, lost):
+            ok = not why and staged_in(current.get((job.record.project, job.record.job_id)), job, action)
+            if why:
+                self._give_up_send(why, job, action)
+            elif not ok:
+                give_up_staged(self.changes.write, holds, job, action)  # paused, deleted or redefined since
+            go.append(ok)
+        latest = max((action.send_at for (_, action, _, _), ok in zip(staged, go) if ok and action.send_at),
+                     default=None)
+        if holds is not None and latest is not None:
+            holds.release_up_to(latest)  # stored before they leave: one never let out is sent again
+        return go
+
+    def leases_hold(self, job: StoredJob, action: act.Deliver, stepped: Stepped, task_until: float = NEVER) -> bool:
+        """Whether every lease a staged request is sent under still holds: the check right
+        before its write (the fence at the socket, engine/targets/fence.py)."""
+        lost = first_lost(self.monotonic(), self._leases(stepped, task_until))
+        if lost:
+            self._give_up_send(lost, job, action)
+        return not lost
+
+    def _give_up_send(self, lease: str, job: StoredJob, action: act.Deliver) -> None:
+        give_up(log, self.changes.metrics, "send", lease, job=f"{job.record.project}/{job.record.job_id}",
                 invocation=action.invocation_id, event=action.event_index, attempt=action.attempt)
-        return False
 
     def _leases(self, stepped: Stepped, task_until: float) -> dict[str, float | None]:
         holds = self.changes.holds
         return {"task": task_until, "attempt": stepped.attempt_until,
                 "process": holds.held_until(stepped.taken_at) if holds is not None else None}
 
-    def _leased(self, stepped: Stepped, taken: float) -> Stepped:
-        """`stepped` with the lease of the attempts it issued (every one of one job)."""
+    def _leased(self, stepped: Stepped, taken: float, wall: datetime) -> Stepped:
+        """`stepped` with the lease of the attempts it issued (every one of one job). A
+        staged attempt's counts from its time, as the store's does (`expect_by`):
+        `wall` is the clock read with `taken`."""
         if not stepped.deliveries:
             return stepped
         policy = stepped.deliveries[0][0].record.live_policy
+        lease = policy.attempt_timeout + self.changes.tuning.start_grace
+        send_at = min((action.send_at for _, action in stepped.deliveries if action.send_at), default=None)
+        if send_at is not None and send_at > wall:
+            lease += send_at - wall
         stepped.taken_at = taken
-        stepped.attempt_until = held_until(taken, policy.attempt_timeout + self.changes.tuning.start_grace)
+        stepped.attempt_until = held_until(taken, lease)
         return stepped
 
     def _run_chain_task(self, task: Task, task_until: float) -> None:

@@ -122,8 +122,9 @@ class HttpTarget:
 
     def stage(self, request: DeliveryRequest) -> "StagedHttp | None":
         """deliver() up to the write, done ahead of the request's time (a staged attempt):
-        checks, headers, a minted token, the request encoded, a connection opened. None
-        when any of it fails: deliver() at the time then fails it the same way."""
+        checks, headers, a minted token, the request encoded (`StagedHttp.warm` opens its
+        connection). None when any of it fails: deliver() at the time then fails it the
+        same way."""
         spec = request.target.get("http") or {}
         try:
             endpoint = parse_endpoint(str(spec.get("url") or ""))
@@ -139,10 +140,6 @@ class HttpTarget:
         except (ValueError, OSError, ForbiddenTarget, MintError):
             return None
         key = ConnectionPool.key_of(endpoint, address, request.project)
-        try:
-            self._pool.warm(key, timeout, PARALLEL)
-        except OSError:
-            pass  # the write connects again, and a failure then is the attempt's
         return StagedHttp(self, request, spec, endpoint, address, headers, method, payload, timeout, key, data)
 
     def deliver(self, request: DeliveryRequest) -> DeliveryResult:
@@ -337,10 +334,24 @@ class StagedHttp:
         self.timeout, self.key, self.data = timeout, key, data
         self.read_limit = _READ_LIMIT
 
+    def warm(self) -> None:
+        """Open a connection for this request ahead of its time, unless enough are idle."""
+        try:
+            self.target.pool.warm(self.key, self.timeout, PARALLEL)
+        except OSError:
+            pass  # the write connects again, and a failure then is the attempt's
+
     def outgoing(self, ready, done) -> Outgoing:
         """This request as the writer takes it: `ready()` is asked right before the write
         (False: not sent), `done(outcome)` gets the answer, an error, or None if not sent."""
         return Outgoing(self.key, self.data, self.method, self.timeout, self.read_limit, ready=ready, done=done)
+
+    def answered(self, first: Answer | BaseException, written_at: float) -> DeliveryResult | None:
+        """The result of an answer (or error) that ends the request, at once, on the
+        writer's thread; None for a redirect to follow, which `finish` does on another."""
+        if isinstance(first, Answer) and first.status in _REDIRECTS and first.location:
+            return None
+        return self.finish(first, written_at)
 
     def finish(self, first: Answer | BaseException, written_at: float) -> DeliveryResult:
         """The result, from the writer's answer (a redirect is followed from here, blocking)."""

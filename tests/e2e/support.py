@@ -43,6 +43,10 @@ class Arrival:
         return self.at - self.scheduled
 
 
+class _DeepBacklogServer(ThreadingHTTPServer):
+    request_queue_size = 128
+
+
 @dataclass
 class Receiver:
     """Answers POSTs; `delays[path]` seconds of work and `statuses[path]` answer per path."""
@@ -66,7 +70,9 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        # A deep listen backlog: Sundial opens many connections at once ahead of a burst,
+        # and a full backlog of 5 (the default) has the kernel drop connects for a second.
+        self.server = _DeepBacklogServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()

@@ -9,7 +9,7 @@ import time
 from datetime import datetime
 
 from engine.adapters.local.pipeline import _Inbox
-from engine.adapters.local.sqlite_rows import RecordCache
+from engine.adapters.local.record_cache import Generations, RecordCache
 from statemachine.durations import UTC
 from statemachine.record import evolve, new_record, record_to_dict
 from tests.unit.machine_helpers import policy
@@ -54,3 +54,28 @@ def test_a_stage_that_does_not_linger_takes_what_is_there():
     inbox: _Inbox[int] = _Inbox()
     inbox.put(1)
     assert inbox.take() == [1]
+
+
+def test_a_record_written_a_moment_ago_is_read_back_without_decoding_whatever_came_between():
+    # The cache used to forget everything once it held LIMIT records: a staged attempt's
+    # record, written at its commit, was then decoded again when read at its time.
+    cache = RecordCache()
+    staged = evolve(new_record("p", "staged"), generation=1)
+    text = cache.record_text(staged)
+    cache.remember(text, staged)
+    for index in range(RecordCache.LIMIT + RecordCache.LIMIT // 2):
+        other = new_record("p", f"j{index}")
+        cache.remember(cache.record_text(other), other)
+        if index % 97 == 0:
+            assert cache.decode(text) is staged  # read now and then: kept, never decoded anew
+    assert cache.decode(text) is staged
+
+
+def test_generations_keep_the_latest_entries_and_what_was_used_since():
+    kept: Generations[int, str] = Generations(4)
+    for key in range(10):  # young {8, 9}, old {4, 5, 6, 7}; 0-3 dropped
+        kept.put(key, str(key))
+    assert kept.get(9) == "9" and kept.get(0) is None
+    assert kept.get(5) == "5"  # a hit in the old generation moves it back into the young
+    kept.put(10, "10")  # young full: {8, 9, 5, 10} becomes old, 4, 6 and 7 go
+    assert [kept.get(key) for key in (4, 5, 6, 7, 8, 10)] == [None, "5", None, None, "8", "10"]

@@ -108,7 +108,7 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
-        self._pipeline = TaskPipeline(runner, workers, self._settle, self._task_until)
+        self._pipeline = TaskPipeline(runner, workers, self._settle, self._task_until, self._room_freed)
 
     def start(self) -> None:
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sundial-task")
@@ -298,6 +298,15 @@ class Dispatcher:
         # is freed only when its task is deleted (by the next lease), so it wakes the
         # loop at once.
         if (self._starved and left <= self.workers * LEASE_AHEAD // 2) or item.task.queue:
+            self.wakeup.ring()
+
+    def _room_freed(self) -> None:
+        """A leased task's request went on hold until its time: a look that found more
+        due than it had room for may take more now (else a burst staged ahead would be
+        leased a room's worth per `max_sleep`)."""
+        with self._lock:
+            left = self._working()
+        if self._starved and left <= self.workers * LEASE_AHEAD // 2:
             self.wakeup.ring()
 
     def _working(self) -> int:

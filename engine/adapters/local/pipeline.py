@@ -24,14 +24,12 @@ import logging
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, replace
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Callable, Generic, TypeVar
 
 from engine.adapters.local.send_pool import SendPool
-from engine.adapters.local.stager import Stager
-from engine.clock import SystemClock
-from engine.delivery import Staged
+from engine.adapters.local.staged_sends import StagedSend, StagedSends
 from engine.leases import NEVER
 from engine.logs import log_event
 from engine.ports import ConflictError, LeasedTask, StoredJob, StoreError
@@ -54,6 +52,7 @@ class _Result:
     sent: Sent
     failures: int = 0
     timer: threading.Timer | None = None  # set while it waits to be committed again
+    started: datetime | None = None  # when its request left, while it is still to be counted and logged
 
 
 Item = TypeVar("Item")
@@ -120,23 +119,21 @@ class TaskPipeline:
     are not sent: it is settled at once, and `settle` gives it up."""
 
     def __init__(self, runner: TaskRunner, senders: int, settle: Settle,
-                 task_until: Callable[[LeasedTask], float] = lambda item: NEVER):
+                 task_until: Callable[[LeasedTask], float] = lambda item: NEVER,
+                 room_freed: Callable[[], None] = lambda: None):
         self.runner, self.settle, self.task_until = runner, settle, task_until
         self._steps: _Inbox[LeasedTask] = _Inbox()
         self._results: _Inbox[_Result] = _Inbox(linger=RECORD_LINGER)
         # A request may wait for a sender a quarter of the start grace at most (and 5 s).
         longest_wait = min(runner.changes.tuning.start_grace.total_seconds() / 4, 5.0)
         self._sends = SendPool(senders, longest_wait)
-        # Staged requests wait here until their time (a runner without a clock stages nothing).
-        holds = getattr(runner.changes, "holds", None)
-        self._stager = Stager(getattr(runner.changes, "clock", None) or SystemClock(),
-                              release_up_to=holds.release_up_to if holds is not None else None)
-        # Staged HTTP requests: made ready on a sender ahead of their time, written at it
-        # by one thread (engine/targets/http_batch.py); any other goes the senders' way.
+        # Staged requests: made ready ahead, held until their time, written then by one
+        # thread (staged_sends.py, engine/targets/http_batch.py).
         make_writer = getattr(getattr(runner, "deliveries", None), "batch_writer", None)
         self._writer = make_writer(self._sends.submit) if make_writer is not None else None
-        self._preparing = 0  # staged requests being made ready (stop() waits for them)
-        self._prepared = threading.Condition()
+        self._staged = StagedSends(runner, self._sends, self._writer, send=self._send, deliver=self._deliver,
+                                   settle_part=self._settle_part, task_until=self.task_until,
+                                   room_freed=room_freed)
         self._lock = threading.Lock()
         self._unrecorded: dict[int, int] = {}  # task id -> its requests not yet recorded
         self._waiting: set[_Result] = set()  # results to commit again later
@@ -148,7 +145,7 @@ class TaskPipeline:
 
     def start(self) -> None:
         self._sends.start()
-        self._stager.start()
+        self._staged.start()
         if self._writer is not None:
             self._writer.start()
         for thread in self._threads:
@@ -159,7 +156,7 @@ class TaskPipeline:
 
     def staged(self) -> int:
         """Requests held until their time (each a task of its own)."""
-        return self._stager.held()
+        return self._staged.held()
 
     def stop(self) -> list[LeasedTask]:
         """Finish what was started (its requests are sent and recorded); returns the
@@ -167,10 +164,7 @@ class TaskPipeline:
         hand and the requests out, which the targets' timeouts bound."""
         unstarted = self._steps.close()
         self._threads[0].join()  # before the senders go: it may still hand them requests
-        with self._prepared:  # (and staged requests being made ready, the stager)
-            while self._preparing:
-                self._prepared.wait()
-        self._stager.shutdown()  # (so may the stager, until the last staged request's time)
+        self._staged.stop()  # (so may the staged requests, until the last one's time)
         if self._writer is not None:
             self._writer.shutdown()  # (and the writer, its answers)
         self._sends.shutdown()
@@ -223,6 +217,7 @@ class TaskPipeline:
                 for item in batch:
                     self._step([item])
             return
+        staged: list[StagedSend] = []
         for item, outcome in zip(batch, stepped):
             if not outcome.deliveries:
                 self.settle(item, outcome.retry())
@@ -230,14 +225,11 @@ class TaskPipeline:
             with self._lock:
                 self._unrecorded[item.id] = len(outcome.deliveries)
             for job, action in outcome.deliveries:
-                if action.send_at is not None and self._writer is not None:  # staged: made ready now
-                    with self._prepared:
-                        self._preparing += 1
-                    self._sends.submit(self._prepare, item, job, action, outcome)
-                elif action.send_at is not None:  # staged: sent at its time
-                    self._stager.submit(action.send_at, self._sends.submit, self._send, item, job, action, outcome)
+                if action.send_at is not None:  # staged: sent at its time
+                    staged.append(StagedSend(item, job, action, outcome))
                 else:
                     self._sends.submit(self._send, item, job, action, outcome)
+        self._staged.submit(staged)
 
     # --- stage 2: send ---------------------------------------------------------------
 
@@ -252,62 +244,18 @@ class TaskPipeline:
             return
         self._results.put(_Result(item, Sent(job, action, result)))
 
-    def _prepare(self, item: LeasedTask, job: StoredJob, action: Deliver, stepped: Stepped) -> None:
-        """Ahead of its time: the request encoded and a connection opened, then held for the
-        writer; a request that cannot be made ready goes the senders' way at its time."""
-        assert self._writer is not None and action.send_at is not None
-        try:
-            staged = self.runner.deliveries.stage(job, action)
-        except Exception as error:  # a bug of ours: deliver() at the time has its own handling
-            log_event(log, "staging a request failed", level=logging.ERROR, error=repr(error))
-            staged = None
-        try:
-            if staged is None:
-                self._stager.submit(action.send_at, self._sends.submit, self._send, item, job, action, stepped)
-                return
-            written: list[float] = []
-            outgoing = staged.ready.outgoing(
-                ready=lambda: self._ready(item, job, action, stepped, written),
-                done=lambda outcome: self._written(item, job, action, staged, written, outcome))
-            self._stager.submit(action.send_at, self._writer.submit, [outgoing])
-        finally:
-            with self._prepared:
-                self._preparing -= 1
-                self._prepared.notify_all()
-
-    def _ready(self, item: LeasedTask, job: StoredJob, action: Deliver, stepped: Stepped,
-               written: list[float]) -> bool:
-        """On the writer's thread, right before it writes the request."""
-        try:
-            go = self.runner.ready_staged(job, action, stepped, self.task_until(item))
-        except Exception as error:
-            self._settle_part(item, error)
-            return False
-        if go:
-            written.append(time.monotonic())
-        return go
-
-    def _written(self, item: LeasedTask, job: StoredJob, action: Deliver, staged: Staged, written: list[float],
-                 outcome: object) -> None:  # the writer's Answer, an error, or None
-        if outcome is None or not written:  # not sent: given up (or settled with its error)
-            self._settle_part(item, None)
-            return
-        self._sends.submit(self._finish, item, job, action, staged, written[0], outcome)
-
-    def _finish(self, item: LeasedTask, job: StoredJob, action: Deliver, staged: Staged, written_at: float,
-                outcome: object) -> None:
-        try:
-            started = self.runner.changes.clock.now() - timedelta(seconds=time.monotonic() - written_at)
-            result = staged.ready.finish(outcome, written_at)
-            result = self.runner.deliveries.account(job, action, started, replace(result, sent=staged.sent))
-        except Exception as error:
-            self._settle_part(item, error)
-            return
-        self._results.put(_Result(item, Sent(job, action, result)))
+    def _deliver(self, item: LeasedTask, sent: Sent, started: datetime) -> None:
+        """A staged request's result (staged_sends.py), counted and logged by the record stage."""
+        self._results.put(_Result(item, sent, started=started))
 
     # --- stage 3: record -------------------------------------------------------------
 
     def _record(self, batch: list[_Result]) -> None:
+        for result in batch:
+            started, result.started = result.started, None
+            if started is not None:
+                sent = result.sent
+                self.runner.deliveries.account(sent.job, sent.action, started, sent.result)
         try:
             self.runner.record_many([result.sent for result in batch])
         except Exception as error:

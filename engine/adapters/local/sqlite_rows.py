@@ -15,15 +15,12 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
+from engine.adapters.local.record_cache import RecordCache, compact
 from engine.errors import CommitTooLarge
 from engine.ports import AuditEntry, InvocationRow, JobSource, ProjectRow, StoredJob, Task
 from engine.recording import notification_text, stored_notification
 from statemachine.budget import COMMIT_ENTITY_LIMIT
-from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
-from statemachine.policy import JobPolicy
-from statemachine.record import JobRecord, record_from_dict, record_to_dict
-from statemachine.stored_form import policy_to_dict
 
 Row = tuple[Any, ...]  # one row as sqlite3 returns it, or the values of one to write
 
@@ -61,9 +58,6 @@ PUT_HOLD = (
 DELETE_HOLD = f"DELETE FROM held_attempts WHERE {HOLD_KEY}"
 PUT_AUDIT = "INSERT INTO audit (project, id, job_id, time, actor, action, detail) VALUES (?, ?, ?, ?, ?, ?, ?)"
 
-# json.dumps builds an encoder per call when given options; the same text from one encoder.
-_compact = json.JSONEncoder(separators=(",", ":")).encode
-
 
 def to_seconds(value: datetime | None) -> float | None:
     return None if value is None else value.timestamp()
@@ -76,83 +70,6 @@ def from_seconds(value: float | None) -> datetime | None:
 def instant(value: float) -> datetime:
     """A NOT NULL time column as a datetime."""
     return datetime.fromtimestamp(value, UTC)
-
-
-class RecordCache:
-    """Decoded job records and definitions by their stored text, for one store and its
-    transactions.
-
-    A delivery reads its job twice (tick, outcome) and the second read finds the text
-    this store just wrote; JobRecord and JobDefinition are frozen, so the cached ones
-    can be handed out as they are (a definition's target specs are dicts shared by
-    every reader: nothing may change one in place; rendering makes new ones). A
-    definition read and written back unchanged is not encoded again either.
-    """
-
-    LIMIT = 4_096  # a few per task in flight; a miss only costs a decode
-
-    def __init__(self) -> None:
-        self._records: dict[str, JobRecord] = {}
-        self._definitions: dict[str, JobDefinition] = {}
-        # id of a definition handed out -> it and its text (it is kept, so its id stays its own)
-        self._definition_texts: dict[int, tuple[JobDefinition, str]] = {}
-        # id of a policy -> it and its JSON: a job's policy object lives on through
-        # every step of its chain, and is most of the record's text.
-        self._policy_texts: dict[int, tuple[JobPolicy, str]] = {}
-
-    def remember(self, text: str, record: JobRecord) -> None:
-        if len(self._records) >= self.LIMIT:
-            self._records.clear()  # a whole generation at once: cheaper than an LRU, as good here
-        self._records[text] = record
-
-    def decode(self, text: str) -> JobRecord:
-        record = self._records.get(text)
-        if record is None:
-            record = record_from_dict(json.loads(text))
-            self.remember(text, record)
-        return record
-
-    def decode_definition(self, text: str) -> JobDefinition:
-        definition = self._definitions.get(text)
-        if definition is None:
-            definition = JobDefinition.from_dict(json.loads(text))
-            self._remember_definition(text, definition)
-        return definition
-
-    def definition_text(self, definition: JobDefinition) -> str:
-        known = self._definition_texts.get(id(definition))
-        if known is not None and known[0] is definition:
-            return known[1]
-        text = definition.canonical_json  # encoded once already for its revision
-        if not text.isascii():  # written as before: non-ASCII escaped, a lone surrogate too
-            text = _compact(definition.to_dict())
-        self._remember_definition(text, definition)
-        return text
-
-    def record_text(self, record: JobRecord) -> str:
-        """The record's stored text: `json.dumps(record_to_dict(record))` with compact
-        separators, its policy's part encoded once per policy object."""
-        policy = record.policy
-        if policy is None:
-            return _compact(record_to_dict(record))
-        known = self._policy_texts.get(id(policy))
-        if known is None or known[0] is not policy:
-            if len(self._policy_texts) >= self.LIMIT:
-                self._policy_texts.clear()
-            policy_text = _compact(policy_to_dict(policy))
-            known = self._policy_texts[id(policy)] = (policy, policy_text)
-        text = _compact(record_to_dict(record, with_policy=False))
-        # The first `"policy":null` is the key's: only "version", "project", "job_id" and
-        # "state" come before it, and a quote inside an encoded string is escaped.
-        return text.replace('"policy":null', '"policy":' + known[1], 1)
-
-    def _remember_definition(self, text: str, definition: JobDefinition) -> None:
-        # Both maps bound: one definition text may be written from many objects.
-        if len(self._definitions) >= self.LIMIT or len(self._definition_texts) >= self.LIMIT:
-            self._definitions.clear()
-            self._definition_texts.clear()
-        self._definitions[text] = definition
-        self._definition_texts[id(definition)] = (definition, text)
 
 
 class SqliteFile(Protocol):
@@ -327,17 +244,17 @@ def job_from_row(row: Row, records: RecordCache) -> StoredJob:
 
 
 def progress_text(value: dict[str, Any]) -> str:
-    return _compact(value)
+    return compact(value)
 
 
 def task_values(task: Task) -> Row:
-    payload = _compact(task.payload)
+    payload = compact(task.payload)
     return (task.name, task.kind, payload, task.eta.timestamp(), task.queue)
 
 
 def audit_values(entry: AuditEntry) -> Row:
     return (entry.project, entry.id, entry.job_id, entry.time.timestamp(), entry.actor, entry.action,
-            _compact(entry.detail))
+            compact(entry.detail))
 
 
 def audit_from_row(row: Row) -> AuditEntry:
@@ -363,7 +280,7 @@ def invocation_values(row: InvocationRow) -> Row:
         row.project, row.job_id, row.id, row.status, row.reason,
         row.scheduled_time.timestamp(), row.trigger, to_seconds(row.created_time),
         to_seconds(row.started_time), to_seconds(row.finished_time), row.attempt,
-        row.event_count, _compact(row.log), notification_text(row.notification),
+        row.event_count, compact(row.log), notification_text(row.notification),
     )
 
 

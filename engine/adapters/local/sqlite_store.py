@@ -180,6 +180,22 @@ class SqliteJobStore:
     def get_job(self, project: str, job_id: str) -> StoredJob | None:
         return SqliteTransaction(self.connection(), self.records).get_job(project, job_id)
 
+    def get_jobs(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], StoredJob]:
+        """The jobs of `keys` that exist, by (project, job id): one range read of the
+        primary key per project and up to 500 ids."""
+        by_project: dict[str, list[str]] = {}
+        for project, job_id in dict.fromkeys(keys):
+            by_project.setdefault(project, []).append(job_id)
+        conn = self.connection()
+        found: dict[tuple[str, str], StoredJob] = {}
+        for project, ids in by_project.items():
+            for start in range(0, len(ids), 500):
+                part = ids[start:start + 500]
+                rows = conn.execute(f"SELECT job_id, {JOB_COLUMNS} FROM jobs WHERE project = ?"
+                                    f" AND job_id IN ({','.join('?' * len(part))})", (project, *part))
+                found.update(((project, row[0]), job_from_row(row[1:], self.records)) for row in rows)
+        return found
+
     def get_project(self, project: str) -> ProjectRow | None:
         return SqliteTransaction(self.connection(), self.records).get_project(project)
 

@@ -1,10 +1,11 @@
 """Requests of staged attempts (statemachine/staging.py) held until their time.
 
 The step thread commits a staged attempt ahead of its time; its request waits here, on
-one thread and a heap rather than on a sender each, and is handed to the send pool when
-the clock reaches its time: every request due at one instant leaves together, with no
-storage write in front of them. Stopping releases each at its time still (at most
-`stage_ahead` away), so nothing committed as starting is left unsent by a clean stop.
+one thread and a heap rather than on a sender each, and when the clock reaches its time
+everything due then is handed to `release` in one call: the requests of one instant
+are checked together and leave together, with no storage write in front of them.
+Stopping releases each at its time still (at most `stage_ahead` away), so nothing
+committed as starting is left unsent by a clean stop.
 
 With `release_up_to` (the process's release mark, release_marks.py), the stager stores
 the mark for the earliest held time `MARK_LEAD` before it: the sender must find its
@@ -28,14 +29,17 @@ log = logging.getLogger("sundial.dispatcher")
 
 MARK_LEAD = 0.05  # seconds before a held time that its release mark is stored
 
+Entry = tuple[datetime, int, Any]
+
 
 class Stager:
-    def __init__(self, clock: Clock, name: str = "sundial-stage",
+    def __init__(self, clock: Clock, release: Callable[[list[Any]], None], name: str = "sundial-stage",
                  release_up_to: Callable[[datetime], None] | None = None):
-        self.clock, self.release_up_to = clock, release_up_to
+        """`release(items)`: run on the stager's thread with every item whose time has come."""
+        self.clock, self.release, self.release_up_to = clock, release, release_up_to
         self._marked: datetime | None = None  # the latest mark this stager stored
-        self._heap: list[tuple[datetime, int, Callable[..., object], tuple[Any, ...]]] = []
-        self._order = itertools.count()  # ties keep their order; callables never compare
+        self._heap: list[Entry] = []
+        self._order = itertools.count()  # ties keep their order; items never compare
         self._ready = threading.Condition()
         self._closing = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -43,11 +47,15 @@ class Stager:
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, at: datetime, release: Callable[..., object], *args: Any) -> None:
-        """Run `release(*args)` once the clock reads `at`."""
+    def submit(self, held: list[tuple[datetime, Any]]) -> None:
+        """Hold each (time, item) until the clock reads its time."""
+        if not held:
+            return
         with self._ready:
-            heapq.heappush(self._heap, (at, next(self._order), release, args))
-            if self._heap[0][0] == at:
+            first = self._heap[0][0] if self._heap else None
+            for at, item in held:
+                heapq.heappush(self._heap, (at, next(self._order), item))
+            if first is None or self._heap[0][0] < first:
                 self._ready.notify()
 
     def held(self) -> int:
@@ -67,8 +75,10 @@ class Stager:
             if isinstance(due, datetime):
                 self._mark(due)
                 continue
-            for _, _, release, args in due:
-                release(*args)
+            try:
+                self.release(due)
+            except Exception as error:  # a bug of the caller's: the stager must go on
+                log_event(log, "releasing staged requests failed", level=logging.ERROR, error=repr(error))
 
     def _mark(self, at: datetime) -> None:
         assert self.release_up_to is not None
@@ -79,8 +89,8 @@ class Stager:
         with self._ready:
             self._marked = at  # tried: not again for this time
 
-    def _next_due(self) -> list[tuple[datetime, int, Callable[..., object], tuple[Any, ...]]] | datetime | None:
-        """Wait for the earliest time to come; everything due then (None: stopped and
+    def _next_due(self) -> list[Any] | datetime | None:
+        """Wait for the earliest time to come; the items due then (None: stopped and
         empty; a time: its release mark is to be stored first)."""
         with self._ready:
             while True:
@@ -100,6 +110,6 @@ class Stager:
                     now = self.clock.now()
                     due = []
                     while self._heap and self._heap[0][0] <= now:
-                        due.append(heapq.heappop(self._heap))
+                        due.append(heapq.heappop(self._heap)[2])
                     return due
                 self._ready.wait(left)

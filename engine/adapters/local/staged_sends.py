@@ -1,0 +1,187 @@
+"""The pipeline's path for staged attempts (statemachine/staging.py): from the commit
+that staged them, ahead of their time, to their answers.
+
+    step thread: committed as starting, time T ahead
+    -> a sender: each request rendered, encoded and its connection opened (one hand-off a batch)
+    -> the stager holds them until T (stager.py)
+    -> at T, on the stager's thread: the requests due then are checked together (their
+       leases, their jobs as stored now in one read, the release mark: TaskRunner.ready_staged_many)
+    -> the writer writes each right after its leases' last check (http_batch.py), reads
+       its answer and turns it into a result on its own thread
+    -> the record stage (pipeline.py), which also counts and logs it
+
+Nothing at T waits for storage but the one read, and no request waits for a thread: a
+thousand due at one instant leave as fast as their connections take them. Only a
+redirect to follow goes to a sender, and a request its target cannot stage is sent the
+unstaged way at its time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any, Callable
+
+from engine.adapters.local.send_pool import SendPool
+from engine.adapters.local.stager import Stager
+from engine.clock import SystemClock
+from engine.delivery import Staged
+from engine.logs import log_event
+from engine.ports import DeliveryResult, LeasedTask, StoredJob
+from engine.tasks import Sent, Stepped, TaskRunner
+from statemachine.actions import Deliver
+
+log = logging.getLogger("sundial.dispatcher")
+
+
+@dataclass(eq=False)
+class StagedSend:
+    """One staged attempt's request, from its commit to its answer."""
+
+    item: LeasedTask  # the task whose step staged it
+    job: StoredJob
+    action: Deliver
+    stepped: Stepped
+    staged: Staged | None = None  # made ready ahead; None: its target cannot stage it
+    written_at: float | None = None  # time.monotonic() right before its write
+
+    @property
+    def due(self) -> datetime:
+        assert self.action.send_at is not None, "a staged attempt has its time"
+        return self.action.send_at
+
+
+class StagedSends:
+    def __init__(self, runner: TaskRunner, sends: SendPool, writer: Any, *,
+                 send: Callable[[LeasedTask, StoredJob, Deliver, Stepped], None],
+                 deliver: Callable[[LeasedTask, Sent, datetime], None],
+                 settle_part: Callable[[LeasedTask, BaseException | None], None],
+                 task_until: Callable[[LeasedTask], float],
+                 room_freed: Callable[[], None] = lambda: None):
+        """`writer`: the HTTP target's batch writer (None: every request is sent the
+        unstaged way at its time); `send`: the pipeline's unstaged send; `deliver(item,
+        sent, started)`: a result for the record stage, to be counted and logged there;
+        `room_freed()`: a request went on hold, and no longer keeps a worker busy."""
+        self.runner, self._sends, self._writer = runner, sends, writer
+        self._send, self._deliver, self._settle_part = send, deliver, settle_part
+        self._task_until, self._room_freed = task_until, room_freed
+        self.clock = getattr(runner.changes, "clock", None) or SystemClock()
+        holds = getattr(runner.changes, "holds", None)
+        self._stager = Stager(self.clock, self._release,
+                              release_up_to=holds.release_up_to if holds is not None else None)
+        self._preparing = 0  # batches being made ready (stop() waits for them)
+        self._prepared = threading.Condition()
+
+    def start(self) -> None:
+        self._stager.start()
+
+    def held(self) -> int:
+        """Requests on hold until their time."""
+        return self._stager.held()
+
+    def submit(self, staged: list[StagedSend]) -> None:
+        """Staged attempts just committed, to be made ready and held until their time."""
+        if self._writer is None:
+            self._hold(staged)
+            return
+        with self._prepared:
+            self._preparing += 1
+        self._sends.submit(self._prepare, staged)
+
+    def stop(self) -> None:
+        """Release everything held, each at its time (stop the writer after this)."""
+        with self._prepared:
+            while self._preparing:
+                self._prepared.wait()
+        self._stager.shutdown()
+
+    def _prepare(self, staged: list[StagedSend]) -> None:
+        """On a sender, ahead of their time: each request encoded and a connection opened;
+        one that cannot be made ready is sent the unstaged way at its time."""
+        try:
+            for one in staged:
+                try:
+                    one.staged = self.runner.deliveries.stage(one.job, one.action)
+                except Exception as error:  # a bug of ours: deliver() at the time has its own handling
+                    log_event(log, "staging a request failed", level=logging.ERROR, error=repr(error))
+            self._hold(staged)
+            # Connections last: on hold, the requests no longer keep the dispatcher from
+            # staging more while a slow host takes its time to accept.
+            for one in staged:
+                warm = getattr(one.staged.ready, "warm", None) if one.staged is not None else None
+                if warm is not None:
+                    warm()
+        finally:
+            with self._prepared:
+                self._preparing -= 1
+                self._prepared.notify_all()
+
+    def _hold(self, staged: list[StagedSend]) -> None:
+        self._stager.submit([(one.due, one) for one in staged])
+        self._room_freed()
+
+    def _release(self, due: list[StagedSend]) -> None:
+        """At their time, on the stager's thread: the requests due now, checked together."""
+        for one in due:
+            if one.staged is None:
+                self._sends.submit(self._send, one.item, one.job, one.action, one.stepped)
+        ready = [one for one in due if one.staged is not None]
+        if not ready:
+            return
+        try:
+            go = self.runner.ready_staged_many(
+                [(one.job, one.action, one.stepped, self._task_until(one.item)) for one in ready])
+        except Exception as error:  # storage: the task is handed back, the watchdog has the attempt
+            for one in ready:
+                self._settle_part(one.item, error)
+            return
+        outgoing = []
+        for one, ok in zip(ready, go):
+            if not ok:
+                self._settle_part(one.item, None)  # given up (ready_staged_many said why)
+                continue
+            assert one.staged is not None
+            outgoing.append(one.staged.ready.outgoing(ready=partial(self._fence, one),
+                                                      done=partial(self._written, one)))
+        self._writer.submit(outgoing)
+
+    def _fence(self, one: StagedSend) -> bool:
+        """On the writer's thread, right before the write: do its leases still hold?"""
+        if not self.runner.leases_hold(one.job, one.action, one.stepped, self._task_until(one.item)):
+            return False
+        one.written_at = time.monotonic()
+        return True
+
+    def _written(self, one: StagedSend, outcome: object) -> None:
+        """On the writer's thread: the writer's Answer, an error, or None (not written)."""
+        if outcome is None or one.written_at is None:
+            self._settle_part(one.item, None)
+            return
+        assert one.staged is not None
+        try:
+            result = one.staged.ready.answered(outcome, one.written_at)
+        except Exception as error:
+            self._settle_part(one.item, error)
+            return
+        if result is None:  # a redirect: followed on a sender, blocking
+            self._sends.submit(self._finish, one, outcome)
+            return
+        self._done(one, result)
+
+    def _finish(self, one: StagedSend, outcome: object) -> None:
+        assert one.staged is not None and one.written_at is not None
+        try:
+            result = one.staged.ready.finish(outcome, one.written_at)
+        except Exception as error:
+            self._settle_part(one.item, error)
+            return
+        self._done(one, result)
+
+    def _done(self, one: StagedSend, result: DeliveryResult) -> None:
+        assert one.staged is not None and one.written_at is not None
+        started = self.clock.now() - timedelta(seconds=time.monotonic() - one.written_at)
+        self._deliver(one.item, Sent(one.job, one.action, replace(result, sent=one.staged.sent)), started)

@@ -1,0 +1,130 @@
+"""Staged attempts through the dispatcher, the stager and the batch writer
+(engine/adapters/local/staged_sends.py), on a real SQLite store and queue, the real
+threaded dispatcher, the system clock and a real HTTP receiver on 127.0.0.1.
+
+A burst staged ahead is staged whole before its time, however few workers the
+dispatcher has; the requests due at one instant are checked against their jobs as
+stored at that instant; and a staged attempt's lease counts from its time, as the
+store's does, so a short attempt timeout does not give it up before it is sent."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from app.importer import snapshot_of
+from engine import operations
+from engine.adapters.local.dispatcher import Dispatcher, Wakeup
+from engine.adapters.local.sqlite_queue import SqliteTaskQueue
+from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.service import build_engine
+from engine.targets.http import HttpTarget
+from statemachine.durations import UTC
+from statemachine.policy import Tuning
+from statemachine.vocabulary import InvocationStatus
+from tests.e2e.support import Receiver, wait_until
+
+PROJECT = "staged"
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+class HttpRig:
+    def __init__(self, tmp_path, tuning: Tuning, workers: int = 8):
+        self.receiver = Receiver()
+        self.wakeup = Wakeup()
+        self.store = SqliteJobStore(tmp_path / "sundial.db", on_enqueue=self.wakeup.task_enqueued)
+        self.engine = build_engine(self.store, {"http": HttpTarget("local")}, SystemClock(), tuning, secret=b"s")
+        self.queue = SqliteTaskQueue(self.store)
+        self.dispatcher = Dispatcher(self.queue, self.engine.tasks, SystemClock(), self.wakeup, workers)
+
+    def import_one_offs(self, count: int, lead: float, target: str = "") -> tuple[list[str], datetime]:
+        """`count` jobs, each one occurrence at the whole second after `lead` s from now."""
+        at = datetime.fromtimestamp(int(time.time() + lead) + 1, UTC)
+        stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        ids = [f"j{i:03d}" for i in range(count)]
+        spec = target or f"{{http: {{url: '{self.receiver.url}/hit'}}}}"
+        text = "jobs:\n" + "".join(f"  - id: {job}\n    at: [\"{stamp}\"]\n    target: {spec}\n" for job in ids)
+        data = text.encode()
+        snapshot = snapshot_of(PROJECT, Path(f"{PROJECT}.yaml"), data, hashlib.sha256(data).hexdigest(), "local")
+        self.engine.configs.import_project(snapshot)
+        return ids, at
+
+    def staged_jobs(self, ids: list[str]) -> int:
+        """How many of the jobs hold an attempt committed as starting."""
+        jobs = self.store.get_jobs([(PROJECT, job) for job in ids])
+        return sum(1 for job in jobs.values() if any(entry.started_mask for entry in job.record.active))
+
+    def statuses(self, ids: list[str]) -> Counter:
+        rows = [row for job in ids for row in self.store.list_invocations(PROJECT, job, 10, None)[0]]
+        return Counter((row.status, row.reason) for row in rows)
+
+    def close(self) -> None:
+        self.dispatcher.stop()
+        self.receiver.close()
+
+
+def _sleep_until(moment: datetime) -> None:
+    time.sleep(max(moment.timestamp() - time.time(), 0.0))
+
+
+def test_a_burst_larger_than_the_dispatchers_room_is_all_staged_before_its_time(tmp_path):
+    # 2 workers lease 8 tasks at a time. A staged request keeps no worker busy, and
+    # putting one on hold must say so: the dispatcher used to wait for its next planned
+    # look (a second) before leasing the next 8, and staged a fraction of the burst.
+    rig = HttpRig(tmp_path, Tuning(stage_ahead=timedelta(seconds=3)), workers=2)
+    try:
+        ids, at = rig.import_one_offs(60, lead=4.0)
+        rig.dispatcher.start()
+        _sleep_until(at - timedelta(milliseconds=400))
+        assert rig.staged_jobs(ids) == len(ids)
+        assert wait_until(lambda: len(rig.receiver.arrivals) >= len(ids), timeout=20)
+        assert wait_until(lambda: rig.statuses(ids) == Counter({(InvocationStatus.SUCCEEDED, ""): len(ids)}),
+                          timeout=20)
+        assert Counter(a.headers["X-Sundial-Job"] for a in rig.receiver.arrivals) == {
+            f"{PROJECT}/{job}": 1 for job in ids}
+        assert min(a.at for a in rig.receiver.arrivals) >= at.timestamp()  # none before its time
+    finally:
+        rig.close()
+
+
+def test_requests_of_jobs_paused_or_deleted_since_they_were_staged_are_not_sent(tmp_path):
+    rig = HttpRig(tmp_path, Tuning(stage_ahead=timedelta(seconds=2)))
+    try:
+        ids, at = rig.import_one_offs(6, lead=3.0)
+        rig.dispatcher.start()
+        assert wait_until(lambda: rig.staged_jobs(ids) == len(ids), timeout=at.timestamp() - time.time())
+        assert time.time() < at.timestamp() - 0.2, "staging took too long for the test to act before T"
+        operations.pause(rig.engine, PROJECT, ids[0])
+        operations.pause(rig.engine, PROJECT, ids[1])
+        assert wait_until(lambda: len(rig.receiver.arrivals) >= 4, timeout=20)
+        time.sleep(0.5)  # nothing more comes
+        sent = {a.headers["X-Sundial-Job"].split("/")[1] for a in rig.receiver.arrivals}
+        assert sent == set(ids[2:])
+        assert wait_until(lambda: rig.statuses(ids) == Counter({(InvocationStatus.SUCCEEDED, ""): 4,
+                                                                  (InvocationStatus.SKIPPED, "paused"): 2}),
+                          timeout=20), rig.statuses(ids)
+    finally:
+        rig.close()
+
+
+def test_a_staged_attempts_lease_counts_from_its_time_not_from_its_commit(tmp_path):
+    # Attempt timeout 1 s plus 1 s of start grace, staged 3 s ahead: counted from the
+    # commit the lease ran out a second before T, and the request was given up at T.
+    rig = HttpRig(tmp_path, Tuning(stage_ahead=timedelta(seconds=3), start_grace=timedelta(seconds=1)))
+    try:
+        spec = f"{{http: {{url: '{rig.receiver.url}/hit', timeout: 1s}}}}"
+        ids, at = rig.import_one_offs(3, lead=4.0, target=spec)
+        rig.dispatcher.start()
+        assert wait_until(lambda: len(rig.receiver.arrivals) >= len(ids), timeout=at.timestamp() - time.time() + 3)
+        assert max(a.at for a in rig.receiver.arrivals) < at.timestamp() + 1.0  # at T, not re-issued later
+        lost = [name for name, _, _ in rig.engine.metrics.snapshot()["counters"] if name == "sundial_leases_lost_total"]
+        assert not lost
+    finally:
+        rig.close()
