@@ -3,6 +3,13 @@
 A job whose deletion has begun is invisible: no reader sees it, in any list or page.
 Readers go through `Queries`; the use cases that must see such a job (to revive it with
 a PUT, or to finish deleting it) ask for it by name with `stored_job`.
+
+An invocation started by its own tick lives only in its job's record until its first
+attempt ends (StartInvocation.deferred: one write fewer per delivery); its request may
+have left long before its row is written. Every history the readers see (the listing,
+its pages and status filters, a job's last invocations) shows such an invocation as the
+row it will have (`row_of_active`), in its place among the rows. The job is read before
+the rows, so an invocation that ends in between is found by one read or the other.
 """
 
 from __future__ import annotations
@@ -14,6 +21,21 @@ from engine.errors import NotFound
 from engine.ports import AuditEntry, InvocationRow, JobStore, ProjectRow, StoredJob
 from engine.recording import row_of_active
 from statemachine.policy import DEFAULT_TUNING, Tuning
+from statemachine.record import ActiveInvocation
+
+
+def _newest_first(row: InvocationRow) -> str:
+    return row.id  # ids sort newest first (statemachine/ids.py)
+
+
+def _unlisted(job: StoredJob, rows: list[InvocationRow], after: str,
+              through: str | None) -> list[tuple[str, ActiveInvocation]]:
+    """The job's active invocations with ids in (after, through) (through None: no bound)
+    that are not among `rows`, which hold every row of that range."""
+    listed = {row.id for row in rows}
+    return [(job.record.job_id, entry) for entry in job.record.active
+            if entry.invocation_id not in listed and entry.invocation_id > after
+            and (through is None or entry.invocation_id < through)]
 
 
 def visible(stored: StoredJob) -> bool:
@@ -86,22 +108,62 @@ class Queries:
 
     def recent_invocations(self, jobs: list[StoredJob], count: int) -> dict[str, list[InvocationRow]]:
         """Each job's newest `count` invocations, newest first, without their logs,
-        from one query for jobs of one project."""
+        from one query for jobs of one project (and one read of the rows of those in
+        flight that may have none yet)."""
         if not jobs:
             return {}
         project = jobs[0].record.project
-        return self.store.recent_invocations(project, [job.record.job_id for job in jobs], count)
+        recent = self.store.recent_invocations(project, [job.record.job_id for job in jobs], count)
+        wanted = []
+        for job in jobs:
+            rows = recent.get(job.record.job_id, [])
+            wanted += _unlisted(job, rows, "", rows[-1].id if len(rows) >= count else None)
+        for job_id, row in self._rows_of(project, wanted, ()):
+            row.log = []
+            recent[job_id] = sorted([*recent.get(job_id, []), row], key=_newest_first)[:count]
+        return recent
 
     def last_invocation(self, job: StoredJob) -> InvocationRow | None:
-        page, _ = self.store.list_invocations(job.record.project, job.record.job_id, 1, None)
+        page, _ = self.invocations(job.record.project, job.record.job_id, 1, None)
         return page[0] if page else None
 
     def invocations(self, project: str, job_id: str, page_size: int, page_token: str | None,
                     statuses: tuple[str, ...] = ()) -> tuple[list[InvocationRow], str | None]:
-        """Newest first, one page; only those of `statuses` when given."""
+        """Newest first, one page; only those of `statuses` when given. The token is the
+        last id of the page, as the store's: ids sort newest first."""
+        stored = self.store.get_job(project, job_id)  # before the rows (see the module's doc)
         if statuses:
-            return self.store.list_invocations_with_status(project, job_id, statuses, page_size, page_token)
-        return self.store.list_invocations(project, job_id, page_size, page_token)
+            page, token = self.store.list_invocations_with_status(project, job_id, statuses, page_size, page_token)
+        else:
+            page, token = self.store.list_invocations(project, job_id, page_size, page_token)
+        if stored is None or not stored.record.active:
+            return page, token
+        # The page holds every row in (page_token, its last id], or every row after the
+        # token when it is the last page: an active entry in that range not on it has
+        # no row (or, with a status filter, one of another status: read below).
+        wanted = _unlisted(stored, page, page_token or "", page[-1].id if token is not None else None)
+        extra = [row for _, row in self._rows_of(project, wanted, statuses)]
+        if not extra:
+            return page, token
+        merged = sorted(page + extra, key=_newest_first)
+        if len(merged) > page_size:
+            merged = merged[:page_size]
+            token = merged[-1].id
+        return merged, token
+
+    def _rows_of(self, project: str, wanted: list[tuple[str, ActiveInvocation]],
+                 statuses: tuple[str, ...]) -> list[tuple[str, InvocationRow]]:
+        """(job id, row) of active invocations: their own row if it was written meanwhile,
+        else the one they will have; only those of `statuses` when given."""
+        if not wanted:
+            return []
+        written = self.store.get_invocations(project, [(job_id, entry.invocation_id) for job_id, entry in wanted])
+        rows = []
+        for job_id, entry in wanted:
+            row = written.get((job_id, entry.invocation_id)) or row_of_active(project, job_id, entry)
+            if not statuses or row.status in statuses:
+                rows.append((job_id, row))
+        return rows
 
     def invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow:
         """:raises NotFound: no such invocation (or it was cleaned up)."""

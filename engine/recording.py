@@ -17,7 +17,7 @@ from statemachine import actions as act
 from statemachine import notification as note
 from statemachine.durations import rfc3339_millis
 from statemachine.record import ActiveInvocation
-from statemachine.vocabulary import InvocationStatus, NotificationStatus, TaskKind, Trigger
+from statemachine.vocabulary import InvocationStatus, NotificationStatus, SkipReason, TaskKind, Trigger
 
 LOG_LIMIT = 200  # entries kept per invocation: the head and the tail of a long story
 LOG_HEAD = 50
@@ -183,6 +183,9 @@ def record_action(tx: Transaction, project: str, job_id: str, action, now: datet
             tx.enqueue(trigger_task(project, job_id, target, action.source_invocation_id, source_time, now))
     elif isinstance(action, act.Deliver) and tells_history(action):
         _update(tx, project, job_id, action.invocation_id, lambda row: _delivering(row, action, now))
+    elif isinstance(action, act.WithdrawOccurrence):
+        # A row only if one was written before its time; none is made for it now.
+        _update(tx, project, job_id, action.invocation_id, lambda row: _withdrawn(row, now))
 
 
 def tells_history(action: act.Deliver) -> bool:
@@ -227,6 +230,12 @@ def row_of_active(project: str, job_id: str, entry: ActiveInvocation) -> Invocat
     append_log(row, began, "created", trigger=entry.trigger)
     append_log(row, began, "attempt 1 starting", event=0)
     return row
+
+
+def _withdrawn(row: InvocationRow, now: datetime) -> None:
+    row.status, row.reason, row.finished_time = InvocationStatus.SKIPPED, SkipReason.RESCHEDULED, now
+    append_log(row, now, f"skipped: {SkipReason.RESCHEDULED}: the job's new timing does not fire at its"
+                         " time, and nothing of it had been sent")
 
 
 def _update(tx: Transaction, project: str, job_id: str, invocation_id: str, change) -> None:

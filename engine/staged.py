@@ -3,8 +3,9 @@ its time, and the check just before it leaves.
 
 The attempt was committed as starting ahead of its time. Any step of the job since that
 paused, disabled, deleted or redefined it gave the staged attempt up in its own commit,
-in whichever process it ran: the occurrence was recorded SKIPPED, or its attempt went
-back to a start task under a new epoch. So the check reads the job once, as stored
+in whichever process it ran: the occurrence was recorded SKIPPED, withdrawn (a new
+timing without its time: the entry is gone), or its attempt went back to a start task
+under a new epoch. So the check reads the job once, as stored
 now, and sends only if the entry still holds this very issue of the attempt (same
 epoch, still started, nothing done) on the same definition; otherwise the request is
 dropped, and this process's hold on the attempt released.

@@ -162,6 +162,16 @@ class RefuseStaleResult:
 
 
 @dataclass(frozen=True)
+class WithdrawOccurrence:
+    """An occurrence committed ahead of its time is taken back before anything of it was
+    sent, its time being no fire time of the job's new timing (statemachine/staging.py,
+    `withdraw_rescheduled`). A history row written for it ends SKIPPED, reason
+    `rescheduled`; without one nothing is written: it goes as if its tick had not run."""
+
+    invocation_id: str
+
+
+@dataclass(frozen=True)
 class RetryLater:
     """Hand the task being processed back to its queue, to come again after `delay`."""
 
@@ -182,4 +192,5 @@ Action = (
     | NotifyRecovery
     | RetryLater
     | RefuseStaleResult
+    | WithdrawOccurrence
 )

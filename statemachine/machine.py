@@ -156,8 +156,10 @@ def _on_policy(record: JobRecord, event: ev.JobEnabled | ev.ScheduleChanged, now
     timing_changed = record.policy is None or record.live_policy.timing_key() != event.policy.timing_key()
     if not timing_changed:
         return evolve(record, policy=event.policy), []
-    # What fell due under the old timing is settled under it first.
+    # What fell due under the old timing is settled under it first; what an early tick
+    # committed for a time the new timing does not fire at is withdrawn.
     record, settled = settle_backlog(record, now, tuning)
+    record, withdrawn = staging.withdraw_rescheduled(record, event.policy, now)
     # The new generation makes every tick of the old timing stale.
     record = evolve(
         record,
@@ -165,8 +167,9 @@ def _on_policy(record: JobRecord, event: ev.JobEnabled | ev.ScheduleChanged, now
         generation=record.generation + 1,
         scheduled_until=_not_before(record.scheduled_until, now),
     )
+    record, started = inv.drain_buffer(record, now, tuning) if withdrawn else (record, [])
     record, armed = arm_next(record, now)
-    return record, settled + armed
+    return record, settled + withdrawn + started + armed
 
 
 def _on_policy_while_disabled(record: JobRecord, event: ev.ScheduleChanged, now: datetime,

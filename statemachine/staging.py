@@ -15,10 +15,14 @@ stops or changes the job gives it up in the same commit, so the check at T needs
 more than the stored entry:
 - paused or disabled (a deleted job is disabled first): the occurrence is recorded
   SKIPPED (reason paused or disabled), as the tick at T would have recorded it;
-- a new definition (its revision changed: target, templates, schedule, ...): the
-  attempt goes back to waiting for its start, a start task at its time, and is
-  delivered then under the definition of that moment, as an occurrence waiting out
-  its jitter is;
+- a new timing (schedule, timezone, at, start or end) that has no fire time at T:
+  the occurrence is withdrawn (`withdraw_rescheduled`), as if its early tick had not
+  run: without staging the tick for T would still be waiting, and the new timing's
+  tick would supersede it. Only the new timing's fire times are delivered from then on;
+- any other new definition (its revision changed: target, templates, jitter, or a
+  timing that still fires at T): the attempt goes back to waiting for its start, a
+  start task at its time, and is delivered then under the definition of that moment,
+  as an occurrence waiting out its jitter is;
 - its process gone before its request left (invocations.on_finished, `interrupted`):
   nothing was sent, so the same. Before its time that is certain; after it, the process
   says how far it got: before the stager lets the requests due at T out, it stores a
@@ -38,8 +42,8 @@ from datetime import datetime, timedelta
 from statemachine import actions as act
 from statemachine.policy import JobPolicy, Tuning
 from statemachine.record import ActiveInvocation, JobRecord, Occurrence, evolve
-from statemachine.schedule import IntervalSchedule, is_clock_driven
-from statemachine.vocabulary import SkipReason
+from statemachine.schedule import IntervalSchedule, is_clock_driven, next_fire
+from statemachine.vocabulary import SkipReason, Trigger
 
 Result = tuple[JobRecord, list[act.Action]]
 
@@ -82,6 +86,50 @@ def staged(entry: ActiveInvocation, now: datetime) -> bool:
         and entry.started_at is not None
         and entry.started_at > now
     )
+
+
+def ahead_of_time(entry: ActiveInvocation, now: datetime) -> bool:
+    """An occurrence of the schedule whose tick ran before its time (an early tick, above)
+    and of which nothing was sent: staged, or (a jitter too long to hold the request)
+    waiting for its start task. Without staging its tick would not have run yet."""
+    return (
+        entry.trigger == Trigger.SCHEDULE
+        and entry.scheduled_time > now
+        and not entry.events_in_rows
+        and entry.attempts == (1,)
+        and not (entry.done_mask or entry.accepted_mask)
+        and (staged(entry, now) or not entry.started_mask)
+    )
+
+
+def withdraw_rescheduled(record: JobRecord, policy: JobPolicy, now: datetime) -> Result:
+    """Before a new timing re-plans the job (machine._on_policy): withdraw what early
+    ticks committed for times that `policy` does not fire at, as if those ticks had not
+    run. The entry goes (no attempt is held for it any more: a staged request finds it
+    gone at its check and is dropped, a start task finds nothing to start), and the job
+    has handled fire times up to now again, so the new timing's tick comes at its first
+    fire time after now, and no fire time of it is lost or handled twice.
+
+    What of it is written (`WithdrawOccurrence`): nothing, when it lived only in its
+    job's record (a staged one's invocation row is deferred until its attempt ends);
+    that is what the job would show had its tick not run early, and it was never sent
+    nor listed as more than starting. A row written already (the commit of a long
+    jitter's start task, or a note about a lost process) ends SKIPPED, reason
+    `rescheduled`: a reader may have seen it starting, and it must not stay so."""
+    withdrawn = [entry for entry in record.active
+                 if ahead_of_time(entry, now) and not _fires_at(policy, entry.scheduled_time)]
+    if not withdrawn:
+        return record, []
+    gone = {entry.invocation_id for entry in withdrawn}
+    kept = tuple(entry for entry in record.active if entry.invocation_id not in gone)
+    ahead = [entry.scheduled_time for entry in kept if ahead_of_time(entry, now)]
+    handled = min(record.scheduled_until or now, max([now, *ahead]))
+    record = evolve(record, active=kept, scheduled_until=handled)
+    return record, [act.WithdrawOccurrence(entry.invocation_id) for entry in withdrawn]
+
+
+def _fires_at(policy: JobPolicy, moment: datetime) -> bool:
+    return next_fire(policy.schedule, moment - timedelta(microseconds=1)) == moment
 
 
 def unsent(entry: ActiveInvocation, released_until: datetime | None) -> bool:

@@ -35,6 +35,9 @@ class SkipReason(StrEnum):
     MISSED = "missed"  # its time passed while nothing ran, or a newer one superseded it
     PAUSED = "paused"  # the job was paused
     DISABLED = "disabled"  # the job was disabled (or removed from its file) while it waited
+    # Committed ahead of its time, and the job's new timing has no fire time then
+    # (statemachine/staging.py); only an invocation that already had a history row gets it.
+    RESCHEDULED = "rescheduled"
 
 
 class AbortReason(StrEnum):

@@ -100,3 +100,29 @@ def test_a_process_lost_before_t_leaves_it_sent_once_at_t_under_its_id(h):
     assert h.target.invocations() == [entry.invocation_id]
     (row,) = [r for r in h.invocations() if r.scheduled_time == T]
     assert row.status == InvocationStatus.SUCCEEDED
+
+
+def test_a_new_schedule_in_the_last_second_that_has_no_fire_time_at_t_sends_nothing_and_leaves_no_trace(h):
+    following = T + timedelta(minutes=1)  # minute 1 is no fire time of "*/2 * * * *"; minute 2 is
+    _in_the_last_second(h, lambda: h.define(schedule_text="*/2 * * * *", content="v2"))
+    assert h.sent_at == [] and h.target.requests == []
+    assert h.invocations() == []  # as if the early tick had not run: nothing happened at T
+    record = h.store.get_job("proj", "job").record
+    assert record.active == () and record.tick_at == following
+    h.run_until(following + timedelta(seconds=1))
+    assert h.sent_at == [following]
+    assert [row.scheduled_time for row in h.invocations()] == [following]
+
+
+def test_a_long_jitter_committed_ahead_and_rescheduled_away_ends_skipped_rescheduled(tmp_path):
+    h = _harness(tmp_path)
+    h.define(schedule_text="* * * * *", jitter=timedelta(seconds=30))
+    h.run_until(T - timedelta(milliseconds=500))  # the early tick ran: its jitter is too long to hold
+    (row,) = h.invocations()
+    assert (row.status, row.scheduled_time) == (InvocationStatus.STARTING, T)
+    h.define(schedule_text="*/2 * * * *", content="v2", jitter=timedelta(seconds=30))
+    h.run_until(T + timedelta(minutes=2))
+    assert T not in [request.scheduled_time for request in h.target.requests]
+    row = h.store.get_invocation("proj", "job", row.id)
+    assert (row.status, row.reason) == (InvocationStatus.SKIPPED, "rescheduled")
+    assert h.store.get_job("proj", "job").record.find_active(row.id) is None

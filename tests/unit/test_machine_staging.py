@@ -165,3 +165,118 @@ def test_a_job_every_second_is_staged_half_a_second_ahead():
     job.enable("10:07", schedule_text="* * * * * ?")
     actions = job.tick("10:07:00.600")
     assert _tick_lead(actions) == timedelta(milliseconds=500)
+
+
+# --- a new timing before T (the every-second job edited to every two seconds) -------------------
+
+ODD = clock("10:07:01")  # a fire time of "* * * * * ?", not of "*/2 * * * * ?"
+EVEN = clock("10:07:02")
+
+
+def _every_second(**fields) -> Scenario:
+    job = Scenario(STAGED)
+    job.enable("10:07", schedule_text="* * * * * ?", **fields)
+    return job
+
+
+def _edited(job: Scenario, at: str, schedule_text: str = "*/2 * * * * ?", **fields) -> list:
+    changed: JobPolicy = replace(job.record.live_policy, schedule_text=schedule_text, revision="r2", **fields)
+    return job.step(ev.ScheduleChanged(changed), at)
+
+
+def _delivered_times(actions: list) -> list:
+    return [a.scheduled_time for a in actions if isinstance(a, (act.Deliver, act.StartInvocation))]
+
+
+def test_a_new_schedule_before_t_withdraws_a_staged_time_that_is_not_one_of_its_fire_times():
+    # Without staging the tick for 10:07:01 would not have run yet, and the new schedule's
+    # tick would have superseded it: 10:07:01 is never delivered.
+    job = _every_second()
+    job.tick("10:07:00.600")  # staged half a second ahead
+    assert job.record.find_active(occurrence_id(ODD)) is not None
+    actions = _edited(job, "10:07:00.800")
+    assert job.record.active == ()  # no attempt held for it, nothing left to send
+    assert act.WithdrawOccurrence(occurrence_id(ODD)) in actions
+    # Nothing of it goes out, and nothing is recorded for a time the new schedule has not.
+    assert not [a for a in actions if getattr(a, "invocation_id", None) == occurrence_id(ODD)
+                and not isinstance(a, act.WithdrawOccurrence)]
+    assert job.record.tick_at == EVEN  # the new schedule's first fire time after the edit
+    # The start of a staged request that still came, or a lost process's report, change nothing.
+    assert job.step(ev.InvocationStarting(occurrence_id(ODD), 0, 1), "10:07:01") == []
+    assert job.step(ev.InvocationFinished(occurrence_id(ODD), False, "interrupted", 0, 1), "10:07:01") == []
+
+
+def test_after_a_withdrawal_every_fire_time_of_the_new_schedule_is_delivered_once():
+    job = _every_second()
+    job.tick("10:07:00.600")
+    _edited(job, "10:07:00.800")
+    delivered = []
+    for second in (2, 4, 6):
+        at = clock(f"10:07:0{second}")
+        delivered += _delivered_times(job.tick(at - timedelta(milliseconds=400)))  # staged ahead
+        job.step(ev.InvocationFinished(occurrence_id(at), True, "", 0, 1), at + timedelta(milliseconds=50))
+    assert delivered == [EVEN, EVEN, clock("10:07:04"), clock("10:07:04"), clock("10:07:06"), clock("10:07:06")]
+    assert job.record.tick_at == clock("10:07:08")
+
+
+def test_a_new_schedule_that_keeps_the_staged_time_sends_it_at_t_under_the_new_definition():
+    job = _every_second()
+    job.tick("10:07:00.600")
+    job.step(ev.InvocationFinished(occurrence_id(ODD), True, "", 0, 1), "10:07:01.050")
+    job.tick("10:07:01.600")  # stages 10:07:02, a fire time of both schedules
+    actions = _edited(job, "10:07:01.800")
+    assert act.EnqueueAttempt(occurrence_id(EVEN), 0, 1, EVEN) in actions
+    assert not any(isinstance(a, act.WithdrawOccurrence) for a in actions)
+    assert job.record.find_active(occurrence_id(EVEN)).started_mask == 0
+    assert job.record.tick_at == clock("10:07:04")  # 10:07:02 is not handled twice
+
+
+def test_a_new_target_alone_keeps_sending_the_staged_time():
+    job = _every_second()
+    job.tick("10:07:00.600")
+    changed: JobPolicy = replace(job.record.live_policy, revision="r2")  # same timing
+    actions = job.step(ev.ScheduleChanged(changed), "10:07:00.800")
+    assert act.EnqueueAttempt(occurrence_id(ODD), 0, 1, ODD) in actions
+
+
+def test_a_new_schedule_after_t_leaves_an_occurrence_waiting_out_its_jitter_to_be_sent():
+    # Its tick would have run at T without staging too: it is an occurrence of the old
+    # schedule that fell due, as one waiting out its jitter always was.
+    job = _every_second(jitter=timedelta(milliseconds=900))
+    job.tick("10:07:00.600")
+    entry = job.record.find_active(occurrence_id(ODD))
+    assert entry is not None and entry.started_at > ODD
+    actions = _edited(job, "10:07:01.010")
+    assert act.EnqueueAttempt(occurrence_id(ODD), 0, 1, entry.started_at) in actions
+    assert not any(isinstance(a, act.WithdrawOccurrence) for a in actions)
+
+
+def test_a_long_jitter_committed_ahead_is_withdrawn_too():
+    # Its early tick could not hold the request that long, so it committed the invocation
+    # (with its history row) and left the attempt to a start task at T + jitter.
+    job = Scenario(STAGED)
+    job.enable("10:07", schedule_text="*/15 * * * *", jitter=timedelta(seconds=30))
+    actions = job.tick("10:14:59.200")
+    assert act.StartInvocation(INV, T, "schedule", 1) in actions
+    actions = _edited(job, "10:14:59.500", schedule_text="1/15 * * * *")
+    assert job.record.active == () and act.WithdrawOccurrence(INV) in actions
+    assert job.record.tick_at == clock("10:16")
+    # Its start task still comes at T + jitter, and finds nothing to start.
+    assert job.step(ev.InvocationStarting(INV, 0, 1), "10:15:20") == []
+
+
+def test_a_job_changed_to_triggered_before_t_sends_nothing_at_t():
+    job = _every_second()
+    job.tick("10:07:00.600")
+    _edited(job, "10:07:00.800", schedule_text="triggered")
+    assert job.record.active == () and job.record.tick_at is None
+
+
+def test_what_waited_behind_a_withdrawn_occurrence_starts_at_once():
+    job = _every_second(overlap=Overlap.BUFFER_ONE)
+    job.tick("10:07:00.600")
+    job.step(ev.ManualTrigger("r1", "manual"), "10:07:00.700")  # waits behind the staged one
+    assert job.record.has_waiting
+    actions = _edited(job, "10:07:00.800")
+    assert not job.record.has_waiting and [e.trigger for e in job.record.active] == ["manual"]
+    assert any(isinstance(a, act.EnqueueAttempt) for a in actions)
