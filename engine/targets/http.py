@@ -349,9 +349,12 @@ class StagedHttp:
     def answered(self, first: Answer | BaseException, written_at: float) -> DeliveryResult | None:
         """The result of an answer (or error) that ends the request, at once, on the
         writer's thread; None for a redirect to follow, which `finish` does on another."""
-        if isinstance(first, Answer) and first.status in _REDIRECTS and first.location:
+        if not isinstance(first, Answer):
+            return self.finish(first, written_at)  # an error: classified as the blocking path does
+        if first.status in _REDIRECTS and first.location:
             return None
-        return self.finish(first, written_at)
+        outcome, reason = _classify(first.status, bool(self.spec.get("async")))
+        return DeliveryResult(outcome, reason, _detail(first), timedelta(seconds=time.monotonic() - written_at))
 
     def finish(self, first: Answer | BaseException, written_at: float) -> DeliveryResult:
         """The result, from the writer's answer (a redirect is followed from here, blocking)."""

@@ -73,6 +73,8 @@ class BatchWriter:
         self._waiting: dict[tuple, deque[Outgoing]] = {}
         self._in_use: dict[tuple, int] = {}
         self._busy: dict[int, _Busy] = {}  # by socket fd
+        self._queued = 0  # requests taken in and not yet written (only this writer's thread sets it)
+        self._timeouts_at = float("inf")  # the earliest deadline of an answer (or later: none is missed)
         self._closing = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -83,6 +85,12 @@ class BatchWriter:
         with self._lock:
             self._incoming.extend(items)
         self._wake_w.send(b"x")
+
+    def backlog(self) -> int:
+        """Requests submitted and not yet written: while there are any, whatever else
+        this process does can wait (the record stage does, engine/adapters/local/pipeline.py)."""
+        with self._lock:
+            return len(self._incoming) + self._queued
 
     def shutdown(self) -> None:
         """Finish what was submitted (answers or timeouts), then stop."""
@@ -101,13 +109,14 @@ class BatchWriter:
                 self._waiting.setdefault(item.key, deque()).append(item)
             for key in list(self._waiting):
                 self._start_some(key)
+            self._queued = sum(len(waiting) for waiting in self._waiting.values())
             if closing and not self._busy and not any(self._waiting.values()):
                 return
             self._wait_once()
 
     def _wait_once(self) -> None:
-        deadlines = [busy.item.deadline for busy in self._busy.values()]
-        timeout = max(min(deadlines) - time.monotonic(), 0.0) if deadlines else None
+        now = time.monotonic()
+        timeout = max(self._timeouts_at - now, 0.0) if self._busy and self._timeouts_at < float("inf") else None
         for key, events in self._selector.select(timeout):
             if key.data is None:
                 try:
@@ -119,9 +128,18 @@ class BatchWriter:
             if busy is not None:
                 self._writable(key.fd, busy) if busy.rest else self._readable(key.fd, busy)
         now = time.monotonic()
+        if now >= self._timeouts_at:  # not at every answer: a pass looks at every request out
+            self._end_timed_out(now)
+
+    def _end_timed_out(self, now: float) -> None:
+        """End the requests whose answers are overdue, and note the next deadline."""
+        nearest = float("inf")
         for fd, busy in list(self._busy.items()):
             if now >= busy.item.deadline:
                 self._end(fd, busy, TimeoutError(f"no answer within {busy.item.timeout:g}s"), reuse=False)
+            elif busy.item.deadline < nearest:
+                nearest = busy.item.deadline
+        self._timeouts_at = nearest
 
     def _start_some(self, key: tuple) -> None:
         waiting = self._waiting.get(key)
@@ -158,6 +176,7 @@ class BatchWriter:
         sock = conn.sock
         sock.setblocking(False)
         item.deadline = time.monotonic() + item.timeout
+        self._timeouts_at = min(self._timeouts_at, item.deadline)
         try:
             sent = sock.send(item.data)
         except BlockingIOError:

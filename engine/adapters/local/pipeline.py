@@ -44,6 +44,8 @@ MAX_BATCH = 64  # tasks per transaction: enough to spread its fixed cost, short 
 # result waits that much longer to be committed (its request is out already).
 RECORD_LINGER = 0.01
 RECORD_TRIES = 12  # about a minute of a store that is down; then the task is handed back
+# How long results may wait for the writer to write what is due (see _after_writes).
+WRITES_FIRST = 2.0
 
 
 @dataclass(eq=False)  # compared and hashed by identity: a member of TaskPipeline._waiting
@@ -185,7 +187,19 @@ class TaskPipeline:
 
     def _record_loop(self) -> None:
         while (batch := self._results.take()) is not None:
+            self._after_writes()
             self._guarded(self._record, batch)
+
+    def _after_writes(self) -> None:
+        """Results wait while the writer has requests due and not yet written (up to
+        WRITES_FIRST): when thousands are due at one instant, every request leaves before
+        results take the GIL to be recorded. A request sent late is late; a result
+        committed a second later is not, as its task's lease and its attempt's are long."""
+        if self._writer is None:
+            return
+        until = time.monotonic() + WRITES_FIRST
+        while self._writer.backlog() and time.monotonic() < until:
+            time.sleep(0.002)
 
     @staticmethod
     def _guarded(work: Callable[[list[Item]], None], batch: list[Item]) -> None:
