@@ -33,8 +33,11 @@ def task_name(kind: str, *parts) -> str:
 
 
 def tick_task(project: str, job_id: str, action: act.ScheduleTick) -> Task:
-    payload = {"project": project, "job": job_id, "nonce": action.nonce}
-    # A staged occurrence's tick runs `lead` early (statemachine/staging.py); its name keeps its time.
+    payload: dict[str, Any] = {"project": project, "job": job_id, "nonce": action.nonce}
+    # A staged occurrence's tick runs `lead` early (statemachine/staging.py); its name and
+    # its payload keep the occurrence's time (the embedded dispatcher groups early ticks).
+    if action.lead:
+        payload["at_ms"] = millis(action.at)
     return Task(task_name(TaskKind.TICK, project, job_id, action.nonce, millis(action.at)), TaskKind.TICK,
                 payload, action.at - action.lead)
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 
-from engine.adapters.local.dispatcher import LEASE_AHEAD, Dispatcher, Wakeup
+from engine.adapters.local.dispatcher import EARLY_GRAIN, LEASE_AHEAD, Dispatcher, Wakeup, released_at
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.ports import Task
@@ -186,3 +186,23 @@ def test_a_task_that_comes_due_is_run_though_nothing_changed(tmp_path):
     _enqueue(queue, ["soon"], datetime.now(UTC) + timedelta(milliseconds=500))
     with _running(dispatcher):
         assert ran.wait(20)
+
+
+def test_staging_ticks_due_within_one_early_grain_go_to_be_run_together_at_its_start():
+    grain = EARLY_GRAIN
+    start = datetime(2026, 1, 5, 10, 0, 0, 100_000, tzinfo=UTC)  # on a grain's start
+    occurrence = start + timedelta(seconds=1)
+
+    def tick(eta: datetime, at_ms: int | None) -> Task:
+        payload = {"project": "p", "job": "j", "nonce": "1.1"} | ({} if at_ms is None else {"at_ms": at_ms})
+        return Task("tick/p/j/1.1/x", "tick", payload, eta)
+
+    at_ms = int(occurrence.timestamp() * 1000)
+    # Staging ticks queued anywhere in the grain are run at its start (then a step takes
+    # a tenth of a second of a spread load's ticks at once) ...
+    for offset in (0, 3, 57, 99):
+        assert released_at(tick(start + timedelta(milliseconds=offset), at_ms)) == start
+    # ... an ordinary tick at its time, and so is one handed back to wait for its occurrence.
+    assert released_at(tick(start + timedelta(milliseconds=57), None)) == start + timedelta(milliseconds=57)
+    late = occurrence - grain / 2
+    assert released_at(tick(late, at_ms)) == late

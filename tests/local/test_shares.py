@@ -5,6 +5,7 @@ database each takes its own share first, and another's once it is overdue."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from datetime import datetime, timedelta
@@ -128,8 +129,9 @@ def test_tasks_leased_ahead_run_at_their_time_not_before(tmp_path):
         dispatcher.stop()
     assert set(ran) == set(etas)
     assert [name for name, at in ran.items() if at < etas[name]] == []
-    # 30 tasks over 90 ms: a few looks leased them, not one per task.
-    assert len(leases) <= 90 / (AHEAD.total_seconds() * 1000 / 2) + 2, leases
+    # 30 tasks over 90 ms: a few looks leased them, not one per task (a look takes at
+    # most 16, the 4 workers' room, and a look that took them all rings for the next).
+    assert len(leases) <= 90 / (AHEAD.total_seconds() * 1000 / 2) + math.ceil(30 / 16) + 2, leases
 
 
 def test_a_task_this_process_enqueues_for_now_is_run_whatever_its_share(tmp_path):
