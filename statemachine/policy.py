@@ -132,6 +132,18 @@ class JobPolicy:
 
     @property
     def schedule(self) -> schedules.Schedule:
+        # Asked for several times in every step of the job: built once per policy object,
+        # and kept with the timing it was built from (a copy with a new timing, which
+        # `record.evolve` would make by copying this object's state, builds its own).
+        timing = self.timing_key()
+        cached = self.__dict__.get("_schedule")
+        if cached is not None and cached[0] == timing:
+            return cached[1]  # type: ignore[no-any-return]
+        built = self._build_schedule()
+        object.__setattr__(self, "_schedule", (timing, built))
+        return built
+
+    def _build_schedule(self) -> schedules.Schedule:
         inner = schedules.AtSchedule(self.at) if self.at else schedules.parse_schedule(
             self.schedule_text, self.timezone)
         if (self.start is None and self.end is None) or not schedules.is_clock_driven(inner):
