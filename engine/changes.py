@@ -84,11 +84,16 @@ Refusal = NotFound | InvalidTransition
 
 class JobChanges:
     def __init__(self, store: JobStore, clock: Clock, metrics: Metrics, tuning: Tuning = DEFAULT_TUNING,
-                 holds: AttemptHolds | None = None):
+                 holds: AttemptHolds | None = None, defer_finishes: bool | None = None):
         """`holds`: where this process records the attempts it holds (None: the
-        backend's tasks hold them, as on Cloud Tasks)."""
+        backend's tasks hold them, as on Cloud Tasks). `defer_finishes`: whether a
+        finish may be left to its invocation's row (engine/deferred_finish.py); by
+        default as the store says (`defers_finishes`): it spares an entity write on
+        Datastore, and on SQLite costs more than the row write it spares."""
         self.store, self.clock, self.metrics, self.tuning = store, clock, metrics, tuning
         self.holds = holds
+        self.defer_finishes = defer_finishes if defer_finishes is not None else getattr(
+            store, "defers_finishes", True)
 
     def apply(self, project: str, job_id: str, event: JobEvent, *, definition: JobDefinition | None = None,
               source: JobSource | None = None, deleted: bool = False, note: Note | None = None,
@@ -241,7 +246,7 @@ class JobChanges:
             if isinstance(action, act.Deliver) and self.holds is not None:
                 self.holds.hold(tx, AttemptKey(project, job_id, action.invocation_id, action.event_index,
                                                action.attempt))
-        if changed and not (created or redefined) and record is stored.record:
+        if changed and self.defer_finishes and not (created or redefined) and record is stored.record:
             changed = not self._defers(tx, stored, event, now, transition)
         if changed:
             # Built directly, not by dataclasses.replace: this runs for every step of every job.

@@ -54,7 +54,7 @@ def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuni
                  service_url: str = "http://127.0.0.1:8080", secret: bytes = b"",
                  secrets: SecretReader | None = None, metrics: Metrics | None = None,
                  holds: AttemptHolds | None = None, repair_workers: int = 1,
-                 task_lease: timedelta | None = None) -> Engine:
+                 task_lease: timedelta | None = None, defer_finishes: bool | None = None) -> Engine:
     """The engine over one store and one set of targets.
 
     `service_url` is where async targets send their completion; `secret` keys the
@@ -62,10 +62,12 @@ def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuni
     `metrics` is where the parts count (a fresh one by default); `holds` records which
     process holds each attempt in flight (None: the backend's tasks hold them);
     `repair_workers` is how many watchdog repairs run at once (engine/maintenance.py);
-    `task_lease` how long a task handed to `TaskRunner.handle` is its handler's.
+    `task_lease` how long a task handed to `TaskRunner.handle` is its handler's;
+    `defer_finishes` overrides the store's choice of leaving finishes to their rows
+    (engine/deferred_finish.py; tests of that mechanism on SQLite set it).
     """
     metrics = metrics if metrics is not None else Metrics()
-    changes = JobChanges(store, clock, metrics, tuning, holds)
+    changes = JobChanges(store, clock, metrics, tuning, holds, defer_finishes)
     interruptions = Interruptions(changes, holds, metrics) if holds is not None else None
     deliveries = Deliveries(store, targets, clock, metrics, service_url=service_url, secret=secret,
                             secrets=secrets)

@@ -230,15 +230,17 @@ class Periodic:
 
 
 class Harness:
-    def __init__(self, tmp_path, tuning: Tuning | None = None, backend=None):
-        """On the real SQLite store and queue, or on `backend` (see the module's doc)."""
+    def __init__(self, tmp_path, tuning: Tuning | None = None, backend=None, defer_finishes: bool | None = None):
+        """On the real SQLite store and queue, or on `backend` (see the module's doc);
+        `defer_finishes` as build_engine takes it."""
         self.clock = FakeClock()
         self.backend = backend
         inner = backend.store if backend is not None else SqliteJobStore(tmp_path / "sundial.db")
         self.store = FlakyStore(inner)
         self.target = RecordingTarget()
         targets = {"http": self.target, "noop": self.target}
-        self.engine = build_engine(self.store, targets, self.clock, tuning or Tuning(), secret=b"s")
+        self.engine = build_engine(self.store, targets, self.clock, tuning or Tuning(), secret=b"s",
+                                   defer_finishes=defer_finishes)
         self.sources: list = []  # more things with next_wake() and run_due(now)
         if backend is None:
             self.queue = SqliteTaskQueue(self.store.inner)

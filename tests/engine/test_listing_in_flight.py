@@ -87,7 +87,7 @@ def test_paging_and_status_filters_place_it_among_the_rows(tmp_path):
 
 
 def test_a_finish_left_in_its_row_is_listed_once_with_its_outcome(tmp_path):
-    h = Harness(tmp_path)
+    h = Harness(tmp_path, defer_finishes=True)
     h.define(schedule_text="* * * * *")
     h.run_until(T + timedelta(seconds=5))
     (row,) = h.invocations()
