@@ -11,9 +11,11 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from datetime import datetime
 from typing import Any, Callable, Iterable, Sequence
 
 from engine.ports import StoredJob
+from statemachine.shown import next_run
 
 # Seconds between an occurrence's scheduled time and its first attempt's start.
 LATENESS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -37,8 +39,9 @@ HELP = {
                                                    "finished (Unix time); absent before its first."),
     "sundial_job_consecutive_failures": ("gauge", "FAILED invocations of the job since its last SUCCEEDED one "
                                          "(or its last resume)."),
-    "sundial_job_next_run_timestamp_seconds": ("gauge", "When the job's next tick is due (Unix time); absent "
-                                               "while it is paused, disabled or has nothing scheduled."),
+    "sundial_job_next_run_timestamp_seconds": ("gauge", "When the job next runs (Unix time; its Job's "
+                                               "next_run_time); absent while it is paused, disabled or has "
+                                               "nothing scheduled."),
     "sundial_job_paused": ("gauge", "1 while the job is paused, else 0."),
 }
 
@@ -96,10 +99,12 @@ class Metrics:
         return _exposition(rows)
 
 
-def job_gauges(jobs: Iterable[StoredJob]) -> list[tuple[str, dict, float]]:
+def job_gauges(jobs: Iterable[StoredJob], now: datetime) -> list[tuple[str, dict, float]]:
     """The per-job series of jobs read through engine/queries.py (so a finish written
-    only to its invocation's row is already counted). Everything comes from the job's
-    record: no read per job. Disabled jobs (removed from their file) are left out."""
+    only to its invocation's row is already counted), at `now` (the next run of a job
+    whose occurrence is staged is that occurrence's time: statemachine/shown.py).
+    Everything comes from the job's record: no read per job. Disabled jobs (removed
+    from their file) are left out."""
     rows: list[tuple[str, dict, float]] = []
     for stored in jobs:
         record = stored.record
@@ -109,8 +114,9 @@ def job_gauges(jobs: Iterable[StoredJob]) -> list[tuple[str, dict, float]]:
         if record.last_succeeded_at is not None:
             rows.append(("sundial_job_last_success_timestamp_seconds", labels, record.last_succeeded_at.timestamp()))
         rows.append(("sundial_job_consecutive_failures", labels, record.consecutive_failures))
-        if record.tick_at is not None and not record.paused:
-            rows.append(("sundial_job_next_run_timestamp_seconds", labels, record.tick_at.timestamp()))
+        upcoming = next_run(record, now)
+        if upcoming is not None:
+            rows.append(("sundial_job_next_run_timestamp_seconds", labels, upcoming.timestamp()))
         rows.append(("sundial_job_paused", labels, 1 if record.paused else 0))
     # One family's rows together: Prometheus' text format wants them so.
     rows.sort(key=lambda row: row[0])
@@ -127,10 +133,11 @@ class JobSeriesCache:
     cost little, and what was just paused or failed shows at once. Which projects a
     caller sees is decided per request, never cached."""
 
-    def __init__(self, ttl: float = 60.0, clock: Callable[[], float] = time.monotonic, small: int = 1000,
-                 summarize: Callable[[list[StoredJob]], list[Any]] = job_gauges):
-        """`summarize`: what is kept of a project's jobs (the UI's attention list keeps
-        its own facts, web/attention.py); the gauge rows by default."""
+    def __init__(self, ttl: float = 60.0, clock: Callable[[], float] = time.monotonic, small: int = 1000, *,
+                 summarize: Callable[[list[StoredJob]], list[Any]]):
+        """`summarize`: what is kept of a project's jobs: the gauge rows (`job_gauges` at
+        the time of the read) for /metrics, its own facts for the UI's attention list
+        (web/attention.py)."""
         self.ttl, self.clock, self.small, self.summarize = ttl, clock, small, summarize
         self._lock = threading.Lock()
         self._rows: dict[str, tuple[float, list[Any]]] = {}

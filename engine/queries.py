@@ -10,18 +10,26 @@ have left long before its row is written. Every history the readers see (the lis
 its pages and status filters, a job's last invocations) shows such an invocation as the
 row it will have (`row_of_active`), in its place among the rows. The job is read before
 the rows, so an invocation that ends in between is found by one read or the other.
+
+One committed ahead of its time (statemachine/staging.py) has sent nothing before it:
+until then it is shown STARTING, with no `started_time` and no attempt in its log
+(`_shown_row`), on the clock the engine was built with. The job itself is shown through
+statemachine/shown.py at the reader's `now` (web/views.py, web/ui.py, engine/metrics.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 
 from engine.deferred_finish import may_hold_finish, settle_deferred
 from engine.errors import NotFound
-from engine.ports import AuditEntry, InvocationRow, JobStore, ProjectRow, StoredJob
+from engine.ports import AuditEntry, Clock, InvocationRow, JobStore, ProjectRow, StoredJob
 from engine.recording import row_of_active
 from statemachine.policy import DEFAULT_TUNING, Tuning
 from statemachine.record import ActiveInvocation
+from statemachine.staging import staged
+from statemachine.vocabulary import InvocationStatus
 
 
 def _newest_first(row: InvocationRow) -> str:
@@ -38,6 +46,18 @@ def _unlisted(job: StoredJob, rows: list[InvocationRow], after: str,
             and (through is None or entry.invocation_id < through)]
 
 
+def _shown_row(project: str, job_id: str, entry: ActiveInvocation, now: datetime) -> InvocationRow:
+    """The row an active invocation without one is shown as at `now`: the one it will
+    have, except that a staged attempt (its time not come, nothing sent) has not started:
+    STARTING, no `started_time`, its log only "created". Its `created_time` is the one
+    its row will keep: the attempt's time, as without staging its tick would have run then."""
+    row = row_of_active(project, job_id, entry)
+    if staged(entry, now):
+        row.status, row.started_time = InvocationStatus.STARTING, None
+        row.log = [line for line in row.log if not str(line.get("message", "")).startswith("attempt ")]
+    return row
+
+
 def visible(stored: StoredJob) -> bool:
     """False for a job whose deletion has begun: the API shows it nowhere."""
     return not stored.deleted
@@ -46,8 +66,9 @@ def visible(stored: StoredJob) -> bool:
 class Queries:
     """Reads only; each method's :raises StoreError: (storage failing) goes without saying."""
 
-    def __init__(self, store: JobStore, tuning: Tuning = DEFAULT_TUNING):
-        self.store, self.tuning = store, tuning
+    def __init__(self, store: JobStore, clock: Clock, tuning: Tuning = DEFAULT_TUNING):
+        """`clock`: the engine's, for what depends on the time of the read (`_shown_row`)."""
+        self.store, self.clock, self.tuning = store, clock, tuning
 
     def _settled(self, jobs: list[StoredJob]) -> list[StoredJob]:
         """The jobs as their next steps will see them: with a finish that was written
@@ -158,9 +179,9 @@ class Queries:
         if not wanted:
             return []
         written = self.store.get_invocations(project, [(job_id, entry.invocation_id) for job_id, entry in wanted])
-        rows = []
+        rows, now = [], self.clock.now()
         for job_id, entry in wanted:
-            row = written.get((job_id, entry.invocation_id)) or row_of_active(project, job_id, entry)
+            row = written.get((job_id, entry.invocation_id)) or _shown_row(project, job_id, entry, now)
             if not statuses or row.status in statuses:
                 rows.append((job_id, row))
         return rows
@@ -181,7 +202,7 @@ class Queries:
             return row
         stored = self.find_job(project, job_id)
         entry = stored.record.find_active(invocation_id) if stored is not None else None
-        return row_of_active(project, job_id, entry) if entry is not None else None
+        return _shown_row(project, job_id, entry, self.clock.now()) if entry is not None else None
 
     def audit(self, project: str, job_id: str | None, page_size: int,
               page_token: str | None) -> tuple[list[AuditEntry], str | None]:

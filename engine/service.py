@@ -77,7 +77,7 @@ def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuni
         deliveries=deliveries,
         tasks=TaskRunner(changes, deliveries, notifications.run_task, task_lease),
         maintenance=Maintenance(store, changes, clock, metrics, interruptions, repair_workers),
-        queries=Queries(store, tuning),
+        queries=Queries(store, clock, tuning),
         configs=ConfigImport(changes, store),
         meta=store,
         metrics=metrics,

@@ -32,6 +32,9 @@ more than the stored entry:
 An early tick stages only when nothing else of the job is under way (no invocation
 active or waiting, nothing being recorded as dropped): otherwise it goes back to the
 queue until T, and the overlap policy judges the occurrence at T, as without staging.
+
+For the machine a staged attempt has started (the job's stored state is RUNNING); for
+a reader nothing has happened before T, and statemachine/shown.py shows it so.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from config.model import JOB_ID
 from engine.ports import ProjectRow, StoredJob
 from web import labels
 from web.access import READ, authorize, readable
-from web.context import queries
+from web.context import current_engine, queries
 from web.errors import ApiError
 from web.views import audit_view, invocation_view, job_view
 
@@ -48,7 +48,7 @@ def job_or_404(project: str, job_id: str, permission: str = READ) -> StoredJob:
 
 
 def full_job_view(job: StoredJob) -> dict:
-    return job_view(job, queries().last_invocation(job))
+    return job_view(job, queries().last_invocation(job), current_engine().clock.now())
 
 
 @api.get("/projects")
@@ -73,8 +73,8 @@ def list_jobs(project: str):
                                       request.args.get("page_token") or None)
     # Filtered within the page: a page may hold fewer jobs than page_size, the token still goes on.
     page = [job for job in page if labels.matches(job.definition.labels, wanted)]
-    last = queries().recent_invocations(page, 1)
-    jobs = [job_view(job, next(iter(last.get(job.record.job_id, [])), None)) for job in page]
+    last, now = queries().recent_invocations(page, 1), current_engine().clock.now()
+    jobs = [job_view(job, next(iter(last.get(job.record.job_id, [])), None), now) for job in page]
     return jsonify({"jobs": jobs, "next_page_token": token})
 
 

@@ -182,11 +182,16 @@ def _job() -> dict:
         "schedule": {"type": "string"},
         "at": {"type": "array", "items": {"type": "string", "format": "date-time"}},
         "timezone": {"type": "string"},
-        "state": {"type": "string", "enum": JOB_STATES},
+        "state": {"type": "string", "enum": JOB_STATES,
+                  "description": "as of the read; an occurrence committed ahead of its time (staged) is not "
+                                 "running yet: SCHEDULED until its time"},
         "paused": {"type": "boolean"}, "pause_reason": {"type": "string"},
         "paused_by": {"type": "string", "description": "who paused it (`user:EMAIL`, `serviceAccount:EMAIL`, "
                                                       "`local`); only while paused; empty when paused by its failures"},
-        "next_run_time": nullable({"type": "string", "format": "date-time"}),
+        "next_run_time": nullable({"type": "string", "format": "date-time",
+                                   "description": "the next occurrence's scheduled time (without jitter), "
+                                                  "a staged one's until it comes; null while paused or "
+                                                  "disabled, or when nothing is left to run"}),
         "last_invocation": nullable(ref("Invocation")),
         "target": nullable({"type": "object"}),
         "active_invocations": {"type": "array", "items": {"type": "string"}},

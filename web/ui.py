@@ -20,6 +20,7 @@ from werkzeug.exceptions import HTTPException
 from engine.metrics import JobSeriesCache
 from engine.ports import ProjectRow
 from engine.secrets import masked_definition
+from statemachine.shown import shown_state
 from web import access, attention, labels, ui_charts, ui_filters, ui_format
 from web.access import OWN, READ, TRIGGER
 from web.context import current_engine, queries
@@ -32,6 +33,7 @@ ui = Blueprint("ui", __name__, template_folder="templates", static_folder="stati
 
 ui.add_app_template_global(ui_filters.duration_text, "duration")
 ui.add_app_template_global(ui_filters.lateness, "lateness")
+ui.add_app_template_global(ui_format.active_since, "active_since")
 
 JOBS_PAGE_SIZE = 50
 HISTORY_PAGE_SIZE = 50
@@ -104,7 +106,8 @@ def _job_line(job, recent, now) -> dict:
         "schedule": ui_format.schedule_text(definition),
         "plain": ui_format.plain_schedule(definition),
         "timezone": definition.timezone,
-        "next_run": ui_format.next_run(job),
+        "job_state": shown_state(job.record, now),
+        "next_run": ui_format.next_run(job, now),
         "last": ui_format.last_result(recent),
         "last_success": job.record.last_succeeded_at,
         # Of the newest invocation that started: its first attempt's start after its scheduled time.
@@ -128,9 +131,9 @@ def job_page(project: str, job_id: str):
     definition = masked_definition(job.definition)  # credential headers, for every reader
     return render_template(
         "ui/job.html", **_view_choices(project, job_id, definition.timezone), charts=ui_charts.charts(history),
-        project=row, job=job, record=job.record, definition=definition,
+        project=row, job=job, record=job.record, job_state=shown_state(job.record, now), definition=definition,
         schedule=ui_format.schedule_text(definition), plain=ui_format.plain_schedule(definition),
-        timezone=definition.timezone, next_run=ui_format.next_run(job),
+        timezone=definition.timezone, next_run=ui_format.next_run(job, now),
         fire_times=ui_format.next_fire_times(job, now), policies=ui_format.policies(definition),
         definition_yaml=ui_format.definition_yaml(definition), history=history, status_filter=status,
         filters=ui_format.STATUS_FILTERS, next_token=next_token, paged=bool(token),

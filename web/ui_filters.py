@@ -16,6 +16,7 @@ from typing import Callable
 from engine.ports import InvocationRow, StoredJob
 from statemachine.record import JobState
 from statemachine.schedule import load_zone
+from statemachine.shown import shown_state, under_way
 from statemachine.vocabulary import ON_THE_CLOCK
 from web.attention import facts, kinds_of
 
@@ -27,14 +28,15 @@ def _late(job: StoredJob, now: datetime) -> bool:
     return any("late" in kinds_of(fact, now) for fact in facts([job]))  # the attention list's rule
 
 
-# name -> whether a job is shown under it, at `now`
+# name -> whether a job is shown under it, at `now`: as the list shows it then (an
+# occurrence staged ahead of its time is not running yet, statemachine/shown.py)
 JOB_FILTERS: dict[str, Callable[[StoredJob, datetime], bool]] = {
     "failing": lambda job, now: job.record.consecutive_failures > 0 and not job.record.disabled,
     "late": _late,
     "paused": lambda job, now: job.record.paused,
-    "running": lambda job, now: bool(job.record.active),
+    "running": lambda job, now: under_way(job.record, now),
     "disabled": lambda job, now: job.record.disabled,
-    "done": lambda job, now: job.record.state == JobState.DONE,
+    "done": lambda job, now: shown_state(job.record, now) == JobState.DONE,
 }
 
 Page = Callable[[str | None], tuple[list[StoredJob], str | None]]  # token -> (jobs, next token)

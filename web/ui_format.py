@@ -19,7 +19,10 @@ from engine.secrets import REDACTED
 from engine.sent import masked_headers
 from statemachine.definition import JobDefinition
 from statemachine.describe import describe_at, describe_schedule
+from statemachine.record import ActiveInvocation
 from statemachine.schedule import ScheduleError, is_clock_driven, load_zone, next_fire
+from statemachine.shown import next_run as shown_next_run
+from statemachine.staging import staged
 from statemachine.template import TemplateContext
 from statemachine.vocabulary import ACTIVE_STATUSES, TERMINAL_STATUSES
 
@@ -80,9 +83,17 @@ def plain_schedule(definition: JobDefinition) -> str:
     return describe_schedule(str(definition.schedule), definition.timezone) or ""
 
 
-def next_run(job: StoredJob) -> datetime | None:
-    record = job.record
-    return None if record.paused or record.disabled else record.tick_at
+def next_run(job: StoredJob, now: datetime) -> datetime | None:
+    """The Job's `next_run_time` (statemachine/shown.py): a staged occurrence's time until it comes."""
+    return shown_next_run(job.record, now)
+
+
+def active_since(entry: ActiveInvocation, now: datetime) -> tuple[str, datetime]:
+    """How the job page dates an active invocation: ("due", its time) while it is staged
+    and nothing is sent, else ("since", when its latest attempt started or it was due)."""
+    if staged(entry, now) and entry.started_at is not None:
+        return "due", entry.started_at
+    return "since", entry.started_at or entry.scheduled_time
 
 
 def next_fire_times(job: StoredJob, now: datetime, count: int = 5) -> list[datetime]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from engine.ports import AuditEntry, InvocationRow, StoredJob
 from engine.secrets import masked_definition
 from statemachine.durations import rfc3339_millis
+from statemachine.shown import next_run, shown_state
 
 
 def time_or_none(value):
@@ -16,7 +19,9 @@ JOB_DEFINITION_FIELDS = ("schedule", "at", "overlap", "max_concurrent", "catchup
                          "throttle", "triggers", "disabled", "description", "labels", "jitter", "start", "end")
 
 
-def job_view(job: StoredJob, last: InvocationRow | None) -> dict:
+def job_view(job: StoredJob, last: InvocationRow | None, now: datetime) -> dict:
+    """The Job as a reader sees it at `now` (the engine's clock): an occurrence committed
+    ahead of its time counts as not started, and as the next run (statemachine/shown.py)."""
     # Credential headers are masked for every reader (docs/REFERENCE.md section 6); a PUT sends them anew.
     record, definition = job.record, masked_definition(job.definition)
     view = {
@@ -24,10 +29,10 @@ def job_view(job: StoredJob, last: InvocationRow | None) -> dict:
         "project": record.project,
         "source": job.source,
         "timezone": definition.timezone,
-        "state": record.state.value,
+        "state": shown_state(record, now).value,
         "paused": record.paused,
         "pause_reason": record.pause_reason,
-        "next_run_time": time_or_none(None if record.paused or record.disabled else record.tick_at),
+        "next_run_time": time_or_none(next_run(record, now)),
         "last_invocation": None if last is None else invocation_view(last),
         "target": definition.target,
         "active_invocations": [entry.invocation_id for entry in record.active],

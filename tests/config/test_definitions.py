@@ -45,7 +45,7 @@ def _surfaces(project: str, job) -> dict:
     return {
         "stored": json.dumps(job.definition.to_dict(), separators=(",", ":")),
         "revision": job.policy.revision,
-        "api_job": json.dumps(job_view(stored, None)),
+        "api_job": json.dumps(job_view(stored, None, AT)),
         "ui_yaml": ui_format.definition_yaml(shown),
         "ui_policies": [list(pair) for pair in ui_format.policies(shown)],
         "ui_schedule": [ui_format.schedule_text(shown), ui_format.plain_schedule(shown)],

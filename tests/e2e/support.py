@@ -235,3 +235,16 @@ def wait_until(condition, timeout: float, interval: float = 0.1):
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def _instant(raw: str | None) -> float | None:
+    return None if raw is None else datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+
+
+def shown_staged(job: dict, t: float) -> bool:
+    """Whether the API's Job shows its occurrence at `t` staged (committed ahead, nothing
+    sent): SCHEDULED, its next run at `t`, and that invocation STARTING and not started."""
+    last = job.get("last_invocation") or {}
+    return (job["state"] == "SCHEDULED" and _instant(job["next_run_time"]) == t
+            and last.get("status") == "STARTING" and last.get("started_time") is None
+            and _instant(last.get("scheduled_time")) == t and last.get("id") in job["active_invocations"])

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.e2e.support import Receiver, Server, wait_until
+from tests.e2e.support import Receiver, Server, shown_staged, wait_until
 from tests.support.cloud_stores import LONG_RUN
 
 JOBS = "/api/v1/projects/e2e/jobs"
@@ -44,9 +44,10 @@ def test_pause_delete_and_change_in_the_last_second_before_t_decide_what_goes_at
         assert wait_until(lambda: receiver.at_path("/old/normal"), timeout=3 * PERIOD)
         t = receiver.at_path("/old/normal")[0].scheduled + PERIOD
         time.sleep(max(0.0, t - 0.9 - time.time()))
-        # Staged: every job's next occurrence is committed, its request held for T.
-        states = {job: server.get(f"{JOBS}/{job}")["state"] for job in ("paused", "deleted", "changed")}
-        assert set(states.values()) == {"RUNNING"}, states
+        # Staged: every job's next occurrence is committed, its request held for T, and
+        # shown as not started (SCHEDULED, next run at T, its invocation STARTING).
+        views = {job: server.get(f"{JOBS}/{job}") for job in ("paused", "deleted", "changed")}
+        assert all(shown_staged(view, t) for view in views.values()), views
         assert server.call("POST", f"{JOBS}/paused:pause", {})[0] == 200
         assert server.call("DELETE", f"{JOBS}/deleted")[0] == 204
         _put(server, "changed", f"{receiver.url}/new/changed")

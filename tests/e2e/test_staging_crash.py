@@ -15,7 +15,7 @@ from datetime import datetime
 
 import pytest
 
-from tests.e2e.support import Receiver, Server, wait_until
+from tests.e2e.support import Receiver, Server, shown_staged, wait_until
 from tests.support.cloud_stores import LONG_RUN
 
 PERIOD = 4
@@ -69,8 +69,10 @@ def test_a_staged_request_killed_before_it_left_is_sent_at_restart_under_its_id(
         # Killed 0.9 s before T, its attempt committed (staged 2.5 s ahead).
         t = _next_time(receiver, time.time() + 1.5)
         time.sleep(max(0.0, t - 0.9 - time.time()))
-        # Staged: its invocation is in the job's record (its row is written when it ends).
-        assert server.get("/api/v1/projects/e2e/jobs/once")["state"] == "RUNNING"
+        # Staged: its invocation is in the job's record (its row is written when it ends),
+        # shown as not started until T.
+        job = server.get("/api/v1/projects/e2e/jobs/once")
+        assert shown_staged(job, t), job
         server.kill()
         assert time.time() < t, "killed after T: the machine is too slow for this check"
         time.sleep(max(0.0, t + 0.3 - time.time()))

@@ -13,9 +13,12 @@ from engine.config_import import ProjectSnapshot
 from engine.holds import AttemptKey, HeldAttempt
 from engine.interruptions import interrupted_change
 from statemachine.definition import JobDefinition
+from statemachine.durations import rfc3339_millis
 from statemachine.policy import JobPolicy, Tuning
+from statemachine.record import JobState
 from statemachine.vocabulary import InvocationStatus
 from tests.engine.harness import START, Harness
+from web.views import invocation_view, job_view
 
 STAGED = Tuning(stage_ahead=timedelta(seconds=1))
 T = START + timedelta(minutes=1)  # the first fire time of "* * * * *"
@@ -126,3 +129,49 @@ def test_a_long_jitter_committed_ahead_and_rescheduled_away_ends_skipped_resched
     row = h.store.get_invocation("proj", "job", row.id)
     assert (row.status, row.reason) == (InvocationStatus.SKIPPED, "rescheduled")
     assert h.store.get_job("proj", "job").record.find_active(row.id) is None
+
+
+def test_readers_see_a_staged_occurrence_as_not_started_until_its_time(tmp_path):
+    """Ten seconds ahead (the lead a burst needs), the attempt is committed; until T the
+    Job is SCHEDULED with its next run at T, and the invocation STARTING with no start
+    time (as without staging, when its tick would not have run yet); from T on, as today."""
+    h = Harness(tmp_path, Tuning(stage_ahead=timedelta(seconds=10)))
+    h.define(schedule_text="* * * * *")
+    before, sent = {}, {}
+
+    def look() -> dict:
+        job = h.engine.queries.job("proj", "job")
+        page, _ = h.engine.queries.invocations("proj", "job", 10, None)
+        listed = [invocation_view(row) for row in page]
+        alone = invocation_view(h.engine.queries.invocation("proj", "job", page[0].id), with_log=True)
+        return {"job": job_view(job, h.engine.queries.last_invocation(job), h.clock.now()),
+                "listed": listed, "alone": alone, "stored": job.record.state}
+
+    def half_a_second_before():
+        h.clock.current = T - timedelta(milliseconds=500)
+        before.update(look())
+    h.clock.while_sleeping = half_a_second_before
+    h.target.check = lambda request: sent.update(look())
+    h.run_until(T + timedelta(milliseconds=500))
+
+    assert before["stored"] == JobState.RUNNING  # what is stored is unchanged: the machine's own state
+    assert (before["job"]["state"], before["job"]["next_run_time"]) == ("SCHEDULED", _text(T))
+    (listed,) = before["listed"]
+    assert (listed["status"], listed["started_time"], listed["scheduled_time"]) == ("STARTING", None, _text(T))
+    assert before["job"]["last_invocation"] == listed
+    assert before["alone"]["status"] == "STARTING" and before["alone"]["started_time"] is None
+    assert [line["message"] for line in before["alone"]["log"]] == ["created"]
+
+    assert (sent["job"]["state"], sent["job"]["next_run_time"]) == ("RUNNING", _text(T + timedelta(minutes=1)))
+    (listed,) = sent["listed"]
+    assert (listed["status"], listed["started_time"]) == ("RUNNING", _text(T))
+    assert [line["message"] for line in sent["alone"]["log"]] == ["created", "attempt 1 starting"]
+
+    after = look()  # T + 0.5 s: it succeeded
+    assert (after["job"]["state"], after["job"]["next_run_time"]) == ("SCHEDULED", _text(T + timedelta(minutes=1)))
+    (listed,) = after["listed"]
+    assert (listed["status"], listed["started_time"]) == ("SUCCEEDED", _text(T))
+
+
+def _text(moment) -> str:
+    return rfc3339_millis(moment)

@@ -6,6 +6,9 @@ import re
 from datetime import timedelta
 
 from engine.ports import DeliveryResult
+from statemachine.policy import Tuning
+from tests.engine.harness import START
+from tests.ui.conftest import Ui
 from tests.ui.test_pages import text
 from web import ui as ui_module
 from web import ui_filters
@@ -78,3 +81,25 @@ def test_durations_read_in_the_largest_sensible_unit():
     assert [ui_filters.duration_text(timedelta(seconds=s)) for s in (0.0421, 12.54, 200, 7500, -3)] == [
         "0.042s", "12.5s", "3m 20s", "2h 5m", "-3.000s"]
     assert ui_filters.duration_text(None) == ""
+
+
+def test_a_job_staged_ahead_of_its_time_is_shown_scheduled_not_running(tmp_path):
+    """Committed 10 s ahead, nothing sent: the list, its `running` filter and the job page
+    show it as due at its time, as they do once it has been sent as running."""
+    ui = Ui(tmp_path, Tuning(stage_ahead=timedelta(seconds=10)))
+    ui.write_config("demo", "jobs:\n  - id: soon\n    schedule: '* * * * *'\n    target: {noop: {}}\n")
+    seen = {}
+
+    def two_seconds_before():
+        ui.clock.current = START + timedelta(seconds=58)
+        seen["list"] = ui.page("/p/demo")
+        seen["running"] = shown(ui.page("/p/demo?state=running"))
+        seen["page"] = text(ui.page("/p/demo/soon"))
+    ui.clock.while_sleeping = two_seconds_before
+    ui.target.check = lambda request: seen.update(sent=shown(ui.page("/p/demo?state=running")))
+    ui.until(61)
+    row = text(re.search(r'id="job-soon".*?</tr>', seen["list"], re.S).group(0))
+    assert "SCHEDULED in 2s" in row and "RUNNING" not in row
+    assert seen["running"] == [] and seen["sent"] == ["soon"]
+    assert "soon SCHEDULED" in seen["page"]
+    assert "Next run in 2s 2026-01-05 10:01:00 UTC" in seen["page"] and "due in 2s" in seen["page"]

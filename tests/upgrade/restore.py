@@ -212,7 +212,7 @@ class Resumed:
         for job_id in self.facts["jobs"]:
             self.loaded[job_id] = h.engine.queries.job(project, job_id)
             last = h.engine.queries.invocations(project, job_id, 1, None)[0]
-            self.views[job_id] = job_view(self.loaded[job_id], last[0] if last else None)
+            self.views[job_id] = job_view(self.loaded[job_id], last[0] if last else None, h.clock.now())
         self.reimported = self._import_config(h)
         h.run_until(self.snapshot_time + timedelta(seconds=30))  # the fan-out's events, the notification
         self._complete_accepted(h)

@@ -34,7 +34,7 @@ def test_a_release_s_storage_takes_the_audit_log(opened, tmp_path):
         assert sorted(tables) == [("audit",), ("audit_by_job",), ("audit_by_time",)]
     paused = engine.queries.job(project, "paused")
     assert paused.record.paused and paused.record.paused_by == ""  # paused before anyone was recorded
-    assert job_view(paused, None)["paused_by"] == ""
+    assert job_view(paused, None, engine.clock.now())["paused_by"] == ""
     assert engine.queries.audit(project, None, 10, None) == ([], None)
     operations.pause(engine, project, "ordinary", "INC-9", actor="user:alice@example.com")
     operations.resume(engine, project, "paused", actor="user:bob@example.com")

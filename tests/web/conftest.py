@@ -10,6 +10,7 @@ import pytest
 from app.importer import import_directory
 from config.settings import Settings
 from engine.ports import DeliveryResult
+from statemachine.policy import Tuning
 from tests.engine.harness import START, Harness
 from web.app import create_app
 
@@ -27,8 +28,8 @@ def at(seconds: float) -> str:
 
 
 class Api(Harness):
-    def __init__(self, tmp_path):
-        super().__init__(tmp_path)
+    def __init__(self, tmp_path, tuning: Tuning | None = None):
+        super().__init__(tmp_path, tuning)
         self.configs = tmp_path / "configs"
         self.configs.mkdir()
         self.write_config("demo", DEMO)

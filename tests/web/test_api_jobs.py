@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from statemachine.policy import Tuning
 from tests.engine.harness import START
-from tests.web.conftest import DEMO, at, error_of, http_job, noop_job
+from tests.web.conftest import DEMO, Api, at, error_of, http_job, noop_job
 
 
 def test_put_creates_201_then_the_same_body_is_200_and_writes_nothing(api):
@@ -235,3 +236,33 @@ def test_config_errors_name_the_file_but_not_where_the_server_keeps_it(api):
     for errors in (broken_entry, shown()):
         assert "demo.yaml" in errors
         assert str(api.configs) not in errors and str(api.configs.parent) not in errors
+
+
+def test_a_one_off_job_staged_ahead_is_scheduled_at_its_time_until_it_comes(tmp_path):
+    """Its only time is T: committed 10 s ahead, it shows as due at T (not RUNNING with no
+    next run), its invocation STARTING with no start time, its series due at T."""
+    api = Api(tmp_path, Tuning(stage_ahead=timedelta(seconds=10)))
+    api.put("once", noop_job(at=[at(30)]))
+    seen = {}
+
+    def half_a_second_before():
+        api.clock.current = START + timedelta(seconds=29.5)
+        seen["job"] = api.job("once")
+        seen["listed"] = {job["id"]: job for job in api.get("/api/v1/projects/demo/jobs").get_json()["jobs"]}
+        seen["history"] = api.history("once")
+        seen["metrics"] = api.get("/metrics").get_data(as_text=True)
+    api.clock.while_sleeping = half_a_second_before
+    api.until(31)
+    assert api.store.get_job("demo", "once").record.tick_at is None  # (the staging did happen, and ended)
+    job = seen["job"]
+    assert (job["state"], job["next_run_time"]) == ("SCHEDULED", "2026-01-05T10:00:30.000Z")
+    assert seen["listed"]["once"] == job
+    (invocation,) = seen["history"]
+    assert (invocation["status"], invocation["started_time"]) == ("STARTING", None)
+    assert job["last_invocation"] == invocation and job["active_invocations"] == [invocation["id"]]
+    series = 'sundial_job_next_run_timestamp_seconds{project="demo",job="once"} '
+    assert f"{series}{int((START + timedelta(seconds=30)).timestamp())}" in seen["metrics"].splitlines()
+    job = api.job("once")  # at T + 1 s: sent and finished
+    assert (job["state"], job["next_run_time"]) == ("DONE", None)
+    assert [(row["status"], row["started_time"]) for row in api.history("once")] == [
+        ("SUCCEEDED", "2026-01-05T10:00:30.000Z")]

@@ -2,9 +2,10 @@
 
 import json
 
-from engine.metrics import Metrics
+from engine.metrics import Metrics, job_gauges
 from engine.ports import DeliveryResult
 from statemachine import events as ev
+from tests.engine.harness import START as NOW
 
 
 def _value(text: str, line_start: str) -> float:
@@ -85,7 +86,7 @@ def test_per_job_series_are_reused_for_their_ttl_then_read_again():
         reads.append(now[0])
         return [job, gone]
 
-    cache = JobSeriesCache(ttl=60, clock=lambda: now[0], small=2)
+    cache = JobSeriesCache(ttl=60, clock=lambda: now[0], small=2, summarize=lambda jobs: job_gauges(jobs, NOW))
     first = cache.rows("p", jobs)
     assert first == [("sundial_job_consecutive_failures", {"project": "p", "job": "j"}, 0),
                      ("sundial_job_paused", {"project": "p", "job": "j"}, 1)]
@@ -109,7 +110,7 @@ def test_a_small_projects_per_job_series_are_read_at_every_scrape():
         reads.append(1)
         return [StoredJob(new_record("p", "j"), None, "config")]  # type: ignore[arg-type]
 
-    cache = JobSeriesCache(ttl=60, clock=lambda: 0.0)
+    cache = JobSeriesCache(ttl=60, clock=lambda: 0.0, summarize=lambda jobs: job_gauges(jobs, NOW))
     cache.rows("p", jobs)
     cache.rows("p", jobs)
     assert len(reads) == 2
