@@ -38,6 +38,9 @@ from engine.tasks import CHAIN_KINDS, TaskRunner
 log = logging.getLogger("sundial.dispatcher")
 
 LEASE_AHEAD = 4  # tasks leased per worker: the next ones wait in memory, not in SQLite
+# Staged requests a process holds until their time at most (about 9 KiB each); the
+# occurrences beyond wait in the queue and are stepped at their time.
+MAX_HELD = 10_000
 LEASE = timedelta(seconds=30)
 # Chain tasks due this much later are leased with those due now, in one transaction, and
 # held in memory until their time: under a steady load a lease takes a few dozen tasks
@@ -332,8 +335,9 @@ class Dispatcher:
     def _working(self) -> int:
         """The leased tasks that keep a worker busy (under self._lock): a staged request
         waiting for its time (pipeline.py) does not, or a thousand occurrences due at one
-        instant could not all be staged ahead of it."""
-        return len(self._inflight) - self._pipeline.staged()
+        instant could not all be staged ahead of it; past MAX_HELD they count again, so
+        that a process never holds more requests than that in memory."""
+        return len(self._inflight) - min(self._pipeline.staged(), MAX_HELD)
 
     def _task_until(self, item: LeasedTask) -> float:
         with self._lock:
