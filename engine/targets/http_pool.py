@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import http.client
+import re
 import select
 import socket
 import ssl
@@ -277,9 +278,57 @@ def encode_request(endpoint: Endpoint, method: str, headers: dict[str, str], bod
 
     :raises ValueError: a header or the method cannot be sent.
     """
+    plain = _encode_plain(endpoint, method, headers, body)
+    if plain is not None:
+        return plain
     encoder = _Encoder(endpoint)
     try:
         encoder.request(method, endpoint.target, body=body, headers=headers)
     except http.client.HTTPException as error:
         raise ValueError(str(error)) from error
     return b"".join(encoder.captured)
+
+
+# What http.client refuses, by its own tests (a request it would refuse is never encoded
+# here: it goes to _Encoder, which raises as http.client does).
+_PLAIN_HOST = re.compile(r"[A-Za-z0-9.-]+").fullmatch
+_BAD_IN_METHOD = re.compile("[\x00-\x1f]").search
+_BAD_IN_PATH = re.compile("[\x00-\x20\x7f]").search
+_LEGAL_NAME = re.compile(rb"[^:\s][^:\r\n]*").fullmatch
+_ILLEGAL_VALUE = re.compile(rb"\n(?![ \t])|\r(?![ \t\n])").search
+_METHODS_WITH_BODY = frozenset({"PATCH", "POST", "PUT"})
+
+
+def _encode_plain(endpoint: Endpoint, method: str, headers: dict[str, str], body: bytes | None) -> bytes | None:
+    """http.client's bytes for the common request (an ASCII host name or IPv4 address, a
+    path, str header values it accepts), built without an HTTPConnection per request;
+    None for anything else, which _Encoder encodes (or refuses) as http.client does."""
+    url = endpoint.target or "/"
+    if (url.startswith("http") or not url.isascii() or _BAD_IN_PATH(url) or not method.isascii()
+            or _BAD_IN_METHOD(method) or not _PLAIN_HOST(endpoint.host)):
+        return None
+    lower = {name.lower() for name in headers}
+    if lower & {"host", "content-length", "transfer-encoding"}:
+        return None
+    default_port = 443 if endpoint.scheme == "https" else 80
+    host = endpoint.host if endpoint.port == default_port else f"{endpoint.host}:{endpoint.port}"
+    lines = [f"{method} {url} HTTP/1.1".encode("ascii"), b"Host: " + host.encode("ascii")]
+    if "accept-encoding" not in lower:
+        lines.append(b"Accept-Encoding: identity")
+    length = len(body) if body is not None else 0 if method.upper() in _METHODS_WITH_BODY else None
+    if length is not None:
+        lines.append(b"Content-Length: %d" % length)
+    for name, value in headers.items():
+        if not isinstance(name, str) or not isinstance(value, str) or not name.isascii():
+            return None
+        try:
+            encoded = value.encode("latin-1")
+        except UnicodeEncodeError:
+            return None
+        raw = name.encode("ascii")
+        if not _LEGAL_NAME(raw) or _ILLEGAL_VALUE(encoded):
+            return None
+        lines.append(raw + b": " + encoded)
+    lines += [b"", b""]
+    message = b"\r\n".join(lines)
+    return message + body if body is not None else message
