@@ -94,6 +94,8 @@ class JobChanges:
         self.holds = holds
         self.defer_finishes = defer_finishes if defer_finishes is not None else getattr(
             store, "defers_finishes", True)
+        # A store that never defers, and holds no finish deferred before, needs none replayed.
+        self._settles = self.defer_finishes or getattr(store, "holds_deferred_finishes", True)
 
     def apply(self, project: str, job_id: str, event: JobEvent, *, definition: JobDefinition | None = None,
               source: JobSource | None = None, deleted: bool = False, note: Note | None = None,
@@ -218,8 +220,8 @@ class JobChanges:
                 raise NotFound(f"job {project}/{job_id} not found")
             stored = StoredJob(new_record(project, job_id), definition, source or JobSource.CONFIG)
         # A finish left in its invocation's row (engine/deferred_finish.py) comes first.
-        record = settle_deferred(stored.record, lambda invocation: tx.get_invocation(project, job_id, invocation),
-                                 self.tuning)
+        record = stored.record if not self._settles else settle_deferred(
+            stored.record, lambda invocation: tx.get_invocation(project, job_id, invocation), self.tuning)
         if isinstance(event, ev.ManualTrigger) and not created:
             invocation = manual_invocation_id(record, event, now)
             if tx.get_invocation(project, job_id, invocation) is not None:

@@ -141,7 +141,12 @@ def record_actions(tx: Transaction, project: str, job_id: str, actions: tuple[ac
     occurrence to record SKIPPED has its record already is read once for all of them:
     a catch-up lists hundreds, and a read each would be hundreds of round trips."""
     known: set[str] | None = None
+    # An invocation this step started in its job's record alone has no history record
+    # to tell of its first attempt yet (it gets one when that attempt ends): not read for.
+    unwritten = {a.invocation_id for a in actions if isinstance(a, act.StartInvocation) and a.deferred}
     for action in actions:
+        if isinstance(action, act.Deliver) and action.invocation_id in unwritten:
+            continue
         if isinstance(action, act.RecordSkipped):
             if known is None:
                 skipped = [a.invocation_id for a in actions if isinstance(a, act.RecordSkipped)]

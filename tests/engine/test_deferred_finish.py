@@ -8,6 +8,7 @@ import pytest
 
 import engine.changes
 from engine import operations
+from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.ports import DeliveryResult
 from statemachine import events as ev
@@ -165,3 +166,22 @@ def test_the_sqlite_store_writes_every_finish_to_the_job_record_at_once(tmp_path
     [row] = h.invocations()
     assert row.status == "SUCCEEDED"
     assert _raw_active(h) == []
+
+
+def test_a_database_left_with_deferred_finishes_has_them_settled_by_a_store_that_writes_at_once(tmp_path):
+    # A finish an earlier version left to its row must still be replayed at the job's next
+    # step; the store looks for any when it opens, and replays nothing once none is left.
+    before = Harness(tmp_path, defer_finishes=True)
+    before.define()
+    before.run_until(START + timedelta(minutes=1, seconds=5))
+    [first] = before.invocations()
+    assert _raw_active(before) == [first.id]
+    assert SqliteJobStore(tmp_path / "sundial.db").holds_deferred_finishes
+
+    after = Harness(tmp_path)  # the same file, opened as this version opens it
+    after.clock.current = before.clock.now()
+    after.run_until(START + timedelta(minutes=2, seconds=5))
+    rows = after.invocations()
+    assert [(row.id, row.status) for row in rows] == [(first.id, "SUCCEEDED"), (rows[1].id, "SUCCEEDED")]
+    assert _raw_active(after) == []
+    assert not SqliteJobStore(tmp_path / "sundial.db").holds_deferred_finishes

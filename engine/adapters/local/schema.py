@@ -150,6 +150,14 @@ MIGRATIONS: list[str] = [
     CREATE INDEX audit_by_job ON audit (project, job_id, id);
     CREATE INDEX audit_by_time ON audit (time);
     """,
+    # 10: every lease and wake reads a queue's tasks through (queue, eta) since throttles
+    # came (4); the index on eta alone only cost each task's insert and delete. This
+    # version also writes every finish to its job's record (engine/deferred_finish.py):
+    # an older one, which would leave finishes to their rows again, refuses the newer
+    # schema, so a database's deferred finishes are only ever those it had before.
+    """
+    DROP INDEX IF EXISTS tasks_by_eta;
+    """,
 ]
 
 

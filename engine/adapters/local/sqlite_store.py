@@ -73,6 +73,11 @@ class SqliteJobStore:
         self._commits = commits(self)
         with self._write_lock:
             migrate(self.connection())
+        # Whether a job's record lists an invocation its row says finished: a finish an
+        # earlier version left to its row (engine/deferred_finish.py), which a step must
+        # replay first. This store writes finishes to the record (defers_finishes), and
+        # the schema keeps older versions away, so once none is left none comes back.
+        self.holds_deferred_finishes = bool(self.connection().execute(_DEFERRED_FINISH).fetchone())
 
     def connection(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -304,6 +309,13 @@ class SqliteJobStore:
             ).fetchall()
             recent[job_id] = [invocation_from_row(row) for row in rows]
         return recent
+
+
+_DEFERRED_FINISH = """
+SELECT 1 FROM jobs j, json_each(j.record, '$.active') a
+JOIN invocations i ON i.project = j.project AND i.job_id = j.job_id AND i.id = json_extract(a.value, '$.id')
+WHERE j.state IN ('RUNNING', 'QUEUED') AND i.status IN ('SUCCEEDED', 'FAILED') LIMIT 1
+"""
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
