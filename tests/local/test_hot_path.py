@@ -8,7 +8,7 @@ import threading
 import time
 from datetime import datetime
 
-from engine.adapters.local.pipeline import _Inbox
+from engine.adapters.local.pipeline import _Inbox, wait_for_writes
 from engine.adapters.local.record_cache import Generations, RecordCache
 from statemachine.durations import UTC
 from statemachine.record import evolve, new_record, record_to_dict
@@ -79,3 +79,17 @@ def test_generations_keep_the_latest_entries_and_what_was_used_since():
     assert kept.get(5) == "5"  # a hit in the old generation moves it back into the young
     kept.put(10, "10")  # young full: {8, 9, 5, 10} becomes old, 4, 6 and 7 go
     assert [kept.get(key) for key in (4, 5, 6, 7, 8, 10)] == [None, "5", None, None, "8", "10"]
+
+
+def test_results_wait_for_the_writer_to_write_what_is_due_for_a_while_at_most():
+    left = [3]
+
+    def backlog() -> int:  # three requests written, one each time it is asked
+        left[0] = max(left[0] - 1, 0)
+        return left[0]
+    began = time.monotonic()
+    wait_for_writes(backlog, most=5.0)
+    assert left == [0] and time.monotonic() - began < 1.0  # went on once all were written
+    began = time.monotonic()
+    wait_for_writes(lambda: 1000, most=0.1)  # a writer that never catches up holds results 0.1 s at most
+    assert 0.1 <= time.monotonic() - began < 1.0

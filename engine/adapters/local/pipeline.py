@@ -114,6 +114,13 @@ class _Inbox(Generic[Item]):
             self._ready.notify_all()
 
 
+def wait_for_writes(backlog: Callable[[], int], most: float) -> None:
+    """Return once `backlog()` (requests due and not yet written) is 0, or after `most` seconds."""
+    until = time.monotonic() + most
+    while backlog() and time.monotonic() < until:
+        time.sleep(0.002)
+
+
 class TaskPipeline:
     """`settle(item, error)`: the task is done (error None) or is to run again;
     `task_until(item)`: the monotonic instant up to which the task's lease is held
@@ -195,11 +202,8 @@ class TaskPipeline:
         WRITES_FIRST): when thousands are due at one instant, every request leaves before
         results take the GIL to be recorded. A request sent late is late; a result
         committed a second later is not, as its task's lease and its attempt's are long."""
-        if self._writer is None:
-            return
-        until = time.monotonic() + WRITES_FIRST
-        while self._writer.backlog() and time.monotonic() < until:
-            time.sleep(0.002)
+        if self._writer is not None:
+            wait_for_writes(self._writer.backlog, WRITES_FIRST)
 
     @staticmethod
     def _guarded(work: Callable[[list[Item]], None], batch: list[Item]) -> None:
