@@ -37,6 +37,8 @@ from statemachine.actions import Deliver
 
 log = logging.getLogger("sundial.dispatcher")
 
+RELEASE_PART = 64  # requests of one instant checked (one read of their jobs) and handed over at a time
+
 
 @dataclass(eq=False)
 class StagedSend:
@@ -130,8 +132,11 @@ class StagedSends:
             if one.staged is None:
                 self._sends.submit(self._send, one.item, one.job, one.action, one.stepped)
         ready = [one for one in due if one.staged is not None]
-        if not ready:
-            return
+        # In parts, so that the first requests leave while the later ones are checked.
+        for start in range(0, len(ready), RELEASE_PART):
+            self._check_and_write(ready[start:start + RELEASE_PART])
+
+    def _check_and_write(self, ready: list[StagedSend]) -> None:
         try:
             go = self.runner.ready_staged_many(
                 [(one.job, one.action, one.stepped, self._task_until(one.item)) for one in ready])
