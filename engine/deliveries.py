@@ -47,17 +47,15 @@ class Deliveries:
     def send(self, job: StoredJob, action: act.Deliver) -> DeliveryResult:
         """Send one attempt already committed as starting; count and log its result.
         Never raises for the target's or the job's own failures."""
-        project, job_id = job.record.project, job.record.job_id
         started = self.clock.now()
-        result = deliver(self.targets, job, action, self.allowed_hosts(project),
-                         self._completion(project, job_id, action), self.secrets, self.service_host)
+        result = deliver(self.targets, job, action, self.allowed_hosts(job.record.project),
+                         self._completion(job, action), self.secrets, self.service_host)
         return self.account(job, action, started, result)
 
     def stage(self, job: StoredJob, action: act.Deliver) -> Staged | None:
         """The attempt's request made ready ahead of its time (engine/delivery.py `stage`)."""
-        project, job_id = job.record.project, job.record.job_id
-        return stage(self.targets, job, action, self.allowed_hosts(project),
-                     self._completion(project, job_id, action), self.secrets, self.service_host)
+        return stage(self.targets, job, action, self.allowed_hosts(job.record.project),
+                     self._completion(job, action), self.secrets, self.service_host)
 
     def batch_writer(self, hand_off):
         """The HTTP target's writer of staged requests (engine/targets/http_batch.py), or
@@ -113,7 +111,13 @@ class Deliveries:
         """What an async target must send back to complete this invocation."""
         return hmac.new(self.secret, f"complete/{invocation_id}".encode(), hashlib.sha256).hexdigest()
 
-    def _completion(self, project: str, job_id: str, action: act.Deliver) -> tuple[str, str]:
+    def _completion(self, job: StoredJob, action: act.Deliver) -> tuple[str, str]:
+        """Where and with what an async target reports its completion; only an async
+        target is told (an HMAC per request is not spent on the others)."""
+        spec = next(iter(job.definition.target.values()), None)
+        if not isinstance(spec, dict) or not spec.get("async"):
+            return "", ""
+        project, job_id = job.record.project, job.record.job_id
         url = f"{self.service_url}/api/v1/projects/{project}/jobs/{job_id}/invocations/{action.invocation_id}:complete"
         return url, self.completion_token(action.invocation_id)
 

@@ -206,4 +206,9 @@ def occurrence_delay(policy: JobPolicy, project: str, job_id: str, scheduled_tim
 
 def fanout_offsets(fanout: FanoutPolicy) -> list[timedelta]:
     """Offsets from the scheduled time of each event of one occurrence."""
+    if fanout.count == 1:
+        return _NO_OFFSET
     return [fanout.spread * index / fanout.count for index in range(fanout.count)]
+
+
+_NO_OFFSET = [timedelta(0)]  # (callers only read it)

@@ -39,7 +39,6 @@ a reader nothing has happened before T, and statemachine/shown.py shows it so.
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime, timedelta
 
 from statemachine import actions as act
@@ -163,7 +162,7 @@ def after_step(before: JobRecord, after: JobRecord, actions: list[act.Action], n
         return after, actions
     after, actions = _give_up_overtaken(before, after, actions, now, tuning)
     if stageable(after.policy, tuning):
-        actions = [dataclasses.replace(action, lead=_lead(after, action.at, tuning))
+        actions = [evolve(action, lead=_lead(after, action.at, tuning))
                    if isinstance(action, act.ScheduleTick) else action for action in actions]
     return after, actions
 

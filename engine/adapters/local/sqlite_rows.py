@@ -11,7 +11,6 @@ import json
 import sqlite3
 from collections.abc import Collection
 from contextlib import AbstractContextManager
-from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -272,7 +271,12 @@ def project_from_row(row: Row) -> ProjectRow:
 
 
 def copy_invocation(row: InvocationRow) -> InvocationRow:
-    return replace(row, log=list(row.log))  # entries are never changed, only added or cut
+    # Entries are never changed, only added or cut: a new list of the same entries.
+    # Copied field by field (no __init__ to run again): a step copies several rows.
+    copy = object.__new__(InvocationRow)
+    copy.__dict__.update(row.__dict__)
+    copy.log = list(row.log)
+    return copy
 
 
 def invocation_values(row: InvocationRow) -> Row:
