@@ -167,8 +167,8 @@ class BufferedTransaction:
         for job_key, job in self._jobs.items():
             if job is None:
                 conn.execute(sql.DELETE_JOB, job_key)
-            else:
-                conn.execute(sql.PUT_JOB, job[1])
+            else:  # (what was read is what the row still holds: checked above)
+                sql.write_job(conn, job[1], self._reads.get(("job", *job_key)))
         for project, pending in self._projects.items():
             if pending is None:
                 conn.execute(sql.DELETE_PROJECT, (project,))

@@ -29,6 +29,9 @@ PUT_JOB = (
     "INSERT OR REPLACE INTO jobs (project, job_id, record, definition, source, config_error,"
     " state, watchdog_at, deleted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+# A step changes the record alone (and what derives from it): updated in place, the
+# definition's text is not written again, nor the row moved and re-indexed as a REPLACE does.
+UPDATE_JOB_RECORD = "UPDATE jobs SET record = ?, state = ?, watchdog_at = ? WHERE project = ? AND job_id = ?"
 DELETE_JOB = "DELETE FROM jobs WHERE project = ? AND job_id = ?"
 SELECT_INVOCATION = "SELECT * FROM invocations WHERE project = ? AND job_id = ? AND id = ?"
 PUT_INVOCATION = (
@@ -102,6 +105,7 @@ class SqliteTransaction:
         self.earliest_eta: datetime | None = None
         self._pending: dict[tuple[str, str, str], InvocationRow] = {}
         self._written: set[Row] = set()  # (kind, key...) of the other rows written, for the budget
+        self._jobs_read: dict[tuple[str, str], Row] = {}  # job rows as read or written here
 
     def flush(self) -> None:
         """Write the pending invocation rows (the store calls it just before COMMIT).
@@ -115,14 +119,21 @@ class SqliteTransaction:
 
     def get_job(self, project: str, job_id: str) -> StoredJob | None:
         row = self.conn.execute(SELECT_JOB, (project, job_id)).fetchone()
-        return None if row is None else job_from_row(row, self.records)
+        if row is None:
+            return None
+        self._jobs_read[(project, job_id)] = row
+        return job_from_row(row, self.records)
 
     def put_job(self, job: StoredJob) -> None:
-        self.conn.execute(PUT_JOB, job_values(job, self.records))
-        self._written.add(("job", job.record.project, job.record.job_id))
+        key = (job.record.project, job.record.job_id)
+        values = job_values(job, self.records)
+        write_job(self.conn, values, self._jobs_read.get(key))
+        self._jobs_read[key] = (values[2], values[3], values[4], values[5], values[8])  # what it holds now
+        self._written.add(("job", *key))
 
     def delete_job(self, project: str, job_id: str) -> None:
         self.conn.execute(DELETE_JOB, (project, job_id))
+        self._jobs_read.pop((project, job_id), None)
         self._written.add(("job", project, job_id))
 
     def get_invocation(self, project: str, job_id: str, invocation_id: str) -> InvocationRow | None:
@@ -234,6 +245,15 @@ def job_values(job: StoredJob, records: RecordCache) -> Row:
         to_seconds(record.watchdog_at),
         int(job.deleted),
     )
+
+
+def write_job(conn: sqlite3.Connection, values: Row, read: Row | None) -> None:
+    """Write a job's row (`job_values`); `read`: the row as this transaction read it
+    (JOB_COLUMNS), unchanged since. When only the record changed, it is updated in place."""
+    if read is not None and read[1:] == (values[3], values[4], values[5], values[8]):
+        conn.execute(UPDATE_JOB_RECORD, (values[2], values[6], values[7], values[0], values[1]))
+    else:
+        conn.execute(PUT_JOB, values)
 
 
 def job_from_row(row: Row, records: RecordCache) -> StoredJob:
