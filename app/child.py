@@ -14,6 +14,7 @@ import sys
 import threading
 
 from app.bootstrap import Role, build_local
+from app.collector import settle_collector
 from engine.logs import log_event
 from engine.metrics import Metrics
 
@@ -34,6 +35,7 @@ def child_main() -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     runtime = build_local(settings, role=Role.DISPATCHER)  # settings.processes > 1: group commits
+    settle_collector()
     runtime.start()  # only the dispatcher: the parent runs the API and the loops
     log_event(log, "dispatcher process started", pid=os.getpid())
     while not stop.wait(1.0):

@@ -201,11 +201,13 @@ def run_serve(args) -> int:
     from waitress import create_server
 
     from app.bootstrap import build
+    from app.collector import settle_collector
     from engine.logs import configure_logging
 
     settings = _settings(args)
     configure_logging()
     runtime = build(settings, children=True)
+    settle_collector()
     server = create_server(runtime.app, host=settings.host, port=settings.port, **listener_options())
     print(f"sundial: serving on http://{settings.host}:{settings.port} "
           f"(database {settings.db_path}, configs {settings.config_dir}); "
