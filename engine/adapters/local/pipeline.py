@@ -42,7 +42,7 @@ log = logging.getLogger("sundial.dispatcher")
 MAX_BATCH = 64  # tasks per transaction: enough to spread its fixed cost, short enough to start sending soon
 # How long the record stage waits for more results before it commits what it has: a
 # result waits that much longer to be committed (its request is out already).
-RECORD_LINGER = 0.05
+RECORD_LINGER = 0.01
 RECORD_TRIES = 12  # about a minute of a store that is down; then the task is handed back
 # How long results may wait for the writer to write what is due (see _after_writes).
 WRITES_FIRST = 2.0
