@@ -10,6 +10,9 @@ from datetime import datetime
 
 from engine.adapters.local.pipeline import _Inbox, wait_for_writes
 from engine.adapters.local.record_cache import Generations, RecordCache
+from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.ports import JobSource, StoredJob
+from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
 from statemachine.record import evolve, new_record, record_to_dict
 from tests.unit.machine_helpers import policy
@@ -93,3 +96,21 @@ def test_results_wait_for_the_writer_to_write_what_is_due_for_a_while_at_most():
     began = time.monotonic()
     wait_for_writes(lambda: 1000, most=0.1)  # a writer that never catches up holds results 0.1 s at most
     assert 0.1 <= time.monotonic() - began < 1.0
+
+
+def test_a_staged_job_read_back_unchanged_is_the_callers_own_object_and_a_changed_one_is_read_anew(tmp_path):
+    # A burst's staged jobs outnumber the record cache; read back at their time, those
+    # whose rows still hold what their commit wrote are not decoded again.
+    store = SqliteJobStore(tmp_path / "s.db")
+    definition = JobDefinition(id="j", schedule="* * * * *", target={"noop": {}})
+    job = StoredJob(evolve(new_record("p", "j"), generation=1), definition, JobSource.CONFIG)
+    store.run_in_transaction(lambda tx: tx.put_job(job))
+    text = store.records.written_text(job.record)
+    assert text is not None and store.records.written_text(evolve(job.record)) is None  # by object, not value
+    store.records = RecordCache()  # nothing cached: only the known text can spare the decode
+    assert store.get_jobs([("p", "j")], {("p", "j"): (job, text)})[("p", "j")] is job
+    for changed in (StoredJob(evolve(job.record, generation=2), definition, JobSource.CONFIG),
+                    StoredJob(job.record, definition, JobSource.CONFIG, config_error="broken")):
+        store.run_in_transaction(lambda tx: tx.put_job(changed))
+        read = store.get_jobs([("p", "j")], {("p", "j"): (job, text)})[("p", "j")]
+        assert read is not job and read == changed

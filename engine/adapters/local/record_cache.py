@@ -60,6 +60,8 @@ class RecordCache:
 
     def __init__(self) -> None:
         self._records: Generations[str, JobRecord] = Generations(self.LIMIT)
+        # id of a record written lately -> it and its text (it is kept, so its id stays its own)
+        self._written: Generations[int, tuple[JobRecord, str]] = Generations(self.LIMIT)
         self._definitions: dict[str, JobDefinition] = {}
         # id of a definition handed out -> it and its text (it is kept, so its id stays its own)
         self._definition_texts: dict[int, tuple[JobDefinition, str]] = {}
@@ -69,6 +71,16 @@ class RecordCache:
 
     def remember(self, text: str, record: JobRecord) -> None:
         self._records.put(text, record)
+
+    def wrote(self, record: JobRecord, text: str) -> None:
+        """`record` was just written as `text` (and so will be read back)."""
+        self.remember(text, record)
+        self._written.put(id(record), (record, text))
+
+    def written_text(self, record: JobRecord) -> str | None:
+        """The text `record` was written as lately, if this store wrote it."""
+        known = self._written.get(id(record))
+        return known[1] if known is not None and known[0] is record else None
 
     def decode(self, text: str) -> JobRecord:
         record = self._records.get(text)

@@ -233,7 +233,7 @@ def select_existing(conn: sqlite3.Connection, project: str, job_id: str, invocat
 def job_values(job: StoredJob, records: RecordCache) -> Row:
     record = job.record
     text = records.record_text(record)
-    records.remember(text, record)  # the next read of this job finds it decoded
+    records.wrote(record, text)  # the next read of this job finds it decoded
     return (
         record.project,
         record.job_id,

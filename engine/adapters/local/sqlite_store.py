@@ -18,7 +18,7 @@ import threading
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterator, Mapping, TypeVar
 
 from engine.adapters.local.commits import CommitStrategy, LockedCommits
 from engine.adapters.local.schema import create_private, migrate
@@ -188,9 +188,14 @@ class SqliteJobStore:
     def get_job(self, project: str, job_id: str) -> StoredJob | None:
         return SqliteTransaction(self.connection(), self.records).get_job(project, job_id)
 
-    def get_jobs(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], StoredJob]:
+    def get_jobs(self, keys: list[tuple[str, str]],
+                 known: Mapping[tuple[str, str], tuple[StoredJob, str]] | None = None,
+                 ) -> dict[tuple[str, str], StoredJob]:
         """The jobs of `keys` that exist, by (project, job id): one range read of the
-        primary key per project and up to 500 ids."""
+        primary key per project and up to 500 ids. `known`: jobs as the caller last saw
+        them, with their record's stored text; a row still holding exactly that is
+        handed back as the caller's own object, decoded from nothing (a burst's staged
+        jobs are read back at their time, more than the record cache keeps)."""
         by_project: dict[str, list[str]] = {}
         for project, job_id in dict.fromkeys(keys):
             by_project.setdefault(project, []).append(job_id)
@@ -201,8 +206,18 @@ class SqliteJobStore:
                 part = ids[start:start + 500]
                 rows = conn.execute(f"SELECT job_id, {JOB_COLUMNS} FROM jobs WHERE project = ?"
                                     f" AND job_id IN ({','.join('?' * len(part))})", (project, *part))
-                found.update(((project, row[0]), job_from_row(row[1:], self.records)) for row in rows)
+                for row in rows:
+                    key = (project, row[0])
+                    seen = known.get(key) if known else None
+                    found[key] = seen[0] if seen is not None and self._holds_still(row[1:], *seen) else \
+                        job_from_row(row[1:], self.records)
         return found
+
+    def _holds_still(self, row: tuple, job: StoredJob, record_text: str) -> bool:
+        """Whether a row (JOB_COLUMNS) is `job` as written with `record_text`."""
+        text, definition, source, config_error, deleted = row
+        return (text == record_text and definition == self.records.definition_text(job.definition)
+                and source == job.source and config_error == job.config_error and bool(deleted) == job.deleted)
 
     def get_project(self, project: str) -> ProjectRow | None:
         return SqliteTransaction(self.connection(), self.records).get_project(project)
