@@ -198,12 +198,13 @@ class TaskPipeline:
             self._guarded(self._record, batch)
 
     def _after_writes(self) -> None:
-        """Results wait while the writer has requests due and not yet written (up to
+        """Results wait while requests are due and not yet written (up to
         WRITES_FIRST): when thousands are due at one instant, every request leaves before
         results take the GIL to be recorded. A request sent late is late; a result
         committed a second later is not, as its task's lease and its attempt's are long."""
         if self._writer is not None:
-            wait_for_writes(self._writer.backlog, WRITES_FIRST)
+            writer, staged = self._writer, self._staged
+            wait_for_writes(lambda: writer.backlog() + staged.unwritten(), WRITES_FIRST)
 
     @staticmethod
     def _guarded(work: Callable[[list[Item]], None], batch: list[Item]) -> None:

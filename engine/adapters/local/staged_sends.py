@@ -81,6 +81,7 @@ class StagedSends:
         # time, the staged jobs are read back without decoding when nothing changed them.
         self._written_text = getattr(getattr(self._store, "records", None), "written_text", None)
         self._preparing = 0  # batches being made ready (stop() waits for them)
+        self._releasing = 0  # requests of the instant being released, not yet handed to the writer
         self._prepared = threading.Condition()
 
     def start(self) -> None:
@@ -89,6 +90,10 @@ class StagedSends:
     def held(self) -> int:
         """Requests on hold until their time."""
         return self._stager.held()
+
+    def unwritten(self) -> int:
+        """Requests due now and not yet handed to the writer (being checked, or about to be)."""
+        return self._releasing + (1 if self._stager.due() else 0)
 
     def submit(self, staged: list[StagedSend]) -> None:
         """Staged attempts just committed, to be made ready and held until their time."""
@@ -140,9 +145,13 @@ class StagedSends:
             if one.staged is None:
                 self._sends.submit(self._send, one.item, one.job, one.action, one.stepped)
         ready = [one for one in due if one.staged is not None]
-        # In parts, so that the first requests leave while the later ones are checked.
-        for start in range(0, len(ready), RELEASE_PART):
-            self._check_and_write(ready[start:start + RELEASE_PART])
+        self._releasing = len(ready)
+        try:  # in parts, so that the first requests leave while the later ones are checked
+            for start in range(0, len(ready), RELEASE_PART):
+                self._check_and_write(ready[start:start + RELEASE_PART])
+                self._releasing = max(len(ready) - start - RELEASE_PART, 0)
+        finally:
+            self._releasing = 0
 
     def _check_and_write(self, ready: list[StagedSend]) -> None:
         try:

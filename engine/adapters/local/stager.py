@@ -62,6 +62,11 @@ class Stager:
         with self._ready:
             return len(self._heap)
 
+    def due(self) -> bool:
+        """Whether something held is due already (the stager is about to release it)."""
+        with self._ready:
+            return bool(self._heap) and self._heap[0][0] <= self.clock.now()
+
     def shutdown(self) -> None:
         """Release what is held, each at its time, then stop."""
         with self._ready:
