@@ -15,6 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
+from engine.adapters.local.record_text import policy_text, record_text
 from engine.errors import CommitTooLarge
 from engine.ports import AuditEntry, InvocationRow, JobSource, ProjectRow, StoredJob, Task
 from engine.recording import notification_text, stored_notification
@@ -23,7 +24,6 @@ from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
 from statemachine.policy import JobPolicy
 from statemachine.record import JobRecord, record_from_dict, record_to_dict
-from statemachine.stored_form import policy_to_dict
 
 Row = tuple[Any, ...]  # one row as sqlite3 returns it, or the values of one to write
 
@@ -134,13 +134,15 @@ class RecordCache:
         separators, its policy's part encoded once per policy object."""
         policy = record.policy
         if policy is None:
-            return _compact(record_to_dict(record))
+            return record_text(record, "null") or _compact(record_to_dict(record))
         known = self._policy_texts.get(id(policy))
         if known is None or known[0] is not policy:
             if len(self._policy_texts) >= self.LIMIT:
                 self._policy_texts.clear()
-            policy_text = _compact(policy_to_dict(policy))
-            known = self._policy_texts[id(policy)] = (policy, policy_text)
+            known = self._policy_texts[id(policy)] = (policy, policy_text(policy))
+        text = record_text(record, known[1])  # spelled directly (record_text.py)
+        if text is not None:
+            return text
         text = _compact(record_to_dict(record, with_policy=False))
         # The first `"policy":null` is the key's: only "version", "project", "job_id" and
         # "state" come before it, and a quote inside an encoded string is escaped.
