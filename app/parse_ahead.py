@@ -16,6 +16,7 @@ returned are parsed here, as they would have been without it.
 
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing
 import os
@@ -58,7 +59,9 @@ class ParseAhead:
         self.next = 1  # the first file is parsed here, while the worker starts
         if allowed and len(work) >= 2 and sum(len(args[2]) for args in work) >= MIN_BYTES and spare_cores() >= 1:
             try:
-                self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+                # The worker only parses, so its collector never runs (app/gc_pause.py says why).
+                self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=gc.disable)
             except (OSError, ValueError) as error:
                 log_event(log, "config parse worker not started", level=logging.WARNING, error=str(error))
         self._fill()

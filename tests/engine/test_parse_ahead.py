@@ -39,9 +39,9 @@ class Pools:
 
     started: list[str] = []
 
-    def __new__(cls, workers, mp_context):
+    def __new__(cls, workers, mp_context, **options):
         cls.started.append(mp_context.get_start_method())
-        return app.parse_ahead.__dict__["_real_pool"](workers, mp_context=mp_context)
+        return app.parse_ahead.__dict__["_real_pool"](workers, mp_context=mp_context, **options)
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from config.jobs import revision_of
 from engine.adapters.local.sqlite_store import SqliteJobStore
@@ -58,4 +60,12 @@ def test_a_changed_copy_encodes_its_own_text():
     datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc),
 ])
 def test_a_stored_instant_is_spelled_as_strftime_spells_it(instant):
+    assert stored_time(instant) == instant.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
+                    timezones=st.sampled_from([timezone.utc, timezone(timedelta(hours=14)),
+                                               timezone(timedelta(hours=-9, minutes=-30))])))
+def test_any_stored_instant_is_spelled_as_strftime_spells_it(instant):
     assert stored_time(instant) == instant.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
