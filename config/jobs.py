@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from functools import lru_cache, partial
+from functools import cached_property, lru_cache, partial
 from typing import Any, Collection, TypeVar
 
 from config import job_extras, limits
@@ -56,6 +56,12 @@ class JobContext:
     rules: TargetRules
     throttles: Collection[str] | None = None  # None: references are not checked
     known_jobs: Collection[str] | None = None  # None: triggers are not checked
+
+    @cached_property
+    def resolved(self) -> dict:
+        """What a job that sets none of the defaultable fields has (`_resolve`): built
+        once for the project's jobs, shared by them and never changed."""
+        return _resolve_defaults(self.defaults)
 
 
 # --- one field at a time -------------------------------------------------------------
@@ -169,12 +175,24 @@ def _shared_fields(check: Checker, path: Path, entry: dict) -> dict:
 
 
 def _resolve(own: dict, defaults: dict) -> dict:
-    resolved = {}
-    for key, builtin in BUILTIN_DEFAULTS.items():
-        if key in _NESTED:
-            resolved[key] = {**builtin, **defaults.get(key, {}), **own.get(key, {})}
-        else:
-            resolved[key] = own.get(key, defaults.get(key, builtin))
+    """Each field of BUILTIN_DEFAULTS as the entry (`own`) or else the defaults block sets
+    it, or else builtin; the nested maps merged field by field."""
+    return _over(_resolve_defaults(defaults), own)
+
+
+def _resolve_defaults(defaults: dict) -> dict:
+    return {key: {**builtin, **defaults.get(key, {})} if key in _NESTED else defaults.get(key, builtin)
+            for key, builtin in BUILTIN_DEFAULTS.items()}
+
+
+def _over(base: dict, own: dict) -> dict:
+    """`base` (resolved defaults) with what the entry sets; `base` itself, shared and
+    never changed, when it sets nothing of it (most entries)."""
+    if not own.keys() & BUILTIN_DEFAULTS.keys():
+        return base
+    resolved = dict(base)
+    for key in own.keys() & BUILTIN_DEFAULTS.keys():
+        resolved[key] = {**base[key], **own[key]} if key in _NESTED else own[key]
     return resolved
 
 
@@ -239,7 +257,7 @@ def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
     """The job, or None with its errors recorded in `check`."""
     check.known_fields(path, entry, JOB_FIELDS)
     own = _shared_fields(check, path, entry)
-    resolved = _resolve(own, context.defaults)
+    resolved = _over(context.resolved, own)
     timing = check.attempt(lambda: _timing(check, path, entry, resolved["timezone"]))
     target = check.attempt(lambda: parse_target(check, path + ("target",),
                                                 entry.get("target"), context.rules))

@@ -237,12 +237,11 @@ def _url(check: Checker, path: Path, value: Any, rules: TargetRules | None) -> s
     text = _template(check, path, value, limits.MAX_URL_BYTES)
     if _SPACE_OR_CONTROL.search(text):
         check.fail(path, f"{text!r} contains spaces or control characters")
-    parts = urlsplit(text)
-    if parts.scheme.lower() not in ("http", "https"):
+    head = _HEAD.match(text)
+    scheme, host, port_ok = _scheme_and_host(head.group()) if head else _split_host(text)
+    if scheme not in ("http", "https"):
         check.fail(path, f"{text!r} is not an http:// or https:// URL")
-    try:
-        host, _ = parts.hostname, parts.port
-    except ValueError:
+    if not port_ok:
         check.fail(path, f"{text!r} has a bad host or port")
     if not host:
         check.fail(path, f"{text!r} has no host")
@@ -253,6 +252,25 @@ def _url(check: Checker, path: Path, value: Any, rules: TargetRules | None) -> s
             check.fail(path, f"host {host} is {reason}, refused as a target unless the "
                              f"project's allowed_hosts lists '{host}'")
     return text
+
+
+# `scheme://netloc`: what urlsplit reads the scheme, host and port from. A URL's path,
+# query and fragment change none of them, and the jobs of a file name a few hosts.
+_HEAD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")
+
+
+def _split_host(url: str) -> tuple[str, str | None, bool]:
+    """(scheme, host, whether the port reads) as urlsplit gives them; urlsplit's own
+    ValueError for a broken bracketed host."""
+    parts = urlsplit(url)
+    try:
+        host, _ = parts.hostname, parts.port
+    except ValueError:
+        return parts.scheme.lower(), None, False
+    return parts.scheme.lower(), host, True
+
+
+_scheme_and_host = lru_cache(maxsize=1024)(_split_host)  # by the URL's head only
 
 
 def _method(check: Checker, path: Path, fields: dict) -> str:
