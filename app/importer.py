@@ -134,7 +134,7 @@ def snapshot_of(project: str, path: Path, data: bytes, digest: str, backend: str
     # and where the server keeps its files is the operator's business.
     try:
         text = decode_project_file(data, path.name)  # exactly as `main.py validate` reads it
-        config = parse_project_text(project, text, path.name, backend=backend, own=own)
+        config = parse_project_text(project, text, path.name, backend=backend, own=own, content_hash=digest)
     except ProjectConfigError as error:
         return ProjectSnapshot(project, digest, error="\n".join(str(e) for e in error.errors))
     return ProjectSnapshot(

@@ -19,20 +19,19 @@ defaults included; the canonical JSON of its `to_dict()` hashes to `policy.revis
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from functools import cached_property, lru_cache, partial
-from typing import Any, Collection, TypeVar
+from functools import cached_property, partial
+from typing import Any, Collection
 
 from config import job_extras, limits
 from config.checks import Checker, Invalid, Parser
+from config.job_results import build_definition, build_policy, revision_of
 from config.model import BUILTIN_DEFAULTS, JOB_ID, JobConfig
 from config.targets import TargetRules, parse_target
 from config.yamlsource import Path
-from statemachine.definition import CatchupSpec, FanoutSpec, JobDefinition, RetrySpec
 from statemachine.durations import UTC, format_duration, parse_instant
-from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
+from statemachine.policy import Catchup, Overlap
 from statemachine.schedule import AtSchedule, ScheduleError, load_zone, parse_schedule
 
 __all__ = [
@@ -128,7 +127,6 @@ def _check_timeout(check: Checker, path: Path, timeout: timedelta, backend: str)
                                           f"an invocation may run on the {backend} backend")
 
 
-T = TypeVar("T")
 _MISSING = object()
 
 _SHARED: dict[str, Parser] = {
@@ -273,9 +271,9 @@ def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
     extras = job_extras.parse_extras(check, path, entry, own, context.defaults, timing, resolved["timezone"], _instant)
     if check.errors or timing is None or target is None:
         return None
-    definition = _definition(job_id, timing, resolved, target[0], {n: h[0] for n, h in hooks.items()},
+    definition = build_definition(job_id, timing, resolved, target[0], {n: h[0] for n, h in hooks.items()},
                              extras.definition_fields())
-    policy = _policy(timing, resolved, target[1], revision_of(definition), hooks, extras.policy_fields())
+    policy = build_policy(timing, resolved, target[1], revision_of(definition), hooks, extras.policy_fields())
     return JobConfig(job_id, policy, definition, resolved["disabled"], check.lines.line(path))
 
 
@@ -345,74 +343,3 @@ def _check_references(check: Checker, path: Path, entry: dict, own: dict,
         if name not in context.known_jobs:
             check.report(path + ("triggers", raw.index(name)),
                          f"unknown job '{name}' in this project")
-
-
-# --- results -------------------------------------------------------------------------
-
-def _definition(job_id: str, timing: tuple[str, Any], resolved: dict, target: dict,
-                hooks: dict[str, dict], extras: dict[str, Any]) -> JobDefinition:
-    kind, when = timing
-    catchup, retry, fanout = resolved["catchup"], resolved["retry"], resolved["fanout"]
-    allow = resolved["overlap"] is Overlap.ALLOW
-    return JobDefinition(
-        id=job_id,
-        schedule=when if kind == "schedule" else None,
-        at=tuple(_rfc3339(t) for t in when) if kind == "at" else None,
-        timezone=resolved["timezone"],
-        disabled=resolved["disabled"],
-        overlap=resolved["overlap"],
-        max_concurrent=resolved["max_concurrent"] if allow else 1,
-        catchup=_shared(CatchupSpec, catchup["policy"], format_duration(catchup["window"])),
-        timeout=format_duration(resolved["timeout"]),
-        retry=_shared(RetrySpec, retry["max_attempts"], format_duration(retry["min_backoff"]),
-                      format_duration(retry["max_backoff"])),
-        fanout=_shared(FanoutSpec, fanout["count"], format_duration(fanout["spread"])),
-        throttle=resolved["throttle"],
-        triggers=tuple(resolved["triggers"]),
-        target=target,
-        pause_after_failures=resolved["pause_after_failures"],
-        on_failure=hooks.get("on_failure"),
-        on_recovery=hooks.get("on_recovery"),
-        **extras,
-    )
-
-
-def _policy(timing: tuple[str, Any], resolved: dict, attempt_timeout: timedelta,
-            revision: str, hooks: dict, extras: dict[str, Any]) -> JobPolicy:
-    kind, when = timing
-    allow = resolved["overlap"] is Overlap.ALLOW
-    return JobPolicy(
-        # An `at` job has no schedule text; JobPolicy.schedule reads its times instead.
-        schedule_text=when if kind == "schedule" else "",
-        timezone=resolved["timezone"],
-        at=when if kind == "at" else (),
-        overlap=resolved["overlap"],
-        max_concurrent=resolved["max_concurrent"] if allow else 1,
-        catchup=resolved["catchup"]["policy"],
-        catchup_window=resolved["catchup"]["window"],
-        timeout=resolved["timeout"],
-        attempt_timeout=attempt_timeout,
-        retry=_shared(RetryPolicy, **resolved["retry"]),
-        fanout=_shared(FanoutPolicy, **resolved["fanout"]),
-        triggers=tuple(resolved["triggers"]),
-        throttle=resolved["throttle"] or "",
-        pause_after_failures=resolved["pause_after_failures"] or 0,
-        notify_failures="on_failure" in hooks,
-        notify_recoveries="on_recovery" in hooks,
-        revision=revision,
-        **extras,
-    )
-
-
-@lru_cache(maxsize=256)  # one frozen part for the jobs that spell it alike: fewer objects to build and send
-def _shared(kind: type[T], *fields: Any, **named: Any) -> T:
-    return kind(*fields, **named)
-
-
-def _rfc3339(instant: datetime) -> str:
-    return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def revision_of(definition: JobDefinition) -> str:
-    """The first 16 hex digits of the sha256 of the definition's canonical JSON."""
-    return hashlib.sha256(definition.canonical_json.encode("utf-8")).hexdigest()[:16]

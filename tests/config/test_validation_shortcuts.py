@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import config.targets as targets
+import config.addresses as targets
 from tests.config.helpers import errors, project
 
 
