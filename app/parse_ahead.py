@@ -20,6 +20,7 @@ import gc
 import logging
 import multiprocessing
 import os
+import pickle
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, Callable, Sequence
 
@@ -78,7 +79,7 @@ class ParseAhead:
         self._fill()  # the worker goes on with the next file while this one is applied
         if future is not None:
             try:
-                return future.result()
+                return pickle.loads(future.result())  # noqa: S301 - our own worker's bytes
             except Exception as error:  # noqa: BLE001 - a dead worker or a failed send: parse here
                 log_event(log, "config parse worker failed", level=logging.WARNING,
                           error=f"{type(error).__name__}: {error}")
@@ -94,8 +95,15 @@ class ParseAhead:
     def _fill(self) -> None:
         while self.pool is not None and self.next < len(self.work) and len(self.futures) < AHEAD:
             try:
-                self.futures[self.next] = self.pool.submit(self.parse, *self.work[self.next])
+                self.futures[self.next] = self.pool.submit(_pickled, self.parse, *self.work[self.next])
             except RuntimeError:  # the pool broke meanwhile: the rest are parsed here
                 self.close()
                 return
             self.next += 1
+
+
+def _pickled(parse: Callable[..., Any], *args: Any) -> bytes:
+    """What the worker runs: `parse(*args)` sent back as bytes, so that this process
+    decodes it when it takes the result, on the thread that applies it, not on the
+    pool's thread while it applies the file before (the two would share one core)."""
+    return pickle.dumps(parse(*args), protocol=pickle.HIGHEST_PROTOCOL)
