@@ -224,8 +224,25 @@ def _spelled(d: JobDefinition) -> str:
              f'"min_backoff":{_string(retry.min_backoff)}}},')
     text += _optional("schedule", d.schedule) + _optional("start", d.start)  # schedule: when there is no `at`
     throttle = "null" if d.throttle is None else _string(d.throttle)
-    return text + (f'"target":{_CANONICAL.encode(d.target)},"throttle":{throttle},"timeout":{_string(d.timeout)},'
+    return text + (f'"target":{_target(d.target)},"throttle":{throttle},"timeout":{_string(d.timeout)},'
                    f'"timezone":{_string(d.timezone)},"triggers":{_strings(d.triggers)}}}')
+
+
+_HTTP_KEYS = frozenset({"async", "body", "headers", "method", "timeout", "url"})
+
+
+def _target(target: TargetSpec) -> str:
+    """An http target (what most jobs have) spelled in sorted order; any other through
+    the encoder."""
+    spec = target.get("http")
+    if len(target) != 1 or type(spec) is not dict or spec.keys() - {"auth"} != _HTTP_KEYS \
+            or type(spec["async"]) is not bool or type(spec["headers"]) is not dict:
+        return _CANONICAL.encode(target)
+    auth = f'"auth":{_CANONICAL.encode(spec["auth"])},' if "auth" in spec else ""
+    headers = _CANONICAL.encode(spec["headers"]) if spec["headers"] else "{}"
+    return (f'{{"http":{{"async":{"true" if spec["async"] else "false"},{auth}"body":{_string(spec["body"])},'
+            f'"headers":{headers},"method":{_string(spec["method"])},"timeout":{_string(spec["timeout"])},'
+            f'"url":{_string(spec["url"])}}}}}')
 
 
 def _ints(*values: Any) -> bool:

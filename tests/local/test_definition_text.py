@@ -74,7 +74,9 @@ def test_any_stored_instant_is_spelled_as_strftime_spells_it(instant):
 
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 EVERY_FIELD = JobDefinition(
-    id="j\u00e9\"x", target={"http": {"url": "http://h/x", "headers": {"Z": "1", "A": "\u2028"}, "body": "${jobId}"}},
+    id="j\u00e9\"x", target={"http": {"url": "http://h/x", "method": "PUT", "headers": {"Z": "1", "A": "\u2028"},
+                                      "body": "${jobId}", "timeout": "30s", "async": True,
+                                      "auth": {"oidc": {"service_account": "s@p.iam", "audience": "a"}}}},
     schedule="0 9 * * *", timezone="Europe/Berlin", disabled=True, overlap=Overlap.ALLOW, max_concurrent=4,
     catchup=CatchupSpec(Catchup.ALL, "2h"), timeout="1h30m", retry=RetrySpec(5, "2s", "7m"),
     fanout=FanoutSpec(100, "1m"), throttle="t\\", triggers=("b", "a"), pause_after_failures=3,
@@ -88,7 +90,11 @@ def test_the_canonical_text_is_the_sorted_encoding_with_every_field_set_or_left_
                if f.name != "at")
     one_off = replace(EVERY_FIELD, schedule=None, at=("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"))
     bare = JobDefinition(id="j", schedule="every 5m", target={"noop": {}})
-    for definition in (EVERY_FIELD, one_off, bare, replace(bare, throttle="t", pause_after_failures=0)):
+    http = {"url": "u", "method": "POST", "headers": {}, "body": "", "timeout": "1m", "async": False}
+    targets = [{"http": http}, {"http": {**http, "extra": 1}}, {"http": {**http, "async": 1}},
+               {"http": {**http, "body": 5}}, {"http": {**http, "headers": None}}, {"pubsub": {"topic": "t"}}]
+    for definition in (EVERY_FIELD, one_off, bare, replace(bare, throttle="t", pause_after_failures=0),
+                       *(replace(bare, target=target) for target in targets)):
         assert definition.canonical_json == _ENCODER.encode(definition.to_dict())
 
 
@@ -103,6 +109,7 @@ def test_a_field_not_of_its_type_is_encoded_as_the_encoder_does():
 @given(st.text(max_size=10), st.text(max_size=10), st.none() | st.text(max_size=10),
        st.lists(st.text(max_size=5), max_size=3), st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=3))
 def test_any_text_in_a_definition_is_spelled_as_the_encoder_spells_it(job_id, body, description, triggers, headers):
-    definition = JobDefinition(id=job_id, schedule=body, target={"http": {"body": body, "headers": headers}},
+    target = {"http": {"url": job_id, "method": body, "headers": headers, "body": body, "timeout": "1m", "async": True}}
+    definition = JobDefinition(id=job_id, schedule=body, target=target,
                                description=description, triggers=tuple(triggers), throttle=description)
     assert definition.canonical_json == _ENCODER.encode(definition.to_dict())
