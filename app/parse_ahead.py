@@ -2,8 +2,8 @@
 
 A first import of many jobs (100,000 in ten files) spends about half its time parsing
 and validating and half applying them to the store; on two cores the halves overlap.
-Only for large imports (a fresh interpreter costs about half a second to start) and
-only while a core is spare.
+Only for large imports (a fresh interpreter costs about a fifth of a second to start)
+and only while at least half a core is spare.
 
 The worker is started with `spawn`, never forked: `serve` runs threads by then, and a
 fork copies whatever lock another thread holds at that instant. It runs the very
@@ -30,12 +30,17 @@ log = logging.getLogger("sundial.config")
 
 MIN_BYTES = 2 * 2**20  # about 15,000 jobs: below that, starting a process costs more than it saves
 AHEAD = 2
+# Half a core: a one-minute load average still counts work that ended seconds ago (a run
+# of 15 s leaves about 0.2), and a core shared with one other process still gives the
+# worker half of it.
+MIN_SPARE = 0.5
 
 
 def spare_cores() -> float:
     """Cores usable by this process that nothing else keeps busy (by the 1-minute load
-    average). On a busy machine a second process waits for a core like this one and
-    only adds the cost of sending snapshots back: bench/scale.py measured it slower there."""
+    average). On a saturated machine a second process waits for a core like this one and
+    only adds the cost of sending snapshots back (bench/scale.py: no faster at a load of
+    2.5 on two cores); at a load of 1 it cut the import by a fifth to a quarter."""
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -58,7 +63,8 @@ class ParseAhead:
         self.pool: ProcessPoolExecutor | None = None
         self.futures: dict[int, Future] = {}
         self.next = 1  # the first file is parsed here, while the worker starts
-        if allowed and len(work) >= 2 and sum(len(args[2]) for args in work) >= MIN_BYTES and spare_cores() >= 1:
+        if allowed and len(work) >= 2 and sum(len(args[2]) for args in work) >= MIN_BYTES \
+                and spare_cores() >= MIN_SPARE:
             try:
                 # The worker only parses, so its collector never runs (app/gc_pause.py says why).
                 self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),

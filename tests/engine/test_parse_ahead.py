@@ -92,5 +92,5 @@ def test_a_small_import_or_a_busy_machine_starts_no_worker(tmp_path, monkeypatch
     monkeypatch.setattr(app.parse_ahead, "spare_cores", lambda: 2.0)
     assert import_into(tmp_path, "small")["jobs"]
     monkeypatch.setattr(app.parse_ahead, "MIN_BYTES", 0)
-    monkeypatch.setattr(app.parse_ahead, "spare_cores", lambda: 0.9)
+    monkeypatch.setattr(app.parse_ahead, "spare_cores", lambda: 0.4)
     assert import_into(tmp_path, "busy")["jobs"]
