@@ -21,6 +21,7 @@ import logging
 import multiprocessing
 import os
 import pickle
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, Callable, Sequence
 
@@ -30,25 +31,45 @@ log = logging.getLogger("sundial.config")
 
 MIN_BYTES = 2 * 2**20  # about 15,000 jobs: below that, starting a process costs more than it saves
 AHEAD = 2
-# Half a core: a one-minute load average still counts work that ended seconds ago (a run
-# of 15 s leaves about 0.2), and a core shared with one other process still gives the
-# worker half of it.
+# Half a core: a core shared with one other busy process still gives the worker half of it.
 MIN_SPARE = 0.5
+LOADAVG = "/proc/loadavg"  # its fourth field: tasks runnable now / all tasks
 
 
 def spare_cores() -> float:
-    """Cores usable by this process that nothing else keeps busy (by the 1-minute load
-    average). On a saturated machine a second process waits for a core like this one and
-    only adds the cost of sending snapshots back (bench/scale.py: no faster at a load of
-    2.5 on two cores); at a load of 1 it cut the import by a fifth to a quarter."""
+    """Cores usable by this process that nothing else keeps busy: by the 1-minute load
+    average, or by the tasks runnable right now if fewer (the average still counts work
+    that ended a minute ago: a 15 s bench run just before leaves about 0.2 of it, several
+    in a row about 1). On a saturated machine a second process waits for a core like this
+    one and only adds the cost of sending snapshots back (bench/scale.py: no faster at a
+    load of 2.5 on two cores); at a load of 1 it cut the import by a fifth to a quarter."""
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         usable = os.cpu_count() or 1
     try:
-        return usable - os.getloadavg()[0]
+        busy = os.getloadavg()[0]
     except OSError:
         return 0.0
+    now = _running_besides_this()
+    return usable - (busy if now is None else min(busy, now))
+
+
+def _running_besides_this(samples: int = 5, gap: float = 0.002) -> float | None:
+    """Tasks runnable now other than the one reading, averaged over a few samples 2 ms
+    apart (one sample catches a busy process between two time slices); None where the
+    kernel does not say."""
+    seen = 0
+    for sample in range(samples):
+        try:
+            with open(LOADAVG) as file:
+                running = int(file.read().split()[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        seen += max(running - 1, 0)
+        if sample + 1 < samples:
+            time.sleep(gap)
+    return seen / samples
 
 
 class ParseAhead:
