@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from app.file_signatures import FileSignatures
+from app.gc_pause import collector_paused
 from app.parse_ahead import ParseAhead
 from config.loader import ProjectConfigError, decode_project_file, parse_project_text
 from config.model import PROJECT_ID, ConfigError
@@ -62,9 +64,11 @@ def import_directory(configs: ConfigImport, directory: str | Path, backend: str 
             reads.append(read)
     changed = [read for read in reads if read.digest != read.stored]
     # Only the embedded server parses ahead: an App Engine instance may have one core
-    # and too little memory for a second interpreter.
-    with ParseAhead(snapshot_of, [(read.project, read.path, read.data, read.digest, backend, own)
-                                  for read in changed], allowed=backend == "local") as ahead:
+    # and too little memory for a second interpreter. The collector waits while files
+    # are parsed and applied (app/gc_pause.py); an unchanged directory pauses nothing.
+    with collector_paused() if changed else nullcontext(), \
+            ParseAhead(snapshot_of, [(read.project, read.path, read.data, read.digest, backend, own)
+                                     for read in changed], allowed=backend == "local") as ahead:
         parsed = 0
         for read in reads:
             seen.forget(read.project)  # until the store has this digest
@@ -130,7 +134,7 @@ def snapshot_of(project: str, path: Path, data: bytes, digest: str, backend: str
     # and where the server keeps its files is the operator's business.
     try:
         text = decode_project_file(data, path.name)  # exactly as `main.py validate` reads it
-        config = parse_project_text(project, text, path.name, backend=backend, own=own)
+        config = parse_project_text(project, text, path.name, backend=backend, own=own, content_hash=digest)
     except ProjectConfigError as error:
         return ProjectSnapshot(project, digest, error="\n".join(str(e) for e in error.errors))
     return ProjectSnapshot(

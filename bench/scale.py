@@ -2,7 +2,7 @@
 import path `serve` runs every 10 s (app/importer.py `import_directory` ->
 engine/config_import.py), on a real SQLite store in a fresh directory.
 
-    .venv/bin/python bench/scale.py [--jobs 100000] [--per-project 10000] [--cprofile] [--no-worker]
+    .venv/bin/python bench/scale.py [--jobs 100000] [--per-project 10000] [--cprofile] [--no-worker | --worker]
 
 The jobs are split into project files of `--per-project` jobs (10,000 at most: the
 limit on jobs per project, config/limits.py). Each job has its own schedule and an
@@ -201,10 +201,14 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it")
     parser.add_argument("--mix", choices=("varied", "cron"), default="varied", help="the jobs' kinds (see above)")
     parser.add_argument("--no-worker", action="store_true", help="parse every file in this process")
+    parser.add_argument("--worker", action="store_true",
+                        help="start the parse worker whatever the load average (app/parse_ahead.py)")
     args = parser.parse_args(argv)
+    import app.parse_ahead
     if args.no_worker:
-        import app.parse_ahead
         app.parse_ahead.MIN_BYTES = sys.maxsize
+    elif args.worker:
+        app.parse_ahead.spare_cores = lambda: float(os.cpu_count() or 1)
     global MIX, PARTS
     MIX, PARTS = args.mix, PartTimes()
     header("bench/scale.py")

@@ -80,8 +80,12 @@ class Checker:
 
     def known_fields(self, path: Path, value: dict, known: Iterable[str]) -> None:
         """Report (without raising) each field of `value` that is not in `known`."""
+        unknown = [key for key in value if key not in known] if isinstance(known, (tuple, dict, frozenset)) \
+            else list(value)  # most maps have no unknown field: `known` is listed only for one that does
+        if not unknown:
+            return
         known = list(known)
-        for key in value:
+        for key in unknown:
             if key in known:
                 continue
             where = self.name(path + (key,))

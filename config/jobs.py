@@ -19,20 +19,19 @@ defaults included; the canonical JSON of its `to_dict()` hashes to `policy.revis
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from functools import lru_cache, partial
-from typing import Any, Collection, TypeVar
+from functools import cached_property, partial
+from typing import Any, Collection
 
 from config import job_extras, limits
 from config.checks import Checker, Invalid, Parser
+from config.job_results import build_definition, build_policy, revision_of
 from config.model import BUILTIN_DEFAULTS, JOB_ID, JobConfig
 from config.targets import TargetRules, parse_target
 from config.yamlsource import Path
-from statemachine.definition import CatchupSpec, FanoutSpec, JobDefinition, RetrySpec
 from statemachine.durations import UTC, format_duration, parse_instant
-from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
+from statemachine.policy import Catchup, Overlap
 from statemachine.schedule import AtSchedule, ScheduleError, load_zone, parse_schedule
 
 __all__ = [
@@ -56,6 +55,12 @@ class JobContext:
     rules: TargetRules
     throttles: Collection[str] | None = None  # None: references are not checked
     known_jobs: Collection[str] | None = None  # None: triggers are not checked
+
+    @cached_property
+    def resolved(self) -> dict:
+        """What a job that sets none of the defaultable fields has (`_resolve`): built
+        once for the project's jobs, shared by them and never changed."""
+        return _resolve_defaults(self.defaults)
 
 
 # --- one field at a time -------------------------------------------------------------
@@ -122,7 +127,6 @@ def _check_timeout(check: Checker, path: Path, timeout: timedelta, backend: str)
                                           f"an invocation may run on the {backend} backend")
 
 
-T = TypeVar("T")
 _MISSING = object()
 
 _SHARED: dict[str, Parser] = {
@@ -169,12 +173,24 @@ def _shared_fields(check: Checker, path: Path, entry: dict) -> dict:
 
 
 def _resolve(own: dict, defaults: dict) -> dict:
-    resolved = {}
-    for key, builtin in BUILTIN_DEFAULTS.items():
-        if key in _NESTED:
-            resolved[key] = {**builtin, **defaults.get(key, {}), **own.get(key, {})}
-        else:
-            resolved[key] = own.get(key, defaults.get(key, builtin))
+    """Each field of BUILTIN_DEFAULTS as the entry (`own`) or else the defaults block sets
+    it, or else builtin; the nested maps merged field by field."""
+    return _over(_resolve_defaults(defaults), own)
+
+
+def _resolve_defaults(defaults: dict) -> dict:
+    return {key: {**builtin, **defaults.get(key, {})} if key in _NESTED else defaults.get(key, builtin)
+            for key, builtin in BUILTIN_DEFAULTS.items()}
+
+
+def _over(base: dict, own: dict) -> dict:
+    """`base` (resolved defaults) with what the entry sets; `base` itself, shared and
+    never changed, when it sets nothing of it (most entries)."""
+    if not own.keys() & BUILTIN_DEFAULTS.keys():
+        return base
+    resolved = dict(base)
+    for key in own.keys() & BUILTIN_DEFAULTS.keys():
+        resolved[key] = {**base[key], **own[key]} if key in _NESTED else own[key]
     return resolved
 
 
@@ -239,7 +255,7 @@ def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
     """The job, or None with its errors recorded in `check`."""
     check.known_fields(path, entry, JOB_FIELDS)
     own = _shared_fields(check, path, entry)
-    resolved = _resolve(own, context.defaults)
+    resolved = _over(context.resolved, own)
     timing = check.attempt(lambda: _timing(check, path, entry, resolved["timezone"]))
     target = check.attempt(lambda: parse_target(check, path + ("target",),
                                                 entry.get("target"), context.rules))
@@ -255,9 +271,9 @@ def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
     extras = job_extras.parse_extras(check, path, entry, own, context.defaults, timing, resolved["timezone"], _instant)
     if check.errors or timing is None or target is None:
         return None
-    definition = _definition(job_id, timing, resolved, target[0], {n: h[0] for n, h in hooks.items()},
+    definition = build_definition(job_id, timing, resolved, target[0], {n: h[0] for n, h in hooks.items()},
                              extras.definition_fields())
-    policy = _policy(timing, resolved, target[1], revision_of(definition), hooks, extras.policy_fields())
+    policy = build_policy(timing, resolved, target[1], revision_of(definition), hooks, extras.policy_fields())
     return JobConfig(job_id, policy, definition, resolved["disabled"], check.lines.line(path))
 
 
@@ -327,74 +343,3 @@ def _check_references(check: Checker, path: Path, entry: dict, own: dict,
         if name not in context.known_jobs:
             check.report(path + ("triggers", raw.index(name)),
                          f"unknown job '{name}' in this project")
-
-
-# --- results -------------------------------------------------------------------------
-
-def _definition(job_id: str, timing: tuple[str, Any], resolved: dict, target: dict,
-                hooks: dict[str, dict], extras: dict[str, Any]) -> JobDefinition:
-    kind, when = timing
-    catchup, retry, fanout = resolved["catchup"], resolved["retry"], resolved["fanout"]
-    allow = resolved["overlap"] is Overlap.ALLOW
-    return JobDefinition(
-        id=job_id,
-        schedule=when if kind == "schedule" else None,
-        at=tuple(_rfc3339(t) for t in when) if kind == "at" else None,
-        timezone=resolved["timezone"],
-        disabled=resolved["disabled"],
-        overlap=resolved["overlap"],
-        max_concurrent=resolved["max_concurrent"] if allow else 1,
-        catchup=_shared(CatchupSpec, catchup["policy"], format_duration(catchup["window"])),
-        timeout=format_duration(resolved["timeout"]),
-        retry=_shared(RetrySpec, retry["max_attempts"], format_duration(retry["min_backoff"]),
-                      format_duration(retry["max_backoff"])),
-        fanout=_shared(FanoutSpec, fanout["count"], format_duration(fanout["spread"])),
-        throttle=resolved["throttle"],
-        triggers=tuple(resolved["triggers"]),
-        target=target,
-        pause_after_failures=resolved["pause_after_failures"],
-        on_failure=hooks.get("on_failure"),
-        on_recovery=hooks.get("on_recovery"),
-        **extras,
-    )
-
-
-def _policy(timing: tuple[str, Any], resolved: dict, attempt_timeout: timedelta,
-            revision: str, hooks: dict, extras: dict[str, Any]) -> JobPolicy:
-    kind, when = timing
-    allow = resolved["overlap"] is Overlap.ALLOW
-    return JobPolicy(
-        # An `at` job has no schedule text; JobPolicy.schedule reads its times instead.
-        schedule_text=when if kind == "schedule" else "",
-        timezone=resolved["timezone"],
-        at=when if kind == "at" else (),
-        overlap=resolved["overlap"],
-        max_concurrent=resolved["max_concurrent"] if allow else 1,
-        catchup=resolved["catchup"]["policy"],
-        catchup_window=resolved["catchup"]["window"],
-        timeout=resolved["timeout"],
-        attempt_timeout=attempt_timeout,
-        retry=_shared(RetryPolicy, **resolved["retry"]),
-        fanout=_shared(FanoutPolicy, **resolved["fanout"]),
-        triggers=tuple(resolved["triggers"]),
-        throttle=resolved["throttle"] or "",
-        pause_after_failures=resolved["pause_after_failures"] or 0,
-        notify_failures="on_failure" in hooks,
-        notify_recoveries="on_recovery" in hooks,
-        revision=revision,
-        **extras,
-    )
-
-
-@lru_cache(maxsize=256)  # one frozen part for the jobs that spell it alike: fewer objects to build and send
-def _shared(kind: type[T], *fields: Any, **named: Any) -> T:
-    return kind(*fields, **named)
-
-
-def _rfc3339(instant: datetime) -> str:
-    return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def revision_of(definition: JobDefinition) -> str:
-    """The first 16 hex digits of the sha256 of the definition's canonical JSON."""
-    return hashlib.sha256(definition.canonical_json.encode("utf-8")).hexdigest()[:16]

@@ -46,16 +46,17 @@ def _require_backend(backend: str) -> None:
 
 def parse_project_text(project_id: str | None, text: str, filename: str,
                        backend: str = "local", *, path: str = "",
-                       own: OwnService | None = None) -> ProjectConfig:
+                       own: OwnService | None = None, content_hash: str | None = None) -> ProjectConfig:
     """The project `text` describes; ProjectConfigError if it fails as a whole.
 
     `project_id` None skips the project id check (POST /validate has no file name).
-    content_hash is the sha256 of the text's UTF-8 bytes. `own` is the running server's
-    service and chain queue (no cloud_tasks target may name them); None takes them from
-    the environment.
+    content_hash is the sha256 of the text's UTF-8 bytes, unless the caller hashed the
+    file's bytes already and gives that. `own` is the running server's service and chain
+    queue (no cloud_tasks target may name them); None takes them from the environment.
     """
-    return _parse(project_id, text, filename, backend, path,
-                  hashlib.sha256(text.encode("utf-8")).hexdigest(), own)
+    if content_hash is None:
+        content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return _parse(project_id, text, filename, backend, path, content_hash, own)
 
 
 def _parse(project_id: str | None, text: str, filename: str, backend: str, path: str,

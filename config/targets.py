@@ -22,22 +22,19 @@ body and data templates, each header value, all headers together, Pub/Sub attrib
 
 from __future__ import annotations
 
-import ipaddress
 import re
-import socket
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import lru_cache
 from typing import Any
-from urllib.parse import urlsplit
 
 from config import limits
+from config.addresses import BACKENDS, canonical_host, refusal, scheme_and_host
 from config.auth import parse_auth
 from config.checks import Checker
 from config.settings import own_service
 from config.yamlsource import Path
 from statemachine.durations import format_duration, parse_duration
-from statemachine.safety import OwnService, address_refusal, is_framing_header
+from statemachine.safety import OwnService, is_framing_header
 from statemachine.template import TemplateError, hook_only_variables, validate_template
 from statemachine.vocabulary import TargetKind
 
@@ -46,11 +43,9 @@ __all__ = [
     "canonical_host", "parse_target", "refusal",
 ]
 
-BACKENDS = ("local", "cloud")
 TARGET_KINDS = tuple(TargetKind)
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 DEFAULT_ATTEMPT_TIMEOUT = timedelta(seconds=60)
-METADATA_HOSTS = frozenset({"metadata.google.internal"})
 
 _HTTP_FIELDS = ("url", "method", "headers", "body", "timeout", "async", "auth")
 _PUBSUB_FIELDS = ("topic", "data", "attributes")
@@ -58,7 +53,6 @@ _TASKS_FIELDS = ("queue", "url", "method", "headers", "body", "auth")
 _TOPIC = re.compile(r"projects/[^/\s]+/topics/[^/\s]+")
 _QUEUE = re.compile(r"projects/[^/\s]+/locations/[^/\s]+/queues/[^/\s]+")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 token
-_NUMERIC_HOST = re.compile(r"[0-9a-fx.]+")  # what inet_aton may read as an IPv4 address
 _SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f]")  # \s is str.isspace's set: one scan, not a loop per character
 SECRET_NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")  # Secret Manager's rule for secret ids
 
@@ -237,12 +231,10 @@ def _url(check: Checker, path: Path, value: Any, rules: TargetRules | None) -> s
     text = _template(check, path, value, limits.MAX_URL_BYTES)
     if _SPACE_OR_CONTROL.search(text):
         check.fail(path, f"{text!r} contains spaces or control characters")
-    parts = urlsplit(text)
-    if parts.scheme.lower() not in ("http", "https"):
+    scheme, host, port_ok = scheme_and_host(text)
+    if scheme not in ("http", "https"):
         check.fail(path, f"{text!r} is not an http:// or https:// URL")
-    try:
-        host, _ = parts.hostname, parts.port
-    except ValueError:
+    if not port_ok:
         check.fail(path, f"{text!r} has a bad host or port")
     if not host:
         check.fail(path, f"{text!r} has no host")
@@ -347,51 +339,3 @@ def _resource(check: Checker, path: Path, value: Any, form: re.Pattern, shown: s
     if not form.fullmatch(text):
         check.fail(path, f"{text!r} is not of the form {shown}")
     return text
-
-
-# --- the literal-address rule ---------------------------------------------------------
-
-def canonical_host(host: str) -> str:
-    """Lower case, no brackets or trailing dot, addresses in their standard spelling."""
-    host = host.strip().lower()
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    host = host.rstrip(".")
-    try:  # what a resolver reads: fullwidth letters, ideographic full stops (IDNA 2003)
-        host = host.encode("idna").decode("ascii").rstrip(".")
-    except UnicodeError:
-        pass
-    address = _literal_address(host)
-    return str(address) if address is not None else host
-
-
-def _literal_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        pass
-    # Resolvers read `169.254.169.254` also as `2852039166`, `0xa9fea9fe` or `169.254.43518`.
-    if _NUMERIC_HOST.fullmatch(host) and any(char.isdigit() for char in host):
-        try:
-            return ipaddress.IPv4Address(socket.inet_aton(host))
-        except OSError:
-            return None
-    return None
-
-
-@lru_cache(maxsize=1024)  # every job of a file usually names one of a few hosts
-def refusal(host: str, allowed_hosts: tuple[str, ...], backend: str) -> str | None:
-    """Why `host` may not be named as a target ("a link-local address"), or None."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    host = canonical_host(host)
-    if host in {canonical_host(allowed) for allowed in allowed_hosts}:
-        return None
-    if host in METADATA_HOSTS:
-        return "the metadata server"
-    address = _literal_address(host)
-    if address is not None:
-        return address_refusal(address, backend)
-    if backend == "cloud" and (host == "localhost" or host.endswith(".localhost")):
-        return "a loopback name on the cloud backend"
-    return None

@@ -195,7 +195,10 @@ class JobRecord:
 
 def new_record(project: str, job_id: str) -> JobRecord:
     """A job that exists but was never enabled: it waits for JobEnabled."""
-    return JobRecord(project=project, job_id=job_id)
+    return evolve(_NEW, project=project, job_id=job_id)  # a copy: every other field at its default
+
+
+_NEW = JobRecord(project="", job_id="")
 
 
 # --- serialization -------------------------------------------------------------

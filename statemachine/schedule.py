@@ -213,7 +213,10 @@ def next_fire(schedule: Schedule, after: datetime) -> datetime | None:
         return None if moment is None or (schedule.end is not None and moment > schedule.end) else moment
     try:
         if isinstance(schedule, CronSchedule):
-            return next_cron(schedule._spec, schedule._zone, after)
+            # Cron fires on whole seconds (and zones are whole seconds off UTC), so no fire
+            # time lies between `after` and the start of its second: the answer is that
+            # second's, shared by every job of the schedule asking within it.
+            return _next_cron(schedule, after.replace(microsecond=0) if after.microsecond else after)
         if isinstance(schedule, EverySchedule):
             start = EPOCH + schedule.offset
             return start + ((after - start) // schedule.period + 1) * schedule.period
@@ -225,6 +228,11 @@ def next_fire(schedule: Schedule, after: datetime) -> datetime | None:
     if isinstance(schedule, (IntervalSchedule, TriggeredSchedule)):
         return None
     raise TypeError(f"not a schedule: {schedule!r}")
+
+
+@lru_cache(maxsize=4096)  # an import arms thousands of jobs on a few schedules each second, as do their ticks
+def _next_cron(schedule: CronSchedule, after: datetime) -> datetime | None:
+    return next_cron(schedule._spec, schedule._zone, after)
 
 
 def fire_times(schedule: Schedule, after: datetime, until: datetime,

@@ -21,10 +21,13 @@ def stored_time(value: datetime | None) -> str | None:
 def _utc_text(value: datetime) -> str:
     # Microseconds, not the millis of the API: a stored instant must compare
     # exactly as it did before it was stored.
-    value = value.astimezone(UTC)
+    if value.tzinfo is not UTC:  # astimezone(UTC) of a UTC instant is that instant
+        value = value.astimezone(UTC)
     if value.year < 1000:  # strftime does not pad the year to four digits
         return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"  # strftime's text, faster
+    # strftime's text, in half the time of isoformat (a first import spells three per job)
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ" % (value.year, value.month, value.day, value.hour, value.minute,
+                                                   value.second, value.microsecond)
 
 
 def parse_stored_time(value: str | None) -> datetime | None:

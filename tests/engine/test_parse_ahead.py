@@ -39,9 +39,9 @@ class Pools:
 
     started: list[str] = []
 
-    def __new__(cls, workers, mp_context):
+    def __new__(cls, workers, mp_context, **options):
         cls.started.append(mp_context.get_start_method())
-        return app.parse_ahead.__dict__["_real_pool"](workers, mp_context=mp_context)
+        return app.parse_ahead.__dict__["_real_pool"](workers, mp_context=mp_context, **options)
 
 
 @pytest.fixture
@@ -92,5 +92,21 @@ def test_a_small_import_or_a_busy_machine_starts_no_worker(tmp_path, monkeypatch
     monkeypatch.setattr(app.parse_ahead, "spare_cores", lambda: 2.0)
     assert import_into(tmp_path, "small")["jobs"]
     monkeypatch.setattr(app.parse_ahead, "MIN_BYTES", 0)
-    monkeypatch.setattr(app.parse_ahead, "spare_cores", lambda: 0.9)
+    monkeypatch.setattr(app.parse_ahead, "spare_cores", lambda: 0.4)
     assert import_into(tmp_path, "busy")["jobs"]
+
+
+@pytest.mark.parametrize("average, running, spare", [
+    (1.4, "1/120", 2.0),    # a run that ended a minute ago: nothing runs besides this process now
+    (2.5, "3/120", 0.0),    # two others busy now and over the minute
+    (0.2, "3/120", 1.8),    # busy this instant only: the minute's average is the lower
+    (1.4, None, 0.6),       # no count of the tasks running now: the average alone
+])
+def test_spare_cores_count_the_lower_of_the_minute_and_now(tmp_path, monkeypatch, average, running, spare):
+    loadavg = tmp_path / "loadavg"
+    if running is not None:
+        loadavg.write_text(f"{average} 1.00 1.00 {running} 4242\n")
+    monkeypatch.setattr(app.parse_ahead, "LOADAVG", str(loadavg))
+    monkeypatch.setattr(app.parse_ahead.os, "getloadavg", lambda: (average, 1.0, 1.0))
+    monkeypatch.setattr(app.parse_ahead.os, "sched_getaffinity", lambda _pid: {0, 1})
+    assert app.parse_ahead.spare_cores() == pytest.approx(spare)

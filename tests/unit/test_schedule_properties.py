@@ -15,6 +15,7 @@ from statemachine.schedule import (
     next_fire,
     parse_schedule,
 )
+from statemachine.zones import next_cron
 
 UTC = timezone.utc
 MINUTE = timedelta(minutes=1)
@@ -227,3 +228,19 @@ def test_every_fires_on_the_epoch_grid_within_one_period(period_ms, data, after)
     epoch = datetime(1970, 1, 1, tzinfo=UTC)
     assert after < found <= after + period
     assert (found - epoch - offset) % period == timedelta(0)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(ZONES).flatmap(lambda zone: st.tuples(st.just(zone), instants(zone))),
+       st.sampled_from(["0 30 2 * * ?", "*/7 * * * * ?", "59 59 1 * * ?", "0 0 * * * ?", "15 * 2-3 * * ?",
+                        "0 0 3 ? * SUN", "30 */10 * * * ?"]),
+       st.integers(0, 999_999), st.integers(0, 999_999))
+def test_next_fire_within_one_second_is_that_seconds_whatever_the_microseconds(zoned, text, first, second):
+    # next_fire keeps one answer per (schedule, second): it must be what next_cron says
+    # for each instant of that second, asked in either order.
+    zone, moment = zoned
+    schedule = parse_schedule(text, zone)
+    for micro in (first, second, 0):
+        after = moment.replace(microsecond=micro)
+        assert next_fire(schedule, after) == next_cron(schedule._spec, schedule._zone, after)
+        assert next_fire(schedule, after) > after

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from typing import Generic, TypeVar
 
+from engine.adapters.local.record_text import policy_text, record_text
 from statemachine.definition import JobDefinition
 from statemachine.policy import JobPolicy
 from statemachine.record import JobRecord, record_from_dict, record_to_dict
-from statemachine.stored_form import policy_to_dict
 
 # json.dumps builds an encoder per call when given options; the same text from one encoder.
 compact = json.JSONEncoder(separators=(",", ":")).encode
@@ -111,13 +111,15 @@ class RecordCache:
         separators, its policy's part encoded once per policy object."""
         policy = record.policy
         if policy is None:
-            return compact(record_to_dict(record))
+            return record_text(record, "null") or compact(record_to_dict(record))
         known = self._policy_texts.get(id(policy))
         if known is None or known[0] is not policy:
             if len(self._policy_texts) >= self.LIMIT:
                 self._policy_texts.clear()
-            policy_text = compact(policy_to_dict(policy))
-            known = self._policy_texts[id(policy)] = (policy, policy_text)
+            known = self._policy_texts[id(policy)] = (policy, policy_text(policy))
+        text = record_text(record, known[1])  # spelled directly (record_text.py)
+        if text is not None:
+            return text
         text = compact(record_to_dict(record, with_policy=False))
         # The first `"policy":null` is the key's: only "version", "project", "job_id" and
         # "state" come before it, and a quote inside an encoded string is escaped.
