@@ -231,7 +231,10 @@ def _url(check: Checker, path: Path, value: Any, rules: TargetRules | None) -> s
     text = _template(check, path, value, limits.MAX_URL_BYTES)
     if _SPACE_OR_CONTROL.search(text):
         check.fail(path, f"{text!r} contains spaces or control characters")
-    scheme, host, port_ok = scheme_and_host(text)
+    try:
+        scheme, host, port_ok = scheme_and_host(text)
+    except ValueError as error:  # urlsplit's own refusal of a broken bracketed host
+        check.fail(path, f"{text!r} has a bad host: {error}")
     if scheme not in ("http", "https"):
         check.fail(path, f"{text!r} is not an http:// or https:// URL")
     if not port_ok:

@@ -35,6 +35,11 @@ CASES = [
     ("noop with fields", job("noop: {fail: true}"),
      ["p.yaml:6: job 'a': target.noop: takes no fields; write noop: {}"]),
     # --- http ----------------------------------------------------------------------------
+    # A broken bracketed host is this job's error, not the whole file's (urlsplit raises for it).
+    ("unclosed bracket", job("http: {url: 'http://[::1/x'}"),
+     ["p.yaml:6: job 'a': target.http.url: 'http://[::1/x' has a bad host: Invalid IPv6 URL"]),
+    ("bracketed non-address", job("http: {url: 'http://[zz]/x'}"),
+     ["p.yaml:6: job 'a': target.http.url: 'http://[zz]/x' has a bad host: 'zz' does not appear to be an IPv4 or IPv6 address"]),
     ("http without url", job("http: {method: GET}"),
      ["p.yaml:6: job 'a': target.http.url: is required, e.g. https://example.com/run"]),
     ("http is a string", job("http: https://x.example.com"),
