@@ -17,7 +17,7 @@ Each has a default that suits one machine:
 | SUNDIAL_MAINTENANCE_BUDGET | 40s | how long one run of the watchdog or the clean-up may work (cron or serve's loops); what is left goes to the next run |
 | SUNDIAL_WATCHDOG_WORKERS | 8 on the cloud backend, 1 on the embedded one | watchdog repairs run at once |
 | SUNDIAL_WORKERS | 32 | task threads of the embedded dispatcher |
-| SUNDIAL_PROCESSES | 2 where 2 cores or more are usable, else 1 | serve's processes on the embedded backend: N - 1 extra dispatcher-only processes (`serve --processes`); on 2 cores, 2 take a burst from ~1,300 to ~2,400 deliveries/s for about 80 MiB more memory |
+| SUNDIAL_PROCESSES | 1 | serve's processes on the embedded backend: N - 1 extra dispatcher-only processes (`serve --processes`); with staging a burst goes as fast in one, and a steady load costs less CPU and memory there |
 | SUNDIAL_TASK_LEASE | 30s | how long a taken task is its taker's |
 | SUNDIAL_HEARTBEAT_PERIOD | 5s | embedded backend: how often each process says it is alive (and settles the attempts of processes that are gone) |
 | SUNDIAL_HEARTBEAT_TIMEOUT | 4 heartbeat periods | embedded backend: a process whose heartbeat is older is gone, and its attempts in flight are settled (a dead pid on this machine is gone at once) |
@@ -73,6 +73,15 @@ class Heartbeat:
     timeout: timedelta = timedelta(seconds=20)
 
 
+# One process, whatever the cores. Occurrences due at one instant are committed ahead of
+# it (staging), so at the instant one process only writes requests, and a burst of 10,000
+# went at the same rate with two (about 13,900/s either way); a second process cost
+# 30-40% more CPU per delivery in a steady load (both look at the queue, and the commits
+# go through the cross-process write lock) and about 90 MiB. `--processes N` asks for more
+# (docs/PERFORMANCE.md, "The default process count").
+DEFAULT_PROCESSES = 1
+
+
 @dataclass(frozen=True)
 class Settings:
     config_dir: str = "examples/configs"
@@ -88,7 +97,7 @@ class Settings:
     maintenance_budget: timedelta = timedelta(seconds=40)
     watchdog_workers: int = 0  # 0: by backend (8 on Datastore, whose repairs wait on RPCs; 1 on SQLite)
     workers: int = 32
-    processes: int = field(default_factory=lambda: default_processes())
+    processes: int = DEFAULT_PROCESSES
     task_lease: timedelta = timedelta(seconds=30)
     heartbeat: Heartbeat = field(default_factory=Heartbeat)
     tuning: Tuning = field(default_factory=Tuning)
@@ -154,17 +163,6 @@ def _choice(env, name: str, choices: tuple[str, ...]) -> str:
     return raw
 
 
-def default_processes() -> int:
-    """Two processes wherever two cores are usable, else one. One Python process
-    delivers on one core at a time (the GIL); a second takes a burst to about twice
-    the rate for about 80 MiB, while a steady load costs about the same CPU per
-    delivery either way. More than two gained little on 2 cores, and a machine
-    with more has room to ask for it (docs/PERFORMANCE.md, "The default process count")."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return 2 if cores >= 2 else 1
 
 
 def _int(env, name: str, default: int) -> int:

@@ -39,7 +39,8 @@ CASES = [
     ("unclosed bracket", job("http: {url: 'http://[::1/x'}"),
      ["p.yaml:6: job 'a': target.http.url: 'http://[::1/x' has a bad host: Invalid IPv6 URL"]),
     ("bracketed non-address", job("http: {url: 'http://[zz]/x'}"),
-     ["p.yaml:6: job 'a': target.http.url: 'http://[zz]/x' has a bad host: 'zz' does not appear to be an IPv4 or IPv6 address"]),
+     ["p.yaml:6: job 'a': target.http.url: 'http://[zz]/x' has a bad host: "
+      "'zz' does not appear to be an IPv4 or IPv6 address"]),
     ("http without url", job("http: {method: GET}"),
      ["p.yaml:6: job 'a': target.http.url: is required, e.g. https://example.com/run"]),
     ("http is a string", job("http: https://x.example.com"),
