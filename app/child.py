@@ -14,7 +14,7 @@ import sys
 import threading
 
 from app.bootstrap import Role, build_local
-from app.collector import settle_collector
+from engine.collector import settle_collector
 from engine.logs import log_event
 from engine.metrics import Metrics
 

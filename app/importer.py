@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Callable
 
 from app.file_signatures import FileSignatures
-from app.gc_pause import collector_paused
 from app.parse_ahead import ParseAhead
 from config.loader import ProjectConfigError, decode_project_file, parse_project_text
 from config.model import PROJECT_ID, ConfigError
+from engine.collector import collector_paused
 from engine.config_import import ConfigImport, JobSnapshot, ProjectSnapshot
 from engine.logs import log_event
 from statemachine.safety import OwnService
@@ -65,7 +65,7 @@ def import_directory(configs: ConfigImport, directory: str | Path, backend: str 
     changed = [read for read in reads if read.digest != read.stored]
     # Only the embedded server parses ahead: an App Engine instance may have one core
     # and too little memory for a second interpreter. The collector waits while files
-    # are parsed and applied (app/gc_pause.py); an unchanged directory pauses nothing.
+    # are parsed and applied (engine/collector.py); an unchanged directory pauses nothing.
     with collector_paused() if changed else nullcontext(), \
             ParseAhead(snapshot_of, [(read.project, read.path, read.data, read.digest, backend, own)
                                      for read in changed], allowed=backend == "local") as ahead:

@@ -87,7 +87,7 @@ class ParseAhead:
         if allowed and len(work) >= 2 and sum(len(args[2]) for args in work) >= MIN_BYTES \
                 and spare_cores() >= MIN_SPARE:
             try:
-                # The worker only parses, so its collector never runs (app/gc_pause.py says why).
+                # The worker only parses, so its collector never runs (engine/collector.py says why).
                 self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                                 initializer=gc.disable)
             except (OSError, ValueError) as error:

@@ -201,7 +201,7 @@ def run_serve(args) -> int:
     from waitress import create_server
 
     from app.bootstrap import build
-    from app.collector import settle_collector
+    from engine.collector import settle_collector
     from engine.logs import configure_logging
 
     settings = _settings(args)

@@ -28,6 +28,7 @@ from typing import Callable
 from engine.adapters.local.pipeline import TaskPipeline
 from engine.adapters.local.sqlite_queue import Share, SqliteTaskQueue
 from engine.adapters.local.wakeup import Wakeup
+from engine.collector import BulkPause
 from engine.leases import NEVER, give_up, held_until, monotonic_of
 from engine.logs import log_event
 from engine.metrics import Metrics
@@ -41,6 +42,9 @@ LEASE_AHEAD = 4  # tasks leased per worker: the next ones wait in memory, not in
 # Staged requests a process holds until their time at most (about 9 KiB each); the
 # occurrences beyond wait in the queue and are stepped at their time.
 MAX_HELD = 10_000
+# Tasks in flight from which the process holds a burst: the collector waits meanwhile
+# (engine/collector.py), as its full passes would walk every held request again and again.
+BURST = 1_000
 LEASE = timedelta(seconds=30)
 # Chain tasks due this much later are leased with those due now, in one transaction, and
 # held in memory until their time: under a steady load a lease takes a few dozen tasks
@@ -129,6 +133,7 @@ class Dispatcher:
         self._pool: ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
         self._pipeline = TaskPipeline(runner, workers, self._settle, self._task_until, self._room_freed)
+        self._collector = BulkPause()
 
     def start(self) -> None:
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sundial-task")
@@ -147,6 +152,7 @@ class Dispatcher:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pipeline.stop()  # what it never started is still in _inflight
         self._release_unstarted()
+        self._collector.update(False, self._monotonic())
 
     def _release_unstarted(self) -> None:
         """Hand back the leased tasks no worker started, so that another process (or
@@ -247,6 +253,7 @@ class Dispatcher:
             for task_id in done:
                 self._until.pop(task_id, None)
             self._inflight.update((item.id, item) for item in leased)
+            self._collector.update(len(self._inflight) >= BURST, taken)
             self._until.update((item.id, held_until(taken, self.lease)) for item in leased)
             self._starved = self._starved or len(leased) >= room
             due = []
@@ -315,6 +322,8 @@ class Dispatcher:
                 else:
                     self._until.pop(item.id, None)
                 left = self._working()
+                if len(self._inflight) < BURST and self._collector.paused:
+                    self._collector.update(False, self._monotonic())
         # Lease again once half the leased tasks are done, and only if the last look
         # left some due tasks for want of room: every lease is a write transaction, and
         # otherwise the next planned look deletes what finished. A throttled task's slot
