@@ -122,8 +122,10 @@ class Deliveries:
         return url, self.completion_token(action.invocation_id)
 
 
-def outcome_change(job: StoredJob, action: act.Deliver, result: DeliveryResult) -> Change:
-    """The change that records an attempt's result, with its line for the invocation's log."""
+def outcome_change(job: StoredJob, action: act.Deliver, result: DeliveryResult, stage_next: bool = False) -> Change:
+    """The change that records an attempt's result, with its line for the invocation's log;
+    `stage_next`: the sender has room to hold the job's next request (staged in the same
+    step when the result frees the job, ticks.stage_pending)."""
     fields: dict[str, Any] = {"event": action.event_index, "detail": result.detail,
                               "duration_ms": int(result.duration.total_seconds() * 1000)}
     if result.sent is not None:
@@ -132,10 +134,10 @@ def outcome_change(job: StoredJob, action: act.Deliver, result: DeliveryResult) 
                 fields) if tells_history(action) else None
     project, job_id = job.record.project, job.record.job_id
     held = HeldAttempt(AttemptKey(project, job_id, action.invocation_id, action.event_index, action.attempt))
-    return Change(project, job_id, _outcome_event(action, result), note, releases=held)
+    return Change(project, job_id, _outcome_event(action, result, stage_next), note, releases=held)
 
 
-def _outcome_event(action: act.Deliver, result: DeliveryResult) -> ev.Event:
+def _outcome_event(action: act.Deliver, result: DeliveryResult, stage_next: bool) -> ev.Event:
     # The Deliver's epoch is the fencing token: the store records the answer only while
     # the attempt has not been issued again since (0: a Deliver made without one).
     epoch = action.epoch or None
@@ -143,5 +145,5 @@ def _outcome_event(action: act.Deliver, result: DeliveryResult) -> ev.Event:
         return ev.InvocationStarted(action.invocation_id, action.event_index, action.attempt, epoch)
     return ev.InvocationFinished(
         action.invocation_id, result.outcome == "succeeded", result.reason, action.event_index, action.attempt,
-        epoch,
+        epoch, stage_next=stage_next,
     )

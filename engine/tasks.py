@@ -108,22 +108,33 @@ class TaskRunner:
                 stepped.append(Stepped())
         return stepped
 
-    def record_many(self, sent: list[Sent], task: Task | None = None) -> None:
+    def record_many(self, sent: list[Sent], task: Task | None = None,
+                    stage_next: Callable[[StoredJob], bool] | None = None) -> list[Stepped]:
         """Record every attempt's result in one transaction. A job deleted while its
         request was out has nothing to record it on. `task`: the one task these results
-        are of, whose log line a refusal gets (as for a refused step).
+        are of, whose log line a refusal gets (as for a refused step). With `stage_next`
+        a result that frees its job may stage the job's next occurrence in the same step
+        (ticks.stage_pending), for each job it says yes to: returned for each result,
+        what it committed to be sent.
 
         :raises StoreError: nothing was committed.
         """
-        changes = [outcome_change(one.job, one.action, one.result) for one in sent]
+        changes = [outcome_change(one.job, one.action, one.result, stage_next is not None and stage_next(one.job))
+                   for one in sent]
+        taken, wall = self.monotonic(), self.changes.clock.now()  # before the commit, as step_many's
+        staged = []
         for one, applied in zip(sent, self.changes.apply_many(changes)):
             if isinstance(applied, Applied):
+                deliveries = [(applied.job, a) for a in applied.transition.actions if isinstance(a, act.Deliver)]
+                staged.append(self._leased(Stepped(deliveries), taken, wall))
                 continue
+            staged.append(Stepped())
             if task is not None:
                 log_refused(task, applied)
             else:
                 log_event(log, "result refused", job=f"{one.job.record.project}/{one.job.record.job_id}",
                           invocation=one.action.invocation_id, attempt=one.action.attempt, reason=str(applied))
+        return staged
 
     def send_held(self, job: StoredJob, action: act.Deliver, stepped: Stepped,
                   task_until: float = NEVER) -> DeliveryResult | None:

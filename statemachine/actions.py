@@ -172,6 +172,16 @@ class WithdrawOccurrence:
 
 
 @dataclass(frozen=True)
+class CancelTick:
+    """Take the queued tick for `at` named by `nonce` off the queue where it can be: the
+    step that finished the job's invocation staged the occurrence that tick was queued
+    early for (ticks.stage_pending), so it would only come to be found stale."""
+
+    nonce: str
+    at: datetime
+
+
+@dataclass(frozen=True)
 class RetryLater:
     """Hand the task being processed back to its queue, to come again after `delay`."""
 
@@ -193,4 +203,5 @@ Action = (
     | RetryLater
     | RefuseStaleResult
     | WithdrawOccurrence
+    | CancelTick
 )

@@ -100,6 +100,9 @@ class InvocationFinished:
     # process may have let out (engine/interruptions.py). A staged attempt due later was
     # never sent: it goes to a start task under the same id instead (staging.unsent).
     released_until: datetime | None = None
+    # The sender has room to hold one more request: when this ends the job's last
+    # invocation, its next occurrence may be staged in the same step (ticks.stage_pending).
+    stage_next: bool = False
 
 
 @dataclass(frozen=True)

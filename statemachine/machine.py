@@ -36,7 +36,7 @@ from statemachine.pausing import pause
 from statemachine.policy import DEFAULT_TUNING, Tuning
 from statemachine.record import JobRecord, JobState, Occurrence, evolve
 from statemachine.schedule import IntervalSchedule, is_clock_driven
-from statemachine.ticks import after_invocations, arm, arm_next, on_tick, settle_backlog
+from statemachine.ticks import after_invocations, arm, arm_next, on_tick, settle_backlog, stage_pending
 from statemachine.vocabulary import JOB_PREFIX, SkipReason, Trigger
 from statemachine.waiting import stop_waiting
 
@@ -97,6 +97,9 @@ def step(record: JobRecord, event: ev.Event, now: datetime, tuning: Tuning = DEF
     if entry is IGNORE:
         return Transition(record)
     new_record, actions = entry(record, event, now, tuning)
+    if isinstance(event, ev.InvocationFinished) and event.stage_next:
+        new_record, staged = stage_pending(new_record, now, tuning)
+        actions = [*actions, *staged]
     new_record, actions = staging.after_step(record, new_record, actions, now, tuning)
     return Transition(with_derived_fields(new_record, tuning), tuple(actions))
 

@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 
-from engine.adapters.local.dispatcher import EARLY_GRAIN, LEASE_AHEAD, Dispatcher, Wakeup, released_at
+from engine.adapters.local.dispatcher import LEASE_AHEAD, Dispatcher, Wakeup
+from engine.adapters.local.early_ticks import EARLY_GRAIN, released_at
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.ports import Task

@@ -20,8 +20,10 @@ from engine import operations
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.recording import record_action, tick_task
 from engine.service import build_engine
 from engine.targets.http import HttpTarget
+from statemachine.actions import CancelTick, ScheduleTick
 from statemachine.durations import UTC
 from statemachine.policy import Tuning
 from statemachine.vocabulary import InvocationStatus
@@ -128,3 +130,41 @@ def test_a_staged_attempts_lease_counts_from_its_time_not_from_its_commit(tmp_pa
         assert not lost
     finally:
         rig.close()
+
+
+def test_a_job_every_second_takes_one_step_per_occurrence_each_sent_once_at_its_time(tmp_path):
+    # Each result frees the job and stages its next occurrence in the same step
+    # (ticks.stage_pending); the ticks it spares are taken off the queue.
+    rig = HttpRig(tmp_path, Tuning(stage_ahead=timedelta(seconds=3)))
+    ticks = []
+    step_many = rig.engine.tasks.step_many
+    rig.engine.tasks.step_many = lambda tasks: (ticks.extend(t.name for t in tasks), step_many(tasks))[1]
+    try:
+        target = f"{{http: {{url: '{rig.receiver.url}/e'}}}}"
+        text = f"jobs:\n  - id: every\n    schedule: '* * * * * ?'\n    target: {target}\n"
+        data = text.encode()
+        rig.engine.configs.import_project(
+            snapshot_of(PROJECT, Path(f"{PROJECT}.yaml"), data, hashlib.sha256(data).hexdigest(), "local"))
+        rig.dispatcher.start()
+        assert wait_until(lambda: len(rig.receiver.arrivals) >= 6, timeout=15)
+        arrivals = list(rig.receiver.arrivals)
+        scheduled = [a.headers["X-Sundial-Scheduled-Time"] for a in arrivals]
+        assert len(set(scheduled)) == len(scheduled)  # each once
+        assert all(a.at >= a.scheduled for a in arrivals)  # none before its time
+        assert len(ticks) <= 2, ticks  # the first occurrence's tick (and perhaps one in flight), not one each
+        assert rig.queue.pending() == 1  # the next tick alone, queued as the safety net
+    finally:
+        rig.close()
+
+
+def test_a_spared_tick_is_taken_off_the_queue_unless_a_dispatcher_holds_it(tmp_path):
+    store = SqliteJobStore(tmp_path / "q.db")
+    at = datetime.now(UTC) + timedelta(seconds=5)
+    free, held = (tick_task(PROJECT, job, ScheduleTick(at, "1.2", lead=timedelta(seconds=1))) for job in ("a", "b"))
+    store.run_in_transaction(lambda tx: (tx.enqueue(free), tx.enqueue(held)))
+    with store.transaction() as tx:
+        tx.conn.execute("UPDATE tasks SET lease_until = ? WHERE name = ?", (time.time() + 30, held.name))
+    store.run_in_transaction(lambda tx: [record_action(tx, PROJECT, job, CancelTick("1.2", at), at)
+                                         for job in ("a", "b")])
+    names = [row[0] for row in store.connection().execute("SELECT name FROM tasks")]
+    assert names == [held.name]

@@ -25,8 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
+from engine.adapters.local.early_ticks import released_at
 from engine.adapters.local.pipeline import TaskPipeline
-from engine.adapters.local.sqlite_queue import Share, SqliteTaskQueue
+from engine.adapters.local.sqlite_queue import Share, SqliteTaskQueue, in_share
+from engine.adapters.local.staged_sends import MOST_HELD
 from engine.adapters.local.wakeup import Wakeup
 from engine.collector import BulkPause
 from engine.leases import NEVER, give_up, held_until, monotonic_of
@@ -39,9 +41,6 @@ from engine.tasks import CHAIN_KINDS, TaskRunner
 log = logging.getLogger("sundial.dispatcher")
 
 LEASE_AHEAD = 4  # tasks leased per worker: the next ones wait in memory, not in SQLite
-# Staged requests a process holds until their time at most (about 9 KiB each); the
-# occurrences beyond wait in the queue and are stepped at their time.
-MAX_HELD = 10_000
 # Tasks in flight from which the process holds a burst: the collector waits meanwhile
 # (engine/collector.py), as its full passes would walk every held request again and again.
 BURST = 1_000
@@ -53,26 +52,9 @@ AHEAD = timedelta(milliseconds=150)
 # A held task is handed to the pipeline at the next multiple of this after its time:
 # tasks due within one grain go to the step stage together (one transaction, one wakeup).
 GRAIN = 0.01
-# A staging tick (queued ahead of its occurrence's time, statemachine/staging.py) may run
-# a little early (staging.EARLY_SLACK): those due within one such grain are handed over
-# together at its start, so a steady spread load steps a tenth of a second of occurrences
-# in one transaction instead of a few.
-EARLY_GRAIN = timedelta(milliseconds=100)
 _NEVER = datetime.max.replace(tzinfo=timezone.utc)
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 __all__ = ["Dispatcher", "InlineDispatcher", "Wakeup", "hand_back"]  # Wakeup: where app/bootstrap.py finds it
-
-
-def released_at(task: Task) -> datetime:
-    """When a leased task goes to be run: at its time, or for a staging tick still more
-    than EARLY_GRAIN ahead of its occurrence at the start of its EARLY_GRAIN (one handed
-    back to wait for the occurrence's time runs at it)."""
-    occurrence_ms = task.payload.get("at_ms")
-    since_epoch = task.eta - _EPOCH
-    if occurrence_ms is None or since_epoch > timedelta(milliseconds=occurrence_ms) - EARLY_GRAIN:
-        return task.eta
-    return task.eta - since_epoch % EARLY_GRAIN  # (in whole microseconds: no float rounds it)
 
 
 def hand_back(queue: TaskQueue, clock: Clock, item: LeasedTask, error: BaseException) -> None:
@@ -132,7 +114,8 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
-        self._pipeline = TaskPipeline(runner, workers, self._settle, self._task_until, self._room_freed)
+        self._pipeline = TaskPipeline(runner, workers, self._settle, self._task_until, self._room_freed,
+                                      owns=lambda project, job_id: in_share(self._share(), project, job_id))
         self._collector = BulkPause()
 
     def start(self) -> None:
@@ -344,9 +327,9 @@ class Dispatcher:
     def _working(self) -> int:
         """The leased tasks that keep a worker busy (under self._lock): a staged request
         waiting for its time (pipeline.py) does not, or a thousand occurrences due at one
-        instant could not all be staged ahead of it; past MAX_HELD they count again, so
+        instant could not all be staged ahead of it; past MOST_HELD they count again, so
         that a process never holds more requests than that in memory."""
-        return len(self._inflight) - min(self._pipeline.staged(), MAX_HELD)
+        return len(self._inflight) - min(self._pipeline.staged(), MOST_HELD)
 
     def _task_until(self, item: LeasedTask) -> float:
         with self._lock:

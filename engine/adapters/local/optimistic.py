@@ -49,6 +49,7 @@ class BufferedTransaction:
         self._projects: dict[str, tuple[ProjectRow, sql.Row] | None] = {}
         self._invocations: dict[tuple[str, str, str], InvocationRow] = {}
         self._tasks: list[sql.Row] = []
+        self._dequeued: list[sql.Row] = []  # (name,) of tasks to take off the queue
         self._progress: dict[tuple[str, str, str, str], dict[str, Any]] = {}
         self._holds: dict[sql.Row, sql.Row | None] = {}  # hold key -> its row to write (None: delete)
         self._audit: list[AuditEntry] = []
@@ -127,6 +128,9 @@ class BufferedTransaction:
     def put_audit(self, entry: AuditEntry) -> None:
         self._audit.append(entry)  # a new row: nothing read, nothing to check at commit
 
+    def dequeue(self, name: str) -> None:
+        self._dequeued.append((name,))
+
     def enqueue(self, task: Task) -> None:
         self._tasks.append(sql.task_values(task))
         if self.earliest_eta is None or task.eta < self.earliest_eta:
@@ -174,6 +178,8 @@ class BufferedTransaction:
                 conn.execute(sql.DELETE_PROJECT, (project,))
             else:
                 conn.execute(sql.PUT_PROJECT, pending[1])
+        if self._dequeued:
+            conn.executemany(sql.DEQUEUE, self._dequeued)
         if self._tasks:
             conn.executemany(sql.ENQUEUE, self._tasks)
         if self._progress:

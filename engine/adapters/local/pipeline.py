@@ -50,7 +50,7 @@ WRITES_FIRST = 2.0
 
 @dataclass(eq=False)  # compared and hashed by identity: a member of TaskPipeline._waiting
 class _Result:
-    item: LeasedTask
+    item: LeasedTask | None  # (None: a request a result's step issued, ticks.stage_pending)
     sent: Sent
     failures: int = 0
     timer: threading.Timer | None = None  # set while it waits to be committed again
@@ -129,8 +129,14 @@ class TaskPipeline:
 
     def __init__(self, runner: TaskRunner, senders: int, settle: Settle,
                  task_until: Callable[[LeasedTask], float] = lambda item: NEVER,
-                 room_freed: Callable[[], None] = lambda: None):
-        self.runner, self.settle, self.task_until = runner, settle, task_until
+                 room_freed: Callable[[], None] = lambda: None,
+                 owns: Callable[[str, str], bool] = lambda project, job_id: True):
+        """`owns(project, job_id)`: whether the job is of this process's share of the queue
+        (sqlite_queue.Share): a result's step stages the job's next occurrence only then,
+        so that each process keeps its share of the jobs."""
+        self.runner, self.settle, self._owns = runner, settle, owns
+        # A staged request issued by a result's step (ticks.stage_pending) has no task.
+        self.task_until = lambda item: NEVER if item is None else task_until(item)
         self._steps: _Inbox[LeasedTask] = _Inbox()
         self._results: _Inbox[_Result] = _Inbox(linger=RECORD_LINGER)
         # A request may wait for a sender a quarter of the start grace at most (and 5 s).
@@ -164,8 +170,8 @@ class TaskPipeline:
         self._steps.put(item)
 
     def staged(self) -> int:
-        """Requests held until their time (each a task of its own)."""
-        return self._staged.held()
+        """Requests of tasks held until their time (each a task of its own)."""
+        return self._staged.held_for_tasks()
 
     def stop(self) -> list[LeasedTask]:
         """Finish what was started (its requests are sent and recorded); returns the
@@ -252,7 +258,7 @@ class TaskPipeline:
 
     # --- stage 2: send ---------------------------------------------------------------
 
-    def _send(self, item: LeasedTask, job: StoredJob, action: Deliver, stepped: Stepped) -> None:
+    def _send(self, item: LeasedTask | None, job: StoredJob, action: Deliver, stepped: Stepped) -> None:
         try:
             result = self.runner.send_held(job, action, stepped, self.task_until(item))
         except Exception as error:  # not the target's failure (that is a result): ours
@@ -263,7 +269,7 @@ class TaskPipeline:
             return
         self._results.put(_Result(item, Sent(job, action, result)))
 
-    def _deliver(self, item: LeasedTask, sent: Sent, started: datetime) -> None:
+    def _deliver(self, item: LeasedTask | None, sent: Sent, started: datetime) -> None:
         """A staged request's result (staged_sends.py), counted and logged by the record stage."""
         self._results.put(_Result(item, sent, started=started))
 
@@ -276,7 +282,10 @@ class TaskPipeline:
                 sent = result.sent
                 self.runner.deliveries.account(sent.job, sent.action, started, sent.result)
         try:
-            self.runner.record_many([result.sent for result in batch])
+            room = self._staged.has_room()
+            issued = self.runner.record_many(
+                [result.sent for result in batch],
+                stage_next=lambda job: room and self._owns(job.record.project, job.record.job_id))
         except Exception as error:
             if len(batch) == 1:
                 self._record_later(batch[0], error)
@@ -284,8 +293,22 @@ class TaskPipeline:
                 for result in batch:
                     self._record([result])
             return
+        self._send_issued(issued)
         for result in batch:
             self._settle_part(result.item, None)
+
+    def _send_issued(self, issued: list[Stepped]) -> None:
+        """What the results' steps committed to be sent: a job's next occurrence, staged
+        as the result freed the job (ticks.stage_pending). It has no task of its own."""
+        staged = []
+        for stepped in issued:
+            for job, action in stepped.deliveries:
+                if action.send_at is not None:
+                    staged.append(StagedSend(None, job, action, stepped))
+                else:
+                    self._sends.submit(self._send, None, job, action, stepped)
+        if staged:
+            self._staged.submit(staged)
 
     def _record_later(self, result: _Result, error: Exception) -> None:
         result.failures += 1
@@ -294,12 +317,12 @@ class TaskPipeline:
             # Handed back, as the one-task path does: its re-run finds the tick spent,
             # and the watchdog resolves the attempt.
             log_event(log, "recording a result failed; giving up", level=logging.ERROR,
-                      task=result.item.task.name, failures=result.failures, error=repr(error))
+                      invocation=result.sent.action.invocation_id, failures=result.failures, error=repr(error))
             self._settle_part(result.item, error)
             return
         delay = RECORD_BACKOFF.after(result.failures).total_seconds()
-        log_event(log, "recording a result failed", task=result.item.task.name, failures=result.failures,
-                  retry_in_ms=int(delay * 1000), error=repr(error))
+        log_event(log, "recording a result failed", invocation=result.sent.action.invocation_id,
+                  failures=result.failures, retry_in_ms=int(delay * 1000), error=repr(error))
         with self._lock:
             if not self._stopping:
                 result.timer = threading.Timer(delay, self._record_again, (result,))
@@ -318,9 +341,11 @@ class TaskPipeline:
         # nothing is settled after stop() returns.
         self._results.put(result)
 
-    def _settle_part(self, item: LeasedTask, error: BaseException | None) -> None:
+    def _settle_part(self, item: LeasedTask | None, error: BaseException | None) -> None:
         """One of the task's requests is recorded (or failed): settle the task with its
-        last one, or with its first failure."""
+        last one, or with its first failure. (A request with no task has none to settle.)"""
+        if item is None:
+            return
         with self._lock:
             left = self._unrecorded.get(item.id)
             if left is None:

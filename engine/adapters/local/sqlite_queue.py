@@ -51,6 +51,11 @@ def share_of(name: str, count: int) -> int:
     return zlib.crc32("/".join(key).encode()) % count
 
 
+def in_share(share: Share | None, project: str, job_id: str) -> bool:
+    """Whether the job's tasks are of `share` (None, or one process: all are)."""
+    return share is None or share.count <= 1 or share_of(f"/{project}/{job_id}", share.count) == share.index
+
+
 class SqliteTaskQueue:
     """The TaskQueue port (engine/ports.py) on the store's `tasks` table."""
 

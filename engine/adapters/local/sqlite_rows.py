@@ -40,6 +40,8 @@ PUT_INVOCATION = (
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 ENQUEUE = "INSERT OR IGNORE INTO tasks (name, kind, payload, eta, queue) VALUES (?, ?, ?, ?, ?)"
+# A task no dispatcher holds (one that holds it finds it stale when it runs it).
+DEQUEUE = "DELETE FROM tasks WHERE name = ? AND lease_until = 0"
 SELECT_PROJECT = "SELECT * FROM projects WHERE id = ?"
 PUT_PROJECT = (
     "INSERT OR REPLACE INTO projects (id, config_hash, config_error, job_errors, settings)"
@@ -181,6 +183,10 @@ class SqliteTransaction:
         # A pending task of the same name makes this a no-op: enqueueing is idempotent.
         self.conn.execute(ENQUEUE, task_values(task))
         self.saw_eta(task.eta)
+
+    def dequeue(self, name: str) -> None:
+        """Take a queued task off the queue, unless a dispatcher has leased it."""
+        self.conn.execute(DEQUEUE, (name,))
 
     def saw_eta(self, eta: datetime) -> None:
         if self.earliest_eta is None or eta < self.earliest_eta:

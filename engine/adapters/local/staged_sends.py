@@ -38,13 +38,17 @@ from statemachine.actions import Deliver
 log = logging.getLogger("sundial.dispatcher")
 
 RELEASE_PART = 64  # requests of one instant checked (one read of their jobs) and handed over at a time
+# Staged requests a process holds until their time at most (about 9 KiB each): beyond, the
+# dispatcher leases no more early ticks (they are stepped at their time), and a result's
+# step stages nothing further.
+MOST_HELD = 10_000
 
 
 @dataclass(eq=False)
 class StagedSend:
     """One staged attempt's request, from its commit to its answer."""
 
-    item: LeasedTask  # the task whose step staged it
+    item: LeasedTask | None  # the task whose step staged it (None: a result's step did)
     job: StoredJob
     action: Deliver
     stepped: Stepped
@@ -60,10 +64,10 @@ class StagedSend:
 
 class StagedSends:
     def __init__(self, runner: TaskRunner, sends: SendPool, writer: Any, *,
-                 send: Callable[[LeasedTask, StoredJob, Deliver, Stepped], None],
-                 deliver: Callable[[LeasedTask, Sent, datetime], None],
-                 settle_part: Callable[[LeasedTask, BaseException | None], None],
-                 task_until: Callable[[LeasedTask], float],
+                 send: Callable[[LeasedTask | None, StoredJob, Deliver, Stepped], None],
+                 deliver: Callable[[LeasedTask | None, Sent, datetime], None],
+                 settle_part: Callable[[LeasedTask | None, BaseException | None], None],
+                 task_until: Callable[[LeasedTask | None], float],
                  room_freed: Callable[[], None] = lambda: None):
         """`writer`: the HTTP target's batch writer (None: every request is sent the
         unstaged way at its time); `send`: the pipeline's unstaged send; `deliver(item,
@@ -82,6 +86,8 @@ class StagedSends:
         self._written_text = getattr(getattr(self._store, "records", None), "written_text", None)
         self._preparing = 0  # batches being made ready (stop() waits for them)
         self._releasing = 0  # requests of the instant being released, not yet handed to the writer
+        self._held_for_tasks = 0  # of the requests on hold, those a task's step staged
+        self._closed = False  # stopping: nothing more goes on hold
         self._prepared = threading.Condition()
 
     def start(self) -> None:
@@ -90,6 +96,14 @@ class StagedSends:
     def held(self) -> int:
         """Requests on hold until their time."""
         return self._stager.held()
+
+    def held_for_tasks(self) -> int:
+        """Requests on hold that a task's step staged (the others belong to no task)."""
+        return self._held_for_tasks
+
+    def has_room(self) -> bool:
+        """Whether one more request may go on hold (none once stopping)."""
+        return not self._closed and self._stager.held() < MOST_HELD
 
     def unwritten(self) -> int:
         """Requests due now and not yet handed to the writer (being checked, or about to be)."""
@@ -100,16 +114,24 @@ class StagedSends:
         if self._written_text is not None:
             for one in staged:
                 one.record_text = self._written_text(one.job.record)
+        with self._prepared:
+            if self._closed:
+                # Committed as staged while the pipeline stopped: never let out here, so
+                # whoever settles this process's attempts sends them (staging.unsent).
+                log_event(log, "staged requests left to the next process", level=logging.WARNING,
+                          requests=len(staged))
+                return
+            if self._writer is not None:
+                self._preparing += 1
         if self._writer is None:
             self._hold(staged)
             return
-        with self._prepared:
-            self._preparing += 1
         self._sends.submit(self._prepare, staged)
 
     def stop(self) -> None:
         """Release everything held, each at its time (stop the writer after this)."""
         with self._prepared:
+            self._closed = True
             while self._preparing:
                 self._prepared.wait()
         self._stager.shutdown()
@@ -136,11 +158,15 @@ class StagedSends:
                 self._prepared.notify_all()
 
     def _hold(self, staged: list[StagedSend]) -> None:
+        with self._prepared:
+            self._held_for_tasks += sum(1 for one in staged if one.item is not None)
         self._stager.submit([(one.due, one) for one in staged])
         self._room_freed()
 
     def _release(self, due: list[StagedSend]) -> None:
         """At their time, on the stager's thread: the requests due now, checked together."""
+        with self._prepared:
+            self._held_for_tasks -= sum(1 for one in due if one.item is not None)
         for one in due:
             if one.staged is None:
                 self._sends.submit(self._send, one.item, one.job, one.action, one.stepped)
