@@ -15,7 +15,9 @@ looks for reference cycles, and a full pass walks every live object of the proce
 - So does holding a burst (`BulkPause`): 10,000 staged requests are some 300,000 live
   objects, every one of them still wanted, and full passes over them took 85-390 ms each,
   one of them in the middle of the burst's writes. The pause ends when the burst is
-  over, and lasts at most a minute: then one full pass runs and the pause goes on.
+  over, and lasts at most a minute: then one full pass runs and the pause goes on. And
+  the instant many requests are due, from their release to their last write, when any
+  pass would hold the writer up (engine/adapters/local/staged_sends.py).
 
 Pauses are counted, process-wide: the collector comes back when the last ends, and
 never when something else had disabled it before the first began.

@@ -9,6 +9,7 @@ store's does, so a short attempt timeout does not give it up before it is sent."
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import time
 from collections import Counter
@@ -20,6 +21,7 @@ from engine import operations
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.adapters.local.staged_sends import INSTANT
 from engine.recording import record_action, tick_task
 from engine.service import build_engine
 from engine.targets.http import HttpTarget
@@ -168,3 +170,20 @@ def test_a_spared_tick_is_taken_off_the_queue_unless_a_dispatcher_holds_it(tmp_p
                                          for job in ("a", "b")])
     names = [row[0] for row in store.connection().execute("SELECT name FROM tasks")]
     assert names == [held.name]
+
+
+def test_the_collector_waits_from_an_instants_release_to_its_last_write(tmp_path):
+    rig = HttpRig(tmp_path, Tuning(stage_ahead=timedelta(seconds=3)))
+    seen = []  # whether the collector could run, right before each write
+    staged = rig.dispatcher._pipeline._staged
+    fence = staged._fence
+    staged._fence = lambda one: (seen.append(gc.isenabled()), fence(one))[1]
+    try:
+        ids, at = rig.import_one_offs(INSTANT, lead=4.0)
+        rig.dispatcher.start()
+        assert wait_until(lambda: len(rig.receiver.arrivals) >= len(ids), timeout=20)
+        assert len(seen) == len(ids) and not any(seen)  # no pass while they went out
+        assert wait_until(gc.isenabled, timeout=5)  # and back once they were all written
+    finally:
+        rig.close()
+        gc.enable()

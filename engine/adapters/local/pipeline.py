@@ -211,6 +211,7 @@ class TaskPipeline:
         if self._writer is not None:
             writer, staged = self._writer, self._staged
             wait_for_writes(lambda: writer.backlog() + staged.unwritten(), WRITES_FIRST)
+            staged.writes_done()
 
     @staticmethod
     def _guarded(work: Callable[[list[Item]], None], batch: list[Item]) -> None:

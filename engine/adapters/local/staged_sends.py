@@ -29,6 +29,7 @@ from typing import Any, Callable
 from engine.adapters.local.send_pool import SendPool
 from engine.adapters.local.stager import Stager
 from engine.clock import SystemClock
+from engine.collector import BulkPause
 from engine.delivery import Staged
 from engine.logs import log_event
 from engine.ports import DeliveryResult, LeasedTask, StoredJob
@@ -42,6 +43,9 @@ RELEASE_PART = 64  # requests of one instant checked (one read of their jobs) an
 # dispatcher leases no more early ticks (they are stepped at their time), and a result's
 # step stages nothing further.
 MOST_HELD = 10_000
+# Requests due at one instant from which the collector waits until they are all written
+# (engine/collector.py): a pass then would hold the writer up, and walk every request held.
+INSTANT = 256
 
 
 @dataclass(eq=False)
@@ -88,6 +92,7 @@ class StagedSends:
         self._releasing = 0  # requests of the instant being released, not yet handed to the writer
         self._held_for_tasks = 0  # of the requests on hold, those a task's step staged
         self._closed = False  # stopping: nothing more goes on hold
+        self._collector = BulkPause()  # paused from an instant's release to its last write
         self._prepared = threading.Condition()
 
     def start(self) -> None:
@@ -104,6 +109,11 @@ class StagedSends:
     def has_room(self) -> bool:
         """Whether one more request may go on hold (none once stopping)."""
         return not self._closed and self._stager.held() < MOST_HELD
+
+    def writes_done(self) -> None:
+        """Everything due has been written: a collector paused for an instant goes on."""
+        if self._collector.paused:
+            self._collector.update(False, time.monotonic())
 
     def unwritten(self) -> int:
         """Requests due now and not yet handed to the writer (being checked, or about to be)."""
@@ -135,6 +145,7 @@ class StagedSends:
             while self._preparing:
                 self._prepared.wait()
         self._stager.shutdown()
+        self.writes_done()
 
     def _prepare(self, staged: list[StagedSend]) -> None:
         """On a sender, ahead of their time: each request encoded and a connection opened;
@@ -171,6 +182,8 @@ class StagedSends:
             if one.staged is None:
                 self._sends.submit(self._send, one.item, one.job, one.action, one.stepped)
         ready = [one for one in due if one.staged is not None]
+        if len(ready) >= INSTANT:
+            self._collector.update(True, time.monotonic())  # until writes_done()
         self._releasing = len(ready)
         try:  # in parts, so that the first requests leave while the later ones are checked
             for start in range(0, len(ready), RELEASE_PART):
