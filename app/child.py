@@ -9,9 +9,9 @@ import json
 import logging
 import os
 import pickle
+import select
 import signal
 import sys
-import threading
 
 from app.bootstrap import Role, build_local
 from engine.collector import settle_collector
@@ -31,9 +31,8 @@ def child_main() -> None:
     _die_with_parent()
     settings = pickle.loads(sys.stdin.buffer.read())
     configure_logging()
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = StopSignals()
+    stop.install()
     runtime = build_local(settings, role=Role.DISPATCHER)  # settings.processes > 1: group commits
     settle_collector()
     runtime.start()  # only the dispatcher: the parent runs the API and the loops
@@ -45,6 +44,45 @@ def child_main() -> None:
     runtime.stop()
     _report_metrics(runtime.engine.metrics)  # with what it finished while stopping
     log_event(log, "dispatcher process stopped", pid=os.getpid())
+
+
+class StopSignals:
+    """SIGTERM and SIGINT, waited for without a lock.
+
+    A Python signal handler runs in the main thread, between two of its bytecodes, so
+    one that takes a lock can meet that lock held by the very code it interrupted. The
+    handler here only sets a flag; the interpreter also writes a byte to the wakeup pipe
+    at each signal, which ends `wait` at once. (Before, the handler set a
+    threading.Event the main thread was waiting on: a signal that came while the wait
+    held the Event's lock left the child hung in its handler, dispatching on after its
+    parent had gone.)"""
+
+    def __init__(self) -> None:
+        self.received = False
+        self._wakeup, write = os.pipe()
+        os.set_blocking(self._wakeup, False)
+        os.set_blocking(write, False)  # the interpreter requires it, and drops a byte when full
+        self._write = write
+
+    def install(self) -> None:
+        """Take SIGTERM and SIGINT (from the main thread, as Python requires)."""
+        signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self.note)
+
+    def note(self, *_: object) -> None:
+        """The handler: nothing here may block."""
+        self.received = True
+
+    def wait(self, seconds: float) -> bool:
+        """Whether a stop signal came, waiting up to `seconds` for one."""
+        if not self.received:
+            select.select([self._wakeup], [], [], seconds)
+            try:
+                os.read(self._wakeup, 512)
+            except BlockingIOError:
+                pass  # the time was up
+        return self.received
 
 
 def _report_metrics(metrics: Metrics) -> None:

@@ -4,6 +4,8 @@ delivers each occurrence once, and stops with its parent (SIGTERM or SIGKILL).""
 from __future__ import annotations
 
 import os
+import signal
+import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -93,6 +95,29 @@ def test_the_child_stops_when_its_parent_is_killed(tmp_path):
         [child] = wait_until(lambda: _children(server.process.pid), timeout=10)
         server.kill()
         assert wait_until(lambda: not _alive(child), timeout=10)
+    finally:
+        server.stop()
+        receiver.close()
+        if _alive(child):
+            os.kill(child, 9)
+
+
+def test_the_child_stops_when_signals_come_in_a_burst(tmp_path):
+    """Ctrl-C reaches the child with the parent's SIGTERM and the kernel's at the
+    parent's death: every one of them finds the child's handler free to run
+    (tests/unit/test_child_signals.py probes each instant of its wait)."""
+    receiver = Receiver()
+    server = _start(tmp_path, receiver)
+    try:
+        [child] = wait_until(lambda: _children(server.process.pid), timeout=10)
+        time.sleep(1.5)  # the child's main thread at its one-second wait, as it is when running
+        for index in range(200):
+            try:
+                os.kill(child, signal.SIGTERM if index % 2 else signal.SIGINT)
+            except ProcessLookupError:
+                break  # stopped and reaped already
+            time.sleep(0.002)
+        assert wait_until(lambda: not _alive(child), timeout=20)
     finally:
         server.stop()
         receiver.close()
