@@ -8,6 +8,7 @@ import signal
 import time
 import urllib.request
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.e2e.support import Receiver, Server, wait_until
@@ -88,28 +89,33 @@ def _delivered_by_metrics(server: Server) -> float:
     return sum(float(line[len(prefix):]) for line in text.splitlines() if line.startswith(prefix))
 
 
-def test_the_child_stops_when_its_parent_is_killed(tmp_path):
+@contextmanager
+def _server_and_child(tmp_path):
+    """A two-process server and its child's pid; the child is killed if a test left it."""
     receiver = Receiver()
     server = _start(tmp_path, receiver)
+    child = None
     try:
         [child] = wait_until(lambda: _children(server.process.pid), timeout=10)
-        server.kill()
-        assert wait_until(lambda: not _alive(child), timeout=10)
+        yield server, child
     finally:
         server.stop()
         receiver.close()
-        if _alive(child):
+        if child is not None and _alive(child):
             os.kill(child, 9)
+
+
+def test_the_child_stops_when_its_parent_is_killed(tmp_path):
+    with _server_and_child(tmp_path) as (server, child):
+        server.kill()
+        assert wait_until(lambda: not _alive(child), timeout=10)
 
 
 def test_the_child_stops_when_signals_come_in_a_burst(tmp_path):
     """Ctrl-C reaches the child with the parent's SIGTERM and the kernel's at the
     parent's death: every one of them finds the child's handler free to run
     (tests/unit/test_child_signals.py probes each instant of its wait)."""
-    receiver = Receiver()
-    server = _start(tmp_path, receiver)
-    try:
-        [child] = wait_until(lambda: _children(server.process.pid), timeout=10)
+    with _server_and_child(tmp_path) as (_, child):
         time.sleep(1.5)  # the child's main thread at its one-second wait, as it is when running
         for index in range(200):
             try:
@@ -118,8 +124,3 @@ def test_the_child_stops_when_signals_come_in_a_burst(tmp_path):
                 break  # stopped and reaped already
             time.sleep(0.002)
         assert wait_until(lambda: not _alive(child), timeout=20)
-    finally:
-        server.stop()
-        receiver.close()
-        if _alive(child):
-            os.kill(child, 9)
