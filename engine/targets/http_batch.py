@@ -104,6 +104,7 @@ class BatchWriter:
         while True:
             with self._lock:
                 incoming, self._incoming = self._incoming, []
+                self._queued += len(incoming)  # still counted: backlog() never dips to 0 meanwhile
                 closing = self._closing
             for item in incoming:
                 self._waiting.setdefault(item.key, deque()).append(item)
