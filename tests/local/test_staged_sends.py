@@ -16,6 +16,8 @@ from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from app.importer import snapshot_of
 from engine import operations
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
@@ -172,12 +174,16 @@ def test_a_spared_tick_is_taken_off_the_queue_unless_a_dispatcher_holds_it(tmp_p
     assert names == [held.name]
 
 
-def test_the_collector_waits_from_an_instants_release_to_its_last_write(tmp_path):
+@pytest.mark.parametrize("earlier_writes_done", [False, True])
+def test_the_collector_waits_from_an_instants_release_to_its_last_write(tmp_path, earlier_writes_done):
     rig = HttpRig(tmp_path, Tuning(stage_ahead=timedelta(seconds=3)))
     seen = []  # whether the collector could run, right before each write
     staged = rig.dispatcher._pipeline._staged
     fence = staged._fence
     staged._fence = lambda one: (seen.append(gc.isenabled()), fence(one))[1]
+    if earlier_writes_done:  # the record stage done with an earlier instant, mid-release
+        check_and_write = staged._check_and_write
+        staged._check_and_write = lambda ready: (staged.writes_done(), check_and_write(ready))[1]
     try:
         ids, at = rig.import_one_offs(INSTANT, lead=4.0)
         rig.dispatcher.start()

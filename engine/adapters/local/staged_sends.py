@@ -111,8 +111,10 @@ class StagedSends:
         return not self._closed and self._stager.held() < MOST_HELD
 
     def writes_done(self) -> None:
-        """Everything due has been written: a collector paused for an instant goes on."""
-        if self._collector.paused:
+        """What was due has been written: a collector paused for an instant goes on,
+        unless the requests of an instant are being released now (the record stage may
+        say so of an earlier one at any moment)."""
+        if self._collector.paused and self.unwritten() == 0:
             self._collector.update(False, time.monotonic())
 
     def unwritten(self) -> int:
@@ -145,7 +147,8 @@ class StagedSends:
             while self._preparing:
                 self._prepared.wait()
         self._stager.shutdown()
-        self.writes_done()
+        if self._collector.paused:  # stopping: whatever is left unwritten, no pause outlives this
+            self._collector.update(False, time.monotonic())
 
     def _prepare(self, staged: list[StagedSend]) -> None:
         """On a sender, ahead of their time: each request encoded and a connection opened;
@@ -182,9 +185,9 @@ class StagedSends:
             if one.staged is None:
                 self._sends.submit(self._send, one.item, one.job, one.action, one.stepped)
         ready = [one for one in due if one.staged is not None]
+        self._releasing = len(ready)  # first: writes_done() then waits for these too
         if len(ready) >= INSTANT:
             self._collector.update(True, time.monotonic())  # until writes_done()
-        self._releasing = len(ready)
         try:  # in parts, so that the first requests leave while the later ones are checked
             for start in range(0, len(ready), RELEASE_PART):
                 self._check_and_write(ready[start:start + RELEASE_PART])
