@@ -312,7 +312,7 @@ class Dispatcher:
         # otherwise the next planned look deletes what finished. A throttled task's slot
         # is freed only when its task is deleted (by the next lease), so it wakes the
         # loop at once.
-        if (self._starved and left <= self.workers * LEASE_AHEAD // 2) or item.task.queue:
+        if self._may_lease_more(left) or item.task.queue:
             self.wakeup.ring()
 
     def _room_freed(self) -> None:
@@ -321,8 +321,12 @@ class Dispatcher:
         leased a room's worth per `max_sleep`)."""
         with self._lock:
             left = self._working()
-        if self._starved and left <= self.workers * LEASE_AHEAD // 2:
+        if self._may_lease_more(left):
             self.wakeup.ring()
+
+    def _may_lease_more(self, working: int) -> bool:
+        """Whether the last look left due tasks for want of room, and half of it is free."""
+        return self._starved and working <= self.workers * LEASE_AHEAD // 2
 
     def _working(self) -> int:
         """The leased tasks that keep a worker busy (under self._lock): a staged request
