@@ -250,12 +250,17 @@ class TaskPipeline:
                 continue
             with self._lock:
                 self._unrecorded[item.id] = len(outcome.deliveries)
-            for job, action in outcome.deliveries:
-                if action.send_at is not None:  # staged: sent at its time
-                    staged.append(StagedSend(item, job, action, outcome))
-                else:
-                    self._sends.submit(self._send, item, job, action, outcome)
+            self._hand_over(item, outcome, staged)
         self._staged.submit(staged)
+
+    def _hand_over(self, item: LeasedTask | None, stepped: Stepped, staged: list[StagedSend]) -> None:
+        """A step's deliveries: sent now on a sender, or, staged, added to `staged` to be
+        held until their time."""
+        for job, action in stepped.deliveries:
+            if action.send_at is not None:
+                staged.append(StagedSend(item, job, action, stepped))
+            else:
+                self._sends.submit(self._send, item, job, action, stepped)
 
     # --- stage 2: send ---------------------------------------------------------------
 
@@ -301,15 +306,10 @@ class TaskPipeline:
     def _send_issued(self, issued: list[Stepped]) -> None:
         """What the results' steps committed to be sent: a job's next occurrence, staged
         as the result freed the job (ticks.stage_pending). It has no task of its own."""
-        staged = []
+        staged: list[StagedSend] = []
         for stepped in issued:
-            for job, action in stepped.deliveries:
-                if action.send_at is not None:
-                    staged.append(StagedSend(None, job, action, stepped))
-                else:
-                    self._sends.submit(self._send, None, job, action, stepped)
-        if staged:
-            self._staged.submit(staged)
+            self._hand_over(None, stepped, staged)
+        self._staged.submit(staged)
 
     def _record_later(self, result: _Result, error: Exception) -> None:
         result.failures += 1

@@ -98,10 +98,6 @@ class StagedSends:
     def start(self) -> None:
         self._stager.start()
 
-    def held(self) -> int:
-        """Requests on hold until their time."""
-        return self._stager.held()
-
     def held_for_tasks(self) -> int:
         """Requests on hold that a task's step staged (the others belong to no task)."""
         return self._held_for_tasks
@@ -123,6 +119,8 @@ class StagedSends:
 
     def submit(self, staged: list[StagedSend]) -> None:
         """Staged attempts just committed, to be made ready and held until their time."""
+        if not staged:
+            return
         if self._written_text is not None:
             for one in staged:
                 one.record_text = self._written_text(one.job.record)
@@ -172,10 +170,12 @@ class StagedSends:
                 self._prepared.notify_all()
 
     def _hold(self, staged: list[StagedSend]) -> None:
+        for_tasks = sum(1 for one in staged if one.item is not None)
         with self._prepared:
-            self._held_for_tasks += sum(1 for one in staged if one.item is not None)
+            self._held_for_tasks += for_tasks
         self._stager.submit([(one.due, one) for one in staged])
-        self._room_freed()
+        if for_tasks:  # only a task's request kept a worker busy until now
+            self._room_freed()
 
     def _release(self, due: list[StagedSend]) -> None:
         """At their time, on the stager's thread: the requests due now, checked together."""
