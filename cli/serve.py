@@ -31,9 +31,9 @@ Environment (flags win over their variables):
     SUNDIAL_BACKEND                local (default) or cloud
     SUNDIAL_CONFIG_DIR             project files (--configs, default examples/configs)
     SUNDIAL_DB                     SQLite database (--db, default .sundial/sundial.db)
-    SUNDIAL_PROCESSES              embedded: processes delivering (--processes, default 2, 1 on 1 core)
+    SUNDIAL_PROCESSES              embedded: processes delivering (--processes, default 1)
     SUNDIAL_WORKERS                embedded: dispatcher threads (default 32)
-    SUNDIAL_STAGE_AHEAD            embedded: commit an occurrence this long before its time (off)
+    SUNDIAL_STAGE_AHEAD            embedded: commit an occurrence this long before its time (10s; 0s: off)
   who may call
     SUNDIAL_API_TOKENS             TOKEN=user:EMAIL,...; unset: loopback only, everyone an owner
     SUNDIAL_ADMINS                 members who own every project (user:EMAIL,...)
@@ -101,8 +101,7 @@ def add_serve(subparsers) -> None:
     parser.add_argument("--db", default=None, metavar="PATH", help="SQLite database file (SUNDIAL_DB)")
     parser.add_argument("--processes", type=int, default=None, metavar="N",
                         help="embedded backend: deliver from N processes on the database, "
-                             "N - 1 of them dispatchers only (SUNDIAL_PROCESSES; default 2, or 1 where only "
-                             "one core is usable)")
+                             "N - 1 of them dispatchers only (SUNDIAL_PROCESSES; default 1)")
     parser.add_argument("--require-identity", action="store_true",
                         help="refuse to start, instead of listening on 127.0.0.1, when --host is not a "
                              "loopback address and no identity is configured (SUNDIAL_API_TOKENS, "
