@@ -130,7 +130,7 @@ class SqliteTransaction:
         key = (job.record.project, job.record.job_id)
         values = job_values(job, self.records)
         write_job(self.conn, values, self._jobs_read.get(key))
-        self._jobs_read[key] = (values[2], values[3], values[4], values[5], values[8])  # what it holds now
+        self._jobs_read[key] = stored_columns(values)  # what it holds now
         self._written.add(("job", *key))
 
     def delete_job(self, project: str, job_id: str) -> None:
@@ -221,14 +221,14 @@ def check_budget(written: Collection[Row]) -> None:
 
 
 # Ids per query: well under SQLite's limit of bound parameters (32,766; 999 before 3.32).
-_IDS_PER_QUERY = 500
+IDS_PER_QUERY = 500
 
 
 def select_existing(conn: sqlite3.Connection, project: str, job_id: str, invocation_ids: list[str]) -> set[str]:
-    """Which of the invocations have a row, in one query per _IDS_PER_QUERY ids."""
+    """Which of the invocations have a row, in one query per IDS_PER_QUERY ids."""
     found: set[str] = set()
-    for start in range(0, len(invocation_ids), _IDS_PER_QUERY):
-        batch = invocation_ids[start:start + _IDS_PER_QUERY]
+    for start in range(0, len(invocation_ids), IDS_PER_QUERY):
+        batch = invocation_ids[start:start + IDS_PER_QUERY]
         marks = ", ".join("?" * len(batch))
         rows = conn.execute(f"SELECT id FROM invocations WHERE project = ? AND job_id = ? AND id IN ({marks})",
                             (project, job_id, *batch))
@@ -253,10 +253,15 @@ def job_values(job: StoredJob, records: RecordCache) -> Row:
     )
 
 
+def stored_columns(values: Row) -> Row:
+    """Of a job's row (`job_values`), what a read of JOB_COLUMNS gives back."""
+    return values[2], values[3], values[4], values[5], values[8]
+
+
 def write_job(conn: sqlite3.Connection, values: Row, read: Row | None) -> None:
     """Write a job's row (`job_values`); `read`: the row as this transaction read it
     (JOB_COLUMNS), unchanged since. When only the record changed, it is updated in place."""
-    if read is not None and read[1:] == (values[3], values[4], values[5], values[8]):
+    if read is not None and read[1:] == stored_columns(values)[1:]:
         conn.execute(UPDATE_JOB_RECORD, (values[2], values[6], values[7], values[0], values[1]))
     else:
         conn.execute(PUT_JOB, values)

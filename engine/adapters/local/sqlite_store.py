@@ -23,6 +23,7 @@ from typing import Callable, Iterator, Mapping, TypeVar
 from engine.adapters.local.commits import CommitStrategy, LockedCommits
 from engine.adapters.local.schema import create_private, migrate
 from engine.adapters.local.sqlite_rows import (
+    IDS_PER_QUERY,
     JOB_COLUMNS,
     RecordCache,
     SqliteFile,
@@ -192,7 +193,7 @@ class SqliteJobStore:
                  known: Mapping[tuple[str, str], tuple[StoredJob, str]] | None = None,
                  ) -> dict[tuple[str, str], StoredJob]:
         """The jobs of `keys` that exist, by (project, job id): one range read of the
-        primary key per project and up to 500 ids. `known`: jobs as the caller last saw
+        primary key per project and up to IDS_PER_QUERY ids. `known`: jobs as the caller last saw
         them, with their record's stored text; a row still holding exactly that is
         handed back as the caller's own object, decoded from nothing (a burst's staged
         jobs are read back at their time, more than the record cache keeps)."""
@@ -202,8 +203,8 @@ class SqliteJobStore:
         conn = self.connection()
         found: dict[tuple[str, str], StoredJob] = {}
         for project, ids in by_project.items():
-            for start in range(0, len(ids), 500):
-                part = ids[start:start + 500]
+            for start in range(0, len(ids), IDS_PER_QUERY):
+                part = ids[start:start + IDS_PER_QUERY]
                 rows = conn.execute(f"SELECT job_id, {JOB_COLUMNS} FROM jobs WHERE project = ?"
                                     f" AND job_id IN ({','.join('?' * len(part))})", (project, *part))
                 for row in rows:
