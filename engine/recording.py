@@ -32,14 +32,18 @@ def task_name(kind: str, *parts) -> str:
     return "/".join((kind, *map(str, parts)))
 
 
+def tick_name(project: str, job_id: str, nonce: str, at: datetime) -> str:
+    """The name of a job's tick for `at` (what takes it off the queue names it so too)."""
+    return task_name(TaskKind.TICK, project, job_id, nonce, millis(at))
+
+
 def tick_task(project: str, job_id: str, action: act.ScheduleTick) -> Task:
     payload: dict[str, Any] = {"project": project, "job": job_id, "nonce": action.nonce}
     # A staged occurrence's tick runs `lead` early (statemachine/staging.py); its name and
     # its payload keep the occurrence's time (the embedded dispatcher groups early ticks).
     if action.lead:
         payload["at_ms"] = millis(action.at)
-    return Task(task_name(TaskKind.TICK, project, job_id, action.nonce, millis(action.at)), TaskKind.TICK,
-                payload, action.at - action.lead)
+    return Task(tick_name(project, job_id, action.nonce, action.at), TaskKind.TICK, payload, action.at - action.lead)
 
 
 def check_task(project: str, job_id: str, action: act.CheckEvents) -> Task:
@@ -196,7 +200,7 @@ def record_action(tx: Transaction, project: str, job_id: str, action, now: datet
         # alone occurrences are staged); elsewhere it comes and is found stale.
         dequeue = getattr(tx, "dequeue", None)
         if dequeue is not None:
-            dequeue(task_name(TaskKind.TICK, project, job_id, action.nonce, millis(action.at)))
+            dequeue(tick_name(project, job_id, action.nonce, action.at))
     elif isinstance(action, act.WithdrawOccurrence):
         # A row only if one was written before its time; none is made for it now.
         _update(tx, project, job_id, action.invocation_id, lambda row: _withdrawn(row, now))
