@@ -198,7 +198,8 @@ class HttpTarget:
             except ValueError as error:  # e.g. a header value with a line break
                 cause = _short_cause(error)
                 return "failed", f"invalid request: {cause}", cause
-            if answer.status not in _REDIRECTS or not answer.location:
+            location = _to_follow(answer)
+            if location is None:
                 break
             if hop == MAX_REDIRECTS:
                 return "failed", f"too many redirects (more than {MAX_REDIRECTS})", _detail(answer)
@@ -206,13 +207,12 @@ class HttpTarget:
                 endpoint, address, method, payload, headers = self._redirect(
                     request, endpoint, answer, method, payload, headers)
             except ForbiddenTarget as refused:
-                return "failed", str(refused), f"redirected to {answer.location[:200]}: {refused.why}"
+                return "failed", str(refused), f"redirected to {location[:200]}: {refused.why}"
             except ValueError as error:
                 return "failed", f"invalid redirect: {error}", _detail(answer)
             except OSError as error:
                 return "failed", "connection error: cannot resolve the redirect's host", _short_cause(error)
-        outcome, reason = _classify(answer.status, bool(spec.get("async")))
-        return outcome, reason, _detail(answer)
+        return _ending(answer, spec)
 
     def _redirect(self, request, endpoint: Endpoint, answer: Answer, method: str, payload, headers):
         """The next hop: its endpoint (checked), address, method, body and headers."""
@@ -228,6 +228,17 @@ class HttpTarget:
             if target.authorization:
                 headers["Authorization"] = target.authorization
         return target, address, method, payload, headers
+
+
+def _to_follow(answer: Answer) -> str | None:
+    """Where an answer redirects to, if it is a redirect to follow (up to MAX_REDIRECTS)."""
+    return answer.location if answer.status in _REDIRECTS and answer.location else None
+
+
+def _ending(answer: Answer, spec: dict) -> tuple[str, str, str]:
+    """The outcome, reason and detail of an answer that ends the attempt."""
+    outcome, reason = _classify(answer.status, bool(spec.get("async")))
+    return outcome, reason, _detail(answer)
 
 
 def _without_credentials(headers: dict[str, str], secret_backed: frozenset) -> dict[str, str]:
@@ -351,10 +362,9 @@ class StagedHttp:
         writer's thread; None for a redirect to follow, which `finish` does on another."""
         if not isinstance(first, Answer):
             return self.finish(first, written_at)  # an error: classified as the blocking path does
-        if first.status in _REDIRECTS and first.location:
+        if _to_follow(first) is not None:
             return None
-        outcome, reason = _classify(first.status, bool(self.spec.get("async")))
-        return DeliveryResult(outcome, reason, _detail(first), timedelta(seconds=time.monotonic() - written_at))
+        return DeliveryResult(*_ending(first, self.spec), timedelta(seconds=time.monotonic() - written_at))
 
     def finish(self, first: Answer | BaseException, written_at: float) -> DeliveryResult:
         """The result, from the writer's answer (a redirect is followed from here, blocking)."""
