@@ -35,12 +35,16 @@ def still_staged(store: JobStore, job: StoredJob, action: act.Deliver) -> bool:
     return staged_in(store.get_job(record.project, record.job_id), job, action)
 
 
-def current_jobs(store: JobStore, keys: list[tuple[str, str]]) -> dict[tuple[str, str], StoredJob]:
+def current_jobs(store: JobStore, keys: list[tuple[str, str]],
+                 known: dict[tuple[str, str], tuple[StoredJob, str]] | None = None
+                 ) -> dict[tuple[str, str], StoredJob]:
     """The jobs as stored now, by (project, job id), in one read where the store reads
-    many at once (the requests of one instant are checked together)."""
+    many at once (the requests of one instant are checked together). `known`: jobs as
+    the caller staged them, with their record's stored text, for a store that can hand
+    back an unchanged row as the caller's own object (SqliteJobStore.get_jobs)."""
     read_many = getattr(store, "get_jobs", None)
     if read_many is not None:
-        return dict(read_many(keys))
+        return dict(read_many(keys, known))
     found = {key: store.get_job(*key) for key in dict.fromkeys(keys)}
     return {key: job for key, job in found.items() if job is not None}
 

@@ -162,18 +162,17 @@ class TaskRunner:
         return None
 
     def ready_staged_many(self, staged: list[tuple[StoredJob, act.Deliver, Stepped, float]],
-                          read_jobs: Callable[[list[tuple[str, str]]], dict[tuple[str, str], StoredJob]]
-                          | None = None) -> list[bool]:
+                          known: dict[tuple[str, str], tuple[StoredJob, str]] | None = None) -> list[bool]:
         """send_held's checks for the staged requests due at one instant, which the batch
         writer (engine/targets/http_batch.py) writes right after, each behind the fence
-        (`leases_hold`): every lease, the jobs as stored now (one read for them all,
-        `read_jobs`, by default the store's), and the release mark. A False is given up
-        here. `staged`: (job, action, stepped, task_until) of each."""
+        (`leases_hold`): every lease, the jobs as stored now (one read for them all;
+        `known`: see current_jobs), and the release mark. A False is given up here.
+        `staged`: (job, action, stepped, task_until) of each."""
         holds = self.changes.holds
         now = self.monotonic()
         lost = [first_lost(now, self._leases(stepped, until)) for _, _, stepped, until in staged]
         keys = [(job.record.project, job.record.job_id) for (job, *_), why in zip(staged, lost) if not why]
-        current = read_jobs(keys) if read_jobs is not None else current_jobs(self.changes.store, keys)
+        current = current_jobs(self.changes.store, keys, known)
         go = []
         for (job, action, _, _), why in zip(staged, lost):
             ok = not why and staged_in(current.get((job.record.project, job.record.job_id)), job, action)

@@ -84,10 +84,10 @@ class StagedSends:
         holds = getattr(runner.changes, "holds", None)
         self._stager = Stager(self.clock, self._release,
                               release_up_to=holds.release_up_to if holds is not None else None)
-        self._store = getattr(runner.changes, "store", None)
         # What the store wrote for a record (record_cache.py), where it can say: at their
         # time, the staged jobs are read back without decoding when nothing changed them.
-        self._written_text = getattr(getattr(self._store, "records", None), "written_text", None)
+        store = getattr(runner.changes, "store", None)
+        self._written_text = getattr(getattr(store, "records", None), "written_text", None)
         self._preparing = 0  # batches being made ready (stop() waits for them)
         self._releasing = 0  # requests of the instant being released, not yet handed to the writer
         self._held_for_tasks = 0  # of the requests on hold, those a task's step staged
@@ -199,7 +199,8 @@ class StagedSends:
         try:
             go = self.runner.ready_staged_many(
                 [(one.job, one.action, one.stepped, self._task_until(one.item)) for one in ready],
-                self._reader(ready))
+                {(one.job.record.project, one.job.record.job_id): (one.job, one.record_text)
+                 for one in ready if one.record_text is not None})
         except Exception as error:  # storage: the task is handed back, the watchdog has the attempt
             for one in ready:
                 self._settle_part(one.item, error)
@@ -213,16 +214,6 @@ class StagedSends:
             outgoing.append(one.staged.ready.outgoing(ready=partial(self._fence, one),
                                                       done=partial(self._written, one)))
         self._writer.submit(outgoing)
-
-    def _reader(self, ready: list[StagedSend]):
-        """How the jobs of `ready` are read (None: as the store reads any): handing back
-        the staged job itself where its row still holds what its commit wrote."""
-        store = self._store
-        if self._written_text is None or store is None:
-            return None
-        known = {(one.job.record.project, one.job.record.job_id): (one.job, one.record_text)
-                 for one in ready if one.record_text is not None}
-        return lambda keys: store.get_jobs(keys, known)
 
     def _fence(self, one: StagedSend) -> bool:
         """On the writer's thread, right before the write: do its leases still hold?"""
