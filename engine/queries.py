@@ -29,7 +29,6 @@ from engine.recording import row_of_active
 from statemachine.policy import DEFAULT_TUNING, Tuning
 from statemachine.record import ActiveInvocation
 from statemachine.staging import staged
-from statemachine.vocabulary import InvocationStatus
 
 
 def _newest_first(row: InvocationRow) -> str:
@@ -51,11 +50,7 @@ def _shown_row(project: str, job_id: str, entry: ActiveInvocation, now: datetime
     have, except that a staged attempt (its time not come, nothing sent) has not started:
     STARTING, no `started_time`, its log only "created". Its `created_time` is the one
     its row will keep: the attempt's time, as without staging its tick would have run then."""
-    row = row_of_active(project, job_id, entry)
-    if staged(entry, now):
-        row.status, row.started_time = InvocationStatus.STARTING, None
-        row.log = [line for line in row.log if not str(line.get("message", "")).startswith("attempt ")]
-    return row
+    return row_of_active(project, job_id, entry, sent=not staged(entry, now))
 
 
 def visible(stored: StoredJob) -> bool:

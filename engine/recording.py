@@ -235,18 +235,20 @@ def materialize(tx: Transaction, project: str, job_id: str, entry: ActiveInvocat
         tx.put_invocation(row_of_active(project, job_id, entry))
 
 
-def row_of_active(project: str, job_id: str, entry: ActiveInvocation) -> InvocationRow:
+def row_of_active(project: str, job_id: str, entry: ActiveInvocation, sent: bool = True) -> InvocationRow:
     """The history record an invocation living only in its job's record would have now;
-    readers are shown it until the real one is written."""
+    readers are shown it until the real one is written. `sent` False: its attempt,
+    staged, has not started yet (STARTING, no `started_time`, its log only "created")."""
     began = entry.started_at or entry.scheduled_time
     row = InvocationRow(
         project, job_id, entry.invocation_id,
-        InvocationStatus.RUNNING if entry.has_started else InvocationStatus.STARTING,
-        entry.scheduled_time, entry.trigger, created_time=began, started_time=began,
+        InvocationStatus.RUNNING if entry.has_started and sent else InvocationStatus.STARTING,
+        entry.scheduled_time, entry.trigger, created_time=began, started_time=began if sent else None,
         attempt=max(entry.attempts, default=1), event_count=entry.event_count,
     )
     append_log(row, began, "created", trigger=entry.trigger)
-    append_log(row, began, "attempt 1 starting", event=0)
+    if sent:
+        append_log(row, began, "attempt 1 starting", event=0)
     return row
 
 
