@@ -44,6 +44,7 @@ from datetime import datetime, timedelta
 from statemachine import actions as act
 from statemachine.policy import JobPolicy, Tuning
 from statemachine.record import ActiveInvocation, JobRecord, Occurrence, evolve
+from statemachine.runs import before
 from statemachine.schedule import IntervalSchedule, is_clock_driven, next_fire
 from statemachine.vocabulary import SkipReason, Trigger
 
@@ -136,7 +137,7 @@ def withdraw_rescheduled(record: JobRecord, policy: JobPolicy, now: datetime) ->
 
 
 def _fires_at(policy: JobPolicy, moment: datetime) -> bool:
-    return next_fire(policy.schedule, moment - timedelta(microseconds=1)) == moment
+    return next_fire(policy.schedule, before(moment)) == moment
 
 
 def unsent(entry: ActiveInvocation, released_until: datetime | None) -> bool:
