@@ -54,9 +54,10 @@ class AttemptHolds(Protocol):
         for alive, and only if they have not taken it for gone since (then what it held
         was settled, and may be issued again elsewhere). None: no bound known yet."""
 
-    def release_up_to(self, at: datetime) -> None:
+    def release_up_to(self, at: datetime) -> datetime:
         """Store that this process may let out staged requests due up to `at`; return once
-        stored. A staged request is sent only after this.
+        stored. A staged request is sent only after this. Returns the time the stored
+        mark covers (`at` or later): requests due up to then need no further call.
 
         :raises StoreError: it could not be stored.
         """

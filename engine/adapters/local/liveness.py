@@ -210,8 +210,8 @@ class SqliteAttemptHolds:
     def held_until(self, since: float) -> float | None:
         return self.registry.held_until(since)
 
-    def release_up_to(self, at: datetime) -> None:
-        self.marks.release_up_to(at)
+    def release_up_to(self, at: datetime) -> datetime:
+        return self.marks.release_up_to(at)
 
     def release(self, tx: Transaction, held: HeldAttempt) -> bool:
         holding = _holding(tx)

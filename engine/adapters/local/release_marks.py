@@ -31,20 +31,21 @@ class ReleaseMarks:
         self._marked: datetime | None = None
         self.written = 0  # marks written so far (tests and the bench read it)
 
-    def covers(self, at: datetime) -> bool:
+    def covering(self, at: datetime) -> datetime | None:
+        """The stored mark, if it is at `at` or later."""
         marked = self._marked
-        return marked is not None and at <= marked
+        return marked if marked is not None and at <= marked else None
 
-    def release_up_to(self, at: datetime) -> None:
-        """Return once this process's stored mark is at `at` or later.
+    def release_up_to(self, at: datetime) -> datetime:
+        """Return once this process's stored mark is at `at` or later; returns the mark.
 
         :raises StoreError: the mark could not be stored (the request must not go then).
         """
-        if self.covers(at):
-            return
+        if (marked := self.covering(at)) is not None:
+            return marked
         with self._lock:
-            if self.covers(at):
-                return
+            if (marked := self.covering(at)) is not None:
+                return marked
             until = at + AHEAD
             stamp = repr(until.timestamp())
             with self.store.transaction() as tx:
@@ -52,6 +53,7 @@ class ReleaseMarks:
                                 (PREFIX + self.holder, stamp))
             self._marked = until
             self.written += 1
+            return until
 
 
 def read_marks(store: SqliteJobStore, holders: Iterable[str]) -> dict[str, float]:

@@ -9,7 +9,9 @@ committed as starting is left unsent by a clean stop.
 
 With `release_up_to` (the process's release mark, release_marks.py), the stager stores
 the mark for the earliest held time `MARK_LEAD` before it: the sender must find its
-request's time covered before it sends, and finds it so without a write at T.
+request's time covered before it sends, and finds it so without a write at T. A mark
+covers a while past the time it was stored for, and the times it covers need no
+wakeup of their own before theirs (a spread load has a time every few milliseconds).
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ Entry = tuple[datetime, int, Any]
 
 class Stager:
     def __init__(self, clock: Clock, release: Callable[[list[Any]], None], name: str = "sundial-stage",
-                 release_up_to: Callable[[datetime], None] | None = None):
+                 release_up_to: Callable[[datetime], datetime] | None = None):
         """`release(items)`: run on the stager's thread with every item whose time has come."""
         self.clock, self.release, self.release_up_to = clock, release, release_up_to
-        self._marked: datetime | None = None  # the latest mark this stager stored
+        # How far the stored mark covers, as it last said (or the time it failed to be
+        # stored for): a held time up to there needs no wakeup of its own to mark it.
+        self._marked: datetime | None = None
         self._heap: list[Entry] = []
         self._order = itertools.count()  # ties keep their order; items never compare
         self._ready = threading.Condition()
@@ -88,11 +92,12 @@ class Stager:
     def _mark(self, at: datetime) -> None:
         assert self.release_up_to is not None
         try:
-            self.release_up_to(at)
+            covered = self.release_up_to(at)
         except Exception as error:  # the sender tries again, at the socket's side of T
             log_event(log, "storing the release mark failed", level=logging.WARNING, error=repr(error))
+            covered = at  # tried: not again for this time
         with self._ready:
-            self._marked = at  # tried: not again for this time
+            self._marked = covered
 
     def _next_due(self) -> list[Any] | datetime | None:
         """Wait for the earliest time to come; the items due then (None: stopped and
