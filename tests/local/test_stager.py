@@ -8,7 +8,7 @@ import threading
 import time
 from datetime import datetime, timedelta
 
-from engine.adapters.local.stager import Stager
+from engine.adapters.local.stager import GATHER, GATHER_MOST, Stager
 from statemachine.durations import UTC
 
 COVER = timedelta(milliseconds=250)  # as release_marks.AHEAD: how far past its time a mark covers
@@ -84,3 +84,47 @@ def test_a_mark_that_cannot_be_stored_holds_nothing_back_and_is_tried_again_for_
     released = _hold_and_release(times, marks)
     assert [at for at, _, _ in released] == times and time.monotonic() - began < 5
     assert marks.calls == 3
+
+
+def test_times_a_few_milliseconds_apart_leave_together_at_the_latest_of_them():
+    start = datetime.now(UTC) + timedelta(seconds=0.3)
+    close = [start + timedelta(milliseconds=ms) for ms in (0, 1, 2, 3)]  # within GATHER of the first
+    alone = start + timedelta(milliseconds=300)
+    released = _hold_and_release([*close, alone], Marks())
+    groups = _groups(released)
+    assert groups == [close, [alone]]
+    assert all(at <= left for at, _, left in released)  # none before its time
+
+
+def test_times_further_apart_than_the_gathering_leave_one_at_a_time():
+    start = datetime.now(UTC) + timedelta(seconds=0.3)
+    times = [start + GATHER * 3 * i for i in range(4)]
+    released = _hold_and_release(times, Marks())
+    assert _groups(released) == [[at] for at in times]
+    assert all(at <= left for at, _, left in released)
+
+
+def test_no_time_is_gathered_past_the_stored_mark():
+    start = datetime.now(UTC) + timedelta(seconds=0.3)
+    edge = start + COVER  # what the mark stored for `start` covers
+    before, after = edge - timedelta(milliseconds=1), edge + timedelta(milliseconds=1)
+    marks = Marks()
+    released = _hold_and_release([start, before, after], marks)
+    assert _groups(released) == [[start], [before], [after]]
+    assert all(mark is not None and at <= mark for at, mark, _ in released)
+    assert marks.calls == 2
+
+
+def _groups(released: list[tuple[datetime, datetime | None, datetime]]) -> list[list[datetime]]:
+    """The times released, grouped by the release they left in."""
+    groups: dict[datetime, list[datetime]] = {}
+    for at, _, left in released:
+        groups.setdefault(left, []).append(at)
+    return list(groups.values())
+
+
+def test_an_instant_of_many_leaves_at_once_without_waiting_for_the_next_times():
+    start = datetime.now(UTC) + timedelta(seconds=0.3)
+    soon = start + timedelta(milliseconds=2)
+    released = _hold_and_release([start] * (GATHER_MOST + 1) + [soon], Marks())
+    assert _groups(released) == [[start] * (GATHER_MOST + 1), [soon]]
