@@ -41,8 +41,10 @@ log = logging.getLogger("sundial.dispatcher")
 
 MAX_BATCH = 64  # tasks per transaction: enough to spread its fixed cost, short enough to start sending soon
 # How long the record stage waits for more results before it commits what it has: a
-# result waits that much longer to be committed (its request is out already).
-RECORD_LINGER = 0.01
+# result waits that much longer to be committed (its request is out already). A spread
+# load of 500 a second then records about 25 per transaction, not 5: its BEGIN, COMMIT,
+# WAL pages and wakeups are shared five times as widely (docs/PERFORMANCE.md).
+RECORD_LINGER = 0.05
 RECORD_TRIES = 12  # about a minute of a store that is down; then the task is handed back
 # How long results may wait for the writer to write what is due (see _after_writes).
 WRITES_FIRST = 2.0
