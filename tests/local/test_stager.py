@@ -8,15 +8,10 @@ import threading
 import time
 from datetime import datetime, timedelta
 
+from engine.adapters.local.release_marks import AHEAD as COVER  # how far past its time a mark covers
 from engine.adapters.local.stager import GATHER, GATHER_MOST, Stager
+from engine.clock import SystemClock
 from statemachine.durations import UTC
-
-COVER = timedelta(milliseconds=250)  # as release_marks.AHEAD: how far past its time a mark covers
-
-
-class SystemClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
 
 
 class Marks:

@@ -136,7 +136,7 @@ class Stager:
         `_ready`."""
         until = head + GATHER
         if self.release_up_to is not None and self._marked is not None:
-            until = min(until, max(head, self._marked))
+            until = min(until, self._marked)  # (at or after `head`: _next_due marked it first)
         while (left := seconds_until(self.clock, self._latest_held(until))) > 0:
             self._ready.wait(left)  # one wait for them all, not one each
         now = self.clock.now()
