@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import socket
+import ssl
 import time
 from datetime import timedelta
 from urllib.parse import urljoin
@@ -315,6 +316,13 @@ def _short_cause(error: BaseException) -> str:
     while (inner := _inner(error)) is not None and id(inner) not in seen:
         seen.add(id(error))
         error = inner
+    if isinstance(error, http.client.BadStatusLine) and not isinstance(error, http.client.RemoteDisconnected):
+        # Its text is whatever the peer sent.
+        return "the answer is not HTTP"
+    if isinstance(error, ssl.SSLCertVerificationError):  # "certificate has expired", ...
+        return f"TLS certificate verify failed: {error.verify_message}"
+    if isinstance(error, ssl.SSLError):
+        return f"TLS error: {error.reason or error}"
     text = str(error) or type(error).__name__
     if isinstance(error, OSError) and error.strerror:
         text = error.strerror  # "Connection refused", not "[Errno 111] Connection refused"

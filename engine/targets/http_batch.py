@@ -6,36 +6,47 @@ took 150-270 ms to arrive on two cores, most of it threads handing the GIL to ea
 other and http.client's per-request objects; written from one thread as bytes encoded
 ahead, on connections opened ahead, they took 30-45 ms (docs/PERFORMANCE.md, "One
 writer at T"). So a staged request arrives here encoded (`encode_request`), and at its
-time the writer, for each request in turn: takes a connection of its host (at most
-`parallel` per host; a host's next request goes on the first connection that is free
-again), runs the request's `ready()` check right before writing (the leases and the
-job as stored now: the equivalent of the fence at the socket, `fence.py`), and writes.
+time the writer, for each request in turn: takes an idle connection of its host (at
+most `parallel` per host; a host's next request goes on the first connection that is
+free again), runs the request's `ready()` check right before writing (the leases and
+the job as stored now: the equivalent of the fence at the socket, `fence.py`), and
+writes. This thread never connects: a host with no idle connection gets one opened on
+another thread (`hand_off`), so a host that is slow to accept holds up none of the
+others, and the new connection comes back here to be written on.
 
-Answers with a Content-Length are read here. Any other (chunked, no length, 1xx), and
-every error, ends the request's use of the writer: `done` gets the Answer or the
-error, the way `ConnectionPool.request` would have raised or returned it, and never
-twice. A reused connection found closed before the write is replaced, and the request
-written on the new one (nothing reached the server); an error after the write is the
-attempt's.
+Answers with a Content-Length are read here. Any other (chunked, no length, 1xx, bytes
+that are not HTTP), and every error, ends the request's use of the writer: `done` gets
+the Answer or the error, the way `ConnectionPool.request` would have raised or returned
+it, and never twice. An attempt's time runs from when the writer takes it, connecting
+included: at its deadline an answer whose head has arrived ends with what arrived of
+its body, any other with a timeout. A failure to connect (refused, a TLS certificate
+refused, no handshake in time) is the attempt's failure, reported only after the same
+`ready()` check as a write: a request whose leases were lost is reported not sent
+(`done(None)`), one that may go is a failed attempt. A reused connection found closed
+before the write is replaced, and the request written on the new one (nothing reached
+the server); an error after the write is the attempt's.
 """
 
 from __future__ import annotations
 
 import http.client
-import io
 import logging
 import selectors
 import socket
+import ssl
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, cast
+from typing import Callable
 
-from engine.targets.http_pool import Answer, ConnectionPool, _dropped, _read_answer
+from engine.targets.http_pool import Answer, ConnectionPool, _dropped, _read_answer, bounded_response
 
 PARALLEL = 64  # connections per host at once (the pool keeps as many idle)
 _STALE = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+# Nothing to do yet on a non-blocking socket (a TLS one says so with its own errors: a
+# record not complete yet, or a renegotiation that wants the other direction).
+_LATER = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 
 
 @dataclass(eq=False)
@@ -73,6 +84,8 @@ class BatchWriter:
         self._waiting: dict[tuple, deque[Outgoing]] = {}
         self._in_use: dict[tuple, int] = {}
         self._busy: dict[int, _Busy] = {}  # by socket fd
+        self._connected: list[tuple[Outgoing, http.client.HTTPConnection | BaseException]] = []
+        self._connecting = 0  # requests whose connection is being opened elsewhere (this thread's count)
         self._queued = 0  # requests taken in and not yet written (only this writer's thread sets it)
         self._timeouts_at = float("inf")  # the earliest deadline of an answer (or later: none is missed)
         self._closing = False
@@ -104,14 +117,21 @@ class BatchWriter:
         while True:
             with self._lock:
                 incoming, self._incoming = self._incoming, []
+                connected, self._connected = self._connected, []
                 self._queued += len(incoming)  # still counted: backlog() never dips to 0 meanwhile
                 closing = self._closing
             for item in incoming:
                 self._waiting.setdefault(item.key, deque()).append(item)
+            for item, outcome in connected:
+                self._connecting -= 1
+                if isinstance(outcome, BaseException):
+                    self._fail(item, outcome)
+                else:
+                    self._write(outcome, False, item)
             for key in list(self._waiting):
                 self._start_some(key)
-            self._queued = sum(len(waiting) for waiting in self._waiting.values())
-            if closing and not self._busy and not any(self._waiting.values()):
+            self._queued = sum(len(waiting) for waiting in self._waiting.values()) + self._connecting
+            if closing and not self._busy and not self._connecting and not any(self._waiting.values()):
                 return
             self._wait_once()
 
@@ -137,7 +157,10 @@ class BatchWriter:
         nearest = float("inf")
         for fd, busy in list(self._busy.items()):
             if now >= busy.item.deadline:
-                self._end(fd, busy, TimeoutError(f"no answer within {busy.item.timeout:g}s"), reuse=False)
+                partial = _parse(bytes(busy.item.buffer), busy.item.read_limit, final=True)
+                ended = partial[0] if isinstance(partial, tuple) else TimeoutError(
+                    f"no answer within {busy.item.timeout:g}s")
+                self._end(fd, busy, ended, reuse=False)
             elif busy.item.deadline < nearest:
                 nearest = busy.item.deadline
         self._timeouts_at = nearest
@@ -146,53 +169,62 @@ class BatchWriter:
         waiting = self._waiting.get(key)
         while waiting and self._in_use.get(key, 0) < self.parallel:
             item = waiting.popleft()
-            try:
-                conn, reused = self.pool.take(key, item.timeout)
-            except OSError as error:
-                _done(item, error)
-                continue
+            # The attempt's time runs from here, connecting included: a host slow to
+            # accept cannot stretch it past its timeout.
+            item.deadline = time.monotonic() + item.timeout
             self._in_use[key] = self._in_use.get(key, 0) + 1
-            self._write(conn, reused, item)
+            conn = self.pool.take_idle(key, item.timeout)
+            if conn is None:
+                self._connect_elsewhere(item)
+            else:
+                self._write(conn, True, item)
         if waiting is not None and not waiting:
             del self._waiting[key]
+
+    def _connect_elsewhere(self, item: Outgoing) -> None:
+        """Open a connection for `item` on another thread (a connect waits on the host,
+        and this thread writes every other host's requests); the new connection, or the
+        error, comes back through the loop."""
+        self._connecting += 1
+
+        def connect() -> None:
+            outcome: http.client.HTTPConnection | BaseException
+            try:
+                outcome = self.pool.open(item.key, max(item.deadline - time.monotonic(), 0.001))
+            except BaseException as error:  # refused, unresolvable, TLS, timeout: the attempt's
+                outcome = error
+            with self._lock:
+                self._connected.append((item, outcome))
+            self._wake_w.send(b"x")
+        self.hand_off(connect)
+
+    def _fail(self, item: Outgoing, error: BaseException) -> None:
+        """No connection could be had for `item`: a failed attempt if it may still go
+        (its leases hold, as for a write), else not sent at all."""
+        self._release(item.key)
+        _done(item, error if _ready(item) else None)
 
     def _write(self, conn: http.client.HTTPConnection, reused: bool, item: Outgoing) -> None:
         """Check, then write as much as the socket takes; the rest when it is writable."""
         if reused and _dropped(conn):  # closed while idle: nothing of this request reached it
             conn.close()
-            try:
-                conn, reused = self.pool.open(item.key, item.timeout), False
-            except OSError as error:
-                self._release(item.key)
-                _done(item, error)
-                return
-        try:
-            go = item.ready()
-        except BaseException:  # (ready() handles its own errors: this is a bug) not sent
-            go = False
-        if not go:
+            return self._connect_elsewhere(item)
+        if not _ready(item):
             self._release(item.key, conn)
             _done(item, None)
             return
         sock = conn.sock
         sock.setblocking(False)
-        item.deadline = time.monotonic() + item.timeout
         self._timeouts_at = min(self._timeouts_at, item.deadline)
         try:
             sent = sock.send(item.data)
-        except BlockingIOError:
+        except _LATER:
             sent = 0
         except _STALE as error:
-            if not reused:
-                return self._fail_unsent(conn, item, error)
-            conn.close()  # as ConnectionPool.request: sent anew on a new connection
-            try:
-                conn = self.pool.open(item.key, item.timeout)
-                conn.sock.setblocking(False)
-                sent = conn.sock.send(item.data)
-                sock = conn.sock
-            except OSError as again:
-                return self._fail_unsent(conn, item, again)
+            conn.close()
+            if reused:  # as ConnectionPool.request: nothing reached the server, sent anew
+                return self._connect_elsewhere(item)
+            return self._fail_unsent(conn, item, error)
         except OSError as error:
             return self._fail_unsent(conn, item, error)
         busy = _Busy(conn, item, item.data[sent:])
@@ -207,7 +239,7 @@ class BatchWriter:
     def _writable(self, fd: int, busy: _Busy) -> None:
         try:
             sent = busy.conn.sock.send(busy.rest)
-        except BlockingIOError:
+        except _LATER:
             return
         except OSError as error:
             return self._end(fd, busy, error, reuse=False)
@@ -218,8 +250,8 @@ class BatchWriter:
     def _readable(self, fd: int, busy: _Busy) -> None:
         item = busy.item
         try:
-            chunk = busy.conn.sock.recv(65536)
-        except BlockingIOError:
+            chunk = _receive(busy.conn.sock)
+        except _LATER:
             return
         except OSError as error:
             return self._end(fd, busy, error, reuse=False)
@@ -244,8 +276,7 @@ class BatchWriter:
         def read() -> None:
             try:
                 conn.sock.setblocking(True)
-                replay = cast(socket.socket, _Replay(conn.sock, bytes(item.buffer)))
-                response = http.client.HTTPResponse(replay, method=item.method)
+                response = bounded_response(conn.sock, item.method, deadline=item.deadline, head=bytes(item.buffer))
                 response.begin()
                 answer = _read_answer(conn.sock, response, item.deadline, item.read_limit)
             except BaseException as error:
@@ -281,6 +312,24 @@ class BatchWriter:
             self.pool.give_back(key, conn)
 
 
+def _ready(item: Outgoing) -> bool:
+    """The request's own check, right before it goes (or fails to)."""
+    try:
+        return item.ready()
+    except BaseException:  # (ready() handles its own errors: this is a bug) not sent
+        return False
+
+
+def _receive(sock: socket.socket) -> bytes:
+    """What the socket has now; with TLS, also what it decrypted beyond the first record
+    (the selector only wakes for bytes still in the kernel)."""
+    chunk = sock.recv(65536)
+    if isinstance(sock, ssl.SSLSocket):
+        while chunk and sock.pending():
+            chunk += sock.recv(sock.pending())
+    return chunk
+
+
 def _done(item: Outgoing, outcome: Answer | BaseException | None) -> None:
     try:
         item.done(outcome)
@@ -291,9 +340,13 @@ def _done(item: Outgoing, outcome: Answer | BaseException | None) -> None:
 _COMPLEX = object()
 
 
-def _parse(data: bytes, limit: int):
+def _parse(data: bytes, limit: int, final: bool = False):
     """(Answer, reusable) for a complete answer with a Content-Length; None: incomplete;
-    _COMPLEX: any other framing, for http.client to read."""
+    _COMPLEX: any other framing, or bytes that are not HTTP, for http.client to read (or
+    refuse). `final`: the deadline has come, so an answer whose head is complete ends
+    with the part of its body that arrived (the status decides, as on the blocking path)."""
+    if not b"HTTP/".startswith(data[:5]):
+        return _COMPLEX  # not an answer at all: http.client says so at once
     end = data.find(b"\r\n\r\n")
     if end < 0:
         return None if len(data) < 65536 else _COMPLEX
@@ -312,7 +365,7 @@ def _parse(data: bytes, limit: int):
     if status < 200 or "transfer-encoding" in headers or not length.isdigit():
         return _COMPLEX
     body, total = data[end + 4:], int(length)
-    if len(body) < min(total, limit):
+    if len(body) < min(total, limit) and not final:
         return None
     complete = total <= limit and len(body) == total
     close = headers.get("connection", "").lower() == "close" or parts[0] == "HTTP/1.0"
@@ -322,29 +375,3 @@ def _parse(data: bytes, limit: int):
 
 def _incomplete(item: Outgoing) -> BaseException:
     return http.client.IncompleteRead(bytes(item.buffer))
-
-
-class _Replay:
-    """A socket for http.client.HTTPResponse whose first bytes were read already."""
-
-    def __init__(self, sock: socket.socket, head: bytes):
-        self.sock, self.head = sock, head
-
-    def makefile(self, mode: str) -> io.BufferedReader:
-        return io.BufferedReader(_ReplayRaw(self.sock, self.head))
-
-
-class _ReplayRaw(io.RawIOBase):
-    def __init__(self, sock: socket.socket, head: bytes):
-        self.sock, self.head = sock, head
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        if self.head:
-            count = min(len(buffer), len(self.head))
-            buffer[:count] = self.head[:count]
-            self.head = self.head[count:]
-            return count
-        return self.sock.recv_into(buffer)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import http.client
+import io
 import re
 import select
 import socket
@@ -28,6 +29,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import partial
 from urllib.parse import quote, unquote, urlsplit
 
 from engine.targets.fence import check as check_fence
@@ -120,6 +122,9 @@ class ConnectionPool:
                 conn, reused = self._open(key, timeout), False
                 _write(conn, method, endpoint.target, body, headers)
             sock = conn.sock  # getresponse() forgets it when the server will close
+            # The status line and headers are read against the deadline too: a server
+            # that trickles them a byte at a time cannot hold the attempt past its timeout.
+            conn.response_class = partial(bounded_response, deadline=deadline)  # type: ignore[assignment]
             response = conn.getresponse()
             answer = _read_answer(sock, response, deadline, read_limit)
         except BaseException:
@@ -144,6 +149,24 @@ class ConnectionPool:
         """
         return self._take(key, timeout)
 
+    def take_idle(self, key: tuple, timeout: float) -> http.client.HTTPConnection | None:
+        """An idle connection still open, or None: never connects (the batch writer's
+        thread must not wait on a host that is slow to accept)."""
+        now = time.monotonic()
+        while True:
+            with self._lock:
+                conns = self._idle.get(key)
+                taken = conns.pop() if conns else None
+            if taken is None:
+                return None
+            idle_since, conn = taken
+            if now - idle_since > IDLE_SECONDS or _dropped(conn):
+                conn.close()
+                continue
+            conn.timeout = timeout
+            conn.sock.settimeout(timeout)
+            return conn
+
     def open(self, key: tuple, timeout: float) -> http.client.HTTPConnection:
         return self._open(key, timeout)
 
@@ -161,20 +184,8 @@ class ConnectionPool:
             self._give_back(key, self._open(key, timeout))
 
     def _take(self, key: tuple, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
-        now = time.monotonic()
-        while True:
-            with self._lock:
-                conns = self._idle.get(key)
-                taken = conns.pop() if conns else None
-            if taken is None:
-                return self._open(key, timeout), False
-            idle_since, conn = taken
-            if now - idle_since > IDLE_SECONDS or _dropped(conn):
-                conn.close()
-                continue
-            conn.timeout = timeout
-            conn.sock.settimeout(timeout)
-            return conn, True
+        conn = self.take_idle(key, timeout)
+        return (conn, True) if conn is not None else (self._open(key, timeout), False)
 
     def _open(self, key: tuple, timeout: float) -> http.client.HTTPConnection:
         scheme, host, port, address, _ = key
@@ -258,6 +269,43 @@ def _read_answer(sock, response: http.client.HTTPResponse, deadline: float, limi
     complete = response.isclosed() or response.length == 0
     response.close()
     return Answer(response.status, response.reason, body, complete, response.getheader("Location"))
+
+
+def bounded_response(sock: socket.socket, method: str | None = None, *, deadline: float,
+                     head: bytes = b"") -> http.client.HTTPResponse:
+    """An HTTPResponse that reads `sock` (after `head`, bytes already read from it) only
+    until `deadline` (time.monotonic()); past it a read raises TimeoutError."""
+    return http.client.HTTPResponse(_Bounded(sock, head, deadline), method=method)  # type: ignore[arg-type]
+
+
+class _Bounded:
+    """A socket as HTTPResponse uses it (only makefile), its reads bounded by a deadline."""
+
+    def __init__(self, sock: socket.socket, head: bytes, deadline: float):
+        self.raw = _BoundedRaw(sock, head, deadline)
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        return io.BufferedReader(self.raw)
+
+
+class _BoundedRaw(io.RawIOBase):
+    def __init__(self, sock: socket.socket, head: bytes, deadline: float):
+        self.sock, self.head, self.deadline = sock, head, deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.head:
+            count = min(len(buffer), len(self.head))
+            buffer[:count] = self.head[:count]
+            self.head = self.head[count:]
+            return count
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        self.sock.settimeout(left)
+        return self.sock.recv_into(buffer)
 
 
 class _Encoder(http.client.HTTPConnection):
