@@ -20,12 +20,21 @@ import time
 from datetime import timedelta
 
 from google.api_core import exceptions as gexc
+from google.api_core import retry as gretry
 from google.auth import exceptions as auth_exceptions
 
 from engine.ports import DeliveryRequest, DeliveryResult
 from statemachine.durations import rfc3339_millis
 
 PUBLISH_TIMEOUT = timedelta(seconds=60)
+# The client's own retries of a failed publish: a blip is retried for two seconds, after
+# which the attempt fails with its reason, and the job's `retry` policy takes over. The
+# client's default went on for 60 s, so a Pub/Sub that refused connections looked like a
+# timeout a minute later.
+PUBLISH_RETRY = gretry.Retry(
+    predicate=gretry.if_exception_type(gexc.Aborted, gexc.DeadlineExceeded, gexc.InternalServerError,
+                                       gexc.ResourceExhausted, gexc.ServiceUnavailable, gexc.Unknown),
+    initial=0.1, maximum=0.5, multiplier=2.0, timeout=2.0)
 _RESERVED_PREFIXES = ("sundial_", "goog")  # set by Sundial and by Pub/Sub itself
 
 
@@ -72,7 +81,7 @@ class PubSubTarget:
         }
         attributes.update(sundial_attributes(request))
         try:
-            future = self._client().publish(topic, data, **attributes)
+            future = self._client().publish(topic, data, retry=PUBLISH_RETRY, **attributes)
             message_id = future.result(timeout=self._timeout)
         except concurrent.futures.TimeoutError:
             return "failed", "timeout", f"pubsub: no answer within {self._timeout:g}s"

@@ -129,3 +129,18 @@ def test_a_publish_that_never_resolves_times_out():
     result = PubSubTarget(publisher=Stuck(), timeout=timedelta(milliseconds=50)).deliver(
         request("projects/p/topics/t"))
     assert (result.outcome, result.reason) == ("failed", "timeout")
+
+
+def test_a_pubsub_that_refuses_connections_fails_the_attempt_within_seconds(monkeypatch):
+    # The real client against a port nothing listens on: its own retries used to run for
+    # 60 s and end as a timeout; now a blip gets two seconds, then the attempt fails.
+    import socket
+    import time
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("PUBSUB_EMULATOR_HOST", f"127.0.0.1:{closed.getsockname()[1]}")
+        began = time.monotonic()
+        result = PubSubTarget().deliver(request("projects/p/topics/t"))
+    assert result.outcome == "failed" and "connect" in result.reason.lower()
+    assert time.monotonic() - began < 4
