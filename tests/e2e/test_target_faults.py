@@ -151,3 +151,64 @@ def test_a_target_that_is_down_fails_every_occurrence_and_skips_none(targets, tm
             assert not skipped, (job, skipped)
     finally:
         server.stop()
+
+
+OTHER_PATHS = """
+jobs:
+  - id: retried
+    at: ["{at}"]
+    retry: {{max_attempts: 3, min_backoff: 1s, max_backoff: 1s}}
+    target: {{http: {{url: "{silent}", timeout: 1s}}}}
+  - id: fanned-out
+    at: ["{at}"]
+    fanout: {{count: 3, spread: 2s}}
+    target: {{http: {{url: "{refused}", timeout: 2s}}}}
+  - id: hooked
+    at: ["{at}"]
+    target: {{http: {{url: "{refused}", timeout: 2s}}}}
+    on_failure: {{http: {{url: "{silent}", timeout: 2s}}}}
+"""
+
+
+def test_retries_fanned_out_events_and_hooks_end_as_promptly(targets, tmp_path):
+    """The other paths a delivery takes, against a target that refuses or never answers:
+    each attempt ends within its timeout plus a second, so the invocation (or the hook)
+    ends within the sum of its attempts, backoffs and spread."""
+    at = (datetime.now(timezone.utc) + timedelta(seconds=LEAD)).replace(microsecond=0)
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "paths.yaml").write_text(OTHER_PATHS.format(
+        at=at.strftime("%Y-%m-%dT%H:%M:%SZ"), silent=targets.url("silent"), refused=targets.url("refused")))
+    log = tmp_path / "server.log"
+    server = Server(configs, tmp_path / "s.db", log).start()
+    try:
+        ended = {job: wait_until(lambda job=job: _ended(server, job), timeout=LEAD + 15) for job in
+                 ("retried", "fanned-out", "hooked")}
+        notified = wait_until(lambda: _notified(log), timeout=10)
+    finally:
+        server.stop()
+    retried, fanned, hooked = ended["retried"], ended["fanned-out"], ended["hooked"]
+    assert (retried["status"], retried["reason"], retried["attempt"]) == ("FAILED", "timeout", 3)
+    assert _seconds(at, retried["finished_time"]) <= 3 * (1 + 1) + 2 * 1 + 1
+    assert fanned["status"] == "FAILED" and "connection refused" in fanned["reason"]
+    assert _seconds(at, fanned["finished_time"]) <= 2 + 1 + 1
+    assert (hooked["status"], hooked["reason"]) == ("FAILED", "connection error: connection refused")
+    assert notified and notified["outcome"] == "failed" and notified["reason"] == "timeout"
+    assert _seconds(_instant(hooked["finished_time"]), notified["time"]) <= 2 + 1.5
+
+
+def _ended(server: Server, job: str) -> dict | None:
+    rows = server.invocations("paths", job)
+    return rows[-1] if rows and rows[-1]["status"] in TERMINAL else None
+
+
+def _notified(log: Path) -> dict | None:
+    for line in log.read_text().splitlines():
+        if line.startswith("{") and '"notified"' in line:
+            return json.loads(line)
+    return None
+
+
+def _seconds(since: datetime | None, raw: str) -> float:
+    assert since is not None
+    return (_instant(raw) - since).total_seconds()  # type: ignore[operator]
