@@ -130,7 +130,9 @@ class BatchWriter:
                     self._write(outcome, False, item)
             for key in list(self._waiting):
                 self._start_some(key)
-            self._queued = sum(len(waiting) for waiting in self._waiting.values()) + self._connecting
+            # Not those being connected elsewhere: a host slow to accept may take its whole
+            # timeout, and nothing else of this process waits on it.
+            self._queued = sum(len(waiting) for waiting in self._waiting.values())
             if closing and not self._busy and not self._connecting and not any(self._waiting.values()):
                 return
             self._wait_once()

@@ -5,7 +5,8 @@ on the embedded backend and on the cloud backend (Datastore and Cloud Tasks emul
 On one machine a scheduled occurrence is staged and written by the batch writer at its
 time, and a manual trigger goes through the blocking pool; on the cloud backend both go
 through a start task and the blocking pool. Every invocation must end with the case's
-reason within the attempt's timeout plus a second of its start, and on one machine a
+reason within the attempt's timeout plus a second of its start (within a second when
+nothing makes it wait for the timeout: a refusal, a reset, a bad certificate), and on one machine a
 scheduled one must start on time (gcloud-tasks-emulator sends a queue's tasks one at a
 time, so on the cloud backend a start may wait behind another case's timeout: how late
 it started is reported, not held). With SUNDIAL_TARGET_FAULTS_REPORT=FILE each run appends its cells to FILE
@@ -81,7 +82,7 @@ def _check(rows: dict, backend: str, at: datetime) -> None:
                                           "reason": row["reason"], "seconds": took, "late": late}) + "\n")
             if row["status"] != case.status or case.reason not in (row["reason"] or ""):
                 failures.append(f"{backend} {path} {case.name}: {row['status']} {row['reason']!r}")
-            elif took is None or took > TIMEOUT + 1:
+            elif took is None or took > (TIMEOUT + 1 if not case.at_once else 1):
                 failures.append(f"{backend} {path} {case.name}: ended {took} s after its start")
             elif late > 1.5 and backend == "embedded":  # the tasks emulator sends a queue's tasks one at a time
                 failures.append(f"{backend} {path} {case.name}: started {late:.2f} s after its time")
