@@ -35,6 +35,18 @@ $(CHROMIUM):
 	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium chromium-driver)
 
+# tests/alerts run docs/ALERTS.md's rules through promtool. Debian ships it only in the
+# `prometheus` package, whose installation also starts a Prometheus server: promtool alone
+# is taken out of the package (no maintainer script runs, so nothing starts). If that
+# fails (no network, no apt), `make test` goes on and those tests skip.
+PROMTOOL := /usr/local/bin/promtool
+
+$(PROMTOOL):
+	command -v promtool >/dev/null || { work=$$(mktemp -d) && \
+	  ( cd $$work && $(SUDO) apt-get update -qq && apt-get download -qq prometheus && \
+	    dpkg-deb -x prometheus_*.deb root && $(SUDO) install -D -m 755 root/usr/bin/promtool $@ ) || \
+	  echo "promtool not installed: tests/alerts/test_promtool.py will skip"; rm -rf $$work; }
+
 # Two pytest-xdist workers, each with whole files (module fixtures start once) and its own
 # emulators: most of the suite waits on servers and schedules, and two overlap those waits.
 # Files go out in collection order, the slowest collected first (tests/support/parallel.py),
@@ -42,7 +54,7 @@ $(CHROMIUM):
 # of a test or two each, for the end. `make test TEST_WORKERS=0` runs it in one process.
 TEST_WORKERS ?= 2
 
-test: $(STAMP) $(TASKS_STAMP) $(CHROMIUM)
+test: $(STAMP) $(TASKS_STAMP) $(CHROMIUM) $(PROMTOOL)
 	$(PY) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The benchmarks' extra dependencies (APScheduler for bench/versus.py); `make test` does not need them.

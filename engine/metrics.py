@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Sequence
 
 from engine.ports import StoredJob
+from statemachine.periods import expected_period
 from statemachine.shown import next_run
 
 # Seconds between an occurrence's scheduled time and its first attempt's start.
@@ -43,6 +44,11 @@ HELP = {
                                                "next_run_time); absent while it is paused, disabled or has "
                                                "nothing scheduled."),
     "sundial_job_paused": ("gauge", "1 while the job is paused, else 0."),
+    "sundial_job_expected_period_seconds": ("gauge", "How often the job is expected to run, from its schedule: "
+                                            "the longer of the gaps between fire times around now (cron), the "
+                                            "interval (every), interval plus timeout (with X interval, "
+                                            "continuously); absent while it is paused or has no clock-driven "
+                                            "run ahead (triggered, at, ended)."),
 }
 
 UNLABELLED_COUNTERS = ("sundial_watchdog_repairs_total", "sundial_watchdog_repair_failures_total",
@@ -118,6 +124,9 @@ def job_gauges(jobs: Iterable[StoredJob], now: datetime) -> list[tuple[str, dict
         if upcoming is not None:
             rows.append(("sundial_job_next_run_timestamp_seconds", labels, upcoming.timestamp()))
         rows.append(("sundial_job_paused", labels, 1 if record.paused else 0))
+        period = None if record.paused or record.policy is None else expected_period(record.policy, now)
+        if period is not None:
+            rows.append(("sundial_job_expected_period_seconds", labels, period.total_seconds()))
     # One family's rows together: Prometheus' text format wants them so.
     rows.sort(key=lambda row: row[0])
     return rows

@@ -1,6 +1,7 @@
 """GET /metrics: Prometheus text with what the engine did and what is waiting."""
 
 import json
+import re
 
 from engine.metrics import Metrics, job_gauges
 from engine.ports import DeliveryResult
@@ -139,3 +140,48 @@ def test_a_backfill_is_not_counted_as_late(api):
     text = api.get("/metrics").get_data(as_text=True)
     assert _value(text, 'sundial_deliveries_total{outcome="succeeded"}') >= before + 3
     assert _value(text, "sundial_lateness_seconds_count") == before
+
+
+PERIODS = """\
+jobs:
+  - {id: daily, schedule: "0 3 * * *", target: {noop: {}}}
+  - {id: hourly, schedule: "@hourly", target: {noop: {}}}
+  - {id: beat, schedule: every 10s, target: {noop: {}}}
+  - {id: relative, schedule: with 5m interval, timeout: 2m, target: {noop: {}}}
+  - {id: weekdays, schedule: "0 9 * * MON-FRI", target: {noop: {}}}
+  - {id: by-hand, schedule: triggered, target: {noop: {}}}
+  - {id: once, at: ["2026-02-01T00:00:00Z"], target: {noop: {}}}
+  - {id: held, schedule: "0 3 * * *", target: {noop: {}}}
+"""
+
+
+def _periods(api) -> dict[str, float]:
+    text = api.get("/metrics").get_data(as_text=True)
+    return {job: float(value) for job, value in
+            re.findall(r'^sundial_job_expected_period_seconds\{project="demo",job="([^"]*)"\} (\S+)$', text, re.M)}
+
+
+def test_each_jobs_expected_period_is_on_metrics(api):
+    """docs/ALERTS.md's rule "not succeeded within two periods" reads it: the interval of
+    `every`, a cron schedule's gap between fire times, a relative schedule's interval
+    plus its timeout; none for a job that does not run by the clock, or is paused."""
+    api.write_config("demo", PERIODS)
+    assert api.post("held", ":pause").status_code == 200
+    api.until(1)
+    text = api.get("/metrics").get_data(as_text=True)
+    assert "# TYPE sundial_job_expected_period_seconds gauge" in text
+    assert _periods(api) == {"daily": 86400, "hourly": 3600, "beat": 10, "relative": 420,
+                             "weekdays": 3 * 86400}  # a Monday after 09:00: the weekend's gap is still one of the two
+    assert api.post("held", ":resume").status_code == 200
+    assert _periods(api)["held"] == 86400
+
+
+def test_a_weekday_jobs_period_is_the_weekends_gap_from_fridays_run_to_tuesdays(api):
+    """So that the time since its last success stays under two periods over a weekend."""
+    api.write_config("demo", "jobs:\n  - {id: weekdays, schedule: \"0 9 * * MON-FRI\", target: {noop: {}}}\n")
+    seen = {}
+    for day, name in enumerate(("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun", "Mon", "Tue")):
+        api.until(day * 86400 + 1)  # 10:00:01 on each day from Monday 2026-01-05
+        seen[name if day < 7 else f"next {name}"] = _periods(api)["weekdays"] / 3600
+    assert seen == {"Mon": 72, "Tue": 24, "Wed": 24, "Thu": 24, "Fri": 72, "Sat": 72, "Sun": 72,
+                    "next Mon": 72, "next Tue": 24}
