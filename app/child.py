@@ -25,12 +25,12 @@ _PR_SET_PDEATHSIG = 1
 
 def child_main() -> None:
     """The entry point of a child: run a dispatcher until told to stop."""
-    from engine.logs import configure_logging
+    from engine.logs import log_everything_as_json
 
     parent = int(sys.argv[1])  # the serve process; if it is gone already, so are we
     _die_with_parent()
     settings = pickle.loads(sys.stdin.buffer.read())
-    configure_logging()
+    log_everything_as_json(settings.log_level)  # the child's stderr is the parent's
     stop = StopSignals()
     stop.install()
     runtime = build_local(settings, role=Role.DISPATCHER)  # settings.processes > 1: group commits
