@@ -9,6 +9,7 @@ import re
 import sys
 import threading
 import warnings
+from contextlib import contextmanager
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
@@ -147,15 +148,24 @@ def process_lines():
     """log_everything_as_json as a serving process calls it, into a buffer; Python's
     hooks and the levels put back afterwards. Call it to read the lines."""
     saved = (warnings.showwarning, sys.excepthook, threading.excepthook, sys.unraisablehook)
-    root, product = logging.getLogger(), logging.getLogger("sundial")
-    levels = (root.level, product.level)
     stream = io.StringIO()
-    handler = log_everything_as_json("INFO", stream)
-    yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
-    warnings.showwarning, sys.excepthook, threading.excepthook, sys.unraisablehook = saved
-    root.removeHandler(handler)
-    root.setLevel(levels[0])
-    product.setLevel(levels[1])
+    with levels_kept():
+        handler = log_everything_as_json("INFO", stream)
+        yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
+        warnings.showwarning, sys.excepthook, threading.excepthook, sys.unraisablehook = saved
+        logging.getLogger().removeHandler(handler)
+
+
+@contextmanager
+def levels_kept():
+    """The levels configure_logging sets (the root's, Sundial's and Google's), put back."""
+    touched = [logging.getLogger(name) for name in ("", "sundial", "google")]
+    levels = [logger.level for logger in touched]
+    try:
+        yield
+    finally:
+        for logger, level in zip(touched, levels):
+            logger.setLevel(level)
 
 
 def test_a_google_librarys_future_warning_is_one_json_line(process_lines):
@@ -241,10 +251,8 @@ def test_a_record_that_cannot_be_formatted_is_a_json_line_not_a_plain_traceback(
 ])
 def test_the_level_applies_to_sundials_loggers_and_libraries_never_go_below_info(level, shown):
     stream = io.StringIO()
-    root, product = logging.getLogger(), logging.getLogger("sundial")
-    levels = (root.level, product.level)
-    handler = configure_logging(stream, level)
-    try:
+    with levels_kept():
+        handler = configure_logging(stream, level)
         mine, library = logging.getLogger("sundial.engine"), logging.getLogger("urllib3.connectionpool")
         library.debug("library debug")
         mine.debug("sundial debug")
@@ -254,10 +262,7 @@ def test_the_level_applies_to_sundials_loggers_and_libraries_never_go_below_info
         if level in ("WARNING", "ERROR"):
             mine.warning("sundial warning")
             mine.error("sundial error")
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(levels[0])
-        product.setLevel(levels[1])
+        logging.getLogger().removeHandler(handler)
     assert [json.loads(line)["message"] for line in stream.getvalue().splitlines()] == shown
 
 
