@@ -143,14 +143,17 @@ def run_both_jobs(server: Server) -> None:
 
 
 def test_serves_stderr_is_json_lines_only_warnings_library_records_and_crashes_included(tmp_path, receiver):
-    server = start_server(tmp_path, receiver, misbehaving_env(tmp_path))
+    # Two processes: the server and a dispatcher child, which writes to the same stderr
+    # and misbehaves while it is still starting (it takes a second or more).
+    server = start_server(tmp_path, receiver, {**misbehaving_env(tmp_path), "SUNDIAL_PROCESSES": "2"})
     try:
         run_both_jobs(server)
-        misbehave(tmp_path, int(server.env["SUNDIAL_PROCESSES"]))
+        misbehave(tmp_path, processes=2)
     finally:
         server.stop()
     entries = json_lines(tmp_path / "stderr.log")
     assert_misbehaviour_logged(entries)
+    assert sum("boom in a thread" in entry["message"] for entry in entries) == 2  # one from each
     messages = [entry["message"] for entry in entries]
     assert "imported project" in messages and "invocation failed" in messages  # its own lines, as before
     assert "serving on" in (tmp_path / "stdout.log").read_text()  # the banner is for people, on stdout
