@@ -13,7 +13,7 @@ goes in `stack_trace`, where Error Reporting looks for it.
 Plain `logger.info("text")` calls work too; fields go in `extra={"fields": {...}}`.
 
 A serving process (serve, its dispatcher children, gunicorn's workers) calls
-`log_everything_as_json` once: besides the handler on the root logger, through which
+`log_everything_as_json` first: besides the handler on the root logger, through which
 every library's records pass too, Python's own writes to stderr become lines of the
 same shape. A warning (`warnings.warn`, as Google's libraries warn of a Python nearing
 its end of life) is a WARNING line from the `py.warnings` logger with its place in
