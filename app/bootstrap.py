@@ -269,10 +269,10 @@ def _throttle_queue_keeper(tasks: CloudTasksClient, settings: Settings, store: J
 def wsgi_app():
     """The app gunicorn serves on App Engine (`main:app`), with the backend from the environment."""
     from config.settings import from_environment
-    from engine.logs import configure_logging
+    from engine.logs import log_everything_as_json
 
-    configure_logging()
     settings = from_environment()
+    log_everything_as_json(settings.log_level)
     runtime = build(settings)
     runtime.start()
     return runtime.app

@@ -12,11 +12,12 @@ import pickle
 import select
 import signal
 import sys
+from typing import TYPE_CHECKING
 
-from app.bootstrap import Role, build_local
-from engine.collector import settle_collector
-from engine.logs import log_event
-from engine.metrics import Metrics
+from engine.logs import log_event, log_everything_as_json
+
+if TYPE_CHECKING:
+    from engine.metrics import Metrics
 
 log = logging.getLogger("sundial.serve")
 
@@ -24,13 +25,19 @@ _PR_SET_PDEATHSIG = 1
 
 
 def child_main() -> None:
-    """The entry point of a child: run a dispatcher until told to stop."""
-    from engine.logs import configure_logging
+    """The entry point of a child: run a dispatcher until told to stop.
 
+    Its stderr is the parent's, so it writes JSON lines from its first instant: the
+    modules that build the dispatcher are imported only once that is set up (a child
+    takes a second or more to start, and what it said meanwhile came as plain text)."""
+    log_everything_as_json()
     parent = int(sys.argv[1])  # the serve process; if it is gone already, so are we
     _die_with_parent()
     settings = pickle.loads(sys.stdin.buffer.read())
-    configure_logging()
+    log_everything_as_json(settings.log_level)  # now at the operator's level
+    from app.bootstrap import Role, build_local
+    from engine.collector import settle_collector
+
     stop = StopSignals()
     stop.install()
     runtime = build_local(settings, role=Role.DISPATCHER)  # settings.processes > 1: group commits

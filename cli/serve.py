@@ -29,6 +29,7 @@ line with Cloud Logging's `severity`, `message` and `time` (see docs/ALERTS.md).
 Environment (flags win over their variables):
   where it runs
     SUNDIAL_BACKEND                local (default) or cloud
+    SUNDIAL_LOG_LEVEL              DEBUG, INFO (default), WARNING or ERROR
     SUNDIAL_CONFIG_DIR             project files (--configs, default examples/configs)
     SUNDIAL_DB                     SQLite database (--db, default .sundial/sundial.db)
     SUNDIAL_PROCESSES              embedded: processes delivering (--processes, default 1)
@@ -201,10 +202,10 @@ def run_serve(args) -> int:
 
     from app.bootstrap import build
     from engine.collector import settle_collector
-    from engine.logs import configure_logging
+    from engine.logs import log_everything_as_json
 
     settings = _settings(args)
-    configure_logging()
+    log_everything_as_json(settings.log_level)  # before build: the Google libraries warn as they are imported
     runtime = build(settings, children=True)
     settle_collector()
     server = create_server(runtime.app, host=settings.host, port=settings.port, **listener_options())

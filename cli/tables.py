@@ -69,6 +69,7 @@ def job_fields(job: dict) -> str:
         ("next run", when(job.get("next_run_time"))),
         ("last invocation", f"{last['id']} {outcome(last)} scheduled {when(last.get('scheduled_time'))}"
          if last else NONE),
+        ("last success", when(job.get("last_success_time"))),
         ("active", ", ".join(job.get("active_invocations") or [])),
         *((name, _compact(job[name])) for name in shown if name in job),
         ("target", _compact(job.get("target"))), ("config error", job.get("config_error")),

@@ -10,6 +10,7 @@ Each has a default that suits one machine:
 | SUNDIAL_DB | .sundial/sundial.db | the SQLite database |
 | SUNDIAL_BACKEND | local | local or cloud |
 | SUNDIAL_API_TOKENS | | `token=user:EMAIL,...`: the bearer tokens callers may present and who each stands for; unset, serve listens on loopback only |
+| SUNDIAL_LOG_LEVEL | INFO | the lowest severity of Sundial's log lines: DEBUG, INFO, WARNING or ERROR (the libraries' lines: never below INFO) |
 | SUNDIAL_HISTORY_DAYS | 45 | invocation history kept, in days (at least 1) |
 | SUNDIAL_WATCHDOG_PERIOD | 30s | how often serve runs the watchdog |
 | SUNDIAL_IMPORT_PERIOD | 5s | how often serve re-reads the configs |
@@ -103,6 +104,7 @@ class Settings:
     tuning: Tuning = field(default_factory=Tuning)
     task_secret: str = ""
     api_tokens: str = ""
+    log_level: str = "INFO"  # one of LOG_LEVELS
     on_app_engine: bool = False
     demo_echo: bool = True
     gcp_project: str = ""
@@ -163,6 +165,16 @@ def _choice(env, name: str, choices: tuple[str, ...]) -> str:
     return raw
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _log_level(env) -> str:
+    """SUNDIAL_LOG_LEVEL in any case (`debug` is DEBUG); a value that names no level stops
+    the start, rather than logging at a level nobody asked for."""
+    raw = env.get("SUNDIAL_LOG_LEVEL", "").strip()
+    if raw and raw.upper() not in LOG_LEVELS:
+        raise SystemExit(f"SUNDIAL_LOG_LEVEL: expected one of {', '.join(LOG_LEVELS)}, got {raw!r}")
+    return raw.upper() or Settings.log_level
 
 
 def _int(env, name: str, default: int) -> int:
@@ -206,6 +218,7 @@ def from_environment(env=None) -> Settings:
         tuning=_tuning(env, defaults.tuning, backend),
         task_secret=env.get("SUNDIAL_TASK_SECRET", ""),
         api_tokens=env.get("SUNDIAL_API_TOKENS", ""),
+        log_level=_log_level(env),
         on_app_engine=bool(env.get("GAE_APPLICATION")),
         # The demo's echo endpoint exists only where a newcomer runs the examples.
         demo_echo=backend == "local",

@@ -85,12 +85,13 @@ def log_lines():
     from engine.logs import configure_logging
 
     stream = io.StringIO()
-    root = logging.getLogger()
-    level = root.level
+    touched = [logging.getLogger(name) for name in ("", "sundial", "google")]  # configure_logging sets their levels
+    levels = [logger.level for logger in touched]
     handler = configure_logging(stream=stream, level="DEBUG")
     yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
-    root.removeHandler(handler)
-    root.setLevel(level)
+    touched[0].removeHandler(handler)
+    for logger, level in zip(touched, levels):
+        logger.setLevel(level)
 
 
 def pytest_configure(config):

@@ -193,6 +193,9 @@ def _job() -> dict:
                                                   "a staged one's until it comes; null while paused or "
                                                   "disabled, or when nothing is left to run"}),
         "last_invocation": nullable(ref("Invocation")),
+        "last_success_time": nullable({"type": "string", "format": "date-time",
+                                       "description": "when the job's last SUCCEEDED invocation finished; "
+                                                      "null until one has"}),
         "target": nullable({"type": "object"}),
         "active_invocations": {"type": "array", "items": {"type": "string"}},
         "config_error": {"type": "string", "description": "the error of the job's entry in its config file "

@@ -34,6 +34,7 @@ def job_view(job: StoredJob, last: InvocationRow | None, now: datetime) -> dict:
         "pause_reason": record.pause_reason,
         "next_run_time": time_or_none(next_run(record, now)),
         "last_invocation": None if last is None else invocation_view(last),
+        "last_success_time": time_or_none(record.last_succeeded_at),  # as the UI's and /metrics' last success
         "target": definition.target,
         "active_invocations": [entry.invocation_id for entry in record.active],
         "config_error": job.config_error,

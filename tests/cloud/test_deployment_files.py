@@ -85,7 +85,8 @@ def test_gcloudignore_uploads_the_app_and_its_configs_but_no_virtualenv():
         return any(fnmatch.fnmatch(part, pattern.rstrip("/")) for pattern in patterns for part in parts)
 
     for kept in ("main.py", "app.yaml", "requirements.txt", "configs/hello.yaml", "engine/service.py",
-                 "web/guard.py", "statemachine/machine.py", "app/bootstrap.py", "index.yaml"):
+                 "web/guard.py", "statemachine/machine.py", "app/bootstrap.py", "index.yaml",
+                 "gunicorn.conf.py"):  # gunicorn reads it from the working directory: its lines as JSON
         assert not ignored(kept), kept
     for left_out in (".venv/bin/python", ".venv-tasks/bin/python", "tests/cloud/test_guard.py",
                      ".sundial/sundial.db", "engine/__pycache__/service.cpython-311.pyc", "pyproject.toml",
