@@ -190,3 +190,16 @@ def test_the_emulator_keeps_the_tasks_oidc_token(emulator_client, receiver):
     [task] = [task for task in emulator_client.list_tasks(parent=QUEUE) if task.name.endswith(task_id(delivered))]
     assert (task.http_request.oidc_token.service_account_email, task.http_request.oidc_token.audience) == (
         SA, "https://w.example.com")
+
+
+def test_a_cloud_tasks_service_that_refuses_connections_fails_the_attempt_at_once():
+    # The real client against a port nothing listens on: a failed attempt with its
+    # reason within a second, so the job's retry policy decides what follows.
+    import socket
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        began = time.monotonic()
+        result = CloudTasksTarget(emulator_host=f"127.0.0.1:{closed.getsockname()[1]}").deliver(request())
+    assert result.outcome == "failed" and "UNAVAILABLE" in result.reason
+    assert time.monotonic() - began < 1
