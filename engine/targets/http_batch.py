@@ -43,6 +43,10 @@ from typing import Callable
 from engine.targets.http_pool import Answer, ConnectionPool, _dropped, _read_answer, bounded_response
 
 PARALLEL = 64  # connections per host at once (the pool keeps as many idle)
+# How long a request whose connection is being opened counts as backlog (what the record
+# stage and the collector wait for): a loopback or LAN connect takes a millisecond, a
+# remote TLS handshake a few hundred; one that never completes holds nothing up longer.
+CONNECT_COUNTED = 0.25
 _STALE = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 # Nothing to do yet on a non-blocking socket (a TLS one says so with its own errors: a
 # record not complete yet, or a renegotiation that wants the other direction).
@@ -85,7 +89,7 @@ class BatchWriter:
         self._in_use: dict[tuple, int] = {}
         self._busy: dict[int, _Busy] = {}  # by socket fd
         self._connected: list[tuple[Outgoing, http.client.HTTPConnection | BaseException]] = []
-        self._connecting = 0  # requests whose connection is being opened elsewhere (this thread's count)
+        self._connecting: dict[int, float] = {}  # id(item) -> when its connection began to be opened elsewhere
         self._queued = 0  # requests taken in and not yet written (only this writer's thread sets it)
         self._timeouts_at = float("inf")  # the earliest deadline of an answer (or later: none is missed)
         self._closing = False
@@ -103,7 +107,11 @@ class BatchWriter:
         """Requests submitted and not yet written: while there are any, whatever else
         this process does can wait (the record stage does, engine/adapters/local/pipeline.py)."""
         with self._lock:
-            return len(self._incoming) + self._queued
+            now = time.monotonic()
+            # A request whose host is slow to accept stops counting after a while: a host
+            # that never accepts would otherwise hold this process up for its timeout.
+            connecting = sum(1 for began in self._connecting.values() if now - began < CONNECT_COUNTED)
+            return len(self._incoming) + self._queued + connecting
 
     def shutdown(self) -> None:
         """Finish what was submitted (answers or timeouts), then stop."""
@@ -123,15 +131,14 @@ class BatchWriter:
             for item in incoming:
                 self._waiting.setdefault(item.key, deque()).append(item)
             for item, outcome in connected:
-                self._connecting -= 1
+                with self._lock:
+                    del self._connecting[id(item)]
                 if isinstance(outcome, BaseException):
                     self._fail(item, outcome)
                 else:
                     self._write(outcome, False, item)
             for key in list(self._waiting):
                 self._start_some(key)
-            # Not those being connected elsewhere: a host slow to accept may take its whole
-            # timeout, and nothing else of this process waits on it.
             self._queued = sum(len(waiting) for waiting in self._waiting.values())
             if closing and not self._busy and not self._connecting and not any(self._waiting.values()):
                 return
@@ -187,7 +194,8 @@ class BatchWriter:
         """Open a connection for `item` on another thread (a connect waits on the host,
         and this thread writes every other host's requests); the new connection, or the
         error, comes back through the loop."""
-        self._connecting += 1
+        with self._lock:
+            self._connecting[id(item)] = time.monotonic()
 
         def connect() -> None:
             outcome: http.client.HTTPConnection | BaseException
