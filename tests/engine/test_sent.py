@@ -14,13 +14,15 @@ from engine.sent import REQUESTS_KEPT, SENT_BODY_BYTES, SENT_ENTRIES, sent_recor
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)
 
 
-def test_credentials_and_secret_backed_headers_are_masked_before_storing():
+def test_every_header_but_a_harmless_few_and_secret_backed_ones_are_masked_before_storing():
     record = sent_record({"http": {"method": "PUT", "url": "https://x.example/a", "headers": {
         "Authorization": "Bearer tok-1", "X-Vendor": "from-a-secret", "X-Refresh-Token": "tok-2",
-        "X-Trace": "t-1"}, "body": "hello", "async": False}}, frozenset({"X-Vendor"}))
+        "X-Trace": "t-1", "Content-Type": "text/plain"}, "body": "hello", "async": False}},
+        frozenset({"X-Vendor"}))
     assert record == {"kind": "http", "method": "PUT", "url": "https://x.example/a", "body": "hello",
                       "async": False, "headers": {"Authorization": REDACTED, "X-Vendor": REDACTED,
-                                                  "X-Refresh-Token": REDACTED, "X-Trace": "t-1"}}
+                                                  "X-Refresh-Token": REDACTED, "X-Trace": REDACTED,
+                                                  "Content-Type": "text/plain"}}
 
 
 def test_a_minted_token_is_recorded_as_a_masked_authorization_header():
