@@ -6,6 +6,7 @@ from datetime import datetime
 
 from engine.masking import masked_definition
 from engine.ports import AuditEntry, InvocationRow, StoredJob
+from engine.sent import shown_log
 from statemachine.durations import rfc3339_millis
 from statemachine.shown import next_run, shown_state
 
@@ -63,7 +64,7 @@ def invocation_view(row: InvocationRow, with_log: bool = False) -> dict:
         "trigger": row.trigger,
     }
     if with_log:
-        view["log"] = row.log
+        view["log"] = shown_log(row.log)  # a request recorded before today's masking rules, masked by them
     return view
 
 
