@@ -58,6 +58,7 @@ CREDENTIAL_QUERY_WORDS = ("key", "token", "auth", "sig", "pass", "pwd", "secret"
 # A sent value shorter than this is not masked in an answer: a secret is longer, and
 # masking every "1" or "json" would leave nothing of the answer to read.
 ECHO_MIN_CHARS = 8
+_PARTIAL_CHARS = 4  # the shortest beginning of a credential masked at the end of a cut text
 _SUNDIAL_PREFIX = "x-sundial-"  # Sundial's own headers: names and ids, not credentials
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -167,10 +168,22 @@ def redact_echoes(text: str, credentials: Iterable[str], cut: bool = False) -> s
             text = text.replace(value, MASK)
     if cut:
         for value in ordered:
-            for length in range(min(len(value), len(text)) - 1, ECHO_MIN_CHARS // 2 - 1, -1):
-                if text.endswith(value[:length]):
-                    return text[:-length] + MASK
+            start = _cut_off_at(text, value)
+            if start >= 0:
+                return text[:start] + MASK
     return text
+
+
+def _cut_off_at(text: str, value: str) -> int:
+    """Where the longest beginning of `value` (of _PARTIAL_CHARS or more, shorter than
+    all of it) that ends `text` starts, or -1."""
+    head = value[:_PARTIAL_CHARS]
+    if len(head) < _PARTIAL_CHARS:
+        return -1
+    start = text.find(head, max(len(text) - len(value) + 1, 0))
+    while start >= 0 and not value.startswith(text[start:]):
+        start = text.find(head, start + 1)
+    return start
 
 
 def same_origin(url: str, other: str) -> bool:

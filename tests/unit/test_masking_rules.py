@@ -74,6 +74,8 @@ def test_an_echo_is_masked_wherever_it_occurs_and_at_the_end_of_a_cut_answer():
     echoed = f"got Authorization: Bearer {token}; again {token}; cut {token[:20]}"
     assert redact_echoes(echoed, credentials) == f"got Authorization: {MASK}; again {MASK}; cut {token[:20]}"
     assert redact_echoes(echoed, credentials, cut=True).endswith(f"cut {MASK}")
+    assert redact_echoes("ends ya2", credentials, cut=True) == "ends ya2"  # 3 characters: a coincidence
+    assert redact_echoes("y" * 2000 + token[:700], credentials, cut=True) == "y" * 2000 + MASK
     assert redact_echoes("a short x", {"short"}) == f"a {MASK} x"  # only sent_credentials leaves short ones out
 
 
