@@ -19,6 +19,7 @@ from engine.secrets import SecretError
 from engine.sent import sent_record
 from statemachine import actions as act
 from statemachine.durations import parse_instant
+from statemachine.safety import COMPLETION_TOKEN_HEADER, redact_echoes, sent_credentials
 from statemachine.template import HookValues, TemplateContext
 from statemachine.vocabulary import TargetKind
 
@@ -47,6 +48,11 @@ class Staged:
 
     ready: Any  # the sender's own (engine/targets/http.py StagedHttp)
     sent: dict[str, Any]  # what the result records as sent (engine/sent.py)
+    credentials: frozenset[str] = frozenset()  # what the attempt sends (attempt_credentials)
+
+    def recorded(self, result: DeliveryResult) -> DeliveryResult:
+        """The sender's result as it is stored, as send_to_target makes it."""
+        return replace(masked_answer(result, self.credentials), sent=self.sent)
 
 
 def stage(targets: Targets, job: StoredJob, action: act.Deliver, allowed_hosts: tuple[str, ...],
@@ -63,7 +69,10 @@ def stage(targets: Targets, job: StoredJob, action: act.Deliver, allowed_hosts: 
         return None
     request = _request(context, rendered, allowed_hosts, completion, secret_backed_headers(job.definition.target))
     ready = staging(request)
-    return Staged(ready, sent_record(rendered, request.secret_headers)) if ready is not None else None
+    if ready is None:
+        return None
+    credentials = attempt_credentials(rendered, request)
+    return Staged(ready, sent_record(rendered, request.secret_headers, credentials), credentials)
 
 
 def _context(job: StoredJob, action: act.Deliver, service_host: str) -> TemplateContext:
@@ -149,8 +158,32 @@ def send_to_target(
         return DeliveryResult("failed", f"target {kind} is not available on this backend")
     request = _request(context, rendered, allowed_hosts, completion, secret_backed_headers(target))
     result = sender.deliver(request)
-    # Recorded from what the sender was handed, masked and bounded before it is stored.
-    return replace(result, sent=sent_record(rendered, request.secret_headers))
+    # Recorded from what the sender was handed, masked and bounded before it is stored;
+    # a target may echo what it got, so its answer is masked with the same credentials.
+    credentials = attempt_credentials(rendered, request)
+    return replace(masked_answer(result, credentials),
+                   sent=sent_record(rendered, request.secret_headers, credentials))
+
+
+def attempt_credentials(rendered: dict[str, Any], request: DeliveryRequest) -> frozenset[str]:
+    """Every credential an attempt sends (statemachine/safety.py sent_credentials): its
+    rendered headers' (a secret's value included), its URL's, and the completion token.
+    A token the sender mints itself is masked by the sender (engine/targets/http.py)."""
+    spec = next(iter(rendered.values()), None)
+    spec = spec if isinstance(spec, dict) else {}
+    headers = dict(spec.get("headers") or {})
+    if request.completion_token:
+        headers[COMPLETION_TOKEN_HEADER] = request.completion_token
+    return sent_credentials(headers, str(spec.get("url") or ""))
+
+
+def masked_answer(result: DeliveryResult, credentials: frozenset[str]) -> DeliveryResult:
+    """`result` with each of `credentials` masked in its reason and detail (the answer's
+    text, already cut short: a credential's start at its end is masked too)."""
+    if not credentials:
+        return result
+    return replace(result, reason=redact_echoes(result.reason, credentials),
+                   detail=redact_echoes(result.detail, credentials, cut=True))
 
 
 def _request(context: TemplateContext, rendered: dict[str, Any], allowed_hosts: tuple[str, ...],

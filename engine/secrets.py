@@ -21,14 +21,14 @@ nor on Secret Manager (a remote call per PUT): those fail at the attempt instead
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
+from engine.masking import masked_definition
 from statemachine.definition import JobDefinition
-from statemachine.safety import SENSITIVE_HEADERS
+from statemachine.safety import MASK, SENSITIVE_HEADERS, shows_header_value
 
-REDACTED = "<redacted>"
+REDACTED = MASK
 __all__ = ["LocalSecrets", "REDACTED", "SENSITIVE_HEADERS", "SecretError", "UnknownSecret",
            "masked_definition", "redact_headers", "secret_manager_id"]
 
@@ -82,31 +82,10 @@ def _plain(part: str) -> bool:
 
 
 def redact_headers(headers: Mapping[str, object], secret_backed: frozenset = frozenset()) -> dict:
-    """Headers as they may be shown or logged: credentials and secret-backed values hidden."""
-    return {name: REDACTED if name.lower() in SENSITIVE_HEADERS or name in secret_backed else value
+    """Headers as they may be shown or logged: every value but a harmless header's
+    (statemachine/safety.py HARMLESS_HEADERS) hidden, and a secret-backed one always."""
+    return {name: value if shows_header_value(str(name)) and name not in secret_backed else REDACTED
             for name, value in headers.items()}
-
-
-def masked_definition(definition: JobDefinition) -> JobDefinition:
-    """A job definition as it may be shown to any reader: the credential headers of its
-    target and hooks masked (a secret reference shows only the secret's name). Only what
-    is shown is masked; the stored definition keeps its values."""
-    failure, recovery = definition.on_failure, definition.on_recovery
-    return replace(definition, target=_masked_target(definition.target),
-                   on_failure=None if failure is None else _masked_target(failure),
-                   on_recovery=None if recovery is None else _masked_target(recovery))
-
-
-def _masked_target(target: dict) -> dict:
-    return {kind: _masked_spec(spec) for kind, spec in target.items()}
-
-
-def _masked_spec(spec):
-    if not isinstance(spec, dict) or not isinstance(spec.get("headers"), dict):
-        return spec
-    headers = {name: value if isinstance(value, dict) else redact_headers({name: value})[name]
-               for name, value in spec["headers"].items()}
-    return {**spec, "headers": headers}
 
 
 def secret_names(definition: JobDefinition) -> list[tuple[str, str]]:

@@ -4,9 +4,12 @@ The invocation page shows the request each attempt sent, not the job's definitio
 reads today (which may have changed since). The record is made from the rendered target
 the sender was handed, and it is made safe and small before it is stored:
 
-- credential headers (Authorization, Cookie, ...), headers whose value came from a
-  secret, and headers whose name looks like a credential are stored as `<redacted>`:
-  a secret never reaches the store;
+- every header value but a harmless few's (Content-Type, Accept, User-Agent, ...:
+  statemachine/safety.py HARMLESS_HEADERS), and any whose value came from a secret, is
+  stored as `<redacted>`, and so are the URL's password and credential-like query
+  values: a secret never reaches the store;
+- the credentials the attempt sent (`credentials`, statemachine/safety.py
+  sent_credentials) are masked wherever they occur in the record's other text too;
 - the body (`body`, or Pub/Sub's `data`) is cut to SENT_BODY_BYTES bytes of UTF-8, with
   its whole size kept beside it; other text fields and header values are cut too;
 - a log keeps the record on its newest REQUESTS_KEPT attempt entries only
@@ -20,53 +23,72 @@ credential.
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from typing import Any, Iterable
 
 from engine.secrets import REDACTED, redact_headers
+from statemachine.safety import masked_url, redact_echoes
 
 SENT_BODY_BYTES = 4096  # of the body (or Pub/Sub data) kept per attempt
 SENT_TEXT_CHARS = 2048  # of the URL, topic, queue and other text fields
 SENT_VALUE_CHARS = 256  # of each header or attribute value
 SENT_ENTRIES = 32  # headers or attributes kept per attempt
 REQUESTS_KEPT = 10  # log entries that keep their request record; older ones drop it
-# Header names that look like credentials, beyond the fixed list (engine/secrets.py).
-CREDENTIAL_NAME = re.compile(r"authorization|cookie|token|secret|api[-_]?key|password", re.IGNORECASE)
 _BODY_FIELDS = ("body", "data")
 _MAP_FIELDS = ("headers", "attributes")
 
 
-def sent_record(target: dict[str, Any], secret_headers: frozenset = frozenset()) -> dict[str, Any]:
-    """The stored form of a rendered target ({kind: spec}) as one attempt sent it."""
+def sent_record(target: dict[str, Any], secret_headers: frozenset = frozenset(),
+                credentials: Iterable[str] = ()) -> dict[str, Any]:
+    """The stored form of a rendered target ({kind: spec}) as one attempt sent it;
+    `credentials`: what the attempt sent that is masked wherever it occurs."""
     kind, spec = next(iter(target.items()))
     record: dict[str, Any] = {"kind": kind}
     if not isinstance(spec, dict):
         return record
+    mask = frozenset(credentials)
     for name, value in spec.items():
         if name in _BODY_FIELDS and isinstance(value, str):
-            record[name], size = _cut_bytes(value, SENT_BODY_BYTES)
+            record[name], size = _cut_bytes(redact_echoes(value, mask), SENT_BODY_BYTES)
             if size > SENT_BODY_BYTES:
                 record[f"{name}_bytes"] = size  # how large it was; the record holds the start
         elif name == "headers" and isinstance(value, dict):
             record[name] = masked_headers(value, secret_headers)
         elif name in _MAP_FIELDS and isinstance(value, dict):
-            record[name] = {str(key)[:SENT_VALUE_CHARS]: str(item)[:SENT_VALUE_CHARS]
+            record[name] = {str(key)[:SENT_VALUE_CHARS]: redact_echoes(str(item), mask)[:SENT_VALUE_CHARS]
                             for key, item in list(value.items())[:SENT_ENTRIES]}
         elif isinstance(value, bool | int | float):
             record[name] = value
         elif isinstance(value, str):
-            record[name] = value[:SENT_TEXT_CHARS]
+            shown = masked_url(value) if name == "url" else value
+            record[name] = redact_echoes(shown, mask)[:SENT_TEXT_CHARS]
     if spec.get("auth"):  # the sender added a token minted for this attempt: say so, masked
         record.setdefault("headers", {})["Authorization"] = REDACTED
     return record
 
 
 def masked_headers(headers: dict, secret_headers: frozenset = frozenset()) -> dict[str, str]:
-    """Header values fit to store or show: credentials and secret-backed values as `<redacted>`."""
+    """Header values fit to store or show: all but harmless ones, and every secret-backed
+    one, as `<redacted>`."""
     shown = redact_headers(headers, secret_headers)
-    return {str(name)[:SENT_VALUE_CHARS]: REDACTED if value == REDACTED or CREDENTIAL_NAME.search(str(name))
-            else str(value)[:SENT_VALUE_CHARS]
+    return {str(name)[:SENT_VALUE_CHARS]: str(value)[:SENT_VALUE_CHARS]
             for name, value in list(shown.items())[:SENT_ENTRIES]}
+
+
+def shown_log(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An invocation's log as a reader is shown it: each attempt's request masked by
+    today's rules, for the records stored before them (a copy; the row is not changed)."""
+    return [{**entry, "request": shown_request(entry["request"])} if isinstance(entry.get("request"), dict)
+            else entry for entry in log]
+
+
+def shown_request(record: dict[str, Any]) -> dict[str, Any]:
+    """A stored request record with its headers and URL masked as a new one would be."""
+    shown = dict(record)
+    if isinstance(record.get("headers"), dict):
+        shown["headers"] = masked_headers(record["headers"])
+    if isinstance(record.get("url"), str):
+        shown["url"] = masked_url(record["url"])
+    return shown
 
 
 def prune_requests(log: list[dict[str, Any]]) -> None:

@@ -7,8 +7,11 @@ standard library only.
 - Framing and hop-by-hop headers belong to the connection, not to one project's
   request: a user `Content-Length` on a pooled keep-alive connection would let one
   project's body become the start of the next project's request.
-- Credential headers are masked wherever a definition is shown, and dropped when a
-  redirect leaves the host they were meant for.
+- Credential headers are dropped when a redirect leaves the host they were meant for.
+- What a reader is shown of a definition or of an attempt's request and answer: every
+  literal header value but HARMLESS_HEADERS', the credential-like values of a URL's
+  query and its user:password masked, and every credential an attempt sent masked
+  wherever its answer echoes it (`masked_url`, `sent_credentials`, `redact_echoes`).
 - A `cloud_tasks` target may not create tasks on Sundial's own service or queues, nor
   tasks larger than Cloud Tasks accepts (its CreateTask reference: 100 KB).
 - An address is refused when it reaches the platform (link-local, the metadata
@@ -21,6 +24,8 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
+from typing import Iterable, Mapping
+from urllib.parse import unquote, unquote_plus
 
 from statemachine.shards import is_chain_queue
 
@@ -29,9 +34,32 @@ FRAMING_HEADERS = frozenset({
     "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer",
     "upgrade", "host",
 })
-# Headers whose values are credentials even when written out in the config.
+# Headers whose values are credentials even when written out in the config: not sent on
+# when a redirect leaves the host (engine/targets/http.py).
 SENSITIVE_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
 COMPLETION_TOKEN_HEADER = "X-Sundial-Completion-Token"
+
+# What a reader is shown in place of a credential.
+MASK = "<redacted>"
+# The headers whose literal values a reader is shown: they describe the request's content,
+# its client or its tracing, and no service takes them as proof of anything. Any other
+# header may be a credential under a name nobody can list (X-Auth-Token, Private-Token,
+# X-My-Secret...), so its value is masked.
+HARMLESS_HEADERS = frozenset({
+    "accept", "accept-charset", "accept-encoding", "accept-language", "cache-control",
+    "content-encoding", "content-language", "content-type", "idempotency-key", "pragma",
+    "traceparent", "tracestate", "user-agent",
+})
+# A URL query parameter whose name contains one of these (any case) carries a credential
+# (api_key, access_token, X-Amz-Signature, sig, client_secret, password, ...): a few
+# harmless names match too, which costs only their values being masked.
+CREDENTIAL_QUERY_WORDS = ("key", "token", "auth", "sig", "pass", "pwd", "secret", "credential",
+                          "session", "jwt")
+# A sent value shorter than this is not masked in an answer: a secret is longer, and
+# masking every "1" or "json" would leave nothing of the answer to read.
+ECHO_MIN_CHARS = 8
+_PARTIAL_CHARS = 4  # the shortest beginning of a credential masked at the end of a cut text
+_SUNDIAL_PREFIX = "x-sundial-"  # Sundial's own headers: names and ids, not credentials
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -53,7 +81,114 @@ def is_framing_header(name: str) -> bool:
 
 
 def is_credential_header(name: str) -> bool:
+    """Whether header `name` is dropped when a redirect leaves its host."""
     return name.lower() in SENSITIVE_HEADERS
+
+
+def shows_header_value(name: str) -> bool:
+    """Whether a reader is shown the literal value of header `name` (HARMLESS_HEADERS)."""
+    return name.lower() in HARMLESS_HEADERS
+
+
+def is_credential_query_name(name: str) -> bool:
+    """Whether a URL query parameter named `name` (as written, percent-encoded or not)
+    carries a credential: its name contains a CREDENTIAL_QUERY_WORDS word, any case."""
+    lower = unquote_plus(name).lower()
+    return any(word in lower for word in CREDENTIAL_QUERY_WORDS)
+
+
+# scheme://userinfo@ (only after a scheme), the rest up to the query, ?query, #fragment.
+_URL_PARTS = re.compile(r"(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^@/?#]*@)?)?"
+                        r"(?P<path>[^?#]*)(?P<query>\?[^#]*)?(?P<fragment>#.*)?", re.DOTALL)
+
+
+def masked_url(url: str) -> str:
+    """`url` as a reader is shown it: the password of its `user:password@` (or a lone
+    `token@`) and the value of every credential-like query parameter as MASK. Anything
+    else is kept as written, templates included; masking twice changes nothing."""
+    parts = _URL_PARTS.fullmatch(url)
+    if parts is None:  # the pattern matches any text; kept for the type checker
+        return url
+    userinfo, query = parts["userinfo"] or "", parts["query"] or ""
+    if userinfo:
+        user, colon, _ = userinfo[:-1].partition(":")
+        userinfo = f"{user}:{MASK}@" if colon else f"{MASK}@"
+    if query:
+        query = "?" + "&".join(_masked_pair(pair) for pair in query[1:].split("&"))
+    return (parts["scheme"] or "") + userinfo + parts["path"] + query + (parts["fragment"] or "")
+
+
+def _masked_pair(pair: str) -> str:
+    name, equals, value = pair.partition("=")
+    return f"{name}={MASK}" if equals and value and is_credential_query_name(name) else pair
+
+
+def url_credentials(url: str) -> set[str]:
+    """The credentials written in `url`: its userinfo's password (or lone token) and its
+    credential-like query values, each as written and percent-decoded."""
+    parts = _URL_PARTS.fullmatch(url)
+    found: set[str] = set()
+    if parts is None:
+        return found
+    if parts["userinfo"]:
+        user, colon, password = parts["userinfo"][:-1].partition(":")
+        found |= {password, unquote(password)} if colon else {user, unquote(user)}
+    for pair in (parts["query"] or "?")[1:].split("&"):
+        name, _, value = pair.partition("=")
+        if value and is_credential_query_name(name):
+            found |= {value, unquote_plus(value)}
+    return found
+
+
+def sent_credentials(headers: Mapping[str, object], url: str = "") -> frozenset[str]:
+    """Every credential one request carried, to be masked wherever its answer echoes it:
+    the value of each header a reader is not shown (a minted token's `Authorization`
+    and the completion token included, Sundial's other `X-Sundial-*` names and ids not),
+    and for a `Scheme credentials` value the credentials alone; and `url`'s
+    (url_credentials). Values shorter than ECHO_MIN_CHARS are left out."""
+    found = url_credentials(url)
+    for name, value in headers.items():
+        lower = str(name).lower()
+        if shows_header_value(lower) or (lower.startswith(_SUNDIAL_PREFIX)
+                                         and lower != COMPLETION_TOKEN_HEADER.lower()):
+            continue
+        text = str(value).strip()
+        found.add(text)
+        found.add(text.partition(" ")[2].strip())  # "Bearer ya29...": the token alone
+    return frozenset(value for value in found if len(value) >= ECHO_MIN_CHARS)
+
+
+def redact_echoes(text: str, credentials: Iterable[str], cut: bool = False) -> str:
+    """`text` (an answer, or anything made of it) with every occurrence of each of
+    `credentials` replaced by MASK, the longest first. `cut`: the text was cut short, so
+    a credential's beginning at its very end (4 characters or more) is masked too."""
+    ordered = sorted(set(credentials), key=len, reverse=True)
+    for value in ordered:
+        if value and value in text:
+            text = text.replace(value, MASK)
+    if cut:
+        for value in ordered:
+            start = _cut_off_at(text, value)
+            if start >= 0:
+                return text[:start] + MASK
+    return text
+
+
+def _cut_off_at(text: str, value: str) -> int:
+    """Where the longest beginning of `value` (of _PARTIAL_CHARS or more, shorter than
+    all of it) that ends `text` starts, or -1."""
+    head = value[:_PARTIAL_CHARS]
+    if len(head) < _PARTIAL_CHARS:
+        return -1
+    start = text.find(head, max(len(text) - len(value) + 1, 0))
+    while start >= 0 and not value.startswith(text[start:]):
+        start = text.find(head, start + 1)
+    return start
+
+
+def same_origin(url: str, other: str) -> bool:
+    """Whether two absolute URLs name the same scheme, host and port."""
+    return _origin(url) == _origin(other)
 
 
 def embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:

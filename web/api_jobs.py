@@ -10,6 +10,7 @@ from config.limits import MAX_JOBS_PER_PROJECT, MAX_MESSAGE_CHARS, MAX_REASON_CH
 from config.loader import ProjectConfigError, parse_job_entry
 from engine import operations as ops
 from engine.backfills import backfill_job
+from engine.masking import MaskedValues, unmasked_entry
 from engine.secrets import secret_names
 from statemachine.definition import JobDefinition
 from statemachine.safety import OwnService
@@ -17,7 +18,7 @@ from statemachine.vocabulary import InvocationStatus
 from web.access import OWN, TRIGGER, actor
 from web.api import full_job_view, project_or_404, refuse_bad_job_id
 from web.bodies import fields, instant, json_object, optional_instant, text
-from web.context import current_engine
+from web.context import current_engine, queries
 from web.errors import ApiError
 from web.views import invocation_view
 
@@ -31,7 +32,7 @@ COMPLETION_HEADER = "X-Sundial-Completion-Token"
 @jobs_api.put(JOB)
 def put_job(project: str, job_id: str):
     row = project_or_404(project, OWN)
-    entry = json_object()
+    entry = _unmasked(project, job_id, json_object())
     settings = current_app.config["SUNDIAL_SETTINGS"]
     own = OwnService(settings.service_url, settings.tasks_queue)  # as this server runs
     try:
@@ -48,6 +49,16 @@ def put_job(project: str, job_id: str):
         response.status_code = 201
         response.headers["Location"] = url_for("api.get_job", project=project, job_id=job_id)
     return response
+
+
+def _unmasked(project: str, job_id: str, entry: dict) -> dict:
+    """The body with the stored values back for the masks a GET showed (engine/masking.py),
+    so that an owner's GET and PUT of the same job sends what it sent before."""
+    stored = queries().find_job(project, job_id)
+    try:
+        return unmasked_entry(entry, None if stored is None else stored.definition)
+    except MaskedValues as failure:
+        raise ApiError("INVALID_ARGUMENT", str(failure), failure.messages) from None
 
 
 def _refuse_unknown_secrets(project: str, definition: JobDefinition) -> None:

@@ -167,8 +167,9 @@ def _invocation(with_log: bool) -> dict:
     if with_log:
         sent = _obj({"kind": {"type": "string", "description": "`http`, `pubsub` or `cloud_tasks`"}}, ["kind"],
                     description="on an attempt's result: the request it sent (method, url, headers, body; "
-                                "topic, attributes, data; queue ...), credential and secret headers "
-                                "`<redacted>`, the body's first 4 KiB (`body_bytes`: its whole size when cut)")
+                                "topic, attributes, data; queue ...), every header value but a harmless "
+                                "few and the URL's credentials `<redacted>`, the body's first 4 KiB "
+                                "(`body_bytes`: its whole size when cut)")
         properties["log"] = {"type": "array", "items": _obj({"time": time, "message": {"type": "string"},
                                                               "request": sent}, ["time", "message"])}
         required.append("log")

@@ -17,9 +17,9 @@ import logging
 from flask import Blueprint, current_app, render_template, request, url_for
 from werkzeug.exceptions import HTTPException
 
+from engine.masking import masked_definition
 from engine.metrics import JobSeriesCache
 from engine.ports import ProjectRow
-from engine.secrets import masked_definition
 from statemachine.shown import shown_state
 from web import access, attention, labels, ui_charts, ui_filters, ui_format
 from web.access import OWN, READ, TRIGGER
@@ -128,7 +128,7 @@ def job_page(project: str, job_id: str):
     now = current_engine().clock.now()
     statuses = ui_format.STATUS_FILTERS[status] if status else ()
     history, next_token = queries().invocations(project, job_id, HISTORY_PAGE_SIZE, token, statuses)
-    definition = masked_definition(job.definition)  # credential headers, for every reader
+    definition = masked_definition(job.definition)  # credentials, for every reader (engine/masking.py)
     return render_template(
         "ui/job.html", **_view_choices(project, job_id, definition.timezone), charts=ui_charts.charts(history),
         project=row, job=job, record=job.record, job_state=shown_state(job.record, now), definition=definition,

@@ -13,13 +13,15 @@ from datetime import datetime
 
 import yaml
 
+from engine.masking import masked_target
 from engine.ports import InvocationRow, StoredJob
 from engine.rendering import render_target, secret_backed_headers
 from engine.secrets import REDACTED
-from engine.sent import masked_headers
+from engine.sent import masked_headers, shown_request
 from statemachine.definition import JobDefinition
 from statemachine.describe import describe_at, describe_schedule
 from statemachine.record import ActiveInvocation
+from statemachine.safety import masked_url
 from statemachine.schedule import ScheduleError, is_clock_driven, load_zone, next_fire
 from statemachine.shown import next_run as shown_next_run
 from statemachine.staging import staged
@@ -187,8 +189,9 @@ def request_sent(job: StoredJob, row: InvocationRow, service_host: str = "") -> 
 def _recorded_request(record: dict) -> dict:
     kind = str(record.get("kind", ""))
     if kind != "http":
-        shown = {key: value for key, value in record.items() if key != "kind"}
+        shown = {key: value for key, value in shown_request(record).items() if key != "kind"}
         return {"kind": kind, "text": json.dumps(shown, indent=2, ensure_ascii=False), "recorded": True}
+    record = shown_request(record)  # one stored before today's masking rules is masked by them
     headers = {str(name): ("•••" if value == REDACTED else str(value))
                for name, value in (record.get("headers") or {}).items()}
     return {"kind": kind, "method": record.get("method", "POST"), "url": record.get("url", ""),
@@ -210,14 +213,14 @@ def _rendered_request(job: StoredJob, row: InvocationRow, service_host: str) -> 
         return {"kind": job.definition.target_kind.value, "error": str(error)}
     kind, spec = next(iter(rendered.items()))
     if kind != "http" or not isinstance(spec, dict):
-        return {"kind": kind, "text": json.dumps(spec, indent=2, ensure_ascii=False)}
-    # Credential headers and secret-backed ones (engine/secrets.py), then anything
-    # whose name looks like a credential.
+        shown = masked_target({kind: spec})[kind]  # a cloud_tasks target has headers and a URL too
+        return {"kind": kind, "text": json.dumps(shown, indent=2, ensure_ascii=False)}
+    # Every header value but a harmless few's, and every secret-backed one (engine/sent.py).
     headers = {name: ("•••" if value == REDACTED else value)
                for name, value in masked_headers(spec.get("headers") or {}, secret_backed_headers(target)).items()}
     if spec.get("auth"):  # a token minted at each attempt, never kept: shown masked
         headers["Authorization"] = "•••"
-    return {"kind": kind, "method": spec.get("method", "POST"), "url": spec.get("url", ""),
+    return {"kind": kind, "method": spec.get("method", "POST"), "url": masked_url(str(spec.get("url", ""))),
             "headers": headers, "body": spec.get("body", ""), "async": spec.get("async", False)}
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from engine.masking import masked_definition
 from engine.ports import AuditEntry, InvocationRow, StoredJob
-from engine.secrets import masked_definition
+from engine.sent import shown_log
 from statemachine.durations import rfc3339_millis
 from statemachine.shown import next_run, shown_state
 
@@ -22,7 +23,8 @@ JOB_DEFINITION_FIELDS = ("schedule", "at", "overlap", "max_concurrent", "catchup
 def job_view(job: StoredJob, last: InvocationRow | None, now: datetime) -> dict:
     """The Job as a reader sees it at `now` (the engine's clock): an occurrence committed
     ahead of its time counts as not started, and as the next run (statemachine/shown.py)."""
-    # Credential headers are masked for every reader (docs/REFERENCE.md section 6); a PUT sends them anew.
+    # Credentials are masked for every reader, owners too (engine/masking.py); a PUT of what
+    # this shows keeps the stored values for the masks on the same host.
     record, definition = job.record, masked_definition(job.definition)
     view = {
         "id": record.job_id,
@@ -62,7 +64,7 @@ def invocation_view(row: InvocationRow, with_log: bool = False) -> dict:
         "trigger": row.trigger,
     }
     if with_log:
-        view["log"] = row.log
+        view["log"] = shown_log(row.log)  # a request recorded before today's masking rules, masked by them
     return view
 
 

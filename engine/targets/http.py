@@ -27,6 +27,8 @@ from statemachine.safety import (
     address_refusal,
     is_credential_header,
     is_framing_header,
+    redact_echoes,
+    sent_credentials,
 )
 
 DEFAULT_TIMEOUT = timedelta(seconds=60)
@@ -181,6 +183,7 @@ class HttpTarget:
         body = spec.get("body")
         payload = body.encode("utf-8") if isinstance(body, str) and body else None
         deadline = deadline if deadline is not None else time.monotonic() + timeout
+        sent = headers  # the first hop's: every credential this request carried
         for hop in range(MAX_REDIRECTS + 1):
             try:
                 if hop == 0 and first is not None:
@@ -203,17 +206,17 @@ class HttpTarget:
             if location is None:
                 break
             if hop == MAX_REDIRECTS:
-                return "failed", f"too many redirects (more than {MAX_REDIRECTS})", _detail(answer)
+                return "failed", f"too many redirects (more than {MAX_REDIRECTS})", _detail(answer, sent)
             try:
                 endpoint, address, method, payload, headers = self._redirect(
                     request, endpoint, answer, method, payload, headers)
             except ForbiddenTarget as refused:
                 return "failed", str(refused), f"redirected to {location[:200]}: {refused.why}"
             except ValueError as error:
-                return "failed", f"invalid redirect: {error}", _detail(answer)
+                return "failed", f"invalid redirect: {error}", _detail(answer, sent)
             except OSError as error:
                 return "failed", "connection error: cannot resolve the redirect's host", _short_cause(error)
-        return _ending(answer, spec)
+        return _ending(answer, spec, sent)
 
     def _redirect(self, request, endpoint: Endpoint, answer: Answer, method: str, payload, headers):
         """The next hop: its endpoint (checked), address, method, body and headers."""
@@ -236,10 +239,10 @@ def _to_follow(answer: Answer) -> str | None:
     return answer.location if answer.status in _REDIRECTS and answer.location else None
 
 
-def _ending(answer: Answer, spec: dict) -> tuple[str, str, str]:
-    """The outcome, reason and detail of an answer that ends the attempt."""
+def _ending(answer: Answer, spec: dict, sent: dict[str, str]) -> tuple[str, str, str]:
+    """The outcome, reason and detail of an answer that ends the attempt (`sent`: the headers)."""
     outcome, reason = _classify(answer.status, bool(spec.get("async")))
-    return outcome, reason, _detail(answer)
+    return outcome, reason, _detail(answer, sent)
 
 
 def _without_credentials(headers: dict[str, str], secret_backed: frozenset) -> dict[str, str]:
@@ -303,10 +306,15 @@ def _classify(status: int, is_async: bool) -> tuple[str, str]:
     return "failed", f"http {status}"
 
 
-def _detail(answer: Answer) -> str:
-    """`HTTP 500 Internal Server Error` and the start of the body, for the log."""
-    line = f"HTTP {answer.status} {answer.reason or ''}".rstrip()
-    snippet = answer.body.decode("utf-8", errors="replace")[:SNIPPET_CHARS]
+def _detail(answer: Answer, sent: dict[str, str]) -> str:
+    """`HTTP 500 Internal Server Error` and the start of the body, for the log, with every
+    credential the request's headers `sent` carried (a minted token, a secret's value, an
+    Authorization literal) masked wherever the answer echoes it, before it is cut."""
+    credentials = sent_credentials(sent)
+    line = redact_echoes(f"HTTP {answer.status} {answer.reason or ''}".rstrip(), credentials)
+    cut = not answer.complete or len(answer.body) >= _READ_LIMIT  # a token may straddle the end
+    body = redact_echoes(answer.body.decode("utf-8", errors="replace"), credentials, cut)
+    snippet = body[:SNIPPET_CHARS]
     return f"{line}\n{snippet}" if snippet else line
 
 
@@ -372,7 +380,8 @@ class StagedHttp:
             return self.finish(first, written_at)  # an error: classified as the blocking path does
         if _to_follow(first) is not None:
             return None
-        return DeliveryResult(*_ending(first, self.spec), timedelta(seconds=time.monotonic() - written_at))
+        return DeliveryResult(*_ending(first, self.spec, self.headers),
+                              timedelta(seconds=time.monotonic() - written_at))
 
     def finish(self, first: Answer | BaseException, written_at: float) -> DeliveryResult:
         """The result, from the writer's answer (a redirect is followed from here, blocking)."""

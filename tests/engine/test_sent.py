@@ -9,18 +9,40 @@ from datetime import datetime, timezone
 from engine.ports import InvocationRow
 from engine.recording import LOG_LIMIT, append_log
 from engine.secrets import REDACTED
-from engine.sent import REQUESTS_KEPT, SENT_BODY_BYTES, SENT_ENTRIES, sent_record
+from engine.sent import REQUESTS_KEPT, SENT_BODY_BYTES, SENT_ENTRIES, sent_record, shown_log
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)
 
 
-def test_credentials_and_secret_backed_headers_are_masked_before_storing():
+def test_every_header_but_a_harmless_few_and_secret_backed_ones_are_masked_before_storing():
     record = sent_record({"http": {"method": "PUT", "url": "https://x.example/a", "headers": {
         "Authorization": "Bearer tok-1", "X-Vendor": "from-a-secret", "X-Refresh-Token": "tok-2",
-        "X-Trace": "t-1"}, "body": "hello", "async": False}}, frozenset({"X-Vendor"}))
+        "X-Trace": "t-1", "Content-Type": "text/plain"}, "body": "hello", "async": False}},
+        frozenset({"X-Vendor"}))
     assert record == {"kind": "http", "method": "PUT", "url": "https://x.example/a", "body": "hello",
                       "async": False, "headers": {"Authorization": REDACTED, "X-Vendor": REDACTED,
-                                                  "X-Refresh-Token": REDACTED, "X-Trace": "t-1"}}
+                                                  "X-Refresh-Token": REDACTED, "X-Trace": REDACTED,
+                                                  "Content-Type": "text/plain"}}
+
+
+def test_the_urls_credentials_are_masked_and_what_the_attempt_sent_is_masked_everywhere():
+    record = sent_record({"http": {"url": "https://u:pw-secret@x.example/a?api_key=key-123456&day=1",
+                                   "headers": {"X-Auth-Token": "tok-abcdefgh"},
+                                   "body": '{"echo":"tok-abcdefgh","k":"key-123456"}'}},
+                         credentials={"tok-abcdefgh", "key-123456", "pw-secret"})
+    assert record["url"] == f"https://u:{REDACTED}@x.example/a?api_key={REDACTED}&day=1"
+    assert record["body"] == f'{{"echo":"{REDACTED}","k":"{REDACTED}"}}'
+    assert record["headers"] == {"X-Auth-Token": REDACTED}
+
+
+def test_a_request_stored_before_the_rules_is_shown_masked_by_them():
+    old = {"kind": "http", "url": "https://x.example/a?token=tok-1", "headers": {"X-Trace": "t-1",
+                                                                                "Accept": "a"}}
+    log = [{"message": "attempt 1: succeeded", "request": old}, {"message": "finished"}]
+    assert shown_log(log) == [{"message": "attempt 1: succeeded", "request": {
+        "kind": "http", "url": f"https://x.example/a?token={REDACTED}",
+        "headers": {"X-Trace": REDACTED, "Accept": "a"}}}, {"message": "finished"}]
+    assert log[0]["request"] is old and old["headers"]["X-Trace"] == "t-1"  # the row is not changed
 
 
 def test_a_minted_token_is_recorded_as_a_masked_authorization_header():

@@ -94,7 +94,7 @@ def test_rendering_puts_the_secret_in_the_header_and_nothing_else_is_templated(t
     assert rendered["http"]["url"] == "https://api.example.com/j"
     assert secret_backed_headers(TARGET) == {"Authorization"}
     assert redact_headers(headers, secret_backed_headers(TARGET)) == {
-        "Authorization": REDACTED, "X-Day": "2026-01-05"}
+        "Authorization": REDACTED, "X-Day": REDACTED}  # not a harmless header: masked too
 
 
 def test_a_secret_with_a_line_break_cannot_inject_headers(tmp_path):
@@ -106,6 +106,11 @@ def test_a_secret_with_a_line_break_cannot_inject_headers(tmp_path):
 def test_credential_headers_are_redacted_even_when_written_out():
     assert redact_headers({"authorization": "Basic abc", "Cookie": "c", "Accept": "a"}) == {
         "authorization": REDACTED, "Cookie": REDACTED, "Accept": "a"}
+
+
+def test_a_harmless_header_whose_value_is_a_secret_is_redacted():
+    assert redact_headers({"Content-Type": "text/x-secret", "Accept": "a"}, frozenset({"Content-Type"})) == {
+        "Content-Type": REDACTED, "Accept": "a"}
 
 
 class SecretManagerStandIn:

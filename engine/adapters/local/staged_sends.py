@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Callable
@@ -250,4 +250,4 @@ class StagedSends:
     def _done(self, one: StagedSend, result: DeliveryResult) -> None:
         assert one.staged is not None and one.written_at is not None
         started = self.clock.now() - timedelta(seconds=time.monotonic() - one.written_at)
-        self._deliver(one.item, Sent(one.job, one.action, replace(result, sent=one.staged.sent)), started)
+        self._deliver(one.item, Sent(one.job, one.action, one.staged.recorded(result)), started)
