@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Callable
 from flask import Flask
 
 from app.importer import directory_import
+from app.loops import PeriodicLoop
 from app.processes import DispatcherProcesses
+from app.stopping import StopTimes
 from config.settings import Settings
 from engine.adapters.local.commits import GroupCommits, LockedCommits
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
@@ -66,52 +68,23 @@ class Runtime:
             self.children.start()
 
     def stop(self) -> None:
+        """Stop within `settings.stop_grace` of now (docs/REFERENCE.md section 4.2): nothing
+        new is sent from the first instant; the requests on the wire get until
+        StopTimes.answers_by to answer; the children stop at the same time (each within
+        its own grace, killed if it overruns); last, this process leaves the registry."""
+        times = StopTimes.starting_now(self.settings.stop_grace)
         if self.children is not None:
-            self.children.stop()
+            self.children.signal_stop()
         for loop in self.loops:
-            loop.stop()
+            loop.halt()
         if self.dispatcher is not None:
-            self.dispatcher.stop()
+            self.dispatcher.stop(times.answers_by)
+        for loop in self.loops:
+            loop.stop(times.exit_by)
+        if self.children is not None:
+            self.children.wait(times.exit_by)
         if self.liveness is not None:
-            self.liveness.stop()
-
-
-class PeriodicLoop:
-    """Runs `work` now and then every `period` on a thread, logging failures.
-
-    `first_in_start`: the first run happens in `start()` itself, so that what it does
-    (the first config import) is done before the server answers anyone: a project whose
-    file is in the configs directory exists from the first request on.
-    """
-
-    def __init__(self, name: str, period: timedelta, work: Callable[[], object],
-                 first_in_start: bool = False):
-        self.name, self.period, self.work = name, period, work
-        self.first_in_start = first_in_start
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"sundial-{name}", daemon=True)
-
-    def start(self) -> None:
-        if self.first_in_start:
-            self._once()
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        if self.first_in_start:
-            self._stopped.wait(self.period.total_seconds())
-        while not self._stopped.is_set():
-            self._once()
-            self._stopped.wait(self.period.total_seconds())
-
-    def _once(self) -> None:
-        try:
-            self.work()
-        except Exception as error:  # a bad moment of storage must not end the loop
-            log_event(log, f"{self.name} failed", error=repr(error))
+            self.liveness.stop(times.exit_by)
 
 
 class Liveness:
@@ -137,8 +110,8 @@ class Liveness:
     def start(self) -> None:
         self.loop.start()
 
-    def stop(self) -> None:
-        self.loop.stop()
+    def stop(self, until: float | None = None) -> None:
+        self.loop.stop(until)
         try:
             self.registry.deregister()
         except Exception as error:  # its holds are settled by the next process to look anyway

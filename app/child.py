@@ -14,6 +14,7 @@ import signal
 import sys
 
 from app.bootstrap import Role, build_local
+from app.stopping import exit_now_if_held
 from engine.collector import settle_collector
 from engine.logs import log_event
 from engine.metrics import Metrics
@@ -41,9 +42,10 @@ def child_main() -> None:
         _report_metrics(runtime.engine.metrics)
         if os.getppid() != parent:  # the parent died without the kernel telling us
             break
-    runtime.stop()
+    runtime.stop()  # within SUNDIAL_STOP_GRACE, as its parent (app/stopping.py)
     _report_metrics(runtime.engine.metrics)  # with what it finished while stopping
     log_event(log, "dispatcher process stopped", pid=os.getpid())
+    exit_now_if_held()
 
 
 class StopSignals:

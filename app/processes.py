@@ -11,7 +11,9 @@ and addresses exactly as the parent does. Every second it writes its metrics (on
 stdout, and the parent's /metrics adds the newest of each child to its own. It stops
 on SIGTERM or SIGINT (Ctrl-C reaches the whole process group) and when its parent
 dies: on Linux the kernel sends it SIGTERM (PR_SET_PDEATHSIG), elsewhere it notices
-within a second.
+within a second. A child stops as its parent does, within the same grace
+(SUNDIAL_STOP_GRACE, app/stopping.py), from the parent's SIGTERM, sent as the parent's
+own stop begins; one still running when the parent's grace is up is killed.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from config.settings import Settings
@@ -33,7 +36,6 @@ from engine.metrics import is_snapshot
 log = logging.getLogger("sundial.serve")
 
 ROOT = Path(__file__).resolve().parents[1]
-STOP_TIMEOUT = 15.0  # seconds a child may take to finish its in-flight deliveries
 
 
 class DispatcherProcesses:
@@ -64,15 +66,21 @@ class DispatcherProcesses:
         """The children's newest metrics snapshots (engine/metrics.py)."""
         return list(self._snapshots.values())
 
-    def stop(self) -> None:
+    def signal_stop(self) -> None:
+        """Tell every child to stop (each then stops within its grace)."""
         self._stopping.set()
         for child in self.children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
+
+    def wait(self, until: float) -> None:
+        """Wait for the children until time.monotonic() reads `until`; kill those left."""
         for child in self.children:
             try:
-                child.wait(STOP_TIMEOUT)
+                child.wait(max(until - time.monotonic(), 0.0))
             except subprocess.TimeoutExpired:
+                log_event(log, "dispatcher process killed: it overran the stop grace", level=logging.WARNING,
+                          pid=child.pid)
                 child.kill()
                 child.wait()
 

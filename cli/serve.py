@@ -26,6 +26,12 @@ TOKEN`, and project ACLs decide what each member may do.
 Output: a start-up banner for people on stdout; logs on stderr, one JSON object per
 line with Cloud Logging's `severity`, `message` and `time` (see docs/ALERTS.md).
 
+Stopping: SIGTERM or Ctrl-C stops every process of serve within SUNDIAL_STOP_GRACE (8s).
+Nothing new is sent after the signal; a request on the wire that has no answer a second
+before the end is sent again, under its invocation id, after the next start (so is an
+occurrence staged ahead that had not left yet). Keep the grace below the platform's kill
+timeout: docker stop waits 10 s (-t), Kubernetes terminationGracePeriodSeconds (30 s).
+
 Environment (flags win over their variables):
   where it runs
     SUNDIAL_BACKEND                local (default) or cloud
@@ -52,6 +58,9 @@ Environment (flags win over their variables):
     SUNDIAL_TASK_LEASE             how long a taken task is its taker's (30s)
     SUNDIAL_HEARTBEAT_PERIOD, SUNDIAL_HEARTBEAT_TIMEOUT
                                    embedded: liveness of each process (5s, 4 periods)
+    SUNDIAL_STOP_GRACE             SIGTERM or Ctrl-C to exit, at most (8s): nothing new is sent
+                                   after the signal; requests still out a second before the end
+                                   are sent again under their invocation ids after the next start
     SUNDIAL_TICK_GRACE, SUNDIAL_START_GRACE, SUNDIAL_LATE_TOLERANCE
                                    the chain's timings (30s, 60s, 60s)
   Google Cloud (cloud backend)
@@ -196,10 +205,16 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def _already_stopping(signum, frame):
+    """A second Ctrl-C or SIGTERM while stopping: the stop is bounded by its grace already,
+    and an exception in the middle of it would skip its last commits."""
+
+
 def run_serve(args) -> int:
     from waitress import create_server
 
     from app.bootstrap import build
+    from app.stopping import exit_now_if_held
     from engine.collector import settle_collector
     from engine.logs import configure_logging
 
@@ -220,7 +235,12 @@ def run_serve(args) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        print("sundial: stopping", flush=True)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _already_stopping)
+        grace = settings.stop_grace.total_seconds()
+        print(f"sundial: stopping (within {grace:g} s: nothing new is sent; what is on the wire is "
+              "sent again under its invocation id after the next start if it has no answer by then)", flush=True)
         server.close()
-        runtime.stop()
+        runtime.stop()  # within settings.stop_grace (app/stopping.py)
+    exit_now_if_held()
     return 0
