@@ -56,6 +56,7 @@ class Runtime:
     loops: list["PeriodicLoop"] = field(default_factory=list)
     children: DispatcherProcesses | None = None  # the extra dispatchers of --processes N
     liveness: Liveness | None = None  # None on the cloud backend: Cloud Tasks retries settle attempts
+    _stop_times: StopTimes | None = None  # set by begin_stop
 
     def start(self) -> None:
         if self.liveness is not None:  # first: it settles what gone processes held
@@ -67,12 +68,28 @@ class Runtime:
         if self.children is not None:
             self.children.start()
 
+    def begin_stop(self) -> None:
+        """The stop's first instant, from a signal handler (it takes no lock): the embedded
+        dispatcher sends nothing new from now on, and the grace counts from now. (On the
+        cloud backend a task request under way finishes; Cloud Tasks sends no more.)"""
+        if self._stop_times is None:
+            self._stop_times = StopTimes.starting_now(self.settings.stop_grace)
+        if self.dispatcher is not None:
+            self.engine.tasks.stop_sending()
+
+    @property
+    def stop_times(self) -> StopTimes | None:
+        """The instants of the stop under way (None before `begin_stop`)."""
+        return self._stop_times
+
     def stop(self) -> None:
-        """Stop within `settings.stop_grace` of now (docs/REFERENCE.md section 4.2): nothing
-        new is sent from the first instant; the requests on the wire get until
-        StopTimes.answers_by to answer; the children stop at the same time (each within
-        its own grace, killed if it overruns); last, this process leaves the registry."""
-        times = StopTimes.starting_now(self.settings.stop_grace)
+        """Stop within `settings.stop_grace` of `begin_stop` (or now; docs/REFERENCE.md
+        section 4.2): nothing new is sent from the first instant; the requests on the wire
+        get until StopTimes.answers_by to answer; the children stop at the same time (each
+        within its own grace, killed if it overruns); last, this process leaves the registry."""
+        self.begin_stop()
+        times = self._stop_times
+        assert times is not None  # (begin_stop set it)
         if self.children is not None:
             self.children.signal_stop()
         for loop in self.loops:

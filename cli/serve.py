@@ -201,8 +201,19 @@ def _file_descriptors() -> int:
     return MAX_CONNECTIONS + 100 if soft == resource.RLIM_INFINITY else soft
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+class _StopSignal(Exception):
+    """SIGTERM or SIGINT, raised in the main thread (waitress's loop) by `_stop_on`'s handler.
+    Not KeyboardInterrupt: waitress catches that and waits up to 5 s for the requests it is
+    serving, outside the stop's grace."""
+
+
+def _stop_on(runtime):
+    def handle(signum, frame):
+        runtime.begin_stop()  # nothing new is sent from this instant (it takes no lock)
+        for again in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(again, _already_stopping)
+        raise _StopSignal(signal.Signals(signum).name)
+    return handle
 
 
 def _already_stopping(signum, frame):
@@ -228,11 +239,12 @@ def run_serve(args) -> int:
           "no API tokens set, so every caller on this machine is an owner"
           if not identity_configured(settings) else
           f"sundial: serving on http://{settings.host}:{settings.port}", flush=True)  # stdout: stderr is JSON only
-    signal.signal(signal.SIGTERM, _interrupt)  # stop on SIGTERM exactly as on Ctrl-C
     runtime.start()
+    for signum in (signal.SIGINT, signal.SIGTERM):  # stop on SIGTERM exactly as on Ctrl-C
+        signal.signal(signum, _stop_on(runtime))
     try:
         server.run()
-    except KeyboardInterrupt:
+    except (_StopSignal, KeyboardInterrupt):
         pass
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -242,5 +254,17 @@ def run_serve(args) -> int:
               "sent again under its invocation id after the next start if it has no answer by then)", flush=True)
         server.close()
         runtime.stop()  # within settings.stop_grace (app/stopping.py)
+        if runtime.stop_times is not None:
+            _finish_requests(server, runtime.stop_times.answers_by)
     exit_now_if_held()
     return 0
+
+
+def _finish_requests(server, until: float) -> None:
+    """The requests being served (the API's, Cloud Tasks' on the cloud backend, which
+    would otherwise be run again elsewhere) get until `until` to finish; the listener is
+    closed already. waitress's threads are daemons: one still busy then ends with us."""
+    import time
+
+    # (At least a moment: its idle threads take one to leave, and it warns of those still there.)
+    server.task_dispatcher.shutdown(cancel_pending=True, timeout=max(until - time.monotonic(), 0.1))
