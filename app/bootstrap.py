@@ -97,7 +97,7 @@ class Runtime:
         if self.dispatcher is not None:
             self.dispatcher.stop(times.answers_by)
         for loop in self.loops:
-            loop.stop(times.exit_by)
+            loop.stop(times.answers_by)  # (storage work only: one still going at exit has its transaction undone)
         if self.children is not None:
             self.children.wait(times.exit_by)
         if self.liveness is not None:
