@@ -70,12 +70,16 @@ class Runtime:
 
     def begin_stop(self) -> None:
         """The stop's first instant, from a signal handler (it takes no lock): the embedded
-        dispatcher sends nothing new from now on, and the grace counts from now. (On the
-        cloud backend a task request under way finishes; Cloud Tasks sends no more.)"""
-        if self._stop_times is None:
-            self._stop_times = StopTimes.starting_now(self.settings.stop_grace)
+        dispatcher sends nothing new from now on, the children are told, and the grace
+        counts from now. (On the cloud backend a task request under way finishes; Cloud
+        Tasks sends no more.)"""
+        if self._stop_times is not None:
+            return  # (begun by the signal's handler, and now stop() calls it)
+        self._stop_times = StopTimes.starting_now(self.settings.stop_grace)
         if self.dispatcher is not None:
             self.engine.tasks.stop_sending()
+        if self.children is not None:  # only the parent has the signal from `docker stop`
+            self.children.signal_stop()
 
     @property
     def stop_times(self) -> StopTimes | None:
@@ -90,8 +94,6 @@ class Runtime:
         self.begin_stop()
         times = self._stop_times
         assert times is not None  # (begin_stop set it)
-        if self.children is not None:
-            self.children.signal_stop()
         for loop in self.loops:
             loop.halt()
         if self.dispatcher is not None:

@@ -44,7 +44,7 @@ class DispatcherProcesses:
     def __init__(self, settings: Settings, count: int):
         self.settings, self.count = settings, count
         self.children: list[subprocess.Popen] = []
-        self._stopping = threading.Event()
+        self._stopping = False  # a flag, not an Event: signal_stop runs in a signal handler
         self._snapshots: dict[int, dict] = {}  # child index -> its newest metrics snapshot
 
     def start(self) -> None:
@@ -67,8 +67,9 @@ class DispatcherProcesses:
         return list(self._snapshots.values())
 
     def signal_stop(self) -> None:
-        """Tell every child to stop (each then stops within its grace)."""
-        self._stopping.set()
+        """Tell every child to stop (each then stops within its grace). It takes no lock
+        that the main thread could hold: a signal handler calls it (Runtime.begin_stop)."""
+        self._stopping = True
         for child in self.children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
@@ -96,5 +97,5 @@ class DispatcherProcesses:
             else:  # a stray line must not break every later scrape of /metrics
                 log_event(log, "unreadable metrics from a dispatcher process", pid=child.pid)
         code = child.wait()
-        if not self._stopping.is_set():
+        if not self._stopping:
             log_event(log, "dispatcher process exited", level=logging.ERROR, pid=child.pid, code=code)
