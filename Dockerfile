@@ -58,5 +58,10 @@ EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('PORT', '8080'), timeout=4)"]
 
-# $PORT is Cloud Run's (default 8080). exec: serve is PID 1 and gets SIGTERM itself.
+# $PORT is Cloud Run's (default 8080). exec: serve is PID 1 and gets SIGTERM itself, and
+# stops within SUNDIAL_STOP_GRACE (8s): nothing new is sent after it, requests on the wire
+# get until a second before the end, and what is left is sent again under its invocation
+# id after the next start. Docker and Cloud Run kill the container 10 s after SIGTERM
+# (`docker stop -t 30` waits longer: raise SUNDIAL_STOP_GRACE with it); Kubernetes after
+# terminationGracePeriodSeconds (30 s).
 CMD ["sh", "-c", "exec python main.py serve --host 0.0.0.0 --port \"${PORT:-8080}\" --require-identity"]

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Callable
 from flask import Flask
 
 from app.importer import directory_import
+from app.loops import PeriodicLoop
 from app.processes import DispatcherProcesses
+from app.stopping import StopTimes
 from config.settings import Settings
 from engine.adapters.local.commits import GroupCommits, LockedCommits
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
@@ -54,6 +56,7 @@ class Runtime:
     loops: list["PeriodicLoop"] = field(default_factory=list)
     children: DispatcherProcesses | None = None  # the extra dispatchers of --processes N
     liveness: Liveness | None = None  # None on the cloud backend: Cloud Tasks retries settle attempts
+    _stop_times: StopTimes | None = None  # set by begin_stop
 
     def start(self) -> None:
         if self.liveness is not None:  # first: it settles what gone processes held
@@ -65,53 +68,42 @@ class Runtime:
         if self.children is not None:
             self.children.start()
 
-    def stop(self) -> None:
-        if self.children is not None:
-            self.children.stop()
-        for loop in self.loops:
-            loop.stop()
+    def begin_stop(self) -> None:
+        """The stop's first instant, from a signal handler (it takes no lock): the embedded
+        dispatcher sends nothing new from now on, the children are told, and the grace
+        counts from now. (On the cloud backend a task request under way finishes; Cloud
+        Tasks sends no more.)"""
+        if self._stop_times is not None:
+            return  # (begun by the signal's handler, and now stop() calls it)
+        self._stop_times = StopTimes.starting_now(self.settings.stop_grace)
         if self.dispatcher is not None:
-            self.dispatcher.stop()
-        if self.liveness is not None:
-            self.liveness.stop()
+            self.engine.tasks.stop_sending()
+        if self.children is not None:  # only the parent has the signal from `docker stop`
+            self.children.signal_stop()
 
-
-class PeriodicLoop:
-    """Runs `work` now and then every `period` on a thread, logging failures.
-
-    `first_in_start`: the first run happens in `start()` itself, so that what it does
-    (the first config import) is done before the server answers anyone: a project whose
-    file is in the configs directory exists from the first request on.
-    """
-
-    def __init__(self, name: str, period: timedelta, work: Callable[[], object],
-                 first_in_start: bool = False):
-        self.name, self.period, self.work = name, period, work
-        self.first_in_start = first_in_start
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"sundial-{name}", daemon=True)
-
-    def start(self) -> None:
-        if self.first_in_start:
-            self._once()
-        self._thread.start()
+    @property
+    def stop_times(self) -> StopTimes | None:
+        """The instants of the stop under way (None before `begin_stop`)."""
+        return self._stop_times
 
     def stop(self) -> None:
-        self._stopped.set()
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        if self.first_in_start:
-            self._stopped.wait(self.period.total_seconds())
-        while not self._stopped.is_set():
-            self._once()
-            self._stopped.wait(self.period.total_seconds())
-
-    def _once(self) -> None:
-        try:
-            self.work()
-        except Exception as error:  # a bad moment of storage must not end the loop
-            log_event(log, f"{self.name} failed", error=repr(error))
+        """Stop within `settings.stop_grace` of `begin_stop` (or now; docs/REFERENCE.md
+        section 4.2): nothing new is sent from the first instant; the requests on the wire
+        get until StopTimes.answers_by to answer; the children stop at the same time (each
+        within its own grace, killed if it overruns); last, this process leaves the registry."""
+        self.begin_stop()
+        times = self._stop_times
+        assert times is not None  # (begin_stop set it)
+        for loop in self.loops:
+            loop.halt()
+        if self.dispatcher is not None:
+            self.dispatcher.stop(times.answers_by)
+        for loop in self.loops:
+            loop.stop(times.answers_by)  # (storage work only: one still going at exit has its transaction undone)
+        if self.children is not None:
+            self.children.wait(times.exit_by)
+        if self.liveness is not None:
+            self.liveness.stop(times.exit_by)
 
 
 class Liveness:
@@ -137,8 +129,8 @@ class Liveness:
     def start(self) -> None:
         self.loop.start()
 
-    def stop(self) -> None:
-        self.loop.stop()
+    def stop(self, until: float | None = None) -> None:
+        self.loop.stop(until)
         try:
             self.registry.deregister()
         except Exception as error:  # its holds are settled by the next process to look anyway

@@ -36,6 +36,7 @@ def child_main() -> None:
     settings = pickle.loads(sys.stdin.buffer.read())
     log_everything_as_json(settings.log_level)  # now at the operator's level
     from app.bootstrap import Role, build_local
+    from app.stopping import exit_now_if_held
     from engine.collector import settle_collector
 
     stop = StopSignals()
@@ -48,9 +49,10 @@ def child_main() -> None:
         _report_metrics(runtime.engine.metrics)
         if os.getppid() != parent:  # the parent died without the kernel telling us
             break
-    runtime.stop()
+    runtime.stop()  # within SUNDIAL_STOP_GRACE, as its parent (app/stopping.py)
     _report_metrics(runtime.engine.metrics)  # with what it finished while stopping
     log_event(log, "dispatcher process stopped", pid=os.getpid())
+    exit_now_if_held()
 
 
 class StopSignals:

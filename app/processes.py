@@ -11,7 +11,9 @@ and addresses exactly as the parent does. Every second it writes its metrics (on
 stdout, and the parent's /metrics adds the newest of each child to its own. It stops
 on SIGTERM or SIGINT (Ctrl-C reaches the whole process group) and when its parent
 dies: on Linux the kernel sends it SIGTERM (PR_SET_PDEATHSIG), elsewhere it notices
-within a second.
+within a second. A child stops as its parent does, within the same grace
+(SUNDIAL_STOP_GRACE, app/stopping.py), from the parent's SIGTERM, sent as the parent's
+own stop begins; one still running when the parent's grace is up is killed.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from config.settings import Settings
@@ -33,7 +36,6 @@ from engine.metrics import is_snapshot
 log = logging.getLogger("sundial.serve")
 
 ROOT = Path(__file__).resolve().parents[1]
-STOP_TIMEOUT = 15.0  # seconds a child may take to finish its in-flight deliveries
 
 
 class DispatcherProcesses:
@@ -42,7 +44,7 @@ class DispatcherProcesses:
     def __init__(self, settings: Settings, count: int):
         self.settings, self.count = settings, count
         self.children: list[subprocess.Popen] = []
-        self._stopping = threading.Event()
+        self._stopping = False  # a flag, not an Event: signal_stop runs in a signal handler
         self._snapshots: dict[int, dict] = {}  # child index -> its newest metrics snapshot
 
     def start(self) -> None:
@@ -64,15 +66,22 @@ class DispatcherProcesses:
         """The children's newest metrics snapshots (engine/metrics.py)."""
         return list(self._snapshots.values())
 
-    def stop(self) -> None:
-        self._stopping.set()
+    def signal_stop(self) -> None:
+        """Tell every child to stop (each then stops within its grace). It takes no lock
+        that the main thread could hold: a signal handler calls it (Runtime.begin_stop)."""
+        self._stopping = True
         for child in self.children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
+
+    def wait(self, until: float) -> None:
+        """Wait for the children until time.monotonic() reads `until`; kill those left."""
         for child in self.children:
             try:
-                child.wait(STOP_TIMEOUT)
+                child.wait(max(until - time.monotonic(), 0.0))
             except subprocess.TimeoutExpired:
+                log_event(log, "dispatcher process killed: it overran the stop grace", level=logging.WARNING,
+                          pid=child.pid)
                 child.kill()
                 child.wait()
 
@@ -88,5 +97,5 @@ class DispatcherProcesses:
             else:  # a stray line must not break every later scrape of /metrics
                 log_event(log, "unreadable metrics from a dispatcher process", pid=child.pid)
         code = child.wait()
-        if not self._stopping.is_set():
+        if not self._stopping:
             log_event(log, "dispatcher process exited", level=logging.ERROR, pid=child.pid, code=code)

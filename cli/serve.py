@@ -26,6 +26,12 @@ TOKEN`, and project ACLs decide what each member may do.
 Output: a start-up banner for people on stdout; logs on stderr, one JSON object per
 line with Cloud Logging's `severity`, `message` and `time` (see docs/ALERTS.md).
 
+Stopping: SIGTERM or Ctrl-C stops every process of serve within SUNDIAL_STOP_GRACE (8s).
+Nothing new is sent after the signal; a request on the wire that has no answer a second
+before the end is sent again, under its invocation id, after the next start (so is an
+occurrence staged ahead that had not left yet). Keep the grace below the platform's kill
+timeout: docker stop waits 10 s (-t), Kubernetes terminationGracePeriodSeconds (30 s).
+
 Environment (flags win over their variables):
   where it runs
     SUNDIAL_BACKEND                local (default) or cloud
@@ -53,6 +59,9 @@ Environment (flags win over their variables):
     SUNDIAL_TASK_LEASE             how long a taken task is its taker's (30s)
     SUNDIAL_HEARTBEAT_PERIOD, SUNDIAL_HEARTBEAT_TIMEOUT
                                    embedded: liveness of each process (5s, 4 periods)
+    SUNDIAL_STOP_GRACE             SIGTERM or Ctrl-C to exit, at most (8s): nothing new is sent
+                                   after the signal; requests still out a second before the end
+                                   are sent again under their invocation ids after the next start
     SUNDIAL_TICK_GRACE, SUNDIAL_START_GRACE, SUNDIAL_LATE_TOLERANCE
                                    the chain's timings (30s, 60s, 60s)
   Google Cloud (cloud backend)
@@ -193,14 +202,31 @@ def _file_descriptors() -> int:
     return MAX_CONNECTIONS + 100 if soft == resource.RLIM_INFINITY else soft
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+class _StopSignal(Exception):
+    """SIGTERM or SIGINT, raised in the main thread (waitress's loop) by `_stop_on`'s handler.
+    Not KeyboardInterrupt: waitress catches that and waits up to 5 s for the requests it is
+    serving, outside the stop's grace."""
+
+
+def _stop_on(runtime):
+    def handle(signum, frame):
+        runtime.begin_stop()  # nothing new is sent from this instant (it takes no lock)
+        for again in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(again, _already_stopping)
+        raise _StopSignal(signal.Signals(signum).name)
+    return handle
+
+
+def _already_stopping(signum, frame):
+    """A second Ctrl-C or SIGTERM while stopping: the stop is bounded by its grace already,
+    and an exception in the middle of it would skip its last commits."""
 
 
 def run_serve(args) -> int:
     from waitress import create_server
 
     from app.bootstrap import build
+    from app.stopping import exit_now_if_held
     from engine.collector import settle_collector
     from engine.logs import log_everything_as_json
 
@@ -214,14 +240,32 @@ def run_serve(args) -> int:
           "no API tokens set, so every caller on this machine is an owner"
           if not identity_configured(settings) else
           f"sundial: serving on http://{settings.host}:{settings.port}", flush=True)  # stdout: stderr is JSON only
-    signal.signal(signal.SIGTERM, _interrupt)  # stop on SIGTERM exactly as on Ctrl-C
     runtime.start()
+    for signum in (signal.SIGINT, signal.SIGTERM):  # stop on SIGTERM exactly as on Ctrl-C
+        signal.signal(signum, _stop_on(runtime))
     try:
         server.run()
-    except KeyboardInterrupt:
+    except (_StopSignal, KeyboardInterrupt):
         pass
     finally:
-        print("sundial: stopping", flush=True)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _already_stopping)
+        grace = settings.stop_grace.total_seconds()
+        print(f"sundial: stopping (within {grace:g} s: nothing new is sent; what is on the wire is "
+              "sent again under its invocation id after the next start if it has no answer by then)", flush=True)
         server.close()
-        runtime.stop()
+        runtime.stop()  # within settings.stop_grace (app/stopping.py)
+        if runtime.stop_times is not None:
+            _finish_requests(server, runtime.stop_times.answers_by)
+    exit_now_if_held()
     return 0
+
+
+def _finish_requests(server, until: float) -> None:
+    """The requests being served (the API's, Cloud Tasks' on the cloud backend, which
+    would otherwise be run again elsewhere) get until `until` to finish; the listener is
+    closed already. waitress's threads are daemons: one still busy then ends with us."""
+    import time
+
+    # (At least a moment: its idle threads take one to leave, and it warns of those still there.)
+    server.task_dispatcher.shutdown(cancel_pending=True, timeout=max(until - time.monotonic(), 0.1))

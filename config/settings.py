@@ -21,6 +21,7 @@ Each has a default that suits one machine:
 | SUNDIAL_PROCESSES | 1 | serve's processes on the embedded backend: N - 1 extra dispatcher-only processes (`serve --processes`); with staging a burst goes as fast in one, and a steady load costs less CPU and memory there |
 | SUNDIAL_TASK_LEASE | 30s | how long a taken task is its taker's |
 | SUNDIAL_HEARTBEAT_PERIOD | 5s | embedded backend: how often each process says it is alive (and settles the attempts of processes that are gone) |
+| SUNDIAL_STOP_GRACE | 8s | how long serve may take to stop after SIGTERM or Ctrl-C: nothing new is sent after the signal, requests on the wire get until a second before the end to answer, then are left to the next start (sent again under their invocation ids); fit it inside the platform's kill timeout (docker stop: 10 s, terminationGracePeriodSeconds: 30 s) |
 | SUNDIAL_HEARTBEAT_TIMEOUT | 4 heartbeat periods | embedded backend: a process whose heartbeat is older is gone, and its attempts in flight are settled (a dead pid on this machine is gone at once) |
 | SUNDIAL_TICK_GRACE, SUNDIAL_START_GRACE, SUNDIAL_LATE_TOLERANCE | 30s, 60s, 60s | the chain's timings (statemachine.policy.Tuning) |
 | SUNDIAL_STAGE_AHEAD | 10s | embedded backend: how long before its time an occurrence is committed and its request held (0s: off; at most 60s) |
@@ -101,6 +102,9 @@ class Settings:
     processes: int = DEFAULT_PROCESSES
     task_lease: timedelta = timedelta(seconds=30)
     heartbeat: Heartbeat = field(default_factory=Heartbeat)
+    # From the stop signal to the exit of serve (and of its children): inside Docker's and
+    # Cloud Run's 10 s before they kill a container, with room for the last commits.
+    stop_grace: timedelta = timedelta(seconds=8)
     tuning: Tuning = field(default_factory=Tuning)
     task_secret: str = ""
     api_tokens: str = ""
@@ -215,6 +219,7 @@ def from_environment(env=None) -> Settings:
         processes=max(1, _int(env, "SUNDIAL_PROCESSES", defaults.processes)),
         task_lease=_duration(env, "SUNDIAL_TASK_LEASE", defaults.task_lease),
         heartbeat=_heartbeat(env, defaults.heartbeat.period),
+        stop_grace=_duration(env, "SUNDIAL_STOP_GRACE", defaults.stop_grace),
         tuning=_tuning(env, defaults.tuning, backend),
         task_secret=env.get("SUNDIAL_TASK_SECRET", ""),
         api_tokens=env.get("SUNDIAL_API_TOKENS", ""),

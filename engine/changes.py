@@ -283,7 +283,7 @@ def _materialize_deferred(tx: Transaction, before: JobRecord, transition: Transi
     as soon as anything is to be written about it."""
     named = {
         a.invocation_id for a in transition.actions
-        if isinstance(a, (act.Deliver, act.FinishInvocation, act.RecordAttemptFailed))
+        if isinstance(a, (act.Deliver, act.FinishInvocation, act.RecordAttemptFailed, act.RecordAttemptInterrupted))
     }
     if note is not None:
         named.add(note.invocation_id)

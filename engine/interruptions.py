@@ -1,19 +1,26 @@
 """Settling the attempts of processes that are gone (docs/REFERENCE.md section 4).
 
-An attempt in flight when its process died has no answer coming. It is settled as a
-failed attempt with reason `interrupted`, through the same path as any attempt's
-result (`InvocationFinished`, recorded by `JobChanges.apply_many`): the machine
-retries it under the same invocation id if attempts remain, else the invocation ends
-FAILED with reason `interrupted`. Like any failed attempt, its retry waits the
-retry policy's backoff: the request may have reached the target, which may still be
-working on it (it cannot know that our process died), and the backoff is what keeps
-a retry from landing on top of it, as after a timeout, which has no answer either.
+An attempt in flight when its process died (or stopped with it still out) has no
+answer coming. It is applied as `AttemptInterrupted`, through the same path as any
+attempt's result (`JobChanges.apply_many`): the machine sends it again under the same
+invocation id, without counting it against `max_attempts`, up to MAX_INTERRUPTIONS
+times an invocation (statemachine/invocations.py, `on_interrupted`); past that it is a
+failed attempt, reason `interrupted` (retried if attempts remain, else FAILED). The
+attempt after an interruption waits the backoff a failure of it would have: the request
+may have reached the target, which may still be working on it (it cannot know that our
+process went away), and the backoff keeps the next one from landing on top of it. A
+staged attempt the process provably never let out (due after its release mark,
+engine/adapters/local/release_marks.py) goes back to its start task instead, the same
+attempt, as if it had not begun.
 
 Who finds them: a process settles the attempts of gone processes when it starts,
 before it takes any task, and again at each heartbeat (app/bootstrap.py), and the
 watchdog too (engine/maintenance.py). Which processes are gone is the store's to say
 (`AttemptHolds.orphaned`); on the embedded backend that is the process registry of
 engine/adapters/local/liveness.py.
+
+A process that stops cleanly says itself which of its attempts it never sent (the
+requests it dropped at the stop, engine/adapters/local/pipeline.py): `unsent_change`.
 """
 
 from __future__ import annotations
@@ -21,27 +28,40 @@ from __future__ import annotations
 import logging
 
 from engine.changes import Applied, Change, JobChanges, Note
-from engine.holds import AttemptHolds, HeldAttempt
+from engine.holds import AttemptHolds, AttemptKey, HeldAttempt
 from engine.logs import log_event
 from engine.metrics import Metrics
+from engine.ports import StoredJob
+from statemachine import actions as act
 from statemachine import events as ev
+from statemachine.policy import INTERRUPTED
 
 log = logging.getLogger("sundial.engine")
 
-INTERRUPTED = "interrupted"  # the failed attempt's reason, and the FAILED invocation's
 BATCH = 100  # attempts settled per transaction
 MAX_BATCHES = 50  # per call; the next heartbeat continues a longer list
 
 
 def interrupted_change(held: HeldAttempt) -> Change:
-    """The change that records `held`'s attempt as failed, its process being gone;
+    """The change that records `held`'s attempt as interrupted, its process being gone;
     it applies only while that process still holds that attempt."""
     key = held.key
     note = Note(key.invocation_id, f"attempt {key.attempt}: {INTERRUPTED}",
                 {"event": key.event_index, "detail": f"process {held.holder} is gone"})
-    event = ev.InvocationFinished(key.invocation_id, False, INTERRUPTED, key.event_index, key.attempt,
+    event = ev.AttemptInterrupted(key.invocation_id, key.event_index, key.attempt,
                                   released_until=held.released_until)
     return Change(key.project, key.job_id, event, note, releases=held, if_held=True)
+
+
+def unsent_change(job: StoredJob, action: act.Deliver) -> Change:
+    """The change by which this process gives back an attempt it committed and never sent
+    (its stop came first): to its start task, the same attempt under the same id. Only
+    while this process still holds that issue of it (a re-issue elsewhere moved it on)."""
+    project, job_id = job.record.project, job.record.job_id
+    held = HeldAttempt(AttemptKey(project, job_id, action.invocation_id, action.event_index, action.attempt))
+    event = ev.AttemptInterrupted(action.invocation_id, action.event_index, action.attempt,
+                                  epoch=action.epoch or None, unsent=True)
+    return Change(project, job_id, event, releases=held, if_held=True)
 
 
 class Interruptions:

@@ -16,6 +16,7 @@ from engine.sent import prune_requests
 from statemachine import actions as act
 from statemachine import notification as note
 from statemachine.durations import rfc3339_millis
+from statemachine.policy import MAX_INTERRUPTIONS
 from statemachine.record import ActiveInvocation
 from statemachine.vocabulary import InvocationStatus, NotificationStatus, SkipReason, TaskKind, Trigger
 
@@ -189,6 +190,8 @@ def record_action(tx: Transaction, project: str, job_id: str, action, now: datet
         _update(tx, project, job_id, action.invocation_id, lambda row: _finish(row, action, now))
     elif isinstance(action, act.RecordAttemptFailed):
         _update(tx, project, job_id, action.invocation_id, lambda row: _attempt_failed(row, action, now))
+    elif isinstance(action, act.RecordAttemptInterrupted):
+        _update(tx, project, job_id, action.invocation_id, lambda row: _attempt_interrupted(row, action, now))
     elif isinstance(action, act.TriggerJobs):
         source_time = action.source_scheduled_time or now
         for target in action.job_ids:
@@ -273,6 +276,12 @@ def _finish(row: InvocationRow, action: act.FinishInvocation, now: datetime) -> 
 def _attempt_failed(row: InvocationRow, action: act.RecordAttemptFailed, now: datetime) -> None:
     retry = f"; retry at {rfc3339_millis(action.retry_at)}" if action.retry_at else "; no attempts left"
     append_log(row, now, f"attempt {action.attempt} failed: {action.reason}{retry}", event=action.event_index)
+
+
+def _attempt_interrupted(row: InvocationRow, action: act.RecordAttemptInterrupted, now: datetime) -> None:
+    append_log(row, now, f"attempt {action.attempt} interrupted; sent again as attempt {action.attempt + 1}"
+               f" at {rfc3339_millis(action.resend_at)}, not counted against max_attempts"
+               f" (interruption {action.interruption} of {MAX_INTERRUPTIONS})", event=action.event_index)
 
 
 def _delivering(row: InvocationRow, action: act.Deliver, now: datetime) -> None:

@@ -17,6 +17,7 @@ from typing import Callable
 from engine.changes import Applied, Change, JobChanges, Refusal
 from engine.deliveries import Deliveries, outcome_change
 from engine.errors import NotFound, StoreError
+from engine.interruptions import unsent_change
 from engine.leases import NEVER, first_lost, give_up, held_until, monotonic_of
 from engine.logs import log_event
 from engine.ports import DeliveryResult, RetryTask, StoredJob, Task
@@ -34,6 +35,8 @@ log = logging.getLogger("sundial.engine")
 
 # Tries to record an attempt's result before its task gives up on it (_record_result).
 RESULT_TRIES = 3
+GIVE_BACK_BATCH = 100  # attempts never sent, given back per transaction at a stop
+STOP = "stop"  # the lease that ends when the process stops sending (stop_sending)
 
 # The kinds that step a job's chain, and so may go many at a time.
 CHAIN_KINDS = (TaskKind.TICK, TaskKind.START, TaskKind.CHECK)
@@ -73,6 +76,38 @@ class TaskRunner:
         self.changes, self.deliveries, self.notify = changes, deliveries, notify
         self.task_lease = task_lease
         self.monotonic = monotonic_of(changes.clock)
+        # The monotonic instant from which no request of this process leaves (stop_sending).
+        self._sending_until: float | None = None
+
+    def stop_sending(self) -> None:
+        """The process stops: from now on no request leaves. It is one more lease each send
+        is made under (`stop`), so a request is refused at its last check, the fence at
+        the socket included, never written after this; its attempt stays committed as
+        starting, for its sender to give back (`give_back_unsent`) or, failing that, for
+        the next start to settle. Notifications (engine/notify.py) are not held back."""
+        self._sending_until = self.monotonic()
+
+    def start_sending(self) -> None:
+        """Send again (a dispatcher started anew in the same process: tests and tools)."""
+        self._sending_until = None
+
+    @property
+    def sending_stopped(self) -> bool:
+        return self._sending_until is not None
+
+    def give_back_unsent(self, unsent: list[tuple[StoredJob, act.Deliver]]) -> int:
+        """Attempts this process committed and, stopping, never sent: each back to its start
+        task, the same attempt under the same invocation id (interruptions.unsent_change),
+        a batch a transaction. Returns how many went back (not those that moved on meanwhile).
+
+        :raises StoreError: storage failed; what was given back before stays so.
+        """
+        changes = [unsent_change(job, action) for job, action in unsent]
+        given = 0
+        for start in range(0, len(changes), GIVE_BACK_BATCH):
+            results = self.changes.apply_many(changes[start:start + GIVE_BACK_BATCH])
+            given += sum(1 for result in results if isinstance(result, Applied) and result.transition.actions)
+        return given
 
     def handle(self, task: Task) -> None:
         """Run one task. Returns when it is done or no longer relevant.
@@ -196,12 +231,14 @@ class TaskRunner:
         return not lost
 
     def _give_up_send(self, lease: str, job: StoredJob, action: act.Deliver) -> None:
+        if lease == STOP:
+            return  # not a lease lost: the process stops, and its sender says how many it left
         give_up(log, self.changes.metrics, "send", lease, job=f"{job.record.project}/{job.record.job_id}",
                 invocation=action.invocation_id, event=action.event_index, attempt=action.attempt)
 
     def _leases(self, stepped: Stepped, task_until: float) -> dict[str, float | None]:
         holds = self.changes.holds
-        return {"task": task_until, "attempt": stepped.attempt_until,
+        return {STOP: self._sending_until, "task": task_until, "attempt": stepped.attempt_until,
                 "process": holds.held_until(stepped.taken_at) if holds is not None else None}
 
     def _leased(self, stepped: Stepped, taken: float, wall: datetime) -> Stepped:

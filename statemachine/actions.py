@@ -115,6 +115,19 @@ class RecordAttemptFailed:
 
 
 @dataclass(frozen=True)
+class RecordAttemptInterrupted:
+    """Log an interrupted attempt (events.AttemptInterrupted) sent again at `resend_at`
+    as attempt `attempt + 1`, not counted against max_attempts: the invocation's
+    `interruption`-th of at most MAX_INTERRUPTIONS."""
+
+    invocation_id: str
+    event_index: int
+    attempt: int
+    resend_at: datetime
+    interruption: int
+
+
+@dataclass(frozen=True)
 class TriggerJobs:
     """Send ManualTrigger(request_id=source invocation, trigger=job:SOURCE, at=source's
     scheduled time) to each job: the same source always names the same invocations."""
@@ -197,6 +210,7 @@ Action = (
     | RecordSkipped
     | FinishInvocation
     | RecordAttemptFailed
+    | RecordAttemptInterrupted
     | TriggerJobs
     | NotifyFailure
     | NotifyRecovery

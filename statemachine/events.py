@@ -42,7 +42,7 @@ class TickArrived:
     """A tick task was delivered; `nonce` says which tick it was. `redelivered`: the
     queue ran this task before and that run gave no answer (Cloud Tasks' retry count
     is above 0): whatever that run began has ended, and an attempt it delivered inline
-    is settled as interrupted (retried, or FAILED without attempts left)."""
+    is interrupted (AttemptInterrupted: sent again under the same invocation id)."""
 
     nonce: str
     redelivered: bool = False
@@ -60,7 +60,7 @@ class InvocationStarting:
     event_index: int = 0
     attempt: int = 1
     # The queue ran this task before without an answer: its attempt, still "in
-    # flight" in storage, died with that run and is settled as interrupted (TickArrived).
+    # flight" in storage, died with that run: it is interrupted (AttemptInterrupted).
     redelivered: bool = False
 
 
@@ -94,15 +94,37 @@ class InvocationFinished:
     attempt: int | None = 1
     # The epoch of the Deliver this answers (its fencing token): the result counts only
     # while the stored attempt still has that epoch. None: not an answer of a sender
-    # (a gone process's attempt settled by its hold, a completion report).
+    # (a completion report).
     epoch: int | None = None
-    # A gone process's attempt only: the latest time of an attempt whose request that
-    # process may have let out (engine/interruptions.py). A staged attempt due later was
-    # never sent: it goes to a start task under the same id instead (staging.unsent).
-    released_until: datetime | None = None
     # The sender has room to hold one more request: when this ends the job's last
     # invocation, its next occurrence may be staged in the same step (ticks.stage_pending).
     stage_next: bool = False
+
+
+@dataclass(frozen=True)
+class AttemptInterrupted:
+    """An attempt in flight lost its sender before an answer came: its process died or
+    stopped (a gone process's hold, engine/interruptions.py), or the queue ran its task
+    again after a run that gave no answer (Cloud Tasks; see TickArrived). The target may
+    or may not have got the request; nobody will hear its answer.
+
+    Not a failure of the target: the attempt is sent again under the same invocation id
+    without counting against `max_attempts`, up to MAX_INTERRUPTIONS times per
+    invocation (statemachine/invocations.py, `on_interrupted`).
+
+    `epoch`: the issue interrupted (None: whichever is in flight). `released_until`: of a
+    gone process's staged attempt, the latest time of a request that process may have let
+    out; one due later was never sent (staging.unsent). `unsent`: the process itself says
+    the request never left (a stop dropped it before its write). Either way it goes back
+    to a start task under the same id and attempt, as if it had not begun.
+    """
+
+    invocation_id: str
+    event_index: int = 0
+    attempt: int = 1
+    epoch: int | None = None
+    released_until: datetime | None = None
+    unsent: bool = False
 
 
 @dataclass(frozen=True)
@@ -180,6 +202,7 @@ Event = (
     | InvocationStarting
     | InvocationStarted
     | InvocationFinished
+    | AttemptInterrupted
     | InvocationSettled
     | ManualTrigger
     | Paused
@@ -196,6 +219,7 @@ ALL_EVENT_TYPES = (
     InvocationStarting,
     InvocationStarted,
     InvocationFinished,
+    AttemptInterrupted,
     InvocationSettled,
     ManualTrigger,
     Paused,

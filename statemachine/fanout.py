@@ -25,7 +25,7 @@ from enum import StrEnum
 from typing import Any
 
 from statemachine import actions as act
-from statemachine.policy import JobPolicy, Tuning, compute_backoff
+from statemachine.policy import INTERRUPTED, MAX_INTERRUPTIONS, JobPolicy, Tuning, compute_backoff
 from statemachine.record import ActiveInvocation, evolve
 from statemachine.stored_form import parse_stored_time, stored_time
 from statemachine.vocabulary import InvocationStatus, SkipReason
@@ -53,6 +53,7 @@ class EventState:
     retry_at: datetime | None = None  # when a waiting retry is due
     reason: str = ""  # the last failure
     epoch: int = 0  # issues of the current attempt so far: its fencing token (Deliver.epoch)
+    interruptions: int = 0  # attempts interrupted and sent again, not counted (on_interrupted)
 
     @property
     def final(self) -> bool:
@@ -128,7 +129,7 @@ def on_starting(entry: ActiveInvocation, policy: JobPolicy, paused: bool, state:
     started_at = state.started_at if state.phase is EventPhase.STARTED else None
     if started_at is not None and now - started_at < _lease(policy, tuning):
         if redelivered:  # the run that started it died without an answer
-            return on_finished(entry, policy, state, attempt, False, "interrupted", now)
+            return on_interrupted(entry, policy, state, attempt, now)
         return EventStep(state)  # a duplicate of a start whose attempt is still in flight
     if paused:
         # Nothing is delivered while a job is paused: the invocation ends here, SKIPPED
@@ -156,12 +157,37 @@ def on_finished(entry: ActiveInvocation, policy: JobPolicy, state: EventState, a
         return EventStep(evolve(state, phase=EventPhase.SUCCEEDED))
     reason = reason or "failed"
     retry = policy.retry
-    if attempt < retry.max_attempts:
-        retry_at = now + compute_backoff(retry, attempt, f"{entry.invocation_id}/{state.index}")
+    counted = attempt - state.interruptions  # the attempts sent again after an interruption do not count
+    if counted < retry.max_attempts:
+        retry_at = now + compute_backoff(retry, counted, f"{entry.invocation_id}/{state.index}")
         if retry_at < entry.deadline:
-            waiting = EventState(state.index, attempt + 1, EventPhase.WAITING, None, retry_at, reason)
+            waiting = EventState(state.index, attempt + 1, EventPhase.WAITING, None, retry_at, reason,
+                                 interruptions=state.interruptions)
             return EventStep(waiting, (act.EnqueueAttempt(entry.invocation_id, state.index, attempt + 1, retry_at),))
     return EventStep(evolve(state, phase=EventPhase.FAILED, reason=reason))
+
+
+def on_interrupted(entry: ActiveInvocation, policy: JobPolicy, state: EventState, attempt: int, now: datetime,
+                   epoch: int | None = None, unsent: bool = False) -> EventStep:
+    """The event's attempt in flight lost its sender (events.AttemptInterrupted), as
+    invocations.on_interrupted has it for an inline event: never sent, back to its start
+    task; else sent again as the next attempt after the backoff, not counted, up to
+    MAX_INTERRUPTIONS times for the event; then a failed attempt (`interrupted`)."""
+    if not _current(state, attempt, epoch) or state.phase is not EventPhase.STARTED:
+        return EventStep(state)  # not in flight: answered, issued again, or accepted (202)
+    index = state.index
+    if unsent:
+        waiting = evolve(state, phase=EventPhase.WAITING, started_at=None)
+        return EventStep(waiting, (act.EnqueueAttempt(entry.invocation_id, index, attempt, now),))
+    if state.interruptions < MAX_INTERRUPTIONS:
+        counted = attempt - state.interruptions
+        resend_at = now + compute_backoff(policy.retry, counted, f"{entry.invocation_id}/{index}")
+        if resend_at < entry.deadline:
+            # (Its row tells it, as it tells a failed attempt: no event writes the invocation's record.)
+            waiting = EventState(index, attempt + 1, EventPhase.WAITING, None, resend_at, INTERRUPTED,
+                                 interruptions=state.interruptions + 1)
+            return EventStep(waiting, (act.EnqueueAttempt(entry.invocation_id, index, attempt + 1, resend_at),))
+    return on_finished(entry, policy, state, attempt, False, INTERRUPTED, now)
 
 
 def on_completion(state: EventState, succeeded: bool, reason: str) -> EventStep:
@@ -206,12 +232,15 @@ def repair(entry: ActiveInvocation, policy: JobPolicy, states: dict[int, EventSt
 # --- stored form -------------------------------------------------------------------
 
 def state_to_dict(state: EventState) -> dict[str, Any]:
-    return {"index": state.index, "attempt": state.attempt, "phase": state.phase.value,
+    data = {"index": state.index, "attempt": state.attempt, "phase": state.phase.value,
             "started_at": stored_time(state.started_at), "retry_at": stored_time(state.retry_at),
             "reason": state.reason, "epoch": state.epoch}
+    # Only when there were some: the release before reads only the keys it knows.
+    return {**data, "interruptions": state.interruptions} if state.interruptions else data
 
 
 def state_from_dict(data: dict[str, Any]) -> EventState:
     return EventState(data["index"], data["attempt"], EventPhase(data["phase"]),
                       parse_stored_time(data["started_at"]), parse_stored_time(data["retry_at"]), data["reason"],
-                      data.get("epoch", 0))  # absent in rows written before fencing
+                      data.get("epoch", 0),  # absent in rows written before fencing
+                      data.get("interruptions", 0))  # absent: none

@@ -23,7 +23,7 @@ from statemachine.policy import Tuning
 from statemachine.record import ActiveInvocation, JobRecord, evolve
 from statemachine.vocabulary import InvocationStatus, SkipReason
 
-EVENT_STEPS = (ev.InvocationStarting, ev.InvocationStarted, ev.InvocationFinished)
+EVENT_STEPS = (ev.InvocationStarting, ev.InvocationStarted, ev.InvocationFinished, ev.AttemptInterrupted)
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,8 @@ def _settle_overdue(record: JobRecord, rows: Callable[[str], EventRows], now: da
 
 
 def _step_event(record: JobRecord, entry: ActiveInvocation, rows: EventRows,
-                event: ev.InvocationStarting | ev.InvocationStarted | ev.InvocationFinished, now: datetime,
-                tuning: Tuning) -> Transition:
+                event: ev.InvocationStarting | ev.InvocationStarted | ev.InvocationFinished | ev.AttemptInterrupted,
+                now: datetime, tuning: Tuning) -> Transition:
     if isinstance(event, ev.InvocationFinished) and event.attempt is None:
         return _complete(record, entry, rows, event, now, tuning)
     attempt = event.attempt or 0  # (not None: a completion report went to _complete)
@@ -99,6 +99,8 @@ def _step_event(record: JobRecord, entry: ActiveInvocation, rows: EventRows,
         stepped = fanout.on_starting(entry, policy, record.paused, before, attempt, now, tuning, event.redelivered)
     elif isinstance(event, ev.InvocationStarted):
         stepped = fanout.on_started(entry, before, attempt, event.epoch)
+    elif isinstance(event, ev.AttemptInterrupted):
+        stepped = fanout.on_interrupted(entry, policy, before, attempt, now, event.epoch, event.unsent)
     else:
         stepped = fanout.on_finished(entry, policy, before, attempt, event.succeeded, event.reason, now, event.epoch)
     return _conclude(record, entry, rows, [(before, stepped)], now, tuning)

@@ -15,12 +15,18 @@ from statemachine import events as ev
 from statemachine import hooks, staging, waiting
 from statemachine.budget import STARTS_PER_STEP
 from statemachine.pausing import count_outcome
-from statemachine.policy import Tuning, compute_backoff, fanout_offsets, occurrence_delay
+from statemachine.policy import (
+    INTERRUPTED,
+    MAX_INTERRUPTIONS,
+    Tuning,
+    compute_backoff,
+    fanout_offsets,
+    occurrence_delay,
+)
 from statemachine.record import ActiveInvocation, JobRecord, Occurrence, evolve
 from statemachine.vocabulary import InvocationStatus, SkipReason
 
 SUCCEEDED, FAILED = InvocationStatus.SUCCEEDED, InvocationStatus.FAILED
-INTERRUPTED = "interrupted"  # the reason of an attempt whose process died in flight (docs/REFERENCE.md section 4)
 ABORTED, SKIPPED = InvocationStatus.ABORTED, InvocationStatus.SKIPPED
 
 Result = tuple[JobRecord, list[act.Action]]
@@ -107,8 +113,8 @@ def on_starting(record: JobRecord, event: ev.InvocationStarting, now: datetime, 
     lease = record.live_policy.attempt_timeout + tuning.start_grace
     if entry.started_mask & bit and entry.started_at and now - entry.started_at < lease:
         if event.redelivered:  # the run that started it died without an answer
-            lost = ev.InvocationFinished(entry.invocation_id, False, INTERRUPTED, event.event_index, event.attempt)
-            return _attempt_failed(record, entry, lost, event.attempt, now, tuning)
+            lost = ev.AttemptInterrupted(entry.invocation_id, event.event_index, event.attempt)
+            return on_interrupted(record, lost, now, tuning)
         return record, []  # a duplicate of a start whose attempt is still in flight
     if record.paused:
         # Nothing is delivered while a job is paused: what was waiting to start
@@ -162,15 +168,43 @@ def on_finished(record: JobRecord, event: ev.InvocationFinished, now: datetime, 
     return _attempt_failed(record, entry, event, attempt, now, tuning)
 
 
+def on_interrupted(record: JobRecord, event: ev.AttemptInterrupted, now: datetime, tuning: Tuning) -> Result:
+    """An attempt in flight lost its sender (events.AttemptInterrupted). Never sent (its
+    process says so, or a staged one it had not let out): back to its start task, the
+    same attempt. Else sent again under the same invocation id as the next attempt
+    number, after the backoff a failure of it would have waited (the target may still be
+    working on it), without counting against max_attempts; after MAX_INTERRUPTIONS of
+    them, or when the deadline comes first, it counts as a failed attempt (`interrupted`)."""
+    entry = _current_attempt(record, event.invocation_id, event.event_index, event.attempt, event.epoch)
+    bit = 1 << event.event_index
+    if entry is None or not entry.started_mask & bit or entry.accepted_mask & bit:
+        return record, []  # not in flight: it ended, was issued again, or the target took it (202)
+    if (event.unsent and entry.event_count == 1) or staging.staged(entry, now) or \
+            staging.unsent(entry, event.released_until):
+        return staging.wait_for_start(record, entry, tuning)
+    attempt, key = event.attempt, f"{entry.invocation_id}/{event.event_index}"
+    # (An entry of several inline events, written before events had rows, keeps the old rule.)
+    if entry.event_count == 1 and entry.interruptions < MAX_INTERRUPTIONS:
+        resend_at = now + compute_backoff(record.live_policy.retry, attempt - entry.interruptions, key)
+        if resend_at < entry.deadline:
+            entry = evolve(entry, attempts=(attempt + 1,), started_mask=0, interruptions=entry.interruptions + 1,
+                           expect_by=max(entry.expect_by or resend_at, resend_at + tuning.start_grace))
+            return record.with_active(entry), [
+                act.RecordAttemptInterrupted(entry.invocation_id, 0, attempt, resend_at, entry.interruptions),
+                act.EnqueueAttempt(entry.invocation_id, 0, attempt + 1, resend_at),
+            ]
+    failed = ev.InvocationFinished(entry.invocation_id, False, INTERRUPTED, event.event_index, attempt)
+    return _attempt_failed(record, entry, failed, attempt, now, tuning)
+
+
 def _attempt_failed(record: JobRecord, entry: ActiveInvocation, event: ev.InvocationFinished, attempt: int,
                     now: datetime, tuning: Tuning) -> Result:
-    if event.reason == INTERRUPTED and (staging.staged(entry, now) or staging.unsent(entry, event.released_until)):
-        return staging.wait_for_start(record, entry, tuning)  # its process died before sending it
     retry = record.live_policy.retry
     reason = event.reason or "failed"
     index = event.event_index
-    if attempt < retry.max_attempts:
-        retry_at = now + compute_backoff(retry, attempt, f"{entry.invocation_id}/{index}")
+    counted = attempt - entry.interruptions  # the attempts sent again after an interruption do not count
+    if counted < retry.max_attempts:
+        retry_at = now + compute_backoff(retry, counted, f"{entry.invocation_id}/{index}")
         if retry_at < entry.deadline:
             attempts = entry.attempts[:index] + (attempt + 1,) + entry.attempts[index + 1 :]
             entry = evolve(
@@ -317,8 +351,7 @@ def redeliver_inline(record: JobRecord, nonce: str, now: datetime, tuning: Tunin
     """The queue ran the tick `nonce` again after a run that gave no answer: that run's
     process died or timed out, and with it the attempt it delivered inline, which the
     record still holds in flight. It is settled now rather than when its lease runs out:
-    a failed attempt, reason `interrupted`, retried under the same invocation id if
-    attempts remain (on_starting)."""
+    interrupted, and sent again under the same invocation id (on_starting, on_interrupted)."""
     actions: list[act.Action] = []
     for entry in record.active:
         # Only the attempt that tick delivered: attempt 1, still in flight (a later

@@ -284,6 +284,7 @@ def _with_invocations(handler: Handler) -> Handler:
 _starting = _with_invocations(inv.on_starting)
 _started = _with_invocations(inv.on_started)
 _finished = _with_invocations(inv.on_finished)
+_interrupted = _with_invocations(inv.on_interrupted)
 _settled = _with_invocations(inv.on_settled)
 _manual = _with_invocations(_on_manual)
 
@@ -295,6 +296,7 @@ def _table() -> dict[JobState, dict[type, Entry]]:
         ev.InvocationStarting: _starting,
         ev.InvocationStarted: _started,
         ev.InvocationFinished: _finished,
+        ev.AttemptInterrupted: _interrupted,
         ev.InvocationSettled: _settled,
     }
     no_invocations: dict[type, Entry] = dict.fromkeys(invocation_events, IGNORE)
@@ -347,7 +349,7 @@ TRANSITIONS = _table()
 def _next_states() -> dict[JobState, dict[type, JobState | _Ignore | type[InvalidTransition]]]:
     S, E, REFUSED = JobState, ev, InvalidTransition
     quiet = {E.InvocationStarting: IGNORE, E.InvocationStarted: IGNORE, E.InvocationFinished: IGNORE,
-             E.InvocationSettled: IGNORE}
+             E.AttemptInterrupted: IGNORE, E.InvocationSettled: IGNORE}
     return {
         S.SCHEDULED: {
             # A timing change first starts what fell due under the old timing (queued);
@@ -359,14 +361,14 @@ def _next_states() -> dict[JobState, dict[type, JobState | _Ignore | type[Invali
         S.QUEUED: {
             E.JobEnabled: S.QUEUED, E.JobDisabled: S.DISABLED, E.ScheduleChanged: S.QUEUED,
             E.TickArrived: S.QUEUED, E.InvocationStarting: S.RUNNING, E.InvocationStarted: S.RUNNING,
-            E.InvocationFinished: S.SCHEDULED, E.InvocationSettled: S.SCHEDULED,
+            E.InvocationFinished: S.SCHEDULED, E.AttemptInterrupted: S.QUEUED, E.InvocationSettled: S.SCHEDULED,
             E.ManualTrigger: S.QUEUED, E.Paused: S.PAUSED,
             E.Resumed: IGNORE, E.Aborted: S.SCHEDULED, E.WatchdogFired: S.SCHEDULED,
         },
         S.RUNNING: {
             E.JobEnabled: S.RUNNING, E.JobDisabled: S.DISABLED, E.ScheduleChanged: S.RUNNING,
             E.TickArrived: S.RUNNING, E.InvocationStarting: S.RUNNING, E.InvocationStarted: S.RUNNING,
-            E.InvocationFinished: S.SCHEDULED, E.InvocationSettled: S.SCHEDULED,
+            E.InvocationFinished: S.SCHEDULED, E.AttemptInterrupted: S.RUNNING, E.InvocationSettled: S.SCHEDULED,
             E.ManualTrigger: S.RUNNING, E.Paused: S.PAUSED,
             E.Resumed: IGNORE, E.Aborted: S.SCHEDULED, E.WatchdogFired: S.SCHEDULED,
         },
@@ -374,14 +376,14 @@ def _next_states() -> dict[JobState, dict[type, JobState | _Ignore | type[Invali
             # The invocation in flight finishes on its own: resumed, the job is RUNNING.
             E.JobEnabled: S.PAUSED, E.JobDisabled: S.DISABLED, E.ScheduleChanged: S.PAUSED,
             E.TickArrived: S.PAUSED, E.InvocationStarting: S.PAUSED, E.InvocationStarted: S.PAUSED,
-            E.InvocationFinished: S.PAUSED, E.InvocationSettled: S.PAUSED,
+            E.InvocationFinished: S.PAUSED, E.AttemptInterrupted: S.PAUSED, E.InvocationSettled: S.PAUSED,
             E.ManualTrigger: REFUSED, E.Paused: S.PAUSED,
             E.Resumed: S.RUNNING, E.Aborted: S.PAUSED, E.WatchdogFired: S.PAUSED,
         },
         S.DISABLED: {
             E.JobEnabled: S.RUNNING, E.JobDisabled: IGNORE, E.ScheduleChanged: S.DISABLED,
             E.TickArrived: S.DISABLED, E.InvocationStarting: S.DISABLED, E.InvocationStarted: S.DISABLED,
-            E.InvocationFinished: S.DISABLED, E.InvocationSettled: S.DISABLED,
+            E.InvocationFinished: S.DISABLED, E.AttemptInterrupted: S.DISABLED, E.InvocationSettled: S.DISABLED,
             E.ManualTrigger: REFUSED, E.Paused: REFUSED,
             E.Resumed: REFUSED, E.Aborted: S.DISABLED, E.WatchdogFired: S.DISABLED,
         },

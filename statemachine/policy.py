@@ -163,6 +163,15 @@ class JobPolicy:
 # message whose whole point is to get through when things are going wrong.
 NOTIFY_RETRY = RetryPolicy(max_attempts=5, min_backoff=timedelta(seconds=1), max_backoff=timedelta(minutes=1))
 
+# An attempt interrupted (its process died or stopped, or its task's run was lost before
+# an answer) is sent again under its invocation id without counting against
+# `max_attempts`, up to this many times per invocation (per event, for a fan-out's events
+# in rows); a further interruption counts as a failed attempt: retried if attempts remain,
+# else FAILED/`interrupted`. The bound ends a loop in which the attempt itself brings its
+# process down (a crash on its answer), which would otherwise never let the job go.
+MAX_INTERRUPTIONS = 3
+INTERRUPTED = "interrupted"  # the reason such an attempt fails with (docs/REFERENCE.md section 4)
+
 
 def exponential_step(first: timedelta, most: timedelta, failures: int) -> timedelta:
     """`first`, doubled for each failure in a row after the first (1-based), capped at

@@ -101,6 +101,10 @@ class ActiveInvocation:
     # Issues of the current attempt so far (its fencing token; Deliver.epoch): every
     # commit that sends it again makes a result of an earlier send stale.
     epoch: int = 0
+    # Attempts interrupted and sent again without counting against `max_attempts`
+    # (statemachine/invocations.py, on_interrupted): `attempts` minus this is how many
+    # of them counted. Inline events of one invocation only.
+    interruptions: int = 0
 
     @property
     def all_events_mask(self) -> int:
@@ -214,7 +218,7 @@ def _active_to_dict(entry: ActiveInvocation) -> Data:
     timing = {"started_at": stored_time(entry.started_at), "expect_by": stored_time(entry.expect_by)}
     if entry.events_in_rows:
         return {**shared, "events_in_rows": True, **timing}
-    return {
+    inline = {
         **shared,
         "attempts": list(entry.attempts),
         # Masks as hex strings: JSON numbers lose precision past 2**53.
@@ -227,6 +231,9 @@ def _active_to_dict(entry: ActiveInvocation) -> Data:
         "started_by": entry.started_by,
         "epoch": entry.epoch,
     }
+    # Only when there were some: a record without the key reads as none, and a reader of
+    # the release before, which reads only the keys it knows, ignores it.
+    return {**inline, "interruptions": entry.interruptions} if entry.interruptions else inline
 
 
 def _active_from_dict(data: Data) -> ActiveInvocation:
@@ -251,6 +258,7 @@ def _active_from_dict(data: Data) -> ActiveInvocation:
         failure_reason=data["failure_reason"],
         started_by=data.get("started_by", ""),
         epoch=data.get("epoch", 0),  # absent before fencing: no send of this version is older
+        interruptions=data.get("interruptions", 0),  # absent: none (or written before they counted apart)
     )
 
 

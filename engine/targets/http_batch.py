@@ -113,13 +113,16 @@ class BatchWriter:
             connecting = sum(1 for began in self._connecting.values() if now - began < CONNECT_COUNTED)
             return len(self._incoming) + self._queued + connecting
 
-    def shutdown(self) -> None:
-        """Finish what was submitted (answers or timeouts), then stop."""
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Finish what was submitted (answers or timeouts), then stop; wait `timeout`
+        seconds at most (None: as long as their timeouts take). Its thread is a daemon:
+        answers still due after that are not waited for (a process stopping within its
+        grace leaves them to the next start, engine/adapters/local/pipeline.py)."""
         with self._lock:
             self._closing = True
         self._wake_w.send(b"x")
         if self._thread.is_alive():
-            self._thread.join()
+            self._thread.join(timeout)
 
     def _run(self) -> None:
         while True:

@@ -1,7 +1,7 @@
 """On Cloud Tasks, the task's own retry settles an attempt whose process died (docs/REFERENCE.md section 4):
 gcloud-tasks-emulator runs the start task again after the killed server gave no answer,
-with a retry count of 1, and the new server settles the attempt at once (a failed
-attempt, reason `interrupted`) and retries it under the same invocation id, instead of
+with a retry count of 1, and the new server settles the attempt at once (interrupted)
+and sends it again under the same invocation id, as attempt 2, instead of
 leaving it "in flight" until its lease runs out (two minutes with the defaults) for the
 watchdog to find.
 """
@@ -54,7 +54,8 @@ def test_a_start_task_run_again_after_its_server_died_retries_the_attempt_at_onc
         invocation = first.headers["X-Sundial-Invocation"]
         row = wait_until(lambda: _finished(server, invocation), timeout=15)
         assert row["status"] == "SUCCEEDED"
-        assert any("attempt 1 failed: interrupted" in entry["message"] for entry in row["log"])
+        assert any(entry["message"].startswith("attempt 1 interrupted; sent again as attempt 2")
+                   for entry in row["log"])
     finally:
         server.stop()
         receiver.close()

@@ -21,7 +21,7 @@ from engine.interruptions import interrupted_change
 from engine.ports import DeliveryResult
 from engine.service import build_engine
 from statemachine.durations import parse_instant
-from statemachine.policy import FanoutPolicy, RetryPolicy, Tuning
+from statemachine.policy import MAX_INTERRUPTIONS, FanoutPolicy, RetryPolicy, Tuning
 from tests.engine.harness import START, Harness
 
 TIMEOUT = timedelta(seconds=20)  # the heartbeat timeout
@@ -110,17 +110,18 @@ def test_a_process_that_starts_settles_what_a_dead_one_held_and_retries_it_under
     assert (row.id, row.status, row.attempt) == (action.invocation_id, "SUCCEEDED", 2)
     messages = [entry["message"] for entry in row.log]
     assert "attempt 1: interrupted" in messages
-    assert any(m.startswith("attempt 1 failed: interrupted; retry at") for m in messages)
+    assert any(m.startswith("attempt 1 interrupted; sent again as attempt 2 at ") and
+               m.endswith("not counted against max_attempts (interruption 1 of 3)") for m in messages)
     [retry] = [r for r in h.target.requests if r.invocation_id == action.invocation_id]
     assert retry.attempt == 2
-    # The retry waits the retry policy's backoff, as after any failed attempt.
+    # The attempt after it waits the retry policy's backoff, as after any failed attempt.
     started = next(parse_instant(e["time"]) for e in row.log if e["message"] == "attempt 2 starting")
     assert started >= settled_at + RETRY.min_backoff
     second.beat()  # the dead process held nothing more: it is forgotten
     assert [r[0] for r in h.store.inner.connection().execute("SELECT id FROM processes")] == [second.id]
 
 
-def test_without_attempts_left_it_ends_failed_interrupted_and_the_job_fires_on_time(h):
+def test_with_one_attempt_the_interrupted_one_is_sent_again_under_its_id_and_the_job_fires_on_time(h):
     first, action = _in_flight_at_a_kill(h, ONCE, dead())
     h.clock.advance(seconds=6)
     second = Process(h, this_process())
@@ -128,10 +129,28 @@ def test_without_attempts_left_it_ends_failed_interrupted_and_the_job_fires_on_t
     second.serve()
     h.run_until(START + timedelta(minutes=2, seconds=1))
     rows = h.invocations()
-    assert [(r.id, r.status, r.reason) for r in rows[:1]] == [(action.invocation_id, "FAILED", "interrupted")]
+    assert [(r.id, r.status, r.attempt) for r in rows[:1]] == [(action.invocation_id, "SUCCEEDED", 2)]
     assert (rows[1].scheduled_time, rows[1].status, rows[1].trigger) == (
         START + timedelta(minutes=2), "SUCCEEDED", "schedule")
-    assert [r.invocation_id for r in h.target.requests] == [rows[1].id]  # the interrupted one was not resent
+    assert [(r.invocation_id, r.attempt) for r in h.target.requests] == [(action.invocation_id, 2), (rows[1].id, 1)]
+
+
+def test_past_the_bound_of_interruptions_it_ends_failed_interrupted(h):
+    process, action = _in_flight_at_a_kill(h, ONCE, dead())  # each run of it dies with the attempt out
+    for attempt in range(2, MAX_INTERRUPTIONS + 3):
+        h.clock.advance(seconds=1)
+        survivor = Process(h, this_process())
+        assert survivor.beat() == 1
+        if attempt > MAX_INTERRUPTIONS + 1:
+            break
+        row = h.store.get_invocation("proj", "job", action.invocation_id)
+        assert row.status == "RUNNING"  # sent again: one attempt, and none of them counted
+        h.clock.advance(seconds=16)  # past the backoff (10 s and up to half again): the next start is due
+        [action] = process.die_after_committing_due_attempts()
+        assert action.attempt == attempt
+    row = h.store.get_invocation("proj", "job", action.invocation_id)
+    assert (row.status, row.reason, row.attempt) == ("FAILED", "interrupted", MAX_INTERRUPTIONS + 1)
+    assert h.target.requests == []  # (each run died before its send)
 
 
 def test_a_silent_process_is_gone_once_its_heartbeat_is_older_than_the_timeout(h):
@@ -161,7 +180,9 @@ def test_the_watchdog_settles_them_too(h):
     survivor = Process(h, this_process())
     survivor.registry.heartbeat()
     survivor.engine.maintenance.run_watchdog()
-    assert h.store.get_invocation("proj", "job", action.invocation_id).status == "FAILED"
+    row = h.store.get_invocation("proj", "job", action.invocation_id)
+    assert row.status == "RUNNING" and "attempt 1: interrupted" in [e["message"] for e in row.log]
+    assert holds(h) == []
 
 
 def test_an_attempt_another_process_holds_now_is_not_settled_for_the_one_that_held_it(h):

@@ -101,8 +101,8 @@ class Accounting:
     undelivered: list[str] = field(default_factory=list)
     unfinished: list[str] = field(default_factory=list)
     wrong: list[str] = field(default_factory=list)  # a status or reason that should not be
-    # FAILED/interrupted: in flight when its process was killed, no attempt (or time) left
-    # for a retry (docs/REFERENCE.md section 4); it may never have been sent.
+    # FAILED/interrupted: in flight when its process was killed, and sent again (not
+    # counted) until its deadline or its 4th interruption (docs/REFERENCE.md section 4.2).
     interrupted: int = 0
 
     def problems(self) -> list[str]:

@@ -33,6 +33,11 @@ class HandlerOnly:
         self.handle = handle
         self.changes = SimpleNamespace(tuning=Tuning())  # the pipeline reads its start grace
 
+    def start_sending(self) -> None:  # (the pipeline's start and stop: no request to hold back here)
+        pass
+
+    stop_sending = start_sending
+
 
 def _queue(tmp_path) -> tuple[SqliteTaskQueue, Wakeup]:
     """A queue, and the wakeup its store rings when a task is enqueued (as in app/bootstrap.py)."""

@@ -8,7 +8,8 @@ import threading
 import time
 from datetime import datetime
 
-from engine.adapters.local.pipeline import _Inbox, wait_for_writes
+from engine.adapters.local.inbox import Inbox
+from engine.adapters.local.pipeline import wait_for_writes
 from engine.adapters.local.record_cache import Generations, RecordCache
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.ports import JobSource, StoredJob
@@ -38,7 +39,7 @@ def test_a_records_text_is_the_plain_encoding_whatever_its_ids_hold():
 
 
 def test_the_record_stage_takes_a_trickle_of_results_as_one_batch():
-    inbox: _Inbox[int] = _Inbox(linger=30.0, most=3)
+    inbox: Inbox[int] = Inbox(linger=30.0, most=3)
     taken: list[list[int] | None] = []
     taker = threading.Thread(target=lambda: taken.append(inbox.take()))
     inbox.put(1)
@@ -54,7 +55,7 @@ def test_the_record_stage_takes_a_trickle_of_results_as_one_batch():
 
 
 def test_a_stage_that_does_not_linger_takes_what_is_there():
-    inbox: _Inbox[int] = _Inbox()
+    inbox: Inbox[int] = Inbox()
     inbox.put(1)
     assert inbox.take() == [1]
 

@@ -123,3 +123,16 @@ def test_an_instant_of_many_leaves_at_once_without_waiting_for_the_next_times():
     soon = start + timedelta(milliseconds=2)
     released = _hold_and_release([start] * (GATHER_MOST + 1) + [soon], Marks())
     assert _groups(released) == [[start] * (GATHER_MOST + 1), [soon]]
+
+
+def test_a_shut_down_stager_releases_nothing_more_and_hands_back_what_it_held():
+    released: list[datetime] = []
+    stager = Stager(SystemClock(), released.extend, release_up_to=Marks().release_up_to)
+    stager.start()
+    soon = datetime.now(UTC) + timedelta(milliseconds=300)
+    times = [soon + timedelta(milliseconds=10 * i) for i in (2, 0, 1)]
+    assert stager.submit([(at, at) for at in times]) == []
+    assert stager.shutdown() == sorted(times)  # in time order
+    assert stager.submit([(soon, soon)]) == [soon]  # refused once shut down
+    time.sleep(0.5)  # past their times
+    assert released == []

@@ -37,6 +37,7 @@ SLOW_FILES = (
     "tests/e2e/test_api_schemathesis.py",           # 14
     "tests/e2e/test_delivery_at_scale.py",          # 16
     "tests/e2e/test_interrupted.py",                # 18
+    "tests/e2e/test_stop.py",                       # 20
     "tests/faults/test_storage_failures.py",        # 20
     "tests/faults/test_many_servers.py",            # 10
     "tests/e2e/test_cloud_throttle.py",             # 22

@@ -60,8 +60,8 @@ def test_a_late_result_of_an_attempt_settled_as_interrupted_is_refused():
     job.enable("10:07", retry=TWO_ATTEMPTS)
     first = _deliver(job.tick("10:15"))
     # Its process was taken for gone: the hold settles it (no epoch: not a sender's answer).
-    settled = job.step(ev.InvocationFinished(INV, False, "interrupted", 0, 1), "10:15:30")
-    assert isinstance(settled[0], act.RecordAttemptFailed)
+    settled = job.step(ev.AttemptInterrupted(INV, 0, 1), "10:15:30")
+    assert isinstance(settled[0], act.RecordAttemptInterrupted)
     before = job.record
     late = ev.InvocationFinished(INV, True, "", 0, 1, epoch=first.epoch)
     assert job.step(late, "10:15:31") == [act.RefuseStaleResult(INV, 0, 1, 1)]

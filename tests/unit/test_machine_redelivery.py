@@ -1,14 +1,14 @@
 """A task that the queue runs again after a run that gave no answer (Cloud Tasks'
 retry count above 0): the attempt that run began died with it. As docs/REFERENCE.md section 4 says of
-an attempt whose process died, it is settled at once, not when its lease runs out:
-retried under the same invocation id if attempts remain, else FAILED `interrupted`."""
+an attempt whose process died, it is settled at once, not when its lease runs out: it is
+interrupted, and sent again under the same invocation id without counting against
+`max_attempts` (statemachine/invocations.py, on_interrupted)."""
 
 from datetime import timedelta
 
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import FanoutPolicy, RetryPolicy, compute_backoff
-from statemachine.vocabulary import InvocationStatus
 from tests.unit.machine_helpers import Scenario, clock, delivered, occurrence_id
 
 T = clock("10:15")
@@ -24,26 +24,24 @@ def _delivered_inline(**fields) -> tuple[Scenario, str]:
     return job, nonce
 
 
-def _retried(at: str, attempt: int = 1, index: int = 0) -> list:
-    retry_at = clock(at) + compute_backoff(TWO_ATTEMPTS, attempt, f"{INV}/{index}")
-    return [act.RecordAttemptFailed(INV, index, attempt, "interrupted", retry_at),
-            act.EnqueueAttempt(INV, index, attempt + 1, retry_at)]
+def _resent(at: str, retry: RetryPolicy = TWO_ATTEMPTS) -> list:
+    """What interrupting attempt 1 at `at` does: sent again as attempt 2 after the
+    backoff a failure of it would have waited, its first interruption."""
+    resend_at = clock(at) + compute_backoff(retry, 1, f"{INV}/0")
+    return [act.RecordAttemptInterrupted(INV, 0, 1, resend_at, 1), act.EnqueueAttempt(INV, 0, 2, resend_at)]
 
 
-def test_a_retried_tick_settles_what_its_dead_run_delivered_inline_as_interrupted():
+def test_a_retried_tick_interrupts_what_its_dead_run_delivered_inline_and_sends_it_again():
     job, nonce = _delivered_inline(retry=TWO_ATTEMPTS)
     assert job.step(ev.TickArrived(nonce), "10:15:02") == []  # a duplicate: the attempt is in flight
-    assert job.step(ev.TickArrived(nonce, redelivered=True), "10:15:02") == _retried("10:15:02")
-    assert job.step(ev.InvocationStarting(INV, 0, 2), "10:15:04") == [act.Deliver(INV, T, "schedule", 0, 1, 2)]
+    assert job.step(ev.TickArrived(nonce, redelivered=True), "10:15:02") == _resent("10:15:02")
+    assert job.step(ev.InvocationStarting(INV, 0, 2), "10:15:04") == [act.Deliver(INV, T, "schedule", 0, 1, 2, 2)]
 
 
-def test_without_attempts_left_the_interrupted_attempt_ends_its_invocation_failed():
-    job, nonce = _delivered_inline()
-    assert job.step(ev.TickArrived(nonce, redelivered=True), "10:15:02") == [
-        act.RecordAttemptFailed(INV, 0, 1, "interrupted", None),
-        act.FinishInvocation(INV, InvocationStatus.FAILED, "interrupted"),
-    ]
-    assert job.record.active == ()  # the job is free at once
+def test_with_one_attempt_the_interrupted_attempt_is_sent_again_all_the_same():
+    job, nonce = _delivered_inline()  # retry: {max_attempts: 1}
+    assert job.step(ev.TickArrived(nonce, redelivered=True), "10:15:02") == _resent("10:15:02", RetryPolicy())
+    assert job.record.find_active(INV).interruptions == 1
 
 
 def test_a_retried_tick_settles_nothing_once_the_attempt_has_its_answer():
@@ -65,7 +63,7 @@ def test_a_retried_start_task_settles_its_attempt_within_its_lease():
     job.tick("10:14:59.980")  # 20 ms early: the start goes through a start task
     assert job.step(ev.InvocationStarting(INV), "10:15:01") == [act.Deliver(INV, T, "schedule", 0, 1, 1)]
     assert job.step(ev.InvocationStarting(INV), "10:15:05") == []
-    assert job.step(ev.InvocationStarting(INV, redelivered=True), "10:15:05") == _retried("10:15:05")
+    assert job.step(ev.InvocationStarting(INV, redelivered=True), "10:15:05") == _resent("10:15:05")
     assert job.step(ev.InvocationStarting(INV, redelivered=True), "10:15:06") == []  # attempt 1 is settled
 
 
@@ -77,7 +75,7 @@ def test_a_retried_start_task_of_a_fanout_event_settles_that_event():
     assert job.step(ev.InvocationStarting(INV, 2, 1), "10:15:02") == []
     [retry] = job.step(ev.InvocationStarting(INV, 2, 1, redelivered=True), "10:15:02")
     assert (retry.event_index, retry.attempt) == (2, 2) and retry.at >= clock("10:15:03")
-    assert job.rows[(INV, 2)].reason == "interrupted"
+    assert (job.rows[(INV, 2)].reason, job.rows[(INV, 2)].interruptions) == ("interrupted", 1)
 
 
 def test_a_retried_tick_leaves_a_later_attempt_alone():

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from statemachine import actions as act
 from statemachine import events as ev
-from statemachine.policy import JobPolicy, Overlap, RetryPolicy, Tuning
+from statemachine.policy import JobPolicy, Overlap, RetryPolicy, Tuning, compute_backoff
 from statemachine.vocabulary import SkipReason
 from tests.unit.machine_helpers import Scenario, clock, occurrence_id
 
@@ -115,11 +115,12 @@ def test_a_new_definition_before_t_sends_the_occurrence_at_t_under_it():
 
 
 def test_a_process_lost_before_t_leaves_the_occurrence_to_a_start_task_at_t():
-    job = _job()  # one attempt: an interrupted one would end the invocation FAILED
+    job = _job()
     _staged(job)
-    lost = ev.InvocationFinished(INV, False, "interrupted", 0, 1)
+    lost = ev.AttemptInterrupted(INV, 0, 1)
     assert job.step(lost, "10:14:59.700") == [act.EnqueueAttempt(INV, 0, 1, T)]
-    assert job.record.find_active(INV).started_mask == 0
+    entry = job.record.find_active(INV)
+    assert (entry.started_mask, entry.attempts, entry.interruptions) == (0, (1,), 0)  # as if never begun
 
 
 def test_a_retried_early_tick_before_t_restages_nothing_twice():
@@ -129,18 +130,23 @@ def test_a_retried_early_tick_before_t_restages_nothing_twice():
     assert job.step(ev.TickArrived(nonce, redelivered=True), "10:14:59.800") == [act.EnqueueAttempt(INV, 0, 1, T)]
 
 
+def _resent(at: str) -> list:
+    """Attempt 1 interrupted at `at` and sent again as attempt 2, not counted (RetryPolicy())."""
+    resend_at = clock(at) + compute_backoff(RetryPolicy(), 1, f"{INV}/0")
+    return [act.RecordAttemptInterrupted(INV, 0, 1, resend_at, 1), act.EnqueueAttempt(INV, 0, 2, resend_at)]
+
+
 def test_a_process_lost_after_t_is_an_interrupted_attempt_as_without_staging():
     job = _job(retry=RetryPolicy(max_attempts=1))
     _staged(job)
-    actions = job.step(ev.InvocationFinished(INV, False, "interrupted", 0, 1), "10:15:01")
-    assert act.RecordAttemptFailed(INV, 0, 1, "interrupted", None) in actions
+    assert job.step(ev.AttemptInterrupted(INV, 0, 1), "10:15:01") == _resent("10:15:01")
 
 
 def test_a_process_lost_after_t_that_never_released_it_leaves_it_to_a_start_task_under_its_id():
     # Its process stored "released up to 10:14:59" at most: the request for T never left.
     job = _job(retry=RetryPolicy(max_attempts=1))
     _staged(job)
-    lost = ev.InvocationFinished(INV, False, "interrupted", 0, 1, released_until=clock("10:14:59"))
+    lost = ev.AttemptInterrupted(INV, 0, 1, released_until=clock("10:14:59"))
     assert job.step(lost, "10:15:07") == [act.EnqueueAttempt(INV, 0, 1, T)]
     entry = job.record.find_active(INV)
     assert entry.started_mask == 0 and entry.attempts == (1,)  # no attempt spent, the same invocation
@@ -151,16 +157,16 @@ def test_a_process_lost_after_t_that_never_released_it_leaves_it_to_a_start_task
 def test_a_process_lost_after_releasing_it_is_an_interrupted_attempt():
     job = _job(retry=RetryPolicy(max_attempts=1))
     _staged(job)
-    lost = ev.InvocationFinished(INV, False, "interrupted", 0, 1, released_until=clock("10:15:00.250"))
-    assert act.RecordAttemptFailed(INV, 0, 1, "interrupted", None) in job.step(lost, "10:15:07")
+    lost = ev.AttemptInterrupted(INV, 0, 1, released_until=clock("10:15:00.250"))
+    assert job.step(lost, "10:15:07") == _resent("10:15:07")
 
 
 def test_an_attempt_sent_at_its_commit_is_interrupted_whatever_the_mark():
     # Unstaged: its time is its commit, never after the hold's own start.
     job = _job(tuning=Tuning(), retry=RetryPolicy(max_attempts=1))
     job.tick("10:15")
-    lost = ev.InvocationFinished(INV, False, "interrupted", 0, 1, released_until=T)
-    assert act.RecordAttemptFailed(INV, 0, 1, "interrupted", None) in job.step(lost, "10:15:07")
+    lost = ev.AttemptInterrupted(INV, 0, 1, released_until=T)
+    assert job.step(lost, "10:15:07") == _resent("10:15:07")
 
 
 def test_jitter_stages_the_send_at_t_plus_its_delay():
@@ -215,7 +221,7 @@ def test_a_new_schedule_before_t_withdraws_a_staged_time_that_is_not_one_of_its_
     assert job.record.tick_at == EVEN  # the new schedule's first fire time after the edit
     # The start of a staged request that still came, or a lost process's report, change nothing.
     assert job.step(ev.InvocationStarting(occurrence_id(ODD), 0, 1), "10:07:01") == []
-    assert job.step(ev.InvocationFinished(occurrence_id(ODD), False, "interrupted", 0, 1), "10:07:01") == []
+    assert job.step(ev.AttemptInterrupted(occurrence_id(ODD), 0, 1), "10:07:01") == []
 
 
 def test_after_a_withdrawal_every_fire_time_of_the_new_schedule_is_delivered_once():

@@ -75,6 +75,7 @@ def _event(kind, job: Scenario):
         ev.InvocationStarting: ev.InvocationStarting(INV),
         ev.InvocationStarted: ev.InvocationStarted(INV),
         ev.InvocationFinished: ev.InvocationFinished(INV, True),
+        ev.AttemptInterrupted: ev.AttemptInterrupted(INV),
         ev.InvocationSettled: ev.InvocationSettled(INV, "SUCCEEDED"),
         ev.ManualTrigger: ev.ManualTrigger("req"),
         ev.Paused: ev.Paused("again"),
@@ -130,6 +131,7 @@ def test_stale_invocation_events_change_nothing_in_any_state(state):
         ev.InvocationStarted("no-such-invocation"),
         ev.InvocationFinished("no-such-invocation", False, "x"),
         ev.InvocationFinished("no-such-invocation", True, attempt=None),
+        ev.AttemptInterrupted("no-such-invocation"),
         ev.TickArrived("0.0"),
     ):
         transition = step(before, event, NOW)

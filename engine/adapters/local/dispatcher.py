@@ -11,8 +11,8 @@ while no other connection has committed anything and the earliest task is not du
 yet is skipped: an idle server then reads one counter a second instead of taking
 the write lock to lease nothing.
 
-`InlineDispatcher` runs due tasks one by one on the caller's thread, through one
-handler, for tests and tools that step a fake clock.
+`InlineDispatcher` (inline.py) runs due tasks one by one on the caller's thread, through
+one handler, for tests and tools that step a fake clock.
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ import heapq
 import logging
 import threading
 import time
+from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 from engine.adapters.local.early_ticks import released_at
+from engine.adapters.local.inline import LEASE, InlineDispatcher, hand_back
 from engine.adapters.local.pipeline import TaskPipeline
 from engine.adapters.local.sqlite_queue import Share, SqliteTaskQueue, in_share
 from engine.adapters.local.staged_sends import MOST_HELD
@@ -34,8 +36,7 @@ from engine.collector import BulkPause
 from engine.leases import NEVER, give_up, held_until, monotonic_of
 from engine.logs import log_event
 from engine.metrics import Metrics
-from engine.ports import Clock, LeasedTask, RetryTask, Task, TaskQueue
-from engine.retry import TASK_BACKOFF
+from engine.ports import Clock, LeasedTask, Task
 from engine.tasks import CHAIN_KINDS, TaskRunner
 
 log = logging.getLogger("sundial.dispatcher")
@@ -44,7 +45,6 @@ LEASE_AHEAD = 4  # tasks leased per worker: the next ones wait in memory, not in
 # Tasks in flight from which the process holds a burst: the collector waits meanwhile
 # (engine/collector.py), as its full passes would walk every held request again and again.
 BURST = 1_000
-LEASE = timedelta(seconds=30)
 # Chain tasks due this much later are leased with those due now, in one transaction, and
 # held in memory until their time: under a steady load a lease takes a few dozen tasks
 # instead of the one or two that fall due between two looks.
@@ -54,22 +54,8 @@ AHEAD = timedelta(milliseconds=150)
 GRAIN = 0.01
 _NEVER = datetime.max.replace(tzinfo=timezone.utc)
 
-__all__ = ["Dispatcher", "InlineDispatcher", "Wakeup", "hand_back"]  # Wakeup: where app/bootstrap.py finds it
-
-
-def hand_back(queue: TaskQueue, clock: Clock, item: LeasedTask, error: BaseException) -> None:
-    """The task is to run again: when it asked to (RetryTask), or after TASK_BACKOFF.
-    If even that fails, the lease runs out and the task comes again."""
-    if isinstance(error, RetryTask):
-        wait = error.delay
-    else:
-        wait = TASK_BACKOFF.after(item.attempts)
-        log_event(log, "task failed", task=item.task.name, attempts=item.attempts,
-                  retry_in_ms=int(wait.total_seconds() * 1000), error=repr(error))
-    try:
-        queue.retry(item.id, clock.now() + wait, item.attempts)
-    except Exception as settle_error:
-        log_event(log, "task settle failed", error=repr(settle_error))
+# Wakeup: where app/bootstrap.py finds it; InlineDispatcher, hand_back: where tests and tools do.
+__all__ = ["Dispatcher", "InlineDispatcher", "Wakeup", "hand_back"]
 
 
 class Dispatcher:
@@ -113,6 +99,8 @@ class Dispatcher:
         self._metrics = metrics if metrics is not None else Metrics()  # counts the leases it gives up
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._running: set[futures.Future] = set()  # the pool's tasks not yet done
+        self._released = False  # stopped: every lease was handed back (_release_unstarted)
         self._threads: list[threading.Thread] = []
         self._pipeline = TaskPipeline(runner, workers, self._settle, self._task_until, self._room_freed,
                                       owns=lambda project, job_id: in_share(self._share(), project, job_id))
@@ -126,26 +114,35 @@ class Dispatcher:
             thread.start()
             self._threads.append(thread)
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, until: float | None = None) -> None:
+        """Take nothing more, send nothing more (pipeline.py), and wait for what is out
+        until time.monotonic() reads `until` (None: as long as the targets' timeouts
+        take); then hand back every task still leased. A task whose work is still out
+        then is handed back too: its run again finds its step done, and the attempt
+        it sent is settled by whoever starts next (engine/interruptions.py)."""
         self._stopped.set()
         self.wakeup.ring()
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(10.0 if until is None else max(until - time.monotonic(), 0.0))
         if self._pool is not None:  # started
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pipeline.stop()  # what it never started is still in _inflight
+            self._pool.shutdown(wait=False, cancel_futures=True)  # (a cancelled task is still in _inflight)
+            self._pipeline.stop(until)
+            with self._lock:
+                running = list(self._running)
+            futures.wait(running, None if until is None else max(until - time.monotonic(), 0.0))
         self._release_unstarted()
         self._collector.update(False, self._monotonic())
 
     def _release_unstarted(self) -> None:
-        """Hand back the leased tasks no worker started, so that another process (or
-        the next start) takes them now instead of when their leases run out."""
+        """Hand back the leased tasks no worker started (or finished), so that another
+        process (or the next start) takes them now instead of when their leases run out.
+        From here on this process holds none: what still finishes is given up."""
         with self._lock:
             now = self._monotonic()
             self._ahead = []  # (in _inflight too)
             unstarted, self._inflight = [i for i in self._inflight.values() if self._held(i.id, now)], {}
             done, self._done = [i for i in self._done if self._held(i, now)], []
-            self._until = {}
+            self._until, self._released = {}, True
         try:
             for item in unstarted:
                 self.queue.retry(item.id, item.task.eta, item.attempts)
@@ -253,8 +250,15 @@ class Dispatcher:
         assert self._pool is not None, "start() first"
         if item.task.kind in CHAIN_KINDS:
             self._pipeline.submit(item)
-        else:
-            self._pool.submit(self._run, item)
+            return
+        future = self._pool.submit(self._run, item)
+        with self._lock:
+            self._running.add(future)
+        future.add_done_callback(self._ran)
+
+    def _ran(self, future: futures.Future) -> None:
+        with self._lock:
+            self._running.discard(future)
 
     def _sleep_seconds(self) -> float:
         with self._lock:
@@ -341,7 +345,7 @@ class Dispatcher:
 
     def _held(self, task_id: int, now: float) -> bool:
         """Whether this process still holds the task's lease (under self._lock)."""
-        return now < self._until.get(task_id, NEVER)
+        return not self._released and now < self._until.get(task_id, NEVER)
 
     def _renew_loop(self) -> None:
         period = self.lease.total_seconds() / 3
@@ -360,34 +364,3 @@ class Dispatcher:
                     if item.id in self._until:  # (not settled meanwhile)
                         # One that another dispatcher leased since is lost, whatever the clock says.
                         self._until[item.id] = held_until(taken, self.lease) if item.id in renewed else -NEVER
-
-
-class InlineDispatcher:
-    """Runs due tasks on the caller's thread, one by one, through `handle` (for tests
-    and tools that step a fake clock). A task whose handler raises is handed back
-    as the threaded dispatcher hands it back."""
-
-    def __init__(self, queue: TaskQueue, handle: Callable[[Task], object], clock: Clock,
-                 lease: timedelta = LEASE):
-        self.queue, self.handle, self.clock, self.lease = queue, handle, clock, lease
-
-    def run_task(self, item: LeasedTask) -> bool:
-        """Run one leased task; True when it is done (the caller deletes it)."""
-        try:
-            self.handle(item.task)
-        except Exception as error:
-            hand_back(self.queue, self.clock, item, error)
-            return False
-        return True
-
-    def run_due_now(self) -> int:
-        """Run every due task, in ETA order; returns how many ran."""
-        count = 0
-        while True:
-            leased = self.queue.lease_due(self.clock.now(), 100, self.lease)
-            if not leased:
-                return count
-            for item in leased:
-                if self.run_task(item):
-                    self.queue.complete([item.id])
-                count += 1

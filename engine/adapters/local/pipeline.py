@@ -5,7 +5,7 @@
                  -> record thread: one transaction records every result that has come back
                  -> the task is settled (deleted, or handed back to run again)
 
-Each stage takes everything waiting for it, up to MAX_BATCH: batches grow with the
+Each stage takes everything waiting for it, up to MAX_BATCH (inbox.py): batches grow with the
 load and are a single task when it is quiet, so nothing waits for a batch to fill.
 An attempt committed as starting may wait for a sender, but never long enough for the
 watchdog to give it up and issue it again (send_pool.py).
@@ -16,6 +16,13 @@ whose step still fails is handed back with the dispatcher's backoff, as any task
 is. A result that cannot be committed is kept and committed again later instead:
 its request is out, and a handed-back task would not send it again but leave
 the attempt to the watchdog, which does.
+
+Stopping (`stop`): nothing new leaves from the first instant (TaskRunner.stop_sending);
+what is on the wire gets until a deadline to answer, and its results are recorded; what
+was committed and never sent (a request staged ahead, one waiting for a sender, the
+requests of the step in hand) goes back to its start task under its invocation id, in
+one last commit. A request still unanswered at the deadline is left: its attempt stays
+held, and whoever starts next settles it as interrupted (engine/interruptions.py).
 """
 
 from __future__ import annotations
@@ -23,11 +30,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable, Generic, TypeVar
+from typing import Callable
 
+from engine.adapters.local.inbox import Inbox, Item
 from engine.adapters.local.send_pool import SendPool
 from engine.adapters.local.staged_sends import StagedSend, StagedSends
 from engine.leases import NEVER
@@ -39,7 +46,6 @@ from statemachine.actions import Deliver
 
 log = logging.getLogger("sundial.dispatcher")
 
-MAX_BATCH = 64  # tasks per transaction: enough to spread its fixed cost, short enough to start sending soon
 # How long the record stage waits for more results before it commits what it has: a
 # result waits that much longer to be committed (its request is out already). A spread
 # load of 500 a second then records about 25 per transaction, not 5: its BEGIN, COMMIT,
@@ -48,6 +54,9 @@ RECORD_LINGER = 0.05
 RECORD_TRIES = 12  # about a minute of a store that is down; then the task is handed back
 # How long results may wait for the writer to write what is due (see _after_writes).
 WRITES_FIRST = 2.0
+# Stopping: how long past the deadline for answers their results, and the attempts never
+# sent, may take to be committed (a commit of a few hundred rows takes milliseconds).
+LAST_COMMITS = 0.5
 
 
 @dataclass(eq=False)  # compared and hashed by identity: a member of TaskPipeline._waiting
@@ -59,61 +68,12 @@ class _Result:
     started: datetime | None = None  # when its request left, while it is still to be counted and logged
 
 
-Item = TypeVar("Item")
 Settle = Callable[[LeasedTask, BaseException | None], None]
 
 
-class _Inbox(Generic[Item]):
-    """A queue a stage drains in batches; `close` ends its stage once it is empty.
-
-    With `linger`, a take that finds fewer than `most` items waits up to that long
-    for more: one transaction then carries several results where a steady trickle
-    would have given each its own (BEGIN, COMMIT, the write lock and a wakeup of the
-    stage's thread per result). Only the record stage lingers; nothing waits for it
-    to be sent."""
-
-    def __init__(self, linger: float = 0.0, most: int = MAX_BATCH) -> None:
-        self._items: deque[Item] = deque()
-        self._ready = threading.Condition()
-        self._closed = False
-        self._linger, self._most = linger, most
-
-    def put(self, item: Item) -> None:
-        with self._ready:
-            self._items.append(item)
-            # A lingering taker needs waking only for the first item and a full batch.
-            if not self._linger or len(self._items) in (1, self._most):
-                self._ready.notify()
-
-    def take(self) -> list[Item] | None:
-        """Wait for at least one item (and, lingering, for a full batch a while);
-        None once closed and empty."""
-        with self._ready:
-            while not self._items and not self._closed:
-                self._ready.wait()
-            if self._linger and not self._closed and len(self._items) < self._most:
-                deadline = time.monotonic() + self._linger
-                while len(self._items) < self._most and not self._closed:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._ready.wait(left)
-            count = min(self._most, len(self._items))
-            return [self._items.popleft() for _ in range(count)] if count else None
-
-    def close(self) -> list[Item]:
-        """Stop taking; returns what was never taken."""
-        with self._ready:
-            self._closed = True
-            left, self._items = list(self._items), deque()
-            self._ready.notify_all()
-            return left
-
-    def finish(self) -> None:
-        """Let the stage drain what is there, then end."""
-        with self._ready:
-            self._closed = True
-            self._ready.notify_all()
+def _left(until: float | None) -> float | None:
+    """Seconds from now to the time.monotonic() instant `until` (None: no bound), for a join."""
+    return None if until is None else max(until - time.monotonic(), 0.0)
 
 
 def wait_for_writes(backlog: Callable[[], int], most: float) -> None:
@@ -139,8 +99,8 @@ class TaskPipeline:
         self.runner, self.settle, self._owns = runner, settle, owns
         # A staged request issued by a result's step (ticks.stage_pending) has no task.
         self.task_until = lambda item: NEVER if item is None else task_until(item)
-        self._steps: _Inbox[LeasedTask] = _Inbox()
-        self._results: _Inbox[_Result] = _Inbox(linger=RECORD_LINGER)
+        self._steps: Inbox[LeasedTask] = Inbox()
+        self._results: Inbox[_Result] = Inbox(linger=RECORD_LINGER)
         # A request may wait for a sender a quarter of the start grace at most (and 5 s).
         longest_wait = min(runner.changes.tuning.start_grace.total_seconds() / 4, 5.0)
         self._sends = SendPool(senders, longest_wait)
@@ -150,8 +110,10 @@ class TaskPipeline:
         self._writer = make_writer(self._sends.submit) if make_writer is not None else None
         self._staged = StagedSends(runner, self._sends, self._writer, send=self._send, deliver=self._deliver,
                                    settle_part=self._settle_part, task_until=self.task_until,
-                                   room_freed=room_freed)
+                                   room_freed=room_freed, left_unsent=self._left_unsent)
         self._lock = threading.Lock()
+        # Stopping: attempts committed and never sent, by (invocation, event, attempt).
+        self._unsent: dict[tuple[str, int, int], tuple[StoredJob, Deliver]] = {}
         self._unrecorded: dict[int, int] = {}  # task id -> its requests not yet recorded
         self._waiting: set[_Result] = set()  # results to commit again later
         self._stopping = False
@@ -161,6 +123,7 @@ class TaskPipeline:
         ]
 
     def start(self) -> None:
+        self.runner.start_sending()
         self._sends.start()
         self._staged.start()
         if self._writer is not None:
@@ -175,16 +138,20 @@ class TaskPipeline:
         """Requests of tasks held until their time (each a task of its own)."""
         return self._staged.held_for_tasks()
 
-    def stop(self) -> list[LeasedTask]:
-        """Finish what was started (its requests are sent and recorded); returns the
-        tasks never started, for the dispatcher to hand back. It waits for the step in
-        hand and the requests out, which the targets' timeouts bound."""
+    def stop(self, until: float | None = None) -> list[LeasedTask]:
+        """Send nothing more; wait for the requests on the wire to answer and their
+        results to be committed, until time.monotonic() reads `until` (None: however long
+        the targets' timeouts let them take); give back what was never sent. Returns the
+        tasks never started, for the dispatcher to hand back."""
+        self.runner.stop_sending()  # first: from here on no request is written
         unstarted = self._steps.close()
-        self._threads[0].join()  # before the senders go: it may still hand them requests
-        self._staged.stop()  # (so may the staged requests, until the last one's time)
+        self._threads[0].join(_left(until))  # the step in hand: its requests are left unsent
+        self._staged.stop(until)  # what is held is never written
+        self._sends.hurry()  # what waits for a sender ends at once (unsent)
         if self._writer is not None:
-            self._writer.shutdown()  # (and the writer, its answers)
-        self._sends.shutdown()
+            self._writer.shutdown(_left(until))  # the answers to what it wrote
+        self._sends.wait_idle(until if until is not None else float("inf"))
+        self._sends.shutdown(until)
         with self._lock:
             self._stopping = True
             waiting, self._waiting = self._waiting, set()
@@ -193,8 +160,29 @@ class TaskPipeline:
                 result.timer.cancel()
             self._settle_part(result.item, RuntimeError("stopped before its result was committed"))
         self._results.finish()
-        self._threads[1].join()
+        self._threads[1].join(_left(None if until is None else until + LAST_COMMITS))
+        self._give_back_unsent()
         return unstarted
+
+    def _left_unsent(self, job: StoredJob, action: Deliver) -> None:
+        with self._lock:
+            self._unsent[(action.invocation_id, action.event_index, action.attempt)] = (job, action)
+
+    def _give_back_unsent(self) -> None:
+        """The attempts committed and never sent go back to their start tasks, in this
+        process's last commit; if it fails, the next start settles them (their holds stay)."""
+        with self._lock:
+            unsent, self._unsent = list(self._unsent.values()), {}
+        if not unsent:
+            return
+        try:
+            given = self.runner.give_back_unsent(unsent)
+        except Exception as error:
+            log_event(log, "stopping: requests never sent are left to the next start", level=logging.WARNING,
+                      requests=len(unsent), error=repr(error))
+            return
+        log_event(log, "stopping: requests never sent go back to their start tasks", requests=len(unsent),
+                  given_back=given)
 
     def _step_loop(self) -> None:
         while (batch := self._steps.take()) is not None:
@@ -273,6 +261,8 @@ class TaskPipeline:
             self._settle_part(item, error)
             return
         if result is None:  # a lease ran out while it waited: whoever holds the attempt now sends it
+            if self.runner.sending_stopped:  # (or the process stops: it was never written)
+                self._left_unsent(job, action)
             self._settle_part(item, None)
             return
         self._results.put(_Result(item, Sent(job, action, result)))

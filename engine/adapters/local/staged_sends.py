@@ -14,6 +14,11 @@ Nothing at T waits for storage but the one read, and no request waits for a thre
 thousand due at one instant leave as fast as their connections take them. Only a
 redirect to follow goes to a sender, and a request its target cannot stage is sent the
 unstaged way at its time.
+
+Once the process stops sending (TaskRunner.stop_sending, at a stop signal) nothing held
+is written: what the stager holds, what is being made ready, and what the writer's last
+check refuses are each handed to `left_unsent`, to go back to their start tasks under
+their invocation ids (pipeline.py); a redirect is not followed.
 """
 
 from __future__ import annotations
@@ -72,13 +77,16 @@ class StagedSends:
                  deliver: Callable[[LeasedTask | None, Sent, datetime], None],
                  settle_part: Callable[[LeasedTask | None, BaseException | None], None],
                  task_until: Callable[[LeasedTask | None], float],
-                 room_freed: Callable[[], None] = lambda: None):
+                 room_freed: Callable[[], None] = lambda: None,
+                 left_unsent: Callable[[StoredJob, Deliver], None] = lambda job, action: None):
         """`writer`: the HTTP target's batch writer (None: every request is sent the
         unstaged way at its time); `send`: the pipeline's unstaged send; `deliver(item,
         sent, started)`: a result for the record stage, to be counted and logged there;
-        `room_freed()`: a request went on hold, and no longer keeps a worker busy."""
+        `room_freed()`: a request went on hold, and no longer keeps a worker busy;
+        `left_unsent(job, action)`: a request never written because the process stops."""
         self.runner, self._sends, self._writer = runner, sends, writer
         self._send, self._deliver, self._settle_part = send, deliver, settle_part
+        self._left_unsent = left_unsent
         self._task_until, self._room_freed = task_until, room_freed
         self.clock = getattr(runner.changes, "clock", None) or SystemClock()
         holds = getattr(runner.changes, "holds", None)
@@ -125,11 +133,8 @@ class StagedSends:
             for one in staged:
                 one.record_text = self._written_text(one.job.record)
         with self._prepared:
-            if self._closed:
-                # Committed as staged while the pipeline stopped: never let out here, so
-                # whoever settles this process's attempts sends them (staging.unsent).
-                log_event(log, "staged requests left to the next process", level=logging.WARNING,
-                          requests=len(staged))
+            if self._closed:  # committed as staged while the pipeline stopped: never let out
+                self._unsent(staged)
                 return
             if self._writer is not None:
                 self._preparing += 1
@@ -138,20 +143,33 @@ class StagedSends:
             return
         self._sends.submit(self._prepare, staged)
 
-    def stop(self) -> None:
-        """Release everything held, each at its time (stop the writer after this)."""
+    def stop(self, until: float | None = None) -> None:
+        """Hold nothing more and let nothing held go: it is handed to `left_unsent` (call
+        TaskRunner.stop_sending first, so that no write begins meanwhile; stop the writer
+        after this). Waits for batches being made ready and a release under way until
+        time.monotonic() reads `until` (None: however long they take)."""
         with self._prepared:
             self._closed = True
-            while self._preparing:
-                self._prepared.wait()
-        self._stager.shutdown()
+            while self._preparing and (until is None or time.monotonic() < until):
+                self._prepared.wait(None if until is None else max(until - time.monotonic(), 0.001))
+        held = self._stager.shutdown(until)
+        with self._prepared:
+            self._held_for_tasks -= sum(1 for one in held if one.item is not None)
+        self._unsent(held)
         if self._collector.paused:  # stopping: whatever is left unwritten, no pause outlives this
             self._collector.update(False, time.monotonic())
+
+    def _unsent(self, staged: list[StagedSend]) -> None:
+        for one in staged:
+            self._left_unsent(one.job, one.action)
 
     def _prepare(self, staged: list[StagedSend]) -> None:
         """On a sender, ahead of their time: each request encoded and a connection opened;
         one that cannot be made ready is sent the unstaged way at its time."""
         try:
+            if self._closed:  # stopping: it would never be let out
+                self._unsent(staged)
+                return
             for one in staged:
                 try:
                     one.staged = self.runner.deliveries.stage(one.job, one.action)
@@ -162,7 +180,7 @@ class StagedSends:
             # staging more while a slow host takes its time to accept.
             for one in staged:
                 warm = getattr(one.staged.ready, "warm", None) if one.staged is not None else None
-                if warm is not None:
+                if warm is not None and not self._closed:
                     warm()
         finally:
             with self._prepared:
@@ -173,7 +191,11 @@ class StagedSends:
         for_tasks = sum(1 for one in staged if one.item is not None)
         with self._prepared:
             self._held_for_tasks += for_tasks
-        self._stager.submit([(one.due, one) for one in staged])
+        refused = self._stager.submit([(one.due, one) for one in staged])  # (all, once it is shut down)
+        if refused:
+            with self._prepared:
+                self._held_for_tasks -= sum(1 for one in refused if one.item is not None)
+            self._unsent(refused)
         if for_tasks:  # only a task's request kept a worker busy until now
             self._room_freed()
 
@@ -208,6 +230,8 @@ class StagedSends:
         outgoing = []
         for one, ok in zip(ready, go):
             if not ok:
+                if self.runner.sending_stopped:
+                    self._left_unsent(one.job, one.action)
                 self._settle_part(one.item, None)  # given up (ready_staged_many said why)
                 continue
             assert one.staged is not None
@@ -225,6 +249,8 @@ class StagedSends:
     def _written(self, one: StagedSend, outcome: object) -> None:
         """On the writer's thread: the writer's Answer, an error, or None (not written)."""
         if outcome is None or one.written_at is None:
+            if one.written_at is None and self.runner.sending_stopped:  # its last check refused it
+                self._left_unsent(one.job, one.action)
             self._settle_part(one.item, None)
             return
         assert one.staged is not None
@@ -240,6 +266,9 @@ class StagedSends:
 
     def _finish(self, one: StagedSend, outcome: object) -> None:
         assert one.staged is not None and one.written_at is not None
+        if self.runner.sending_stopped:  # a redirect is a new request: its attempt is left in flight
+            self._settle_part(one.item, RuntimeError("stopping: the redirect was not followed"))
+            return
         try:
             result = one.staged.ready.finish(outcome, one.written_at)
         except Exception as error:

@@ -5,8 +5,9 @@ one thread and a heap rather than on a sender each, and when the clock reaches i
 everything due then is handed to `release` in one call: the requests of one instant
 are checked together and leave together, with no storage write in front of them. So
 do the requests of the next few milliseconds (GATHER), at the latest one's time.
-Stopping releases each at its time still (at most `stage_ahead` away), so nothing
-committed as starting is left unsent by a clean stop.
+Stopping lets nothing more go: what is held then is handed back to the caller, never
+released (after a stop signal nothing new is sent; those attempts go back to their
+start tasks under their invocation ids, staged_sends.py).
 
 With `release_up_to` (the process's release mark, release_marks.py), the stager stores
 the mark for the earliest held time `MARK_LEAD` before it: the sender must find its
@@ -21,6 +22,7 @@ import heapq
 import itertools
 import logging
 import threading
+import time
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
@@ -61,16 +63,20 @@ class Stager:
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, held: list[tuple[datetime, Any]]) -> None:
-        """Hold each (time, item) until the clock reads its time."""
+    def submit(self, held: list[tuple[datetime, Any]]) -> list[Any]:
+        """Hold each (time, item) until the clock reads its time; returns the items refused
+        (all of them, once shut down)."""
         if not held:
-            return
+            return []
         with self._ready:
+            if self._closing:
+                return [item for _, item in held]
             first = self._heap[0][0] if self._heap else None
             for at, item in held:
                 heapq.heappush(self._heap, (at, next(self._order), item))
             if first is None or self._heap[0][0] < first:
                 self._ready.notify()
+        return []
 
     def held(self) -> int:
         with self._ready:
@@ -81,19 +87,25 @@ class Stager:
         with self._ready:
             return bool(self._heap) and self._heap[0][0] <= self.clock.now()
 
-    def shutdown(self) -> None:
-        """Release what is held, each at its time, then stop."""
+    def shutdown(self, until: float | None = None) -> list[Any]:
+        """Stop, and return what is held, never to be released. A release under way (the
+        requests of an instant being handed over) is waited for, until time.monotonic()
+        reads `until` at most (None: however long it takes)."""
         with self._ready:
             self._closing = True
+            held, self._heap = [entry[2] for entry in sorted(self._heap)], []
             self._ready.notify()
         if self._thread.is_alive():
-            self._thread.join()
+            self._thread.join(None if until is None else max(until - time.monotonic(), 0.0))
+        return held
 
     def _run(self) -> None:
         while (due := self._next_due()) is not None:
             if isinstance(due, datetime):
                 self._mark(due)
                 continue
+            if not due:
+                continue  # shut down while it waited for them
             try:
                 self.release(due)
             except Exception as error:  # a bug of the caller's: the stager must go on
@@ -137,7 +149,7 @@ class Stager:
         until = head + GATHER
         if self.release_up_to is not None and self._marked is not None:
             until = min(until, self._marked)  # (at or after `head`: _next_due marked it first)
-        while (left := seconds_until(self.clock, self._latest_held(until))) > 0:
+        while self._heap and (left := seconds_until(self.clock, self._latest_held(until))) > 0:
             self._ready.wait(left)  # one wait for them all, not one each
         now = self.clock.now()
         due = []
