@@ -48,6 +48,9 @@ class Outgoing:
     ready: Callable[[], bool]  # checked right before the write; False: not sent
     done: Callable[[Answer | BaseException | None], None]  # None: not sent (ready() said no)
     deadline: float = 0.0
+    # Its timeout counted from when the writer took it in (its time): a request that
+    # waits for a connection of its host still ends within its timeout (`_end_timed_out`).
+    due_by: float = float("inf")
     buffer: bytearray = field(default_factory=bytearray)
 
 
@@ -106,7 +109,10 @@ class BatchWriter:
                 incoming, self._incoming = self._incoming, []
                 self._queued += len(incoming)  # still counted: backlog() never dips to 0 meanwhile
                 closing = self._closing
+            now = time.monotonic()
             for item in incoming:
+                item.due_by = now + item.timeout
+                self._timeouts_at = min(self._timeouts_at, item.due_by)
                 self._waiting.setdefault(item.key, deque()).append(item)
             for key in list(self._waiting):
                 self._start_some(key)
@@ -133,13 +139,20 @@ class BatchWriter:
             self._end_timed_out(now)
 
     def _end_timed_out(self, now: float) -> None:
-        """End the requests whose answers are overdue, and note the next deadline."""
+        """End the requests whose answers are overdue, and those still waiting for a
+        connection past their timeout (never written); note the next deadline."""
         nearest = float("inf")
         for fd, busy in list(self._busy.items()):
-            if now >= busy.item.deadline:
+            due = min(busy.item.deadline, busy.item.due_by)
+            if now >= due:
                 self._end(fd, busy, TimeoutError(f"no answer within {busy.item.timeout:g}s"), reuse=False)
-            elif busy.item.deadline < nearest:
-                nearest = busy.item.deadline
+            else:
+                nearest = min(nearest, due)
+        for waiting in self._waiting.values():
+            for item in [item for item in waiting if now >= item.due_by]:
+                waiting.remove(item)
+                _done(item, TimeoutError(f"no connection to its host free within {item.timeout:g}s"))
+            nearest = min([nearest, *(item.due_by for item in waiting)])
         self._timeouts_at = nearest
 
     def _start_some(self, key: tuple) -> None:

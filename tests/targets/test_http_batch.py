@@ -90,3 +90,15 @@ def test_an_answer_without_a_length_is_read_by_http_client(server):
 def test_no_answer_within_the_timeout_is_a_timeout(server):
     (outcome,), _ = _send(server, ["/hang"], timeout=0.2)
     assert isinstance(outcome, TimeoutError)
+
+
+def test_requests_waiting_for_a_connection_of_their_host_time_out_from_their_own_time(server):
+    """More requests to a host that never answers than the writer opens to it at once:
+    each one's timeout counts from when the writer took it in (its time), so the ones
+    that waited for a connection end with the first ones, not a whole timeout later."""
+    began = time.monotonic()
+    outcomes, _ = _send(server, ["/hang"] * 6, parallel=2, timeout=0.3)
+    took = time.monotonic() - began
+    assert all(isinstance(outcome, TimeoutError) for outcome in outcomes), outcomes
+    assert took < 0.55, took  # (without: 0.3 s for each wave of 2, 0.9 s in all)
+    assert len(server.paths) == 2  # the others were never written: nothing of them reached it
