@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import http.client
+import io
 import re
 import select
 import socket
@@ -28,6 +29,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import cast
 from urllib.parse import quote, unquote, urlsplit
 
 from engine.targets.fence import check as check_fence
@@ -120,6 +122,7 @@ class ConnectionPool:
                 conn, reused = self._open(key, timeout), False
                 _write(conn, method, endpoint.target, body, headers)
             sock = conn.sock  # getresponse() forgets it when the server will close
+            conn.response_class = _answer_by(deadline)
             response = conn.getresponse()
             answer = _read_answer(sock, response, deadline, read_limit)
         except BaseException:
@@ -233,6 +236,43 @@ def _dropped(conn: http.client.HTTPConnection) -> bool:
         return bool(poller.poll(0))
     except (OSError, ValueError):
         return True
+
+
+class _UntilDeadline(io.RawIOBase):
+    """A connection's socket as http.client reads an answer from it: each read waits
+    only for what is left until `deadline`. A timeout per read alone starts again with
+    every byte, so a status line and headers that trickle in would hold the attempt (and
+    its sender) for as long as the server pleased."""
+
+    def __init__(self, sock: socket.socket, deadline: float):
+        self.sock, self.deadline = sock, deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no whole answer before the deadline")
+        self.sock.settimeout(left)
+        return self.sock.recv_into(buffer)
+
+
+class _AnswerSource:
+    """What an HTTPResponse reads from: it asks only for `makefile("rb")`."""
+
+    def __init__(self, sock: socket.socket, deadline: float):
+        self.sock, self.deadline = sock, deadline
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        return io.BufferedReader(_UntilDeadline(self.sock, self.deadline))
+
+
+def _answer_by(deadline: float):
+    """An HTTPConnection's `response_class` whose answer is read by `deadline` at the latest."""
+    def response(sock, *args, **kwargs) -> http.client.HTTPResponse:
+        return http.client.HTTPResponse(cast(socket.socket, _AnswerSource(sock, deadline)), *args, **kwargs)
+    return response
 
 
 def _read_answer(sock, response: http.client.HTTPResponse, deadline: float, limit: int) -> Answer:
