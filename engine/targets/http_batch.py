@@ -256,11 +256,12 @@ class BatchWriter:
 
         def read() -> None:
             try:
+                due = min(item.deadline, item.due_by)
                 conn.sock.setblocking(True)
-                replay = cast(socket.socket, _Replay(conn.sock, bytes(item.buffer)))
+                replay = cast(socket.socket, _Replay(conn.sock, bytes(item.buffer), due))
                 response = http.client.HTTPResponse(replay, method=item.method)
                 response.begin()
-                answer = _read_answer(conn.sock, response, item.deadline, item.read_limit)
+                answer = _read_answer(conn.sock, response, due, item.read_limit)
             except BaseException as error:
                 conn.close()
                 _done(item, error)
@@ -338,18 +339,20 @@ def _incomplete(item: Outgoing) -> BaseException:
 
 
 class _Replay:
-    """A socket for http.client.HTTPResponse whose first bytes were read already."""
+    """A socket for http.client.HTTPResponse whose first bytes were read already, and
+    whose rest is read by `deadline` at the latest (a 100 Continue and then silence must
+    not hold the reading thread past the request's timeout)."""
 
-    def __init__(self, sock: socket.socket, head: bytes):
-        self.sock, self.head = sock, head
+    def __init__(self, sock: socket.socket, head: bytes, deadline: float):
+        self.sock, self.head, self.deadline = sock, head, deadline
 
     def makefile(self, mode: str) -> io.BufferedReader:
-        return io.BufferedReader(_ReplayRaw(self.sock, self.head))
+        return io.BufferedReader(_ReplayRaw(self.sock, self.head, self.deadline))
 
 
 class _ReplayRaw(io.RawIOBase):
-    def __init__(self, sock: socket.socket, head: bytes):
-        self.sock, self.head = sock, head
+    def __init__(self, sock: socket.socket, head: bytes, deadline: float):
+        self.sock, self.head, self.deadline = sock, head, deadline
 
     def readable(self) -> bool:
         return True
@@ -360,4 +363,8 @@ class _ReplayRaw(io.RawIOBase):
             buffer[:count] = self.head[:count]
             self.head = self.head[count:]
             return count
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no whole answer before the deadline")
+        self.sock.settimeout(left)
         return self.sock.recv_into(buffer)
