@@ -55,6 +55,15 @@ def check_task(project: str, job_id: str, action: act.CheckEvents) -> Task:
                 payload, action.at)
 
 
+def deadline_task(project: str, job_id: str, action: act.ArmDeadline) -> Task:
+    """An invocation's deadline timer, on the chain's queue (never a throttle's: it must
+    not wait behind the deliveries it may have to cut short); named by the invocation
+    and its deadline, so that arming it again makes no second task."""
+    payload = {"project": project, "job": job_id, "invocation": action.invocation_id}
+    return Task(task_name(TaskKind.DEADLINE, project, job_id, action.invocation_id, millis(action.at)),
+                TaskKind.DEADLINE, payload, action.at)
+
+
 def throttle_queue(project: str, throttle: str) -> str:
     """The logical queue of a throttle's start tasks ("" without one). Neither part can
     hold a `/`, so the name is unambiguous; each queue adapter maps it to its own."""
@@ -171,6 +180,8 @@ def record_action(tx: Transaction, project: str, job_id: str, action, now: datet
         tx.enqueue(start_task(project, job_id, action, queue))
     elif isinstance(action, act.CheckEvents):
         tx.enqueue(check_task(project, job_id, action))
+    elif isinstance(action, act.ArmDeadline):
+        tx.enqueue(deadline_task(project, job_id, action))
     elif isinstance(action, (act.NotifyFailure, act.NotifyRecovery)):
         summary = failure_summary(project, job_id, action)
         record_notification(tx, project, job_id, summary, note.NotificationRequested(), now)

@@ -26,6 +26,7 @@ from engine.staged import current_jobs, give_up_staged, staged_in, still_staged,
 from engine.targets.fence import LeaseLost, fenced
 from statemachine import actions as act
 from statemachine import events as ev
+from statemachine.deadlines import DeadlineDue
 from statemachine.durations import parse_instant
 from statemachine.fanout_step import EventsCheckDue, JobEvent
 from statemachine.machine import InvalidTransition
@@ -39,7 +40,7 @@ GIVE_BACK_BATCH = 100  # attempts never sent, given back per transaction at a st
 STOP = "stop"  # the lease that ends when the process stops sending (stop_sending)
 
 # The kinds that step a job's chain, and so may go many at a time.
-CHAIN_KINDS = (TaskKind.TICK, TaskKind.START, TaskKind.CHECK)
+CHAIN_KINDS = (TaskKind.TICK, TaskKind.START, TaskKind.CHECK, TaskKind.DEADLINE)
 
 
 @dataclass
@@ -310,7 +311,7 @@ class TaskRunner:
 
 
 def task_event(task: Task) -> JobEvent:
-    """The machine event a tick or start task carries."""
+    """The machine event a task of the job's chain carries."""
     payload = task.payload
     if task.kind == TaskKind.TICK:
         return ev.TickArrived(payload["nonce"], redelivered=task.retried)
@@ -319,6 +320,8 @@ def task_event(task: Task) -> JobEvent:
                                      redelivered=task.retried)
     if task.kind == TaskKind.CHECK:
         return EventsCheckDue(payload["invocation"])
+    if task.kind == TaskKind.DEADLINE:
+        return DeadlineDue(payload["invocation"])
     raise ValueError(f"task kind {task.kind!r} is not a step of a job's chain")
 
 

@@ -60,6 +60,15 @@ class CheckEvents:
 
 
 @dataclass(frozen=True)
+class ArmDeadline:
+    """Enqueue the invocation's deadline timer, due at `at` (its deadline): a task that
+    ends the invocation FAILED/timeout if it is still active then (statemachine/deadlines.py)."""
+
+    invocation_id: str
+    at: datetime
+
+
+@dataclass(frozen=True)
 class Deliver:
     """Mark the attempt RUNNING in this transaction; after commit, call the target."""
 
@@ -206,6 +215,7 @@ Action = (
     | StartInvocation
     | EnqueueAttempt
     | CheckEvents
+    | ArmDeadline
     | Deliver
     | RecordSkipped
     | FinishInvocation

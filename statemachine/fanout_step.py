@@ -17,6 +17,7 @@ from statemachine import actions as act
 from statemachine import events as ev
 from statemachine import fanout
 from statemachine.budget import ROWS_PER_STEP
+from statemachine.deadlines import DeadlineDue, early_by
 from statemachine.fanout import EventPhase, EventState, EventStep, Tally
 from statemachine.machine import Transition, step, with_derived_fields
 from statemachine.policy import Tuning
@@ -34,8 +35,9 @@ class EventsCheckDue:
     invocation_id: str
 
 
-# Everything `step_job` steps a job with: the machine's events, and the check.
-JobEvent = ev.Event | EventsCheckDue
+# Everything `step_job` steps a job with: the machine's events, the check and the
+# deadline timer (statemachine/deadlines.py).
+JobEvent = ev.Event | EventsCheckDue | DeadlineDue
 
 
 class EventRows(Protocol):
@@ -63,6 +65,13 @@ def step_job(record: JobRecord, event: JobEvent, now: datetime, tuning: Tuning,
         entry = record.find_active(event.invocation_id)
         if entry is not None and entry.events_in_rows:
             return _step_event(record, entry, rows(entry.invocation_id), event, now, tuning)
+    if isinstance(event, DeadlineDue):
+        early = early_by(record, event, now)
+        if early is not None:
+            return Transition(record, (early,))
+        if record.find_active(event.invocation_id) is None:
+            return Transition(record)  # it ended before its deadline: a stale timer
+        event = ev.WatchdogFired()  # the deadline passed: repaired as the watchdog would
     if isinstance(event, ev.WatchdogFired):
         # The rows first: events that all have their outcome end as they say, not as
         # a deadline the check was about to beat would have them (timeout).
@@ -206,4 +215,4 @@ class DictRows:
         return {index: state for (invocation, index), state in self.store.items() if invocation == self.invocation_id}
 
 
-__all__ = ["EventPhase", "EventRows", "EventsCheckDue", "DictRows", "JobEvent", "check_due", "step_job"]
+__all__ = ["DeadlineDue", "EventPhase", "EventRows", "EventsCheckDue", "DictRows", "JobEvent", "check_due", "step_job"]

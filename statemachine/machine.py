@@ -27,7 +27,7 @@ from enum import Enum
 from typing import Any, Callable, Final
 
 from statemachine import actions as act
-from statemachine import admission, ids, staging
+from statemachine import admission, deadlines, ids, staging
 from statemachine import events as ev
 from statemachine import invocations as inv
 from statemachine.errors import SundialError
@@ -101,6 +101,7 @@ def step(record: JobRecord, event: ev.Event, now: datetime, tuning: Tuning = DEF
         new_record, staged = stage_pending(new_record, now, tuning)
         actions = [*actions, *staged]
     new_record, actions = staging.after_step(record, new_record, actions, now, tuning)
+    actions = deadlines.arm(record, new_record, actions, tuning)
     return Transition(with_derived_fields(new_record, tuning), tuple(actions))
 
 

@@ -74,6 +74,7 @@ class TaskKind(StrEnum):
     TRIGGER = "trigger"  # another job's success triggers this one
     NOTIFY = "notify"  # an on_failure notification
     CHECK = "check"  # see whether every event of a fan-out has its outcome (statemachine/fanout.py)
+    DEADLINE = "deadline"  # an invocation's deadline timer (statemachine/deadlines.py)
 
     @property
     def handler_path(self) -> str:

@@ -131,7 +131,12 @@ class BatchWriter:
                 connected, self._connected = self._connected, []
                 self._queued += len(incoming)  # still counted: backlog() never dips to 0 meanwhile
                 closing = self._closing
+            now = time.monotonic()
             for item in incoming:
+                # The attempt's time runs from its intake, waiting for a connection of its
+                # host (and connecting) included: it ends within its timeout whatever it waits for.
+                item.deadline = now + item.timeout
+                self._timeouts_at = min(self._timeouts_at, item.deadline)
                 self._waiting.setdefault(item.key, deque()).append(item)
             for item, outcome in connected:
                 with self._lock:
@@ -165,7 +170,8 @@ class BatchWriter:
             self._end_timed_out(now)
 
     def _end_timed_out(self, now: float) -> None:
-        """End the requests whose answers are overdue, and note the next deadline."""
+        """End the requests whose answers are overdue, and those still waiting for a
+        connection of their host past their timeout (never written); note the next deadline."""
         nearest = float("inf")
         for fd, busy in list(self._busy.items()):
             if now >= busy.item.deadline:
@@ -175,15 +181,18 @@ class BatchWriter:
                 self._end(fd, busy, ended, reuse=False)
             elif busy.item.deadline < nearest:
                 nearest = busy.item.deadline
+        for waiting in self._waiting.values():  # for one of its host's connections to be free
+            for item in [item for item in waiting if now >= item.deadline]:
+                waiting.remove(item)
+                _done(item, TimeoutError(f"no connection to its host free within {item.timeout:g}s")
+                      if _ready(item) else None)
+            nearest = min([nearest, *(item.deadline for item in waiting)])
         self._timeouts_at = nearest
 
     def _start_some(self, key: tuple) -> None:
         waiting = self._waiting.get(key)
         while waiting and self._in_use.get(key, 0) < self.parallel:
             item = waiting.popleft()
-            # The attempt's time runs from here, connecting included: a host slow to
-            # accept cannot stretch it past its timeout.
-            item.deadline = time.monotonic() + item.timeout
             self._in_use[key] = self._in_use.get(key, 0) + 1
             conn = self.pool.take_idle(key, item.timeout)
             if conn is None:

@@ -24,6 +24,12 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(1.0)  # the client has given up by now
             self.close_connection = True
             return
+        if self.path == "/continue":  # an interim answer, then nothing
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.wfile.flush()
+            time.sleep(2.0)
+            self.close_connection = True
+            return
         if self.path == "/chunked":
             self.send_response(500)
             self.send_header("Transfer-Encoding", "chunked")
@@ -90,3 +96,24 @@ def test_an_answer_without_a_length_is_read_by_http_client(server):
 def test_no_answer_within_the_timeout_is_a_timeout(server):
     (outcome,), _ = _send(server, ["/hang"], timeout=0.2)
     assert isinstance(outcome, TimeoutError)
+
+
+def test_requests_waiting_for_a_connection_of_their_host_time_out_from_their_own_time(server):
+    """More requests to a host that never answers than the writer opens to it at once:
+    each one's timeout counts from when the writer took it in (its time), so the ones
+    that waited for a connection end with the first ones, not a whole timeout later."""
+    began = time.monotonic()
+    outcomes, _ = _send(server, ["/hang"] * 6, parallel=2, timeout=0.3)
+    took = time.monotonic() - began
+    assert all(isinstance(outcome, TimeoutError) for outcome in outcomes), outcomes
+    assert took < 0.55, took  # (without: 0.3 s for each wave of 2, 0.9 s in all)
+    assert len(server.paths) == 2  # the others were never written: nothing of them reached it
+
+
+def test_an_interim_answer_and_then_silence_times_out_at_the_deadline(server):
+    """A 100 Continue is read by http.client on another thread (not this loop's
+    framing); that read stops at the request's deadline too."""
+    began = time.monotonic()
+    (outcome,), _ = _send(server, ["/continue"], timeout=0.3)
+    assert isinstance(outcome, TimeoutError), outcome
+    assert time.monotonic() - began < 0.8  # (without: until the server closes, 2 s)

@@ -161,6 +161,28 @@ def test_a_server_that_never_answers_times_out(pool):
     server.close()
 
 
+def test_an_answer_whose_head_trickles_in_times_out_at_the_deadline(pool):
+    """A status line, then a byte of a header every 0.1 s: each read gets something well
+    within the timeout, but the answer is never complete. The whole answer is bounded
+    by the request's deadline, not each read by the timeout."""
+    stopped = threading.Event()
+
+    def trickle(server, conn, number):
+        server.read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\n")
+        for _ in range(30):  # 3 s, then the connection closes
+            if stopped.wait(0.1):
+                return
+            conn.sendall(b"X")
+    server = ScriptedServer(trickle)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        send(pool, server.url(), timeout=0.5)
+    assert time.monotonic() - started < 0.8  # (without: until the server stops)
+    stopped.set()
+    server.close()
+
+
 def test_a_body_beyond_the_limit_is_cut_and_its_connection_dropped(pool):
     def big(server, conn, number):
         while server.read_request(conn):

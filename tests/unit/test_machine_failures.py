@@ -115,6 +115,8 @@ def test_a_throttled_job_never_delivers_inline():
     assert actions[1:] == [
         act.StartInvocation(invocation, clock("10:01"), "schedule", 1),
         act.EnqueueAttempt(invocation, 0, 1, clock("10:01")),
+        # Its start waits behind the throttle's other deliveries: the deadline has a timer.
+        act.ArmDeadline(invocation, job.record.find_active(invocation).deadline),
     ]
     unthrottled = _every_minute()
     assert unthrottled.tick("10:01")[1:] == delivered(clock("10:01"))

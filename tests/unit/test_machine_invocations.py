@@ -98,7 +98,9 @@ def test_jitter_never_brings_a_retry_closer_than_min_backoff():
 def test_async_attempt_waits_for_its_completion():
     job = _queued()
     job.step(ev.InvocationStarting(INV), "10:15:01")
-    assert job.step(ev.InvocationStarted(INV), "10:15:02") == []
+    # Only the completion report or the deadline is left: the deadline's timer is armed.
+    deadline = job.record.find_active(INV).deadline
+    assert job.step(ev.InvocationStarted(INV), "10:15:02") == [act.ArmDeadline(INV, deadline)]
     assert job.state == "RUNNING"
     assert job.record.find_active(INV).expect_by is None
     assert job.step(ev.InvocationFinished(INV, False, "job crashed", attempt=None), "10:19") == [
@@ -122,6 +124,7 @@ def test_fanout_enqueues_staggered_events_and_finishes_when_all_are_done():
     assert actions[1:] == [
         act.StartInvocation(INV, T, "schedule", 4),
         *[act.EnqueueAttempt(INV, i, 1, T + timedelta(seconds=5 * i)) for i in range(4)],
+        act.ArmDeadline(INV, job.record.find_active(INV).deadline),  # its events' steps never look at it
     ]
     for i in range(4):
         at = T + timedelta(seconds=5 * i)
