@@ -161,7 +161,7 @@ def test_a_task_whose_templates_rendered_past_cloud_tasks_limit_fails_before_sen
 
 
 def test_a_task_on_cloud_runs_other_host_name_of_sundial_is_refused_and_never_created():
-    """Finding N2: a Cloud Run service answers on two host names; either is Sundial's."""
+    """A Cloud Run service answers on two host names; either is Sundial's."""
     client = FakeTasksClient()
     own = own_service({"SUNDIAL_SERVICE_URL": "https://sundial-abc123-uc.a.run.app"})
     url = "https://sundial-987654321.us-central1.run.app/internal/tasks/trigger"

@@ -2,9 +2,10 @@
 
 Every forged request gets 403 and changes nothing: no task reaches the engine and no cron
 job runs. A task handler wants the task secret (or App Engine's queue header there): a
-valid OIDC token alone opens none (finding N2); a cron handler also takes the token. OIDC tokens are real JWTs signed by a key made here; google-auth's own
-verify_oauth2_token checks them, with Google's certificate endpoint replaced by one that
-serves this key's certificate.
+valid OIDC token alone opens none, since a token is something Sundial mints for others
+too; a cron handler also takes the token. OIDC tokens are real JWTs signed by a key made
+here; google-auth's own verify_oauth2_token checks them, with Google's certificate
+endpoint replaced by one that serves this key's certificate.
 """
 
 from __future__ import annotations
@@ -232,8 +233,9 @@ def test_a_good_oidc_token_admits_cron_and_certificates_are_fetched_once(google_
 
 @pytest.mark.parametrize("on_app_engine", [False, True], ids=["elsewhere", "App Engine with HTTP tasks"])
 def test_a_valid_token_alone_opens_no_task_handler(on_app_engine, google_key, certs):
-    """redteam/oidc_forge.py: a Google-signed token of the tasks account for the service
-    URL, exactly what Cloud Tasks puts on Sundial's own HTTP tasks, with a forged task."""
+    """A Google-signed token of the tasks account for the service URL, exactly what Cloud
+    Tasks puts on Sundial's own HTTP tasks (and what a tenant's `auth` target could once
+    have Sundial mint), sent with a forged task."""
     client, engine, _ = make_app(on_app_engine=on_app_engine, certs=certs)
     token = {"Authorization": f"Bearer {google_key.token()}"}
     for kind in TaskKind:

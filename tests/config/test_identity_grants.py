@@ -1,10 +1,10 @@
-"""The operator's grant of identities, at validation (docs/SECURITY.md, findings N1 and N2).
+"""The operator's grant of identities, at validation (docs/SECURITY.md, "Identities Sundial lends").
 
 A project's `auth` may name only the service accounts the operator granted to that
 project (SUNDIAL_IDENTITIES), never Sundial's own accounts unless granted, and never an
 audience naming Sundial's own service; a `cloud_tasks` target may not name any host name
 of Sundial's service. The environment here is the operator's, read as `validate` and the
-server read it; the project is `beta` (mallory's, in the red team's scripts).
+server read it; the project is `beta`, owned by mallory, who would like Sundial's tokens.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ NOT_GRANTED = "is not granted to project beta: the operator lists the service ac
 OWN_AUDIENCE = "names Sundial's own service: a token for it would pass for one of Sundial's own"
 
 
-# --- N1: the accounts --------------------------------------------------------------------
+# --- the accounts --------------------------------------------------------------------------
 
 def test_sundials_own_account_is_refused_naming_field_and_account():
     assert beta_errors(http("https://mallory.example/steal", f"{{oauth: {{service_account: {RUNTIME}}}}}")) == [
@@ -94,7 +94,7 @@ def test_sundials_own_account_is_accepted_where_the_operator_lists_it_for_the_pr
     assert "is the account of Sundial's task queue" in str(alpha[0])  # listed for beta, not for alpha
 
 
-# --- N1 and N2: the audience ---------------------------------------------------------------
+# --- the audience ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("audience", [SERVICE_URL, SERVICE_URL + "/internal/tasks/trigger", "https://SUNDIAL-abc123-uc.a.run.app.",
                                       SECOND_NAME, "https://sundial-zzz999-ew.a.run.app"])
@@ -135,10 +135,11 @@ def test_a_templated_host_leaves_the_audience_to_delivery_but_not_the_account():
         f"beta.yaml:5: job 'a': target.http.auth.oidc.service_account: {ALPHA} {NOT_GRANTED}"]
 
 
-# --- cloud_tasks targets (N2) ----------------------------------------------------------------
+# --- cloud_tasks targets ---------------------------------------------------------------------
 
 def test_the_red_teams_cloud_tasks_file_is_refused_job_by_job():
-    """redteam/cloud_tasks_oidc.yaml, which `validate` accepted whole before."""
+    """Tasks that would reach Sundial's handlers or carry its token, which `validate`
+    accepted whole before."""
     source = text(f"""
         jobs:
           - id: forge-via-tasks

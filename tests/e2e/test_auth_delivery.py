@@ -4,7 +4,7 @@ GCE_METADATA_HOST and SUNDIAL_IAM_CREDENTIALS_URL) and delivers them to a receiv
 that verifies each one; the token shows nowhere: not in the stored invocation, the
 API, the job's definition, the invocation page or the server's log. The operator grants
 the accounts to project e2e only (SUNDIAL_IDENTITIES): project beta's file and its API
-jobs naming them are refused, and nothing is minted for beta (finding N1)."""
+jobs naming them are refused, and nothing is minted for beta."""
 
 from __future__ import annotations
 

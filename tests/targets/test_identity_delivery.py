@@ -1,4 +1,4 @@
-"""The operator's grant of identities, at delivery (docs/SECURITY.md, findings N1 and N2):
+"""The operator's grant of identities, at delivery (docs/SECURITY.md, "Identities Sundial lends"):
 the token minter is the thing under test, through the http target as the composition root
 builds it, against the stand-in metadata server and IAM Credentials API. A job stored
 before its grant was withdrawn (or written around validation) gets no token: the attempt
@@ -43,8 +43,8 @@ def nothing_minted(google: Google) -> bool:
 
 
 def test_mallorys_three_jobs_get_no_token(google):
-    """redteam/mint_theft.sh: beta names Sundial's own account (OAuth, then OIDC for the
-    service URL) and alpha's account, and sends the token to its own URL."""
+    """beta names Sundial's own account (OAuth, then OIDC for the service URL) and
+    alpha's account, and would have the token sent to its own URL."""
     target = http_target(google, f"alpha={google.other};beta={BETA}")
     steal = f"{google.receiver.url}/steal"
     for auth, field in [({"oauth": {"service_account": google.own}}, "service_account"),
@@ -59,7 +59,7 @@ def test_mallorys_three_jobs_get_no_token(google):
 
 
 def test_an_audience_naming_sundial_gets_no_token_even_for_an_account_the_operator_listed(google):
-    """redteam/oidc_forge.py: the runtime's own account listed for beta, and the service
+    """The runtime's own account listed for beta, and the service
     URL as audience, named or by a target on Sundial's own service (the receiver stands
     for it in the second case: an address must resolve before anything is minted)."""
     cases = [(SERVICE_URL, f"{google.receiver.url}/collect", SERVICE_URL),

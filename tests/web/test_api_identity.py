@@ -1,4 +1,4 @@
-"""The operator's grant of identities through the API and the configs import (finding N1):
+"""The operator's grant of identities through the API and the configs import:
 mallory, owner of project beta, cannot PUT a job whose `auth` names Sundial's own
 account, another project's account, or Sundial's own service as audience; and a job a
 file defined under a grant since withdrawn shows the error as any broken entry does."""
@@ -30,7 +30,7 @@ def api(tmp_path) -> Api:
 
 
 def steal(auth: dict) -> dict:
-    """mallory's job of redteam/mint_theft.sh: a token sent to mallory's own URL."""
+    """mallory's job: a token sent to mallory's own URL."""
     return {"schedule": "triggered", "target": {"http": {"url": "http://127.0.0.1:38412/steal", "auth": auth}}}
 
 
