@@ -119,7 +119,7 @@ def test_the_audience_of_sundials_api_callers_and_custom_domains_are_its_own(ope
 
 
 def test_an_audience_off_the_urls_origin_needs_the_operators_grant(operator):
-    expected = [f"beta.yaml:5: job 'a': target.http.auth.oidc.audience: https://payroll.example is not on the "
+    expected = ["beta.yaml:5: job 'a': target.http.auth.oidc.audience: https://payroll.example is not on the "
                 "url's origin (https://mallory.example), and the operator has not granted project beta that "
                 "audience (SUNDIAL_IDENTITY_AUDIENCES)"]
     assert beta_errors(http("https://mallory.example/steal", oidc(BETA, "https://payroll.example"))) == expected

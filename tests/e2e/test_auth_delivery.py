@@ -112,9 +112,9 @@ def test_another_project_can_name_none_of_the_accounts(run):
     errors = " ".join(beta["job_errors"])
     for account in (google.own, google.other):
         assert f"{account} is not granted to project beta" in errors
-        status, answer = server.call("PUT", "/api/v1/projects/beta/jobs/steal", {
-            "schedule": "triggered",
-            "target": {"http": {"url": f"{google.receiver.url}/steal", "auth": {"oauth": {"service_account": account}}}}})
+        target = {"http": {"url": f"{google.receiver.url}/steal", "auth": {"oauth": {"service_account": account}}}}
+        status, answer = server.call("PUT", "/api/v1/projects/beta/jobs/steal", {"schedule": "triggered",
+                                                                                  "target": target})
         assert status == 400 and f"{account} is not granted to project beta" in answer["error"]["message"]
     assert server.get("/api/v1/projects/beta/jobs")["jobs"] == []  # nothing to trigger, nothing minted
     assert not any(check.path.startswith("/steal") for check in google.receiver.checked)
