@@ -31,7 +31,6 @@ from engine.metrics import Metrics
 from engine.ports import Clock, JobStore
 from engine.service import Engine, build_engine
 from engine.targets import GoogleAccess, build_targets
-from statemachine.safety import OwnService
 from web.app import create_app, gatekeepers_from_settings
 
 if TYPE_CHECKING:  # the cloud libraries load only on the cloud backend
@@ -160,7 +159,7 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     extra = _children(settings) if role is Role.SERVER and children else None
     # /metrics in the server counts what its children did too (their snapshots).
     metrics = Metrics(other_processes=[extra.snapshots] if extra is not None else [])
-    targets = build_targets("local", _own(settings), google_access(settings))
+    targets = build_targets("local", settings.own_service, google_access(settings))
     registry = ProcessRegistry(store, this_process(), clock, settings.heartbeat.timeout, role.value)
     engine = _engine(settings, store, targets, clock, metrics, SqliteAttemptHolds(store, registry))
     liveness = Liveness(registry, engine.interruptions, settings.heartbeat.period)
@@ -203,7 +202,7 @@ def build_cloud(settings: Settings, clock: Clock | None = None) -> Runtime:
     )
     store = DatastoreJobStore(client, queue)
     _ensure_chain_queue(tasks, settings)
-    engine = _engine(settings, store, build_targets("cloud", _own(settings), google_access(settings)), clock)
+    engine = _engine(settings, store, build_targets("cloud", settings.own_service, google_access(settings)), clock)
     return _runtime(settings, engine, None, loops=not settings.on_app_engine,
                     after_import=_throttle_queue_keeper(tasks, settings, store))
 
@@ -333,10 +332,6 @@ def google_access(settings: Settings) -> GoogleAccess:
                         settings.metadata_host, settings.iam_credentials_url, settings.credentials_file)
 
 
-def _own(settings: Settings) -> OwnService:
-    return OwnService(settings.service_url, settings.tasks_queue)
-
-
 def _secrets(settings: Settings):
     """Secret Manager on the cloud backend (unless SUNDIAL_SECRETS=local), else the
     per-project folders of SUNDIAL_SECRETS_DIR (engine/secrets.py)."""
@@ -372,7 +367,7 @@ def _runtime(settings: Settings, engine: Engine, dispatcher: Dispatcher | None, 
              queue_depth: Callable[[], int] | None = None, after_import: Callable[[], None] | None = None,
              children: DispatcherProcesses | None = None, liveness: Liveness | None = None) -> Runtime:
     # Files are read again only when their stat changed (app/file_signatures.py).
-    import_configs = directory_import(engine.configs, settings.config_dir, settings.backend, _own(settings),
+    import_configs = directory_import(engine.configs, settings.config_dir, settings.backend, settings.own_service,
                                       after=after_import)
     budget = settings.maintenance_budget
     cron = {

@@ -59,7 +59,7 @@ def import_directory(configs: ConfigImport, directory: str | Path, backend: str 
             log_event(log, "config file ignored", file=str(path),
                       error="a project id must match ^[a-z0-9][a-z0-9-]{0,62}$")
             continue
-        read = _read_file(project, path, seen, stored.get(project))
+        read = _read_file(project, path, seen, stored.get(project), own)
         if read is not None:
             reads.append(read)
     changed = [read for read in reads if read.digest != read.stored]
@@ -113,7 +113,8 @@ class _Read:
     stored: str | None  # the hash of the file the project has; None for a new project
 
 
-def _read_file(project: str, path: Path, seen: FileSignatures, stored: str | None) -> _Read | None:
+def _read_file(project: str, path: Path, seen: FileSignatures, stored: str | None,
+               own: OwnService | None) -> _Read | None:
     """The file's bytes unless the store has its content already (by its signature)."""
     read_at = seen.now()
     try:
@@ -125,7 +126,17 @@ def _read_file(project: str, path: Path, seen: FileSignatures, stored: str | Non
     except OSError as error:  # removed or unreadable between listing and reading
         log_event(log, "config file unreadable", level=logging.ERROR, file=str(path), error=str(error))
         return None
-    return _Read(project, path, stat, data, hashlib.sha256(data).hexdigest(), read_at, stored)
+    return _Read(project, path, stat, data, _digest(project, data, own), read_at, stored)
+
+
+def _digest(project: str, data: bytes, own: OwnService | None) -> str:
+    """The file's hash, with what its validation depends on beyond the file: the grant of
+    identities and Sundial's own names (OwnService.fingerprint). A file checked under a
+    grant that has since changed is checked again, so a job naming an account no longer
+    granted shows its error as any broken entry does."""
+    if own is None:
+        return hashlib.sha256(data).hexdigest()
+    return hashlib.sha256(data + b"\0" + own.fingerprint(project).encode("utf-8")).hexdigest()
 
 
 def snapshot_of(project: str, path: Path, data: bytes, digest: str, backend: str,

@@ -5,9 +5,16 @@ minted at every attempt (docs/REFERENCE.md section 2.3).
     auth: {oauth: {service_account: sa@P.iam.gserviceaccount.com, scope: https://www.googleapis.com/auth/cloud-platform}}
 
 Normalized as `{oidc: {service_account[, audience]}}` or `{oauth: {service_account, scope}}`.
-An absent audience stays absent: delivery takes the rendered target URL without its query
+An absent audience stays absent: delivery takes the rendered target URL's origin
 (engine/targets/google_tokens.py, `default_audience`), since a templated URL is only
-known then. The token is sent as `Authorization: Bearer`, so a target with `auth` may not
+known then.
+
+Which accounts and audiences a project may name is the operator's grant, never the
+file's (statemachine/identities.py, config/identities.py): an account not granted to the
+project, an audience naming Sundial's own service, and an audience off the target URL's
+origin that the operator did not grant are errors here, and delivery refuses them again.
+
+The token is sent as `Authorization: Bearer`, so a target with `auth` may not
 set Authorization itself (a header, or user:password in its URL): one would silently win.
 Nothing here is templated: an account or an audience is configuration, not payload.
 """
@@ -21,20 +28,23 @@ from urllib.parse import urlsplit
 
 from config.checks import Checker
 from config.yamlsource import Path
+from statemachine.safety import OwnService
 
-__all__ = ["AUTH_KINDS", "DEFAULT_SCOPE", "OAUTH_FIELDS", "OIDC_FIELDS", "parse_auth"]
+__all__ = ["AUTH_KINDS", "DEFAULT_SCOPE", "OAUTH_FIELDS", "OIDC_FIELDS", "SERVICE_ACCOUNT", "parse_auth"]
 
 AUTH_KINDS = ("oidc", "oauth")
 OIDC_FIELDS = ("service_account", "audience")
 OAUTH_FIELDS = ("service_account", "scope")
 DEFAULT_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+")
+SERVICE_ACCOUNT = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+")
 _SCOPE = re.compile(r"https://[^\s]+|openid|email|profile")
 _EXAMPLE = "{oidc: {service_account: sa@PROJECT.iam.gserviceaccount.com}}"
 
 
-def parse_auth(check: Checker, path: Path, value: Any, target: dict, backend: str) -> dict:
-    """The normalized `auth` of a target whose other fields (url, headers) are `target`."""
+def parse_auth(check: Checker, path: Path, value: Any, target: dict, backend: str,
+               own: OwnService, project: str | None) -> dict:
+    """The normalized `auth` of a target of `project` whose other fields (url, headers)
+    are `target`; `own` is Sundial's own service, with the operator's grant."""
     fields = check.mapping(path, value, _EXAMPLE)
     check.known_fields(path, fields, AUTH_KINDS)
     kinds = [kind for kind in AUTH_KINDS if kind in fields]
@@ -54,9 +64,24 @@ def parse_auth(check: Checker, path: Path, value: Any, target: dict, backend: st
         if spec.get("audience") is not None:
             out["audience"] = check.attempt(lambda: _audience(check, where + ("audience",),
                                                               spec["audience"], backend), "")
-        return {"oidc": out}
-    scope = check.attempt(lambda: _scope(check, where + ("scope",), spec.get("scope")), DEFAULT_SCOPE)
-    return {"oauth": {"service_account": account, "scope": scope}}
+        normalized = {"oidc": out}
+    else:
+        scope = check.attempt(lambda: _scope(check, where + ("scope",), spec.get("scope")), DEFAULT_SCOPE)
+        normalized = {"oauth": {"service_account": account, "scope": scope}}
+    _refuse_ungranted(check, where, normalized[kind], target, own, project)
+    return normalized
+
+
+def _refuse_ungranted(check: Checker, where: Path, spec: dict, target: dict, own: OwnService,
+                      project: str | None) -> None:
+    """The operator's grant (statemachine/identities.py), once the fields themselves are
+    right: an error on the field it refuses, naming the account or the audience."""
+    url = target.get("url")
+    if not spec.get("service_account") or spec.get("audience") == "" or not isinstance(url, str):
+        return
+    refused = own.identity_refusal(project, where[-1], spec["service_account"], spec.get("audience", ""), url)
+    if refused:
+        check.report(where + (refused[0],), refused[1])
 
 
 def _refuse_other_authorization(check: Checker, path: Path, target: dict) -> None:
@@ -74,7 +99,7 @@ def _account(check: Checker, path: Path, value: Any) -> str:
     if value is None:
         check.fail(path, "is required, e.g. sa@PROJECT.iam.gserviceaccount.com")
     text = check.string(path, value, empty=False)
-    if not _EMAIL.fullmatch(text):
+    if not SERVICE_ACCOUNT.fullmatch(text):
         check.fail(path, f"{text!r} is not a service account's email, e.g. sa@PROJECT.iam.gserviceaccount.com")
     return text
 

@@ -95,7 +95,7 @@ def decode_project_file(data: bytes, filename: str) -> str:
 def parse_job_entry(entry: Any, project: ProjectConfig | Mapping | None, job_id: str,
                     filename: str = "<api>", *, known_jobs: Collection[str] | None = None,
                     backend: str = "local", lines: LineMap | None = None,
-                    own: OwnService | None = None) -> JobConfig:
+                    own: OwnService | None = None, project_id: str | None = None) -> JobConfig:
     """One job entry checked the way the project file's own entries are.
 
     entry: the entry as plain data (JSON or YAML values); it may omit `id` (the REST API
@@ -109,6 +109,8 @@ def parse_job_entry(entry: Any, project: ProjectConfig | Mapping | None, job_id:
     lines: where the entry's values are, when it came from YAML; without it every
         error is on line 0.
     own: the running server's service and chain queue; None reads the environment.
+    project_id: the project's id, for the identities the operator granted it (`auth`);
+        None checks no grant (delivery still does).
 
     Feeding a JobConfig's `definition.to_dict()` back in gives the same definition and revision.
     Raises ProjectConfigError with the entry's errors.
@@ -126,23 +128,23 @@ def parse_job_entry(entry: Any, project: ProjectConfig | Mapping | None, job_id:
         check.report(("id",), f"'{entry['id']}' does not match the job id '{job_id}'")
     if entry is None or check.errors:
         raise ProjectConfigError(check.errors)
-    job = parse_entry(check, (), entry, job_id, _context(project, backend, known_jobs, own))
+    job = parse_entry(check, (), entry, job_id, _context(project, backend, known_jobs, own, project_id))
     if job is None:
         raise ProjectConfigError(check.errors)
     return job
 
 
-def _context(project: ProjectConfig | Mapping | None, backend: str,
-             known_jobs: Collection[str] | None, own: OwnService | None) -> JobContext:
+def _context(project: ProjectConfig | Mapping | None, backend: str, known_jobs: Collection[str] | None,
+             own: OwnService | None, project_id: str | None) -> JobContext:
     if project is None:
-        return JobContext({}, TargetRules.of((), backend, own), None, known_jobs)
+        return JobContext({}, TargetRules.of((), backend, own, project_id), None, known_jobs)
     settings = project.settings() if isinstance(project, ProjectConfig) else project
     check = Checker("<project settings>", LineMap())
     defaults = parse_defaults(check, ("defaults",), settings.get("defaults"))
     if check.errors:  # settings come from a validated project; this is a caller's bug
         raise ProjectConfigError(check.errors)
     return JobContext(defaults,
-                      TargetRules.of(settings.get("allowed_hosts") or (), backend, own),
+                      TargetRules.of(settings.get("allowed_hosts") or (), backend, own, project_id),
                       throttles=set(settings.get("throttles") or {}),
                       known_jobs=known_jobs)
 

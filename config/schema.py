@@ -127,11 +127,12 @@ def _url(description: str) -> dict:
 
 
 def _auth() -> dict:
-    account = _text("The service account's email, e.g. sa@PROJECT.iam.gserviceaccount.com.")
+    account = _text("The service account's email, e.g. sa@PROJECT.iam.gserviceaccount.com; one the "
+                    "server's operator granted to the project (SUNDIAL_IDENTITIES).")
     oidc = _closed(_checked("auth.oidc fields", {
         "service_account": account,
-        "audience": _text("The token's audience, an https:// URL; by default the target URL "
-                          "without its query."),
+        "audience": _text("The token's audience, an https:// URL on the target URL's origin (or one the "
+                          "operator granted the project); by default the target URL's origin."),
     }, OIDC_FIELDS), "A Google-signed OIDC ID token.", ("service_account",))
     oauth = _closed(_checked("auth.oauth fields", {
         "service_account": account,

@@ -32,7 +32,11 @@ Each has a default that suits one machine:
 | SUNDIAL_TASKS_QUEUE_SHARDS | 1 | cloud backend: the chain's queues (N): a job's tasks go to `QUEUE` or `QUEUE-1` .. `QUEUE-(N-1)` by a hash of its name; each dispatches 500 tasks/s (docs/SCALE.md) |
 | SUNDIAL_SERVICE_URL | http://HOST:PORT, or https://PROJECT.appspot.com on App Engine | where Cloud Tasks calls back |
 | SUNDIAL_TASKS_EMULATOR_HOST | | host:port of a Cloud Tasks emulator (no TLS) |
-| SUNDIAL_TASKS_SERVICE_ACCOUNT | | the account whose OIDC tokens the task handlers accept, and (HTTP tasks) the account of the token on every task |
+| SUNDIAL_TASKS_SERVICE_ACCOUNT | | the account whose OIDC tokens the cron handlers accept, and (HTTP tasks) the account of the token on every task |
+| SUNDIAL_IDENTITIES | | `PROJECT=SA,SA;PROJECT=...`: the service accounts each project's `auth` may name (none when unset) |
+| SUNDIAL_IDENTITY_AUDIENCES | | `PROJECT=URL,URL;...`: OIDC audiences a project's `auth` may name besides its target URL's origin |
+| SUNDIAL_OWN_HOSTS | | more host names of Sundial's own service (custom domains, a load balancer's name): no `cloud_tasks` url or `auth` audience may name them |
+| K_SERVICE | set by Cloud Run | the service's name: both of Cloud Run's host names of it are Sundial's own |
 | SUNDIAL_TASKS_TARGET | appengine on App Engine, else http | the form of the chain's tasks: `appengine` (App Engine tasks to this app's service, inside Google: IAP and the App Engine firewall do not stop them) or `http` (HTTP tasks to SUNDIAL_SERVICE_URL) |
 | GAE_APPLICATION | set by App Engine | its presence means Sundial runs on App Engine |
 | GAE_SERVICE | set by App Engine | App Engine tasks are routed to this service (the serving version) |
@@ -60,7 +64,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TypedDict
 
+from config.identities import parse_identities, parse_own_hosts
 from statemachine.durations import parse_duration
+from statemachine.identities import IdentityGrants, IdentityRules
 from statemachine.policy import Tuning
 from statemachine.safety import OwnService
 from statemachine.shards import MAX_SHARDS
@@ -136,6 +142,9 @@ class Settings:
     credentials_file: str = ""  # that file, for minting `auth` tokens off Google Cloud
     metadata_host: str = "metadata.google.internal"  # `auth` targets: the metadata server
     iam_credentials_url: str = "https://iamcredentials.googleapis.com"  # `auth` targets: impersonation
+    identities: IdentityGrants = field(default_factory=IdentityGrants)  # what each project's `auth` may name
+    own_hosts: frozenset[str] = frozenset()  # more host names of Sundial's own service
+    cloud_run_service: str = ""  # K_SERVICE
 
     @property
     def app_engine_tasks(self) -> bool:
@@ -149,6 +158,16 @@ class Settings:
         if self.on_app_engine and self.gcp_project:
             return f"https://{self.gcp_project}.appspot.com"
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def own_service(self) -> OwnService:
+        """Sundial's own service as these settings run it: its names, its queues, and what
+        it lends each project of its Google identities (statemachine/identities.py)."""
+        rules = IdentityRules(self.identities, frozenset({self.id_token_audience} - {""}),
+                              {self.tasks_service_account.lower(): "the account of Sundial's task queue "
+                               "(SUNDIAL_TASKS_SERVICE_ACCOUNT)"} if self.tasks_service_account else {})
+        return OwnService(self.service_url, self.tasks_queue, self.own_hosts, self.cloud_run_service,
+                          self.gcp_project if self.on_app_engine else "", rules)
 
 
 def _duration(env, name: str, default: timedelta) -> timedelta:
@@ -246,7 +265,27 @@ def from_environment(env=None) -> Settings:
         credentials_file=_credentials_file(env),
         metadata_host=env.get("GCE_METADATA_HOST", "") or defaults.metadata_host,
         iam_credentials_url=env.get("SUNDIAL_IAM_CREDENTIALS_URL", "") or defaults.iam_credentials_url,
+        **_identities(env),
     )
+
+
+class _Identities(TypedDict):
+    identities: IdentityGrants
+    own_hosts: frozenset[str]
+    cloud_run_service: str
+
+
+def _identities(env) -> _Identities:
+    """The operator's grant of identities to projects, and the names of Sundial's own
+    service beyond its URL (config/identities.py); a mistake stops the start."""
+    try:
+        return {
+            "identities": parse_identities(env.get("SUNDIAL_IDENTITIES", ""), env.get("SUNDIAL_IDENTITY_AUDIENCES", "")),
+            "own_hosts": parse_own_hosts(env.get("SUNDIAL_OWN_HOSTS", "")),
+            "cloud_run_service": env.get("K_SERVICE", ""),
+        }
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
 
 
 class _CloudTasks(TypedDict):
@@ -328,15 +367,18 @@ def _credentials_file(env) -> str:
 
 
 def own_service(env=None) -> OwnService:
-    """Sundial's own service URL and chain queue as the environment names them, for
-    validation (docs/REFERENCE.md section 6: no cloud_tasks target may name them). `serve --port`
-    changes the URL it really listens on; delivery checks against that one."""
+    """Sundial's own service (its URL, names and chain queue) and the grant of identities
+    as the environment names them, for validation (docs/REFERENCE.md section 6: no
+    cloud_tasks target may name the service; `auth` names only granted accounts).
+    `serve --port` changes the URL it really listens on; delivery checks against that one."""
     env = os.environ if env is None else env
     settings = Settings(gcp_project=env.get("GOOGLE_CLOUD_PROJECT", ""),
                         on_app_engine=bool(env.get("GAE_APPLICATION")),
                         explicit_service_url=env.get("SUNDIAL_SERVICE_URL", ""),
-                        tasks_queue=env.get("SUNDIAL_TASKS_QUEUE", Settings.tasks_queue))
-    return OwnService(settings.service_url, settings.tasks_queue)
+                        tasks_queue=env.get("SUNDIAL_TASKS_QUEUE", Settings.tasks_queue),
+                        tasks_service_account=env.get("SUNDIAL_TASKS_SERVICE_ACCOUNT", ""),
+                        id_token_audience=env.get("SUNDIAL_ID_TOKEN_AUDIENCE", ""), **_identities(env))
+    return settings.own_service
 
 
 def variable(name: str, env=None) -> str:

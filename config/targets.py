@@ -59,19 +59,20 @@ SECRET_NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")  # Secret Manager's rule for s
 
 @dataclass(frozen=True)
 class TargetRules:
-    """What a target is checked against: the project's allowed hosts, the backend, and
-    Sundial's own service and queues (which no cloud_tasks target may name)."""
+    """What a target is checked against: the project's allowed hosts, the backend,
+    Sundial's own service and queues (which no cloud_tasks target may name), and the
+    operator's grant of identities to the project (`auth`; None: no project is known,
+    as for a document checked alone, and only delivery checks the grant)."""
 
     allowed_hosts: tuple[str, ...] = ()
     backend: str = "local"
     own: OwnService = field(default_factory=own_service)
+    project: str | None = None
 
     @classmethod
-    def of(cls, allowed_hosts, backend: str, own: OwnService | None) -> "TargetRules":
+    def of(cls, allowed_hosts, backend: str, own: OwnService | None, project: str | None = None) -> "TargetRules":
         """Rules for a project; `own` None reads Sundial's service from the environment."""
-        if own is None:
-            return cls(tuple(allowed_hosts), backend)
-        return cls(tuple(allowed_hosts), backend, own)
+        return cls(tuple(allowed_hosts), backend, own_service() if own is None else own, project)
 
 
 def parse_target(check: Checker, path: Path, value: Any, rules: TargetRules,
@@ -144,14 +145,14 @@ def _http(check: Checker, path: Path, value: Any, rules: TargetRules) -> dict:
         "async": check.attempt(lambda: check.boolean(
             path + ("async",), _given(fields, "async", False)), False),
     }
-    return _with_auth(check, path, fields, spec, rules.backend)
+    return _with_auth(check, path, fields, spec, rules)
 
 
-def _with_auth(check: Checker, path: Path, fields: dict, spec: dict, backend: str) -> dict:
+def _with_auth(check: Checker, path: Path, fields: dict, spec: dict, rules: TargetRules) -> dict:
     """`spec` with the target's `auth` (config/auth.py), when it has one."""
     if fields.get("auth") is not None:
-        spec["auth"] = check.attempt(lambda: parse_auth(check, path + ("auth",), fields["auth"],
-                                                        fields, backend), {})
+        spec["auth"] = check.attempt(lambda: parse_auth(check, path + ("auth",), fields["auth"], fields,
+                                                        rules.backend, rules.own, rules.project), {})
     return spec
 
 
@@ -201,7 +202,7 @@ def _cloud_tasks(check: Checker, path: Path, value: Any, rules: TargetRules) -> 
         check.report(path, limits.size_error("the task's url, headers and body together", size,
                                              limits.MAX_CLOUD_TASK_TEMPLATE_BYTES)
                      + " (Cloud Tasks refuses a task over 100 KB)")
-    return _with_auth(check, path, fields, spec, rules.backend)
+    return _with_auth(check, path, fields, spec, rules)
 
 
 def _task_template_bytes(spec: dict) -> int:

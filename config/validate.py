@@ -57,7 +57,7 @@ def validate_project(project: str | None, document: Any, lines: LineMap, filenam
                            {})
     entries = top.attempt(lambda: _entries(top, document.get("jobs")), [])
     known = _ids(entries)
-    context = JobContext(defaults, TargetRules.of(allowed_hosts, backend, own),
+    context = JobContext(defaults, TargetRules.of(allowed_hosts, backend, own, project),
                          throttles=None if throttles is None else set(throttles),
                          known_jobs=set(known))
     _check_default_references(top, context)

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 from urllib.parse import unquote, unquote_plus
 
+from statemachine.identities import IdentityRules, ServiceNames, host_of, origin
 from statemachine.shards import is_chain_queue
 
 # Set by Sundial or by the HTTP client for the connection, never by a target.
@@ -188,7 +189,7 @@ def _cut_off_at(text: str, value: str) -> int:
 
 def same_origin(url: str, other: str) -> bool:
     """Whether two absolute URLs name the same scheme, host and port."""
-    return _origin(url) == _origin(other)
+    return origin(url) == origin(other)
 
 
 def embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
@@ -235,13 +236,24 @@ def _kind(address: IPAddress) -> str:
 
 @dataclass(frozen=True)
 class OwnService:
-    """Where Sundial itself receives tasks: its service URL and its chain queue's id.
-    No `cloud_tasks` target may create a task there, nor on any shard of the chain queue
-    (`{queue}-{i}`, statemachine/shards.py) or a throttle's queue, since such a task
-    would arrive looking like one of Sundial's own."""
+    """Where Sundial itself receives tasks, and what it lends projects of its Google
+    identities (statemachine/identities.py). No `cloud_tasks` target may create a task on
+    any name of its service (`names`: the service URL, the host names the operator lists,
+    the platform's other forms of it), on its chain queue or any shard of it
+    (`{queue}-{i}`, statemachine/shards.py), or on a throttle's queue, since such a task
+    would arrive looking like one of Sundial's own. `identities` decides which service
+    accounts and audiences a project's `auth` may name."""
 
     service_url: str = ""
     chain_queue: str = ""
+    other_hosts: frozenset[str] = frozenset()  # custom domains, Cloud Run's other URL
+    cloud_run_service: str = ""  # K_SERVICE: both of Cloud Run's host names of it are Sundial's
+    app_engine_app: str = ""  # every appspot.com name of this app is Sundial's
+    identities: IdentityRules = field(default_factory=IdentityRules)
+
+    @property
+    def names(self) -> ServiceNames:
+        return ServiceNames(self.service_url, self.other_hosts, self.cloud_run_service, self.app_engine_app)
 
     def refusal(self, url: str, queue: str) -> tuple[str, str] | None:
         """(field, why) when a cloud_tasks target with this `url` and `queue` is
@@ -250,18 +262,19 @@ class OwnService:
         if self.chain_queue and (is_chain_queue(queue_id, self.chain_queue)
                                  or queue_id.startswith(f"{self.chain_queue}-t-")):
             return "queue", f"queue {queue_id} is Sundial's own (its chain queue or a throttle's)"
-        if self.service_url and "$" not in url and _origin(url) == _origin(self.service_url):
-            return "url", f"{url} is on Sundial's own service ({self.service_url})"
+        if "$" not in url and self.names.answers(url):
+            return "url", f"{url} is on Sundial's own service ({self.service_url or host_of(url)})"
         return None
 
+    def identity_refusal(self, project: str | None, kind: str, account: str, audience: str,
+                         url: str) -> tuple[str, str] | None:
+        """(field, why) when a target of `project` at `url` may not carry a token of
+        `account` (IdentityRules.refusal), else None."""
+        return self.identities.refusal(project, kind, account, audience, url, self.names)
 
-_ORIGIN = re.compile(r"\s*([A-Za-z][A-Za-z0-9+.-]*)://(?:[^@/?#]*@)?(\[[^\]/]*\]|[^:/?#]*)(?::(\d*))?")
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    """(scheme, host, port) of an absolute URL, the port defaulted by the scheme."""
-    match = _ORIGIN.match(url)
-    if not match:
-        return "", url, None
-    scheme, host, port = match.group(1).lower(), match.group(2).lower().rstrip("."), match.group(3)
-    return scheme, host, int(port) if port else {"http": 80, "https": 443}.get(scheme)
+    def fingerprint(self, project: str) -> str:
+        """Everything a project's validation depends on here, as text: the configs import
+        checks a project's file again when it changes, though the file did not."""
+        names = self.names
+        return "|".join([self.chain_queue, names.service_url, ",".join(sorted(names.hosts)),
+                         names.cloud_run_service, names.app_engine_app, self.identities.fingerprint(project)])

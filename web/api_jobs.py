@@ -13,7 +13,6 @@ from engine.backfills import backfill_job
 from engine.masking import MaskedValues, unmasked_entry
 from engine.secrets import secret_names
 from statemachine.definition import JobDefinition
-from statemachine.safety import OwnService
 from statemachine.vocabulary import InvocationStatus
 from web.access import OWN, TRIGGER, actor
 from web.api import full_job_view, project_or_404, refuse_bad_job_id
@@ -34,10 +33,11 @@ def put_job(project: str, job_id: str):
     row = project_or_404(project, OWN)
     entry = _unmasked(project, job_id, json_object())
     settings = current_app.config["SUNDIAL_SETTINGS"]
-    own = OwnService(settings.service_url, settings.tasks_queue)  # as this server runs
     try:
         # Known jobs are not checked here: operations checks triggers against the store.
-        job = parse_job_entry(entry, row.settings, job_id, backend=settings.backend, own=own)
+        # Sundial's own service as this server runs, and the identities granted to the project.
+        job = parse_job_entry(entry, row.settings, job_id, backend=settings.backend, own=settings.own_service,
+                              project_id=project)
     except ProjectConfigError as failure:
         messages = [error.message for error in failure.errors]
         raise ApiError("INVALID_ARGUMENT", "; ".join(messages), messages) from None

@@ -1,6 +1,6 @@
 """Who may call the internal task and cron handlers (docs/REFERENCE.md section 6).
 
-Three proofs, any one of which admits a request:
+The proofs:
 
 1. On App Engine only: the platform's own headers. App Engine removes
    `X-AppEngine-QueueName` and `X-Appengine-Cron` from requests that come from outside,
@@ -9,11 +9,17 @@ Three proofs, any one of which admits a request:
    for nothing. `X-CloudTasks-*` headers count for nothing anywhere: Cloud Tasks puts
    them on every HTTP task, including the ones a user's `cloud_tasks` target creates.
 2. The shared secret in `X-Sundial-Task-Secret`, which Sundial puts on every task it
-   creates.
-3. A Google-signed OIDC token (`Authorization: Bearer ...`) whose email is the
-   configured service account (`SUNDIAL_TASKS_SERVICE_ACCOUNT`) and whose audience is
-   the service URL: what Cloud Tasks attaches to an HTTP task created with an
-   `oidc_token`, and what Cloud Scheduler can send.
+   creates, and which only Sundial and its queue hold.
+3. For the cron handlers only: a Google-signed OIDC token (`Authorization: Bearer ...`)
+   whose email is the configured service account (`SUNDIAL_TASKS_SERVICE_ACCOUNT`) and
+   whose audience is the service URL, what Cloud Scheduler sends.
+
+A task handler needs 1 or 2: a token alone, however valid, is refused. Cloud Tasks puts
+the same token on Sundial's HTTP tasks (for Cloud Run's own IAM check), but a token is
+something Sundial can mint for other callers too (an `auth` target); the operator's grant
+keeps projects from naming that account and audience (statemachine/identities.py), and
+the secret keeps a slip there from opening the chain. A cron handler admits 1, 2 or 3:
+its work (the watchdog, the import, the clean-up) is the same whoever asks.
 
 Everything else is refused before any handler runs. The token check goes through
 `google.oauth2.id_token.verify_oauth2_token`; only its way of fetching Google's public
@@ -111,7 +117,9 @@ class Guard:
     def admits(self, headers: RequestHeaders, cron: bool) -> bool:
         if self.on_app_engine and self._platform_vouches(headers, cron):
             return True
-        return self._has_secret(headers) or self._has_token(headers)
+        if self._has_secret(headers):
+            return True
+        return cron and self._has_token(headers)
 
     @staticmethod
     def _platform_vouches(headers: RequestHeaders, cron: bool) -> bool:
@@ -135,8 +143,8 @@ class Guard:
 
 
 def guard_from_settings(settings) -> Guard:
-    """The guard for a running app: App Engine or not, the task secret, and OIDC when a
-    service account is configured (audience: the service URL, as the queue sets it)."""
+    """The guard for a running app: App Engine or not, the task secret, and for cron OIDC
+    when a service account is configured (audience: the service URL)."""
     account = settings.tasks_service_account
     verifier = OidcVerifier(account, settings.service_url.rstrip("/")) if account else None
     return Guard(settings.on_app_engine, settings.task_secret, verifier)

@@ -1,9 +1,9 @@
 """Internal handlers: the task queue's and the cron service's way in (docs/REFERENCE.md section 6).
 
 Who may call them is web/guard.py's decision: on App Engine the queue and cron headers
-are trusted (App Engine strips them from outside requests); anywhere else a request must
-carry the secret that Sundial puts on every task it creates, or an OIDC token of the
-configured service account.
+are trusted (App Engine strips them from outside requests); anywhere else a task must
+carry the secret that Sundial puts on every task it creates (an OIDC token alone is
+refused), and a cron call that secret or an OIDC token of the configured service account.
 """
 
 from __future__ import annotations

@@ -51,10 +51,11 @@ class GoogleAccess:
 def build_targets(backend: str = "local", own: OwnService = OwnService(),
                   google: GoogleAccess = GoogleAccess()) -> dict[str, Target]:
     """One instance per kind; HttpTarget holds the shared connection pool. `own` is
-    Sundial's own service and chain queue, which cloud_tasks targets may not name."""
+    Sundial's own service and chain queue, which cloud_tasks targets may not name, and
+    the identities each project's `auth` may borrow (http and cloud_tasks alike)."""
     return {
         TargetKind.HTTP: HttpTarget(backend=backend, minter=TokenMinter(
-            google.metadata_host, google.iam_url, google.credentials_file)),
+            google.metadata_host, google.iam_url, google.credentials_file, own=own)),
         TargetKind.NOOP: NoopTarget(),
         TargetKind.PUBSUB: _google_target(TargetKind.PUBSUB, backend, google, own),
         TargetKind.CLOUD_TASKS: _google_target(TargetKind.CLOUD_TASKS, backend, google, own),

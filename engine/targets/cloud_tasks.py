@@ -9,6 +9,11 @@ name, Cloud Tasks answers ALREADY_EXISTS, and that is success, not a second task
 Cloud Tasks keeps a used name reserved for about an hour after the task is gone, which
 covers every retry Sundial makes of one attempt.
 
+A task with `auth` makes Cloud Tasks mint the token, as Sundial's own service account
+allows it to, so the operator's grant is checked here as for an http target
+(google_tokens.refusal): for an account or audience the project may not have, no task
+is created and the attempt fails with a reason starting `forbidden identity`.
+
 The client is made on first use; SUNDIAL_TASKS_EMULATOR_HOST (host:port, no TLS) points
 it at an emulator, as for the chain's own queue.
 """
@@ -26,7 +31,7 @@ from google.auth import exceptions as auth_exceptions
 from google.cloud import tasks_v2
 
 from engine.ports import DeliveryRequest, DeliveryResult
-from engine.targets.google_tokens import describe
+from engine.targets.google_tokens import describe, refusal
 from engine.targets.http import sundial_headers
 from statemachine.safety import CLOUD_TASK_MAX_BYTES, OwnService, is_framing_header
 
@@ -61,7 +66,7 @@ class CloudTasksTarget:
     def __init__(self, client=None, make_client=None, own: OwnService = OwnService(), emulator_host: str = ""):
         self._client = client
         self._make_client = make_client or (lambda: _default_client(emulator_host))
-        self._own = own  # Sundial's own service and queues: refused, as at validation
+        self._own = own  # Sundial's own service and queues, and the grant of identities: as at validation
         self._lock = threading.Lock()
 
     def deliver(self, request: DeliveryRequest) -> DeliveryResult:
@@ -75,6 +80,11 @@ class CloudTasksTarget:
         refused = self._own.refusal(str(spec.get("url") or ""), queue)
         if refused:
             return "failed", f"forbidden target: {refused[1]}", refused[1]
+        auth = spec.get("auth")
+        forbidden = refusal(self._own, request.project, auth, str(spec.get("url") or "")) \
+            if isinstance(auth, dict) and auth else None
+        if forbidden:
+            return "failed", forbidden, forbidden
         try:
             task = self._task(request, spec, queue)
         except ValueError as error:
@@ -132,7 +142,7 @@ class CloudTasksTarget:
 def _token(spec: dict) -> dict:
     """The task's `oidc_token` or `oauth_token` for the target's `auth`: Cloud Tasks mints
     the token itself at each dispatch, so Sundial never holds it. The audience is the
-    same default as an http target's (the URL without its query)."""
+    same default as an http target's (the URL's origin)."""
     auth = spec.get("auth")
     if not isinstance(auth, dict) or not auth:
         return {}

@@ -12,6 +12,11 @@ Where a token comes from:
   endpoint is fixed, so a private endpoint or a test's stand-in could not be named.
 
 What must stay true:
+- Nothing is minted for an account the operator has not granted to the target's
+  project, nor for an audience naming Sundial's own service or off the target URL's
+  origin without a grant (statemachine/identities.py, checked again here whatever
+  validation said: a grant may have changed since, and a stored job is not re-read).
+  Such an attempt fails with a reason starting `forbidden identity`.
 - A token is kept in memory only, per (kind, account, audience or scope), and reused
   until REFRESH_MARGIN before it expires (at most MAX_TOKENS of them); it never reaches the store, a log line or an
   error text. Two attempts needing the same token wait for one mint, not two.
@@ -28,7 +33,10 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
+
+from statemachine.identities import origin_text
+from statemachine.safety import OwnService
 
 REFRESH_MARGIN = timedelta(minutes=5)
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
@@ -44,12 +52,25 @@ class MintError(Exception):
     """A token could not be minted; str() is the attempt's reason (`auth: ...`)."""
 
 
+class ForbiddenIdentity(MintError):
+    """The target's project may not have this token: nothing was minted. str() is the
+    attempt's reason (`forbidden identity: ...`)."""
+
+
 def default_audience(url: str) -> str:
-    """The audience of an OIDC token whose `auth` names none: the target URL without
-    its query, fragment or user:password."""
-    parts = urlsplit(url)
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    """The audience of an OIDC token whose `auth` names none: the target URL's origin
+    (`https://svc.example`), what Cloud Run and most receivers expect."""
+    return origin_text(url)
+
+
+def refusal(own: OwnService, project: str, auth: dict, url: str) -> str | None:
+    """The attempt's reason (`forbidden identity: ...`) when a target of `project` at
+    `url` may not carry the token `auth` asks for, else None."""
+    kind = next(iter(auth), "")
+    spec = auth.get(kind) or {}
+    refused = own.identity_refusal(project, kind, str(spec.get("service_account") or ""),
+                                   str(spec.get("audience") or ""), url)
+    return f"forbidden identity: {refused[0]}: {refused[1]}" if refused else None
 
 
 def describe(auth: dict, url: str) -> tuple[str, str, str]:
@@ -67,7 +88,7 @@ class TokenMinter:
 
     def __init__(self, metadata_host: str = DEFAULT_METADATA_HOST, iam_url: str = DEFAULT_IAM_URL,
                  credentials_file: str = "", clock: Callable[[], float] = time.time,
-                 max_tokens: int = MAX_TOKENS) -> None:
+                 max_tokens: int = MAX_TOKENS, own: OwnService = OwnService()) -> None:
         self._metadata_root = f"http://{metadata_host or DEFAULT_METADATA_HOST}/computeMetadata/v1/"
         self._iam_url = (iam_url or DEFAULT_IAM_URL).rstrip("/")
         self._credentials_file = credentials_file
@@ -76,18 +97,24 @@ class TokenMinter:
         self._lock = threading.Lock()
         self._tokens: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._key_locks: dict[tuple[str, str, str], threading.Lock] = {}
-        self._own: tuple[str, float] | None = None  # (email or "", asked at)
+        self._runtime: tuple[str, float] | None = None  # (email or "", asked at)
         self._file_credentials: Any = None
         self._session: Any = None
+        self._own = own  # Sundial's own service, and the identities it grants each project
 
-    def bearer(self, auth: dict, url: str) -> str:
-        """A valid token for `auth` ({oidc: {...}} or {oauth: {...}}) of a target at `url`.
+    def bearer(self, auth: dict, url: str, project: str) -> str:
+        """A valid token for `auth` ({oidc: {...}} or {oauth: {...}}) of a target of
+        `project` at `url`, checked against the operator's grant first.
 
+        :raises ForbiddenIdentity: the project may not have it; nothing was minted.
         :raises MintError: with the attempt's reason.
         """
         key = describe(auth, url)
         if key[0] not in ("oidc", "oauth") or not key[1]:
             raise MintError(f"auth: not an oidc or oauth spec: {sorted(auth)}")
+        refused = refusal(self._own, project, auth, url)
+        if refused:
+            raise ForbiddenIdentity(refused)
         return self._cached(key, lambda: self._mint(*key))
 
     def _cached(self, key: tuple[str, str, str], mint: Callable[[], tuple[str, float]]) -> str:
@@ -133,15 +160,15 @@ class TokenMinter:
         from google.auth.compute_engine import _metadata
 
         now = self._clock()
-        own = self._own
-        if own is not None and (own[0] or now - own[1] < NOT_ON_GCE_FOR):
-            return own[0]
+        known = self._runtime
+        if known is not None and (known[0] or now - known[1] < NOT_ON_GCE_FOR):
+            return known[0]
         try:
             email = str(_metadata.get(self._request(), "instance/service-accounts/default/email",
                                       root=self._metadata_root, retry_count=1, timeout=TIMEOUT))
         except auth_exceptions.TransportError:
             email = ""
-        self._own = (email.strip(), now)
+        self._runtime = (email.strip(), now)
         return email.strip()
 
     def _from_metadata(self, kind: str, aim: str) -> tuple[str, float]:

@@ -134,8 +134,9 @@ class HttpTarget:
             timeout = _timeout_seconds(spec.get("timeout"))
             address = check_address(endpoint.host, request.allowed_hosts, self.backend, endpoint.port)
             headers = _headers(request, spec, endpoint)
-            if isinstance(spec.get("auth"), dict):
-                headers["Authorization"] = f"Bearer {self._minter.bearer(spec['auth'], str(spec.get('url')))}"
+            if isinstance(spec.get("auth"), dict):  # the project's grant is checked before minting
+                token = self._minter.bearer(spec["auth"], str(spec.get("url")), request.project)
+                headers["Authorization"] = f"Bearer {token}"
             method = str(spec.get("method") or "POST").upper()
             body = spec.get("body")
             payload = body.encode("utf-8") if isinstance(body, str) and body else None
@@ -166,8 +167,9 @@ class HttpTarget:
             return "failed", f"connection error: cannot resolve {endpoint.host}", _short_cause(error)
         headers = _headers(request, spec, endpoint)
         if isinstance(spec.get("auth"), dict):  # minted only for a target that passed the checks
-            try:
-                headers["Authorization"] = f"Bearer {self._minter.bearer(spec['auth'], str(spec.get('url')))}"
+            try:  # the project's grant first: a refused identity fails as `forbidden identity: ...`
+                token = self._minter.bearer(spec["auth"], str(spec.get("url")), request.project)
+                headers["Authorization"] = f"Bearer {token}"
             except MintError as error:
                 return "failed", str(error), str(error)
         return self._send(request, spec, endpoint, timeout, address, headers)

@@ -113,6 +113,20 @@ def test_a_throttled_start_task_on_app_engine_is_an_app_engine_task_on_its_throt
     assert not task.http_request.url
 
 
+def test_every_chain_task_carries_the_secret_and_a_queue_without_one_cannot_be_built():
+    """The task handlers admit a task by its secret alone (web/guard.py): a token is no proof."""
+    for app_engine in (None, AppEngineTarget("default")):
+        queue, client, _ = make_queue(account="tasks@proj.iam.gserviceaccount.com", app_engine=app_engine)
+        throttled = Task("start-proj-job-inv-0-1-0", "start", {"invocation": "inv"}, START, queue="proj/backups")
+        queue.enqueue_now([tick(START), throttled])
+        for task in client.created:
+            request = task.app_engine_http_request if app_engine else task.http_request
+            assert request.headers["X-Sundial-Task-Secret"] == "sek"
+    with pytest.raises(ValueError, match="needs the task secret"):
+        CloudTasksQueue(FakeTasksClient(FakeClock()), "proj", "us-central1", "chain", SERVICE_URL, "",
+                        "tasks@proj.iam.gserviceaccount.com", clock=FakeClock())
+
+
 def test_names_are_deterministic_hashed_and_within_cloud_tasks_rules():
     queue, client, _ = make_queue()
     long_name = "tick-" + "proj.with.dots/" * 60 + "-end"

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 import pytest
 from google.api_core import exceptions as gexc
 
+from config.settings import own_service
 from engine.ports import DeliveryRequest
 from engine.targets.cloud_tasks import CloudTasksTarget, task_id
 from statemachine.safety import OwnService
@@ -159,16 +160,47 @@ def test_a_task_whose_templates_rendered_past_cloud_tasks_limit_fails_before_sen
     assert client.calls == 0
 
 
+def test_a_task_on_cloud_runs_other_host_name_of_sundial_is_refused_and_never_created():
+    """A Cloud Run service answers on two host names; either is Sundial's."""
+    client = FakeTasksClient()
+    own = own_service({"SUNDIAL_SERVICE_URL": "https://sundial-abc123-uc.a.run.app"})
+    url = "https://sundial-987654321.us-central1.run.app/internal/tasks/trigger"
+    result = CloudTasksTarget(client, own=own).deliver(request(url=url, headers={}))
+    assert result.outcome == "failed"
+    assert result.reason == f"forbidden target: {url} is on Sundial's own service (https://sundial-abc123-uc.a.run.app)"
+    assert client.created == [] and client.calls == 0
+
+
 # --- auth: the task carries the token request; Cloud Tasks mints it at dispatch -------------
 
 SA = "sched@proj.iam.gserviceaccount.com"
+GRANTED = own_service({"SUNDIAL_IDENTITIES": f"training={SA}",  # request()'s project
+                       "SUNDIAL_IDENTITY_AUDIENCES": "training=https://w.example.com"})
+
+
+@pytest.mark.parametrize("project, auth, reason", [
+    ("other", {"oidc": {"service_account": SA}},
+     f"forbidden identity: service_account: {SA} is not granted to project other"),
+    ("training", {"oauth": {"service_account": "sundial@proj.iam.gserviceaccount.com"}},
+     "forbidden identity: service_account: sundial@proj.iam.gserviceaccount.com is not granted to project training"),
+    ("training", {"oidc": {"service_account": SA, "audience": "https://payroll.example.com"}},
+     "forbidden identity: audience: https://payroll.example.com is not on the url's origin"),
+], ids=["another project's account", "an account granted to nobody", "an audience off the url's origin"])
+def test_a_task_whose_auth_the_project_was_not_granted_is_never_created(project, auth, reason):
+    """Cloud Tasks would mint the token as Sundial's own account lets it: no task is asked for."""
+    client = FakeTasksClient()
+    delivered = request(project=project)
+    delivered.target["cloud_tasks"]["auth"] = auth
+    result = CloudTasksTarget(client, own=GRANTED).deliver(delivered)
+    assert result.outcome == "failed" and result.reason.startswith(reason), result.reason
+    assert client.created == [] and client.calls == 0
 
 
 @pytest.mark.parametrize("auth, field, expected", [
     ({"oidc": {"service_account": SA}}, "oidc_token",
-     {"service_account_email": SA, "audience": "https://w.example.com/notify"}),
-    ({"oidc": {"service_account": SA, "audience": "https://w.example.com"}}, "oidc_token",
      {"service_account_email": SA, "audience": "https://w.example.com"}),
+    ({"oidc": {"service_account": SA, "audience": "https://w.example.com/notify"}}, "oidc_token",
+     {"service_account_email": SA, "audience": "https://w.example.com/notify"}),
     ({"oauth": {"service_account": SA, "scope": "https://www.googleapis.com/auth/cloud-platform"}}, "oauth_token",
      {"service_account_email": SA, "scope": "https://www.googleapis.com/auth/cloud-platform"}),
 ], ids=["oidc default audience", "oidc audience", "oauth"])
@@ -176,7 +208,7 @@ def test_auth_becomes_the_tasks_oidc_or_oauth_token(auth, field, expected):
     client = FakeTasksClient()
     delivered = request(url="https://w.example.com/notify?day=1")
     delivered.target["cloud_tasks"]["auth"] = auth
-    assert CloudTasksTarget(client).deliver(delivered).outcome == "succeeded"
+    assert CloudTasksTarget(client, own=GRANTED).deliver(delivered).outcome == "succeeded"
     [task] = client.created
     token = getattr(task.http_request, field)
     assert {name: getattr(token, name) for name in expected} == expected
@@ -186,7 +218,7 @@ def test_auth_becomes_the_tasks_oidc_or_oauth_token(auth, field, expected):
 def test_the_emulator_keeps_the_tasks_oidc_token(emulator_client, receiver):
     delivered = request(url=f"{receiver.url}/status/500", invocation_id=f"inv-{time.time_ns()}")
     delivered.target["cloud_tasks"]["auth"] = {"oidc": {"service_account": SA, "audience": "https://w.example.com"}}
-    assert CloudTasksTarget(emulator_client).deliver(delivered).outcome == "succeeded"
+    assert CloudTasksTarget(emulator_client, own=GRANTED).deliver(delivered).outcome == "succeeded"
     [task] = [task for task in emulator_client.list_tasks(parent=QUEUE) if task.name.endswith(task_id(delivered))]
     assert (task.http_request.oidc_token.service_account_email, task.http_request.oidc_token.audience) == (
         SA, "https://w.example.com")

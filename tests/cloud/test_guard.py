@@ -1,9 +1,11 @@
 """The guard of the internal handlers (docs/REFERENCE.md section 6), through the Flask app.
 
 Every forged request gets 403 and changes nothing: no task reaches the engine and no cron
-job runs. OIDC tokens are real JWTs signed by a key made here; google-auth's own
-verify_oauth2_token checks them, with Google's certificate endpoint replaced by one that
-serves this key's certificate.
+job runs. A task handler wants the task secret (or App Engine's queue header there): a
+valid OIDC token alone opens none, since a token is something Sundial mints for others
+too; a cron handler also takes the token. OIDC tokens are real JWTs signed by a key made
+here; google-auth's own verify_oauth2_token checks them, with Google's certificate
+endpoint replaced by one that serves this key's certificate.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from cryptography.x509.oid import NameOID
 from google.auth import crypt, jwt
 
 from config.settings import Settings
+from statemachine.vocabulary import TaskKind
 from web.app import create_app, gatekeepers_from_settings
 from web.guard import CachedCerts, Guard, OidcVerifier, guard_from_settings
 
@@ -219,13 +222,28 @@ def test_the_secret_admits_tasks_and_cron():
     assert [task.payload["nonce"] for task in engine.handled] == ["1.1"] and cron_runs == ["watchdog"]
 
 
-def test_a_good_oidc_token_admits_and_certificates_are_fetched_once(google_key, certs):
+def test_a_good_oidc_token_admits_cron_and_certificates_are_fetched_once(google_key, certs):
     client, engine, cron_runs = make_app(certs=CachedCerts(certs))
     headers = {"Authorization": f"Bearer {google_key.token()}"}
-    assert call_task(client, headers).status_code == 200
     assert call_cron(client, headers).status_code == 200
-    assert len(engine.handled) == 1 and cron_runs == ["watchdog"]
+    assert call_cron(client, headers).status_code == 200
+    assert cron_runs == ["watchdog", "watchdog"]
     assert certs.urls == ["https://www.googleapis.com/oauth2/v1/certs"]
+
+
+@pytest.mark.parametrize("on_app_engine", [False, True], ids=["elsewhere", "App Engine with HTTP tasks"])
+def test_a_valid_token_alone_opens_no_task_handler(on_app_engine, google_key, certs):
+    """A Google-signed token of the tasks account for the service URL, exactly what Cloud
+    Tasks puts on Sundial's own HTTP tasks (and what a tenant's `auth` target could once
+    have Sundial mint), sent with a forged task."""
+    client, engine, _ = make_app(on_app_engine=on_app_engine, certs=certs)
+    token = {"Authorization": f"Bearer {google_key.token()}"}
+    for kind in TaskKind:
+        answer = client.post(f"/internal/tasks/{kind.handler_path}", json=TASK_BODY, headers=token)
+        assert answer.status_code == 403, kind
+    assert engine.handled == []
+    both = {**token, "X-Sundial-Task-Secret": SECRET}  # what Sundial's own HTTP tasks carry
+    assert call_task(client, both).status_code == 200 and len(engine.handled) == 1
 
 
 def test_on_app_engine_the_app_engine_queue_header_admits_tasks():

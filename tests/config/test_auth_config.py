@@ -1,5 +1,6 @@
 """`auth` of http and cloud_tasks targets (docs/REFERENCE.md section 2.5): what is
-accepted and normalized, and the error of each mistake, naming its field."""
+accepted and normalized, and the error of each mistake, naming its field. The operator
+granted SA to the project `p` (tests/config/test_identity_grants.py is about the grant)."""
 
 import pytest
 
@@ -7,6 +8,11 @@ from tests.config.helpers import errors, project
 
 SA = "sched@p.iam.gserviceaccount.com"
 QUEUE = "projects/p/locations/l/queues/q"
+
+
+@pytest.fixture(autouse=True)
+def granted(monkeypatch):
+    monkeypatch.setenv("SUNDIAL_IDENTITIES", f"p={SA}")
 
 
 def job_with(target: str, on_failure: str = "") -> str:

@@ -2,7 +2,9 @@
 stand-in metadata server and a stand-in IAM Credentials API (pointed at by
 GCE_METADATA_HOST and SUNDIAL_IAM_CREDENTIALS_URL) and delivers them to a receiver
 that verifies each one; the token shows nowhere: not in the stored invocation, the
-API, the job's definition, the invocation page or the server's log."""
+API, the job's definition, the invocation page or the server's log. The operator grants
+the accounts to project e2e only (SUNDIAL_IDENTITIES): project beta's file and its API
+jobs naming them are refused, and nothing is minted for beta."""
 
 from __future__ import annotations
 
@@ -35,7 +37,17 @@ jobs:
         url: {url}/stranger
         auth: {{oidc: {{service_account: stranger@p.iam.gserviceaccount.com}}}}
 """
+BETA = """
+jobs:
+  - id: steal-own
+    schedule: triggered
+    target: {{http: {{url: '{url}/steal', auth: {{oauth: {{service_account: {own}}}}}}}}}
+  - id: steal-other
+    schedule: triggered
+    target: {{http: {{url: '{url}/steal', auth: {{oidc: {{service_account: {other}}}}}}}}}
+"""
 JOBS = "/api/v1/projects/e2e/jobs"
+STRANGER = "stranger@p.iam.gserviceaccount.com"
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +57,10 @@ def run(tmp_path_factory):
     configs = tmp / "configs"
     configs.mkdir()
     (configs / "e2e.yaml").write_text(CONFIG.format(url=google.receiver.url, own=google.own, other=google.other))
+    (configs / "beta.yaml").write_text(BETA.format(url=google.receiver.url, own=google.own, other=google.other))
     env = {"GCE_METADATA_HOST": google.metadata.host, "GCE_METADATA_IP": google.metadata.host,
-           "SUNDIAL_IAM_CREDENTIALS_URL": google.iam.url}
+           "SUNDIAL_IAM_CREDENTIALS_URL": google.iam.url,
+           "SUNDIAL_IDENTITIES": f"e2e={google.own},{google.other},{STRANGER}"}
     server = Server(configs, tmp / "sundial.db", tmp / "server.log", env=env).start()
     yield server, google, tmp
     server.stop()
@@ -68,7 +82,7 @@ def test_tokens_are_minted_delivered_and_shown_nowhere(run):
     done = {job: wait_until(lambda job=job: finished(server, job, ids[job]), timeout=15) for job in ids}
     assert {job: row["status"] for job, row in done.items()} == {"own": "SUCCEEDED", "other": "SUCCEEDED"}
     by_path = {check.path.split("?")[0]: check.claims for check in google.receiver.checked}
-    assert by_path["/own"]["email"] == google.own and by_path["/own"]["aud"] == f"{google.receiver.url}/own"
+    assert by_path["/own"]["email"] == google.own and by_path["/own"]["aud"] == google.receiver.url  # its origin
     assert by_path["/access"]["email"] == google.other
     tokens = google.receiver.tokens()
     assert len(tokens) == 2
@@ -90,3 +104,17 @@ def test_a_token_that_cannot_be_minted_fails_each_attempt_with_an_auth_reason(ru
     assert (row["status"], row["attempt"]) == ("FAILED", 2)
     assert row["reason"].startswith("auth: cannot mint OIDC token for stranger@p.iam.gserviceaccount.com: 403 ")
     assert not any(check.path.startswith("/stranger") for check in google.receiver.checked)  # never sent
+
+
+def test_another_project_can_name_none_of_the_accounts(run):
+    server, google, _ = run
+    [beta] = [project for project in server.get("/api/v1/projects")["projects"] if project["id"] == "beta"]
+    errors = " ".join(beta["job_errors"])
+    for account in (google.own, google.other):
+        assert f"{account} is not granted to project beta" in errors
+        target = {"http": {"url": f"{google.receiver.url}/steal", "auth": {"oauth": {"service_account": account}}}}
+        status, answer = server.call("PUT", "/api/v1/projects/beta/jobs/steal", {"schedule": "triggered",
+                                                                                  "target": target})
+        assert status == 400 and f"{account} is not granted to project beta" in answer["error"]["message"]
+    assert server.get("/api/v1/projects/beta/jobs")["jobs"] == []  # nothing to trigger, nothing minted
+    assert not any(check.path.startswith("/steal") for check in google.receiver.checked)

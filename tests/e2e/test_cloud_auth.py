@@ -37,7 +37,8 @@ def test_tokens_are_minted_and_delivered_on_the_cloud_backend(tmp_path, cloud_da
     port = free_port()
     env = {**cloud_server_env(cloud_database, tasks_emulator, "sundial", port),
            "GCE_METADATA_HOST": google.metadata.host, "GCE_METADATA_IP": google.metadata.host,
-           "SUNDIAL_IAM_CREDENTIALS_URL": google.iam.url}
+           "SUNDIAL_IAM_CREDENTIALS_URL": google.iam.url,
+           "SUNDIAL_IDENTITIES": f"cloud={google.own},{google.other}"}  # the operator's grant
     server = Server(configs, tmp_path / "unused.db", tmp_path / "server.log", env, port=port).start()
     try:
         ids = {job: server.call("POST", f"{JOBS}/{job}:trigger")[1]["id"] for job in ("own", "other")}

@@ -7,7 +7,7 @@ receiver that checks the tokens it gets, all real HTTP servers on 127.0.0.1.
 - `IamCredentials`: `generateIdToken` and `generateAccessToken`, for the accounts the test
   lets the runtime impersonate; the caller must present an access token of the runtime.
 - `Verifier`: an HTTP receiver that checks each bearer token's signature with the test's
-  public key, and its audience (or scope), email and expiry.
+  public key, and its audience (its origin or its URL; or the scope), email and expiry.
 
 Every token, the access tokens too, is a JWT signed with an RSA key made for the test,
 so the receiver can tell a real one from anything else. `lifetime` and `fail` let a
@@ -47,7 +47,7 @@ class Keys:
         body = {"iss": ISSUER, "iat": now, "exp": now + int(lifetime), **claims}
         return jwt.encode(self._signer, body).decode()
 
-    def claims(self, token: str, audience: str | None = None) -> dict:
+    def claims(self, token: str, audience: str | list[str] | None = None) -> dict:
         """The claims of a token signed by this key; raises ValueError if it is not one."""
         return jwt.decode(token, certs=self.public_pem, audience=audience)
 
@@ -235,9 +235,10 @@ class _VerifierHandler(_Handler):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         given = self.headers.get("Authorization", "")
         path = urlsplit(self.path).path
-        expected = None if path.startswith("/access") else f"{self.server.url}{path}"
+        # An OIDC token's audience: this receiver's origin (the default), or its URL with the path.
+        expected = ["access"] if path.startswith("/access") else [self.server.url, f"{self.server.url}{path}"]
         try:
-            claims = self.server.keys.claims(given[len("Bearer "):], expected or "access")
+            claims = self.server.keys.claims(given[len("Bearer "):], expected)
             check = Checked(self.path, given, claims)
         except ValueError as error:
             check = Checked(self.path, given, None, str(error))

@@ -1,6 +1,8 @@
 """`auth` on http targets: tokens minted through a stand-in metadata server and a stand-in
 IAM Credentials API, checked by a receiver with the test's public key (signature,
-audience, email, expiry); caching; failures; redirects."""
+audience, email, expiry); caching; failures; redirects. The operator granted every
+account named here to the project of the deliveries (tests/targets/support.py's
+`billing`); tests/targets/test_identity_delivery.py is about the grant itself."""
 
 from __future__ import annotations
 
@@ -11,10 +13,23 @@ import pytest
 
 from engine.targets.google_tokens import TokenMinter, default_audience
 from engine.targets.http import HttpTarget
+from statemachine.identities import IdentityGrants, IdentityRules, ProjectIdentities
+from statemachine.safety import OwnService
 from tests.support.google_identity import Google
 from tests.targets.support import Receiver, delivery
 
 CLOUD = "https://www.googleapis.com/auth/cloud-platform"
+PROJECT = "billing"  # delivery()'s
+STRANGER = "stranger@p.iam.gserviceaccount.com"  # granted, but IAM lets the runtime mint nothing for it
+
+
+def granted(google: Google) -> OwnService:
+    accounts = frozenset({google.own, google.other, STRANGER})
+    return OwnService(identities=IdentityRules(IdentityGrants({PROJECT: ProjectIdentities(accounts)})))
+
+
+def minter_for(google: Google, *args, **kwargs) -> TokenMinter:
+    return TokenMinter(*args, own=granted(google), **kwargs)
 
 
 @pytest.fixture
@@ -39,7 +54,7 @@ def clock():
 
 @pytest.fixture
 def target(google, clock):
-    made = HttpTarget(minter=TokenMinter(google.metadata.host, google.iam.url, clock=clock))
+    made = HttpTarget(minter=minter_for(google, google.metadata.host, google.iam.url, clock=clock))
     yield made
     made.close()
 
@@ -63,7 +78,7 @@ def test_oidc_for_the_runtimes_own_account_comes_from_the_metadata_server(google
     assert result.outcome == "succeeded", result.reason
     [checked] = google.receiver.checked
     assert checked.claims["email"] == google.own
-    assert checked.claims["aud"] == f"{google.receiver.url}/run"  # the URL without its query
+    assert checked.claims["aud"] == google.receiver.url  # the URL's origin
     assert [hit.split("?")[0].rsplit("/", 1)[1] for hit in google.metadata.minted()] == ["identity"]
     assert google.iam.hits == []
 
@@ -107,9 +122,10 @@ def test_a_token_is_reused_until_five_minutes_before_it_expires(google, target, 
 
 
 def test_threads_needing_the_same_token_wait_for_one_mint(google, clock):
-    minter = TokenMinter(google.metadata.host, google.iam.url, clock=clock)
+    minter = minter_for(google, google.metadata.host, google.iam.url, clock=clock)
     tokens: list[str] = []
-    threads = [threading.Thread(target=lambda: tokens.append(minter.bearer(oidc(google.other), "https://a.example/x")))
+    threads = [threading.Thread(target=lambda: tokens.append(minter.bearer(oidc(google.other), "https://a.example/x",
+                                                                           PROJECT)))
                for _ in range(8)]
     for thread in threads:
         thread.start()
@@ -120,7 +136,7 @@ def test_threads_needing_the_same_token_wait_for_one_mint(google, clock):
 
 
 def test_a_mint_that_fails_fails_the_attempt_with_an_auth_reason(google, target):
-    stranger = "stranger@p.iam.gserviceaccount.com"
+    stranger = STRANGER
     result = send(target, f"{google.receiver.url}/run", oidc(stranger))
     assert result.outcome == "failed"
     assert result.reason == (f"auth: cannot mint OIDC token for {stranger}: 403 Permission "
@@ -136,7 +152,7 @@ def test_a_mint_that_fails_fails_the_attempt_with_an_auth_reason(google, target)
 def test_without_a_metadata_server_or_credentials_the_reason_says_so(google):
     with Receiver() as closed:
         host = closed.url.split("//")[1]
-    target = HttpTarget(minter=TokenMinter(host, google.iam.url))  # nothing listens there now
+    target = HttpTarget(minter=minter_for(google, host, google.iam.url))  # nothing listens there now
     try:
         result = send(target, f"{google.receiver.url}/run", oidc(google.own))
     finally:
@@ -155,15 +171,17 @@ def test_a_redirect_to_another_host_does_not_take_the_token_along(google, target
         assert "Authorization" not in second.requests[0].headers
 
 
-def test_the_default_audience_is_the_url_without_query_fragment_or_password():
-    assert default_audience("https://u:p@run.example.com:8443/a/b?x=1#f") == "https://run.example.com:8443/a/b"
+def test_the_default_audience_is_the_urls_origin():
+    assert default_audience("https://u:p@Run.Example.com:8443/a/b?x=1#f") == "https://run.example.com:8443"
+    assert default_audience("https://run.example.com:443/a") == "https://run.example.com"
+    assert default_audience("http://127.0.0.1:9/a") == "http://127.0.0.1:9"
 
 
 def test_off_google_cloud_iam_credentials_is_called_with_the_credentials_file(google, tmp_path, monkeypatch):
     with Receiver() as closed:
         host = closed.url.split("//")[1]
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", google.iam.key_file(tmp_path / "adc.json"))
-    minter = TokenMinter(host, google.iam.url, credentials_file=str(tmp_path / "adc.json"))
+    minter = minter_for(google, host, google.iam.url, credentials_file=str(tmp_path / "adc.json"))
     target = HttpTarget(minter=minter)
     try:
         result = send(target, f"{google.receiver.url}/run", oidc(google.other))
@@ -176,14 +194,14 @@ def test_off_google_cloud_iam_credentials_is_called_with_the_credentials_file(go
 
 
 def test_the_cache_stays_bounded_and_forgets_the_token_that_expires_first(google, clock):
-    minter = TokenMinter(google.metadata.host, google.iam.url, clock=clock, max_tokens=2)
+    minter = minter_for(google, google.metadata.host, google.iam.url, clock=clock, max_tokens=2)
     google.metadata.lifetime = 3600
-    minter.bearer(oidc(google.own), "https://a.example/first")
+    minter.bearer(oidc(google.own), "https://first.example/x", PROJECT)
     google.metadata.lifetime = 7200
-    for path in ("second", "third"):  # the third is one too many: the first goes
-        minter.bearer(oidc(google.own), f"https://a.example/{path}")
+    for host in ("second", "third"):  # the third is one too many: the first goes
+        minter.bearer(oidc(google.own), f"https://{host}.example/x", PROJECT)
     assert len(google.metadata.minted()) == 3
-    minter.bearer(oidc(google.own), "https://a.example/third")
+    minter.bearer(oidc(google.own), "https://third.example/x", PROJECT)
     assert len(google.metadata.minted()) == 3
-    minter.bearer(oidc(google.own), "https://a.example/first")
+    minter.bearer(oidc(google.own), "https://first.example/x", PROJECT)
     assert len(google.metadata.minted()) == 4

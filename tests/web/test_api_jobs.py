@@ -3,8 +3,10 @@ one-off `at` lists, deletion with pending occurrences."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
+from config.identities import parse_identities
 from statemachine.policy import Tuning
 from tests.engine.harness import START
 from tests.web.conftest import DEMO, Api, at, error_of, http_job, noop_job
@@ -213,6 +215,8 @@ def test_the_jobs_list_pages_like_the_invocations(api):
 
 
 def test_a_put_job_with_auth_shows_the_auth_and_a_bad_auth_is_refused_naming_the_field(api):
+    granted = parse_identities("demo=sa@p.iam.gserviceaccount.com")  # the operator's grant to the project
+    api.app.config["SUNDIAL_SETTINGS"] = replace(api.app.config["SUNDIAL_SETTINGS"], identities=granted)
     auth = {"oidc": {"service_account": "sa@p.iam.gserviceaccount.com"}}
     body = {"target": {"http": {"url": "http://127.0.0.1:9/run", "auth": auth}}, "schedule": "every 1m"}
     created = api.put("j", body)

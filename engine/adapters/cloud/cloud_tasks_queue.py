@@ -38,10 +38,12 @@ The task handler delivers before it answers, so Cloud Tasks' concurrency limit i
 limit on requests in flight. `main.py queues` creates those queues from the config files
 (and `serve` on the cloud backend creates the ones it sees at import, when it may).
 
-Every task carries the shared secret (`X-Sundial-Task-Secret`), so the guard
-(web/guard.py) can admit it wherever Sundial runs, App Engine tasks too (a second proof
-beside the platform's header). An HTTP task also carries an OIDC token for the configured
-service account, with the service URL as audience; an App Engine task cannot carry one.
+Every task carries the shared secret (`X-Sundial-Task-Secret`): the guard
+(web/guard.py) admits a task by it wherever Sundial runs, App Engine tasks too (a second
+proof beside the platform's header), and never by a token alone, so a queue without a
+secret is refused at construction. An HTTP task also carries an OIDC token for the
+configured service account, with the service URL as audience, for Cloud Run's own IAM
+check (`--no-allow-unauthenticated`); an App Engine task cannot carry one.
 Throttle queues get the same form of task as the chain's queue.
 """
 
@@ -159,6 +161,8 @@ class CloudTasksQueue:
         how many queues carry the chain, `queue` being the first."""
         if not service_url and app_engine is None:
             raise ValueError("CloudTasksQueue needs the service URL that Cloud Tasks calls back")
+        if not secret:
+            raise ValueError("CloudTasksQueue needs the task secret: the task handlers admit no task without it")
         self.client = client
         self.shard_paths = [client.queue_path(project, location, one) for one in chain_queue_ids(queue, shards)]
         self.queue_path = self.shard_paths[0]
@@ -212,9 +216,8 @@ class CloudTasksQueue:
         if not isinstance(kind, TaskKind):
             raise ValueError(f"no task handler for kind {task.kind!r}")
         body = {"name": task.name, "payload": task.payload, "eta": rfc3339_millis(task.eta)}
-        headers = {"Content-Type": "application/json"}  # Cloud Tasks' default is octet-stream
-        if self.secret:
-            headers[SECRET_HEADER] = self.secret
+        # Cloud Tasks' default type is octet-stream; the secret is the task's proof (web/guard.py).
+        headers = {"Content-Type": "application/json", SECRET_HEADER: self.secret}
         return f"/internal/tasks/{kind.handler_path}", headers, json.dumps(body, separators=(",", ":")).encode()
 
     def _app_engine_request(self, task: Task, target: AppEngineTarget) -> tasks_v2.AppEngineHttpRequest:
