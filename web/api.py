@@ -109,8 +109,8 @@ def list_audit(project: str):
     """The project's operator actions, newest first (?job=J: that job's only); readers of
     the project may read them, entries of deleted jobs included."""
     project_or_404(project)
-    job_id = request.args.get("job") or None
-    if job_id is not None:
+    job_id = request.args.get("job")
+    if job_id is not None:  # `job=` too: no job has an empty id, and no filter is no `job`
         refuse_bad_job_id(None, {"job_id": job_id})
     page, token = queries().audit(project, job_id, _page_size(DEFAULT_AUDIT_PAGE_SIZE),
                                   request.args.get("page_token") or None)

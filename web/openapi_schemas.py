@@ -128,7 +128,7 @@ def _job_entry() -> dict:
                                                         "(JSON) when the first SUCCEEDED invocation follows "
                                                         "FAILED ones"},
         **_extras(),
-    }, ["target"], closed=True, **{"not": {"required": ["schedule", "at"]}},
+    }, ["target"], closed=True, oneOf=[{"required": ["schedule"]}, {"required": ["at"]}],
         description="A config file's job entry without its id (docs/REFERENCE.md section 2): "
                     "give exactly one of `schedule` and `at`.",
         example={"at": ["2030-01-04T09:00:00Z"], "timezone": "UTC",
@@ -247,17 +247,18 @@ def schemas() -> dict:
                              closed=True),
         "AbortRequest": _obj({"reason": nullable({"type": "string", "maxLength": limits.MAX_REASON_CHARS})},
                              closed=True),
-        "TriggerRequest": _obj({"request_id": {
+        "TriggerRequest": _obj({"request_id": nullable({
             "type": "string", "maxLength": limits.MAX_REQUEST_ID_CHARS,
-            "description": "idempotency key: the same id again returns the first request's invocation"},
-            "scheduled_time": {"type": "string", "format": "date-time", "description": (
+            "description": "idempotency key: the same id again returns the first request's invocation"}),
+            "scheduled_time": nullable({"type": "string", "format": "date-time", "description": (
                 "re-run this past occurrence: the invocation's scheduled time and template values "
-                "(RFC 3339 with an offset or Z; a future time is 400)")}},
+                "(RFC 3339 with an offset or Z; a future time, or one older than the history kept "
+                "(SUNDIAL_HISTORY_DAYS), is 400)")})},
             closed=True),
         **_backfill_schemas(),
         "CompleteRequest": _obj({"status": {"type": "string", "enum": [InvocationStatus.SUCCEEDED.value,
                                                                       InvocationStatus.FAILED.value]},
-                                 "message": {"type": "string", "maxLength": limits.MAX_MESSAGE_CHARS}},
+                                 "message": nullable({"type": "string", "maxLength": limits.MAX_MESSAGE_CHARS})},
                                 ["status"], closed=True),
         **_audit_schemas(),
         "ProjectConfig": _project_config(),
@@ -273,9 +274,9 @@ def _backfill_schemas() -> dict:
         "BackfillRequest": _obj({
             "start": {**time, "description": "the first instant of the range, included (RFC 3339, offset or Z)"},
             "end": {**time, "description": "the end of the range, excluded; not in the future"},
-            "request_id": {"type": "string", "maxLength": limits.MAX_REQUEST_ID_CHARS,
-                           "description": "idempotency key: the same id again names the same invocations "
-                                          "and starts nothing new"}},
+            "request_id": nullable({"type": "string", "maxLength": limits.MAX_REQUEST_ID_CHARS,
+                                    "description": "idempotency key: the same id again names the same "
+                                                   "invocations and starts nothing new"})},
             ["start", "end"], closed=True),
         "BackfillResult": _obj({
             "count": {"type": "integer", "minimum": 0, "maximum": MAX_BACKFILL},
