@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from engine.audit import UNKNOWN_ACTOR, Audit, write_audit
+from engine.audit import UNKNOWN_ACTOR, Audit, described, write_audit
 from engine.changes import Note
 from engine.errors import NotFound, Refused
 from engine.ports import InvocationRow, JobSource, ProjectRow, StoredJob, Transaction
@@ -78,7 +78,10 @@ def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, defini
     _check_triggers(engine, project, job_id, definition.triggers)
     event = ev.JobDisabled() if disabled else ev.JobEnabled(policy)
     created = stored is None or stored.source != JobSource.API or not visible(stored)
-    audit = Audit(actor, AuditAction.PUT, {"created": created})
+    detail = {"created": created, "after": described(definition)}
+    if stored is not None and not created:
+        detail["before"] = described(stored.definition)
+    audit = Audit(actor, AuditAction.PUT, detail)
     applied = engine.changes.apply(project, job_id, event, definition=definition, source=JobSource.API, audit=audit)
     return Put(applied.job, created)
 

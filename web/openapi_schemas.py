@@ -295,7 +295,9 @@ def _audit_schemas() -> dict:
             "action": {"type": "string", "enum": [action.value for action in AuditAction]},
             "job": {"type": "string"},
             "detail": {"type": "object", "description": (
-                "`reason` (pause, abort), `created` (put), `invocation` (trigger; `scheduled_time` "
+                "`reason` (pause, abort); `created`, `before` and `after` (put: each "
+                "`{revision, targets}`, the definition's digest and where each of its targets "
+                "sends, a URL without its query); `invocation` (trigger; `scheduled_time` "
                 "for a re-run), `start`, `end`, `count` (backfill)")},
         }, ["time", "actor", "action", "job", "detail"]),
         "AuditList": _obj({"entries": {"type": "array", "items": ref("AuditEntry")},
