@@ -7,6 +7,7 @@ from __future__ import annotations
 from config import limits
 from config.job_extras import MAX_DESCRIPTION, MAX_LABEL_VALUE, MAX_LABELS
 from config.model import JOB_ID
+from config.targets import _QUEUE, _TOPIC
 from engine.ports import JobSource
 from statemachine.backfill import MAX_BACKFILL
 from statemachine.policy import Catchup, Overlap
@@ -69,9 +70,15 @@ def _auth() -> dict:
                 description="a Google-signed token for the service account, minted at every attempt; never shown")
 
 
+# As config/schema.py spells them for project files: what validation refuses, the document says.
+_URL_PATTERN = "^[Hh][Tt][Tt][Pp][Ss]?://"
+_TOPIC_PATTERN = f"^(?:{_TOPIC.pattern})$"
+_QUEUE_PATTERN = f"^(?:{_QUEUE.pattern})$"
+
+
 def _targets() -> dict:
     http = _obj({
-        "url": {"type": "string", "minLength": 1,
+        "url": {"type": "string", "minLength": 1, "pattern": _URL_PATTERN,
                 "description": f"a template; at most {limits.MAX_URL_BYTES:,} bytes"},
         "method": {"type": "string", "enum": METHODS},
         "headers": _header_map(limits.MAX_HEADER_VALUE_BYTES, limits.MAX_HEADERS),
@@ -81,13 +88,14 @@ def _targets() -> dict:
         "auth": _auth(),
     }, ["url"], closed=True)
     pubsub = _obj({
-        "topic": {"type": "string", "example": "projects/P/topics/T"},
+        "topic": {"type": "string", "pattern": _TOPIC_PATTERN, "example": "projects/P/topics/T"},
         "data": {"type": "string"},
         "attributes": _string_map(limits.MAX_ATTRIBUTE_VALUE_BYTES, limits.MAX_ATTRIBUTES),
     }, ["topic"], closed=True)
     cloud_tasks = _obj({
-        "queue": {"type": "string", "example": "projects/P/locations/L/queues/Q"},
-        "url": {"type": "string", "minLength": 1}, "method": {"type": "string", "enum": METHODS},
+        "queue": {"type": "string", "pattern": _QUEUE_PATTERN, "example": "projects/P/locations/L/queues/Q"},
+        "url": {"type": "string", "minLength": 1, "pattern": _URL_PATTERN},
+        "method": {"type": "string", "enum": METHODS},
         "headers": _header_map(limits.MAX_HEADER_VALUE_BYTES, limits.MAX_HEADERS),
         "body": {"type": "string"},
         "auth": _auth(),

@@ -60,3 +60,14 @@ def test_an_empty_label_filter_is_invalid_in_both(api, document):
 def test_an_empty_job_filter_of_the_audit_is_invalid_in_both(api, document):
     assert api.get("/api/v1/projects/demo/audit?job=").status_code == 400
     assert not _valid(document, _parameter(document, "/projects/{project}/audit", "job")["schema"], "")
+
+
+def test_target_forms_validation_refuses_are_invalid_in_the_schema_too(api, document):
+    target = {"$ref": "#/components/schemas/Target"}
+    for bad in ({"cloud_tasks": {"queue": "", "url": "0"}}, {"pubsub": {"topic": "t"}},
+                {"http": {"url": "ftp://example.com/x"}}):
+        assert api.put("j", noop_job(schedule="triggered", target=bad)).status_code == 400, bad
+        assert not _valid(document, target, bad), bad
+    good = {"cloud_tasks": {"queue": "projects/p/locations/l/queues/q", "url": "HTTPS://w.example.com/${jobId}"}}
+    assert api.put("j", noop_job(schedule="triggered", target=good)).status_code == 201
+    assert _valid(document, target, good)
