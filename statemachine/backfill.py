@@ -81,9 +81,11 @@ def rerun_time(scheduled_time: datetime, now: datetime, history: timedelta | Non
     if scheduled_time > now:
         raise BackfillError(f"scheduled_time ({_shown(scheduled_time)}) is in the future (now is "
                             f"{_shown(now)}); a re-run repeats a past occurrence")
-    earliest = now - history if history is not None and history < now - _EPOCH else _EPOCH
+    if history is not None and history < now - _EPOCH:
+        earliest, window = now - history, f"the history window ({history.days} days)"
+    else:
+        earliest, window = _EPOCH, "1970"
     if scheduled_time < earliest:
-        window = f"the history window ({history.days} days)" if earliest > _EPOCH else "1970"
         raise BackfillError(f"scheduled_time ({_shown(scheduled_time)}) is before {_shown(earliest)}: a re-run "
                             f"repeats an occurrence no older than {window}")
     return scheduled_time.replace(microsecond=scheduled_time.microsecond // 1000 * 1000)
