@@ -77,7 +77,8 @@ def _paths() -> dict:
     page: tuple[dict[str, Any], ...] = ({"name": "page_size", "in": "query", "schema": {
                 "type": "integer", "minimum": 1, "maximum": limits.MAX_PAGE_SIZE, "default": 50}},
             {"name": "page_token", "in": "query", "schema": {"type": "string"},
-             "description": "the previous page's next_page_token"})
+             "description": "the previous page's next_page_token (opaque); one this list did not "
+                            "issue is 400"})
     return {
         "/projects": {"get": _operation("List projects", _ok(200, "ProjectList", "the projects"), ())},
         "/projects/{project}/jobs": {"get": _operation(
