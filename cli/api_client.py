@@ -8,12 +8,15 @@ becomes `Unreachable`, naming it. The commands print either as one line and exit
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import socket
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Iterator
+from pathlib import Path
+from typing import IO, Any, Iterator
 
 from cli.common import UsageError
 from config.settings import variable
@@ -44,12 +47,53 @@ def server_url(flag: str | None, env=None) -> str:
     return raw.rstrip("/")
 
 
-def bearer_token(flag: str | None, env=None) -> str:
-    """--token, else SUNDIAL_TOKEN; "" for none (a server without SUNDIAL_API_TOKENS)."""
-    token = (flag if flag is not None else variable("SUNDIAL_TOKEN", env)).strip()
+def bearer_token(flag: str | None, env=None, token_file: str | None = None, stdin: IO[str] | None = None) -> str:
+    """--token-file FILE (`-`: standard input), else --token (`-`: standard input), else
+    SUNDIAL_TOKEN; "" for none (a server without SUNDIAL_API_TOKENS). A token on the
+    command line itself is visible to every local user in the process list."""
+    if token_file is not None and flag is not None:
+        raise UsageError("--token and --token-file: give one of them")
+    where = "--token-file" if token_file is not None else "--token"
+    if token_file is not None or flag == "-":
+        token = _read_token(token_file or "-", where, stdin or sys.stdin)
+    else:
+        token = (flag if flag is not None else variable("SUNDIAL_TOKEN", env)).strip()
     if token and not (token.isascii() and token.isprintable() and " " not in token):
-        raise UsageError("--token: a token is printable ASCII without spaces")
+        raise UsageError(f"{where}: a token is printable ASCII without spaces, on one line")
     return token
+
+
+def _read_token(path: str, where: str, stdin: IO[str]) -> str:
+    if path == "-":
+        token = stdin.read().strip()
+    else:
+        try:
+            token = Path(path).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise UsageError(f"{where}: cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
+    if not token:
+        raise UsageError(f"{where}: {'standard input' if path == '-' else path} holds no token")
+    return token
+
+
+def refuse_plain_http(server: str, token: str, insecure: bool) -> None:
+    """A token goes over plain http:// only to this machine (a loopback host), unless
+    --insecure: anywhere else anyone on the path reads it."""
+    parts = urllib.parse.urlsplit(server)
+    if not token or insecure or parts.scheme != "http" or _is_loopback(parts.hostname or ""):
+        return
+    raise UsageError(f"refusing to send the token over plain http:// to {parts.hostname}, which is not "
+                     "this machine: use https://, or --insecure to send it anyway")
+
+
+def _is_loopback(host: str) -> bool:
+    host = host.lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def segment(value: str) -> str:

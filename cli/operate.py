@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from typing import Callable
 
 import cli.tables as tables
-from cli.api_client import DEFAULT_SERVER, ApiClient, ApiFailure, Unreachable, bearer_token, segment, server_url
+from cli.api_client import (
+    DEFAULT_SERVER,
+    ApiClient,
+    ApiFailure,
+    Unreachable,
+    bearer_token,
+    refuse_plain_http,
+    segment,
+    server_url,
+)
 from cli.common import positive_int
 from config.limits import MAX_PAGE_SIZE
 from config.model import JOB_ID, PROJECT_ID
@@ -29,9 +38,11 @@ DEFAULT_INVOCATION_LIMIT = 20
 ENVIRONMENT = f"""\
 environment:
   SUNDIAL_SERVER   the server's URL when --server is not given (default {DEFAULT_SERVER})
-  SUNDIAL_TOKEN    the bearer token when --token is not given: one of the server's
-                   SUNDIAL_API_TOKENS. A server started without tokens listens on loopback
-                   only and needs none; one with tokens answers 401 without a valid one.
+  SUNDIAL_TOKEN    the bearer token when neither --token-file nor --token is given: one of
+                   the server's SUNDIAL_API_TOKENS. A server started without tokens listens
+                   on loopback only and needs none; one with tokens answers 401 without a
+                   valid one. A token is sent over plain http:// only to this machine
+                   (127.0.0.1, localhost, [::1]); elsewhere use https:// (or --insecure).
 
 Exit status 0 on success; 1 when the server answers an error (printed as one line:
 the HTTP status, the API's error code and message) or cannot be reached; 2 for a bad
@@ -80,14 +91,23 @@ def _verb(verbs, name: str, run: Verb, summary: str, examples: str, job: bool = 
         parser.add_argument("job", metavar="JOB", type=job_id, help="the job id")
     parser.add_argument("--server", metavar="URL",
                         help=f"the Sundial server (SUNDIAL_SERVER, default {DEFAULT_SERVER})")
-    parser.add_argument("--token", metavar="TOKEN", help="bearer token (SUNDIAL_TOKEN)")
+    parser.add_argument("--token-file", metavar="FILE",
+                        help="read the bearer token from FILE ('-': standard input)")
+    parser.add_argument("--token", metavar="TOKEN",
+                        help="the bearer token ('-': read it from standard input); on the command "
+                             "line itself, every local user sees it in the process list: prefer "
+                             "--token-file or SUNDIAL_TOKEN")
+    parser.add_argument("--insecure", action="store_true",
+                        help="send the token over plain http:// to a host other than this machine")
     parser.add_argument("--json", action="store_true", help="print the API's JSON (one document) instead of text")
     parser.set_defaults(run=lambda args: _run(run, args), command_prog=parser.prog)
     return parser
 
 
 def _run(verb: Verb, args: argparse.Namespace) -> int:
-    client = ApiClient(server_url(args.server), bearer_token(args.token))
+    server, token = server_url(args.server), bearer_token(args.token, token_file=args.token_file)
+    refuse_plain_http(server, token, args.insecure)
+    client = ApiClient(server, token)
     try:
         shown = verb(client, args)
     except (ApiFailure, Unreachable) as error:
@@ -118,7 +138,8 @@ def add_jobs(subparsers) -> None:
                    "Operate the jobs of a running Sundial server through its REST API.")
     listing = _verb(verbs, "list", list_jobs, "list a project's jobs, in id order", (
         "  %(prog)s demo\n  %(prog)s demo --json | jq -r '.jobs[].id'\n"
-        "  %(prog)s demo --server https://sundial.example.com --token \"$TOKEN\""), job=False)
+        "  %(prog)s demo --server https://sundial.example.com --token-file ~/.config/sundial/token\n"
+        "  pass show sundial | %(prog)s demo --server https://sundial.example.com --token -"), job=False)
     listing.add_argument("--limit", type=positive_int, default=DEFAULT_JOB_LIMIT, metavar="N",
                          help=f"show at most N jobs, reading as many pages as that takes (default {DEFAULT_JOB_LIMIT})")
     _verb(verbs, "get", get_job, "show one job: its state, schedule, next run and last invocation",

@@ -172,34 +172,52 @@ def listener_options() -> dict:
     """waitress's settings for a listener that may face the network. Its defaults (100
     connections, 120 s of silence before a connection is dropped, bodies of up to 1 GiB
     spooled to disk) let one client with 100 idle sockets stop the server, and read a
-    huge body before the app can refuse it. The connection limit stays within the
-    process's file descriptors, raised to the hard limit where it allows."""
+    huge body before the app can refuse it. Its default loop calls select(), which
+    raises on a descriptor numbered 1024 or more and so ends the whole process once the
+    connections and the descriptors the server holds anyway (the database, its log, the
+    targets' pooled connections) pass 1023: poll() has no such ceiling. The connection
+    limit stays within the process's file descriptors, raised to the hard limit."""
     from config.limits import MAX_REQUEST_BYTES
 
     return {
         "threads": 16,
         "ident": "sundial",
-        "connection_limit": min(MAX_CONNECTIONS, _file_descriptors() - 100),
+        "asyncore_use_poll": True,
+        "connection_limit": _connection_limit(_file_descriptors()),
         "channel_timeout": CHANNEL_TIMEOUT_SECONDS,
         "cleanup_interval": 10,
         "max_request_body_size": MAX_REQUEST_BYTES,  # refused (413) before it is read
     }
 
 
-MAX_CONNECTIONS = 1000
+MAX_CONNECTIONS = 4000  # idle connections cost a few kilobytes each; a busy one a thread's turn
+# Descriptors kept for everything but the callers' connections: the database and its
+# log, the targets' pooled connections, a child's pipes.
+RESERVED_DESCRIPTORS = 400
 CHANNEL_TIMEOUT_SECONDS = 30  # a connection silent this long is closed
 
 
+def _connection_limit(descriptors: int) -> int:
+    return min(MAX_CONNECTIONS, max(descriptors // 2, descriptors - RESERVED_DESCRIPTORS))
+
+
 def _file_descriptors() -> int:
+    """The open-file limit, its soft value raised to the hard one (and said so on stdout):
+    a distribution's default of 1,024 is a limit on callers, not on the server."""
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = MAX_CONNECTIONS + 400  # the connections, the database, the sender's pool
-    if soft != resource.RLIM_INFINITY and soft < wanted and (hard == resource.RLIM_INFINITY or hard > soft):
-        new = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
-        soft = new
-    return MAX_CONNECTIONS + 100 if soft == resource.RLIM_INFINITY else soft
+    wanted = MAX_CONNECTIONS + RESERVED_DESCRIPTORS
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    # An unlimited hard limit cannot be a soft one (the kernel caps it at nr_open).
+    target = wanted if hard == resource.RLIM_INFINITY else hard
+    if target > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        print(f"sundial: open-file limit raised from {soft} to {target} (the hard limit "
+              f"{'is unlimited' if hard == resource.RLIM_INFINITY else 'allows it'})", flush=True)
+        soft = target
+    return soft
 
 
 class _StopSignal(Exception):

@@ -91,7 +91,7 @@ def _refuse_other_authorization(check: Checker, path: Path, target: dict) -> Non
     if named:
         check.report(path, f"sets Authorization, and so does headers.{named[0]}: keep one of them")
     url = target.get("url")
-    if isinstance(url, str) and "@" in urlsplit(url).netloc:
+    if isinstance(url, str) and "@" in _netloc(url):
         check.report(path, "sets Authorization, and so does the user:password in url: keep one of them")
 
 
@@ -137,3 +137,10 @@ def _scope(check: Checker, path: Path, value: Any) -> str:
         check.fail(path, f"{(bad or [text])[0]!r} is not an OAuth scope, e.g. {DEFAULT_SCOPE} "
                          "(several are separated by spaces)")
     return " ".join(text.split())
+
+
+def _netloc(url: str) -> str:
+    try:
+        return urlsplit(url).netloc
+    except ValueError:  # a broken bracketed host: the URL's own check reports it
+        return ""

@@ -53,7 +53,7 @@ Each has a default that suits one machine:
 | GCE_METADATA_HOST | metadata.google.internal | host[:port] of the metadata server that `auth` targets mint tokens through (google-auth's own variable; tests point it at a stand-in) |
 | SUNDIAL_IAM_CREDENTIALS_URL | https://iamcredentials.googleapis.com | the IAM Credentials API that mints `auth` tokens for other service accounts (tests or a private endpoint) |
 | SUNDIAL_SERVER | http://127.0.0.1:8080 | the operator's commands (`jobs`, `invocations`): the server they talk to, when --server is not given |
-| SUNDIAL_TOKEN | | the operator's commands: their bearer token (one of the server's SUNDIAL_API_TOKENS), when --token is not given |
+| SUNDIAL_TOKEN | | the operator's commands: their bearer token (one of the server's SUNDIAL_API_TOKENS), when neither --token-file nor --token is given |
 """
 
 from __future__ import annotations

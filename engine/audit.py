@@ -21,14 +21,17 @@ the same clean-up (engine/maintenance.py).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
+from urllib.parse import urlsplit, urlunsplit
 
 from engine.logs import log_event
 from engine.ports import AuditEntry, Transaction
+from statemachine.definition import JobDefinition
 from statemachine.vocabulary import AuditAction
 
 log = logging.getLogger("sundial.audit")
@@ -46,7 +49,8 @@ _MILLIS_SPAN = 2**44  # as invocation ids (statemachine/ids.py): 11 hex digits, 
 class Audit:
     """Who asked for a change and what they asked: becomes an `AuditEntry` when it commits.
 
-    `detail` holds JSON values only: `reason` (pause, abort), `created` (PUT),
+    `detail` holds JSON values only: `reason` (pause, abort), `created`, `before` and
+    `after` (PUT: `described` of the definition it replaced and of the new one),
     `invocation` (trigger), `start`, `end`, `count` (backfill).
     """
 
@@ -63,19 +67,53 @@ def new_entry(audit: Audit, project: str, job_id: str, now: datetime) -> AuditEn
                       audit.action, dict(audit.detail))
 
 
+def described(definition: JobDefinition) -> dict[str, Any]:
+    """What a PUT entry keeps of a definition, so that the log shows what a change changed:
+    its digest (the job's revision: the first 16 hex digits of the sha256 of its canonical
+    JSON) and where it sends, per target (`target`, `on_failure`, `on_recovery`): the kind
+    and its URL or topic. A URL loses its query and user info, which may hold credentials
+    (the audit log's readers are the project's readers)."""
+    digest = hashlib.sha256(definition.canonical_json.encode("utf-8")).hexdigest()[:16]
+    targets = {name: _destination(spec) for name, spec in
+               (("target", definition.target), ("on_failure", definition.on_failure),
+                ("on_recovery", definition.on_recovery)) if spec is not None}
+    return {"revision": digest, "targets": targets}
+
+
+def _destination(spec: dict[str, Any]) -> str:
+    kind, fields = next(iter(spec.items()))
+    fields = fields if isinstance(fields, dict) else {}
+    if "url" not in fields:
+        return f"{kind} {fields.get('topic', '')}".strip()
+    url = str(fields["url"])
+    try:
+        parts = urlsplit(url)
+        return f"{kind} {urlunsplit((parts.scheme, parts.netloc.rpartition('@')[2], parts.path, '', ''))}"
+    except ValueError:  # not a URL urllib can split (checked at validation; a template's own spelling)
+        return f"{kind} {url.partition('?')[0]}"
+
+
 def summary(entry: AuditEntry) -> str:
     """The detail in a few words, for the log line and the job page."""
     detail = entry.detail
     if "reason" in detail:
         return str(detail["reason"])
     if "created" in detail:
-        return "created" if detail["created"] else "replaced"
+        return ("created" if detail["created"] else "replaced") + _changed_targets(detail)
     if "invocation" in detail:
         return f"invocation {detail['invocation']}"
     if {"start", "end"} <= detail.keys():
         count = f": {detail['count']} invocations" if "count" in detail else ""
         return f"{detail['start']} to {detail['end']}{count}"
     return ", ".join(f"{key} {value}" for key, value in detail.items())
+
+
+def _changed_targets(detail: dict[str, Any]) -> str:
+    before = (detail.get("before") or {}).get("targets") or {}
+    after = (detail.get("after") or {}).get("targets") or {}
+    changes = [f"{name} {before.get(name) or 'none'} -> {after.get(name) or 'none'}"
+               for name in sorted(set(before) | set(after)) if before.get(name) != after.get(name)]
+    return f": {'; '.join(changes)}" if changes and before else ""
 
 
 _PAST_TENSE = {action.value: action.past_tense for action in AuditAction}

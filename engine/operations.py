@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from engine.audit import UNKNOWN_ACTOR, Audit, write_audit
+from engine.audit import UNKNOWN_ACTOR, Audit, described, write_audit
 from engine.changes import Note
 from engine.errors import NotFound, Refused
 from engine.ports import InvocationRow, JobSource, ProjectRow, StoredJob, Transaction
@@ -78,7 +78,10 @@ def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, defini
     _check_triggers(engine, project, job_id, definition.triggers)
     event = ev.JobDisabled() if disabled else ev.JobEnabled(policy)
     created = stored is None or stored.source != JobSource.API or not visible(stored)
-    audit = Audit(actor, AuditAction.PUT, {"created": created})
+    detail = {"created": created, "after": described(definition)}
+    if stored is not None and not created:
+        detail["before"] = described(stored.definition)
+    audit = Audit(actor, AuditAction.PUT, detail)
     applied = engine.changes.apply(project, job_id, event, definition=definition, source=JobSource.API, audit=audit)
     return Put(applied.job, created)
 
@@ -171,9 +174,11 @@ def record_audit(engine: Engine, project: str, job_id: str, actor: str, action: 
 
 
 def trigger(engine: Engine, project: str, job_id: str, request_id: str | None = None,
-            scheduled_time: datetime | None = None, actor: str = UNKNOWN_ACTOR) -> InvocationRow:
+            scheduled_time: datetime | None = None, actor: str = UNKNOWN_ACTOR,
+            history: timedelta | None = None) -> InvocationRow:
     """Start an invocation now, under the job's overlap policy; with `scheduled_time`
-    (past), the re-run of that occurrence: its scheduled time and template values.
+    (past, and within `history` of now when given: the job's history window), the
+    re-run of that occurrence: its scheduled time and template values.
 
     The same `request_id` again (a client retrying) returns the invocation the first
     request made, as long as it is among the job's newest REQUEST_LOOKBACK ones (a
@@ -184,7 +189,8 @@ def trigger(engine: Engine, project: str, job_id: str, request_id: str | None = 
         earlier = _earlier_request(engine, stored, request_id)
         if earlier is not None:
             return earlier
-    at = engine.clock.now() if scheduled_time is None else rerun_time(scheduled_time, engine.clock.now())
+    now = engine.clock.now()
+    at = now if scheduled_time is None else rerun_time(scheduled_time, now, history)
     event = ev.ManualTrigger(request_id or uuid.uuid4().hex, Trigger.MANUAL, at)
     invocation_id = manual_invocation_id(stored.record, event, at)
     detail = {"invocation": invocation_id}

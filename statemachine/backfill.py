@@ -8,15 +8,17 @@ by the step that starts it: a thousand times never meet in one commit. The ids f
 from (job, time, request id), so a request repeated with the same id names the same
 invocations, and never those of the schedule's own occurrences at the same times.
 
-Backfills are for the past: `end` may not be later than now. A re-run (a person's
-trigger with a scheduled time) names one past instant, any instant (a manual trigger's
-time is not a fire time of the schedule, and re-running it is fair).
+Backfills are for the past: `end` may not be later than now, nor `start` earlier than
+1970 (invocation ids count milliseconds from there, statemachine/ids.py). A re-run (a person's
+trigger with a scheduled time) names one past instant, any instant within the job's
+history window (a manual trigger's time is not a fire time of the schedule, and
+re-running it is fair).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 from statemachine import ids
 from statemachine.errors import SundialError
@@ -27,6 +29,7 @@ from statemachine.vocabulary import Trigger
 
 MAX_BACKFILL = 1000  # invocations one backfill request may ask for
 _COUNTED = 100_000  # how far an over-long range is counted for its error message
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 class BackfillError(SundialError):
@@ -50,6 +53,9 @@ def plan(policy: JobPolicy, start: datetime, end: datetime, now: datetime, key: 
     _require_aware(end, "end")
     if start >= end:
         raise BackfillError(f"start ({_shown(start)}) must be before end ({_shown(end)})")
+    if start < _EPOCH:
+        raise BackfillError(f"start ({_shown(start)}) is before 1970-01-01T00:00:00Z, where invocation ids "
+                            "begin counting")
     if end > now:
         raise BackfillError(f"end ({_shown(end)}) is in the future (now is {_shown(now)}); a backfill "
                             "covers past fire times only, and the schedule delivers the later ones")
@@ -66,13 +72,22 @@ def plan(policy: JobPolicy, start: datetime, end: datetime, now: datetime, key: 
     return Backfill(run, times)
 
 
-def rerun_time(scheduled_time: datetime, now: datetime) -> datetime:
-    """The scheduled time of a re-run, which must be past (or now), to the millisecond
-    (the resolution of invocation ids and of X-Sundial-Scheduled-Time)."""
+def rerun_time(scheduled_time: datetime, now: datetime, history: timedelta | None = None) -> datetime:
+    """The scheduled time of a re-run, to the millisecond (the resolution of invocation
+    ids and of X-Sundial-Scheduled-Time). It must be past (or now), and no earlier than
+    the job's history window (`history` before now; None: no window), nor than 1970
+    (invocation ids count milliseconds from there)."""
     _require_aware(scheduled_time, "scheduled_time")
     if scheduled_time > now:
         raise BackfillError(f"scheduled_time ({_shown(scheduled_time)}) is in the future (now is "
                             f"{_shown(now)}); a re-run repeats a past occurrence")
+    if history is not None and history < now - _EPOCH:
+        earliest, window = now - history, f"the history window ({history.days} days)"
+    else:
+        earliest, window = _EPOCH, "1970"
+    if scheduled_time < earliest:
+        raise BackfillError(f"scheduled_time ({_shown(scheduled_time)}) is before {_shown(earliest)}: a re-run "
+                            f"repeats an occurrence no older than {window}")
     return scheduled_time.replace(microsecond=scheduled_time.microsecond // 1000 * 1000)
 
 

@@ -93,4 +93,6 @@ def _parse_instant_text(text: str) -> datetime:
 def rfc3339_millis(instant: datetime) -> str:
     """RFC 3339 in UTC with milliseconds: `2018-03-22T00:09:00.000Z`."""
     utc = instant.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    # Not strftime: its %Y does not pad a year before 1000 to the four digits RFC 3339 needs.
+    return (f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}."
+            f"{utc.microsecond // 1000:03d}Z")

@@ -13,9 +13,10 @@ not succeeded within two periods" stands.
   together, so at most twice the period; once its last two fire times have both gone by
   without success, it is longer (for a regular schedule, as soon as the last fire time
   is past).
-- `with X interval` and `continuously` (X = 0): X plus the job's `timeout`. The next
-  run starts X after the previous one ends, and a run may take up to its timeout and
-  still succeed, so successes of a healthy job come at most this far apart.
+- `with X interval` and `continuously` (X = 0): X (or `min_backoff`, when longer) plus
+  the job's `timeout`. The next run starts that long after the previous one ends, and a
+  run may take up to its timeout and still succeed, so successes of a healthy job come
+  at most this far apart.
 - `triggered` jobs and one-off `at` times have no period (None), nor has a schedule
   that never fires again (an `end` that has passed).
 """
@@ -48,7 +49,7 @@ def expected_period(policy: JobPolicy, now: datetime) -> timedelta | None:
     doc); None for a job that is not expected to run by the clock any more."""
     schedule = policy.schedule
     if isinstance(schedule, IntervalSchedule):
-        return schedule.interval + policy.timeout
+        return max(schedule.interval, policy.retry.min_backoff) + policy.timeout
     if isinstance(schedule, BoundedSchedule):
         if next_fire(schedule, now) is None:
             return None  # past its `end`

@@ -40,7 +40,7 @@ def arm_next(record: JobRecord, now: datetime) -> Result:
     if isinstance(schedule, IntervalSchedule):
         if record.active or record.has_waiting:
             return arm(record, None)
-        at = now + max(schedule.interval, _failure_backoff(record))
+        at = now + max(schedule.interval, _least_wait(record))
         if record.scheduled_until is not None and at <= record.scheduled_until:
             # Occurrence ids have millisecond resolution: a run shorter than that
             # must not give the next occurrence the same scheduled time.
@@ -51,15 +51,17 @@ def arm_next(record: JobRecord, now: datetime) -> Result:
     return arm(record, next_fire(schedule, record.scheduled_until or now))
 
 
-def _failure_backoff(record: JobRecord) -> timedelta:
-    """After failed invocations a relative schedule (`continuously`) waits like a retry:
-    `min_backoff`, doubling per consecutive failure up to `max_backoff`, so a failing
-    target is not called flat out. Without jitter, so it never waits less."""
-    failures = record.consecutive_failures
-    if not failures or record.policy is None:
+def _least_wait(record: JobRecord) -> timedelta:
+    """A relative schedule (`continuously`, `with 0s interval`) waits at least
+    `min_backoff` after every invocation, a success too: a target that answers at once
+    would otherwise be called flat out (tens of times a second, a write each). After
+    failures it waits like a retry, doubling per consecutive failure up to
+    `max_backoff`. Without jitter, so it never waits less."""
+    if record.policy is None:
         return timedelta(0)
     retry = record.live_policy.retry
-    return exponential_step(retry.min_backoff, retry.max_backoff, failures)
+    failures = record.consecutive_failures
+    return exponential_step(retry.min_backoff, retry.max_backoff, failures) if failures else retry.min_backoff
 
 
 def on_tick(record: JobRecord, event: ev.TickArrived, now: datetime, tuning: Tuning) -> Result:

@@ -10,7 +10,7 @@ from flask import Blueprint, jsonify, request
 from config.limits import MAX_PAGE_SIZE
 from config.model import JOB_ID
 from engine.ports import ProjectRow, StoredJob
-from web import labels
+from web import labels, page_tokens
 from web.access import READ, authorize, readable
 from web.context import current_engine, queries
 from web.errors import ApiError
@@ -69,13 +69,13 @@ def list_jobs(project: str):
         wanted = labels.parse_filter(request.args.getlist("label"))
     except ValueError as error:
         raise ApiError("INVALID_ARGUMENT", str(error)) from None
-    page, token = queries().jobs_page(project, _page_size(DEFAULT_JOBS_PAGE_SIZE),
-                                      request.args.get("page_token") or None)
+    scope = f"jobs/{project}"
+    page, token = queries().jobs_page(project, _page_size(DEFAULT_JOBS_PAGE_SIZE), _position(scope))
     # Filtered within the page: a page may hold fewer jobs than page_size, the token still goes on.
     page = [job for job in page if labels.matches(job.definition.labels, wanted)]
     last, now = queries().recent_invocations(page, 1), current_engine().clock.now()
     jobs = [job_view(job, next(iter(last.get(job.record.job_id, [])), None), now) for job in page]
-    return jsonify({"jobs": jobs, "next_page_token": token})
+    return jsonify({"jobs": jobs, "next_page_token": page_tokens.issue(scope, token)})
 
 
 @api.get("/projects/<project>/jobs/<id:job_id>")
@@ -86,8 +86,15 @@ def get_job(project: str, job_id: str):
 @api.get("/projects/<project>/jobs/<id:job_id>/invocations")
 def list_invocations(project: str, job_id: str):
     job_or_404(project, job_id)
-    page, token = queries().invocations(project, job_id, _page_size(), request.args.get("page_token"))
-    return jsonify({"invocations": [invocation_view(row) for row in page], "next_page_token": token})
+    scope = f"invocations/{project}/{job_id}"
+    page, token = queries().invocations(project, job_id, _page_size(), _position(scope))
+    return jsonify({"invocations": [invocation_view(row) for row in page],
+                    "next_page_token": page_tokens.issue(scope, token)})
+
+
+def _position(scope: str) -> str | None:
+    """Where the list `scope` resumes: its `page_token`, checked (web/page_tokens.py)."""
+    return page_tokens.position(scope, request.args.get("page_token"))
 
 
 def _page_size(default: int = DEFAULT_PAGE_SIZE) -> int:
@@ -109,9 +116,10 @@ def list_audit(project: str):
     """The project's operator actions, newest first (?job=J: that job's only); readers of
     the project may read them, entries of deleted jobs included."""
     project_or_404(project)
-    job_id = request.args.get("job") or None
-    if job_id is not None:
+    job_id = request.args.get("job")
+    if job_id is not None:  # `job=` too: no job has an empty id, and no filter is no `job`
         refuse_bad_job_id(None, {"job_id": job_id})
-    page, token = queries().audit(project, job_id, _page_size(DEFAULT_AUDIT_PAGE_SIZE),
-                                  request.args.get("page_token") or None)
-    return jsonify({"entries": [audit_view(entry) for entry in page], "next_page_token": token})
+    scope = f"audit/{project}/{job_id or ''}"
+    page, token = queries().audit(project, job_id, _page_size(DEFAULT_AUDIT_PAGE_SIZE), _position(scope))
+    return jsonify({"entries": [audit_view(entry) for entry in page],
+                    "next_page_token": page_tokens.issue(scope, token)})

@@ -107,8 +107,9 @@ def trigger(project: str, job_id: str):
     project_or_404(project, TRIGGER)
     body = fields(json_object(optional=True), {"request_id": str, "scheduled_time": str})
     request_id = text(body, "request_id", MAX_REQUEST_ID_CHARS)
+    history = current_app.config["SUNDIAL_SETTINGS"].history  # a re-run stays within the job's history
     row = ops.trigger(current_engine(), project, job_id, request_id or None,
-                      scheduled_time=optional_instant(body, "scheduled_time"), actor=actor())
+                      scheduled_time=optional_instant(body, "scheduled_time"), actor=actor(), history=history)
     return jsonify(invocation_view(row))
 
 

@@ -65,7 +65,8 @@ def _job_action(summary: str, description: str, body: str | None, errors=(400, 4
                                params=(_PROJECT, _JOB), body=body, description=description)}
 
 
-_LABEL = {"name": "label", "in": "query", "schema": {"type": "array", "items": {"type": "string"}},
+_LABEL = {"name": "label", "in": "query", "schema": {"type": "array", "items": {
+              "type": "string", "pattern": "^[a-z][a-z0-9_-]{0,62}(:.*)?$"}},
           "style": "form", "explode": True,
           "description": "KEY:VALUE (that value) or KEY (any value); repeated, all must match. Filtered "
                          "within each page, so a page may hold fewer jobs than page_size"}
@@ -76,7 +77,8 @@ def _paths() -> dict:
     page: tuple[dict[str, Any], ...] = ({"name": "page_size", "in": "query", "schema": {
                 "type": "integer", "minimum": 1, "maximum": limits.MAX_PAGE_SIZE, "default": 50}},
             {"name": "page_token", "in": "query", "schema": {"type": "string"},
-             "description": "the previous page's next_page_token"})
+             "description": "the previous page's next_page_token (opaque); one this list did not "
+                            "issue is 400"})
     return {
         "/projects": {"get": _operation("List projects", _ok(200, "ProjectList", "the projects"), ())},
         "/projects/{project}/jobs": {"get": _operation(
@@ -129,8 +131,9 @@ def _job_actions(job: str) -> dict:
         description="One invocation per fire time of the job's schedule in [start, end), trigger "
                     "`backfill`, each with its own scheduled time and template values, started one "
                     "after another (as many at once as `allow` lets run) whatever the overlap policy. "
-                    "At most 1,000 per call; 400 for more, for start not before end, for an end in "
-                    "the future, and for a schedule without fire times; 409 for a paused or "
+                    "At most 1,000 per call; 400 for more, for start not before end, for a start "
+                    "before 1970, for an end in the future, and for a schedule without fire times; "
+                    "409 for a paused or "
                     "disabled job.")},
     }
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from config import limits
 from config.job_extras import MAX_DESCRIPTION, MAX_LABEL_VALUE, MAX_LABELS
 from config.model import JOB_ID
+from config.targets import _QUEUE, _TOPIC
 from engine.ports import JobSource
 from statemachine.backfill import MAX_BACKFILL
 from statemachine.policy import Catchup, Overlap
@@ -69,9 +70,15 @@ def _auth() -> dict:
                 description="a Google-signed token for the service account, minted at every attempt; never shown")
 
 
+# As config/schema.py spells them for project files: what validation refuses, the document says.
+_URL_PATTERN = "^[Hh][Tt][Tt][Pp][Ss]?://"
+_TOPIC_PATTERN = f"^(?:{_TOPIC.pattern})$"
+_QUEUE_PATTERN = f"^(?:{_QUEUE.pattern})$"
+
+
 def _targets() -> dict:
     http = _obj({
-        "url": {"type": "string", "minLength": 1,
+        "url": {"type": "string", "minLength": 1, "pattern": _URL_PATTERN,
                 "description": f"a template; at most {limits.MAX_URL_BYTES:,} bytes"},
         "method": {"type": "string", "enum": METHODS},
         "headers": _header_map(limits.MAX_HEADER_VALUE_BYTES, limits.MAX_HEADERS),
@@ -81,13 +88,14 @@ def _targets() -> dict:
         "auth": _auth(),
     }, ["url"], closed=True)
     pubsub = _obj({
-        "topic": {"type": "string", "example": "projects/P/topics/T"},
+        "topic": {"type": "string", "pattern": _TOPIC_PATTERN, "example": "projects/P/topics/T"},
         "data": {"type": "string"},
         "attributes": _string_map(limits.MAX_ATTRIBUTE_VALUE_BYTES, limits.MAX_ATTRIBUTES),
     }, ["topic"], closed=True)
     cloud_tasks = _obj({
-        "queue": {"type": "string", "example": "projects/P/locations/L/queues/Q"},
-        "url": {"type": "string", "minLength": 1}, "method": {"type": "string", "enum": METHODS},
+        "queue": {"type": "string", "pattern": _QUEUE_PATTERN, "example": "projects/P/locations/L/queues/Q"},
+        "url": {"type": "string", "minLength": 1, "pattern": _URL_PATTERN},
+        "method": {"type": "string", "enum": METHODS},
         "headers": _header_map(limits.MAX_HEADER_VALUE_BYTES, limits.MAX_HEADERS),
         "body": {"type": "string"},
         "auth": _auth(),
@@ -128,7 +136,7 @@ def _job_entry() -> dict:
                                                         "(JSON) when the first SUCCEEDED invocation follows "
                                                         "FAILED ones"},
         **_extras(),
-    }, ["target"], closed=True, **{"not": {"required": ["schedule", "at"]}},
+    }, ["target"], closed=True, oneOf=[{"required": ["schedule"]}, {"required": ["at"]}],
         description="A config file's job entry without its id (docs/REFERENCE.md section 2): "
                     "give exactly one of `schedule` and `at`.",
         example={"at": ["2030-01-04T09:00:00Z"], "timezone": "UTC",
@@ -248,17 +256,18 @@ def schemas() -> dict:
                              closed=True),
         "AbortRequest": _obj({"reason": nullable({"type": "string", "maxLength": limits.MAX_REASON_CHARS})},
                              closed=True),
-        "TriggerRequest": _obj({"request_id": {
+        "TriggerRequest": _obj({"request_id": nullable({
             "type": "string", "maxLength": limits.MAX_REQUEST_ID_CHARS,
-            "description": "idempotency key: the same id again returns the first request's invocation"},
-            "scheduled_time": {"type": "string", "format": "date-time", "description": (
+            "description": "idempotency key: the same id again returns the first request's invocation"}),
+            "scheduled_time": nullable({"type": "string", "format": "date-time", "description": (
                 "re-run this past occurrence: the invocation's scheduled time and template values "
-                "(RFC 3339 with an offset or Z; a future time is 400)")}},
+                "(RFC 3339 with an offset or Z; a future time, or one older than the history kept "
+                "(SUNDIAL_HISTORY_DAYS), is 400)")})},
             closed=True),
         **_backfill_schemas(),
         "CompleteRequest": _obj({"status": {"type": "string", "enum": [InvocationStatus.SUCCEEDED.value,
                                                                       InvocationStatus.FAILED.value]},
-                                 "message": {"type": "string", "maxLength": limits.MAX_MESSAGE_CHARS}},
+                                 "message": nullable({"type": "string", "maxLength": limits.MAX_MESSAGE_CHARS})},
                                 ["status"], closed=True),
         **_audit_schemas(),
         "ProjectConfig": _project_config(),
@@ -274,9 +283,9 @@ def _backfill_schemas() -> dict:
         "BackfillRequest": _obj({
             "start": {**time, "description": "the first instant of the range, included (RFC 3339, offset or Z)"},
             "end": {**time, "description": "the end of the range, excluded; not in the future"},
-            "request_id": {"type": "string", "maxLength": limits.MAX_REQUEST_ID_CHARS,
-                           "description": "idempotency key: the same id again names the same invocations "
-                                          "and starts nothing new"}},
+            "request_id": nullable({"type": "string", "maxLength": limits.MAX_REQUEST_ID_CHARS,
+                                    "description": "idempotency key: the same id again names the same "
+                                                   "invocations and starts nothing new"})},
             ["start", "end"], closed=True),
         "BackfillResult": _obj({
             "count": {"type": "integer", "minimum": 0, "maximum": MAX_BACKFILL},
@@ -295,7 +304,9 @@ def _audit_schemas() -> dict:
             "action": {"type": "string", "enum": [action.value for action in AuditAction]},
             "job": {"type": "string"},
             "detail": {"type": "object", "description": (
-                "`reason` (pause, abort), `created` (put), `invocation` (trigger; `scheduled_time` "
+                "`reason` (pause, abort); `created`, `before` and `after` (put: each "
+                "`{revision, targets}`, the definition's digest and where each of its targets "
+                "sends, a URL without its query); `invocation` (trigger; `scheduled_time` "
                 "for a re-run), `start`, `end`, `count` (backfill)")},
         }, ["time", "actor", "action", "job", "detail"]),
         "AuditList": _obj({"entries": {"type": "array", "items": ref("AuditEntry")},

@@ -7,7 +7,9 @@ cross-site form or fetch (CSRF), or through a name of its own that resolves to
 - only a `Host` that names loopback (`127.0.0.1` or any 127/8 address, `localhost`,
   `[::1]`; any port) is served;
 - a request that changes something (any method but GET, HEAD, OPTIONS) is refused when
-  its `Origin` is not this server's own loopback origin (`Origin: null` included), or
+  its `Origin` is not exactly the loopback origin it was sent to, the host and port of
+  its `Host` (`Origin: null` included; `127.0.0.2` or `localhost` is another origin than
+  `127.0.0.1`, since another local process may serve a page there on the same port), or
   when the browser marks it `Sec-Fetch-Site: cross-site`. A request with no `Origin`
   (curl, scripts) is a program on this machine, which is trusted in this mode.
 Both answer 403 before anything is read or changed.
@@ -37,7 +39,7 @@ def install(app: Flask, open_access: bool) -> None:
         if request.method in SAFE_METHODS:
             return None
         origin = request.headers.get("Origin")
-        if origin is not None and not _same_loopback_origin(origin, port):
+        if origin is not None and not _same_loopback_origin(origin, host, port):
             raise ApiError("PERMISSION_DENIED", f"a change from origin {origin[:100]!r} is refused: "
                                                 "with no API tokens set, only this server's own "
                                                 "pages may change anything")
@@ -64,11 +66,17 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _same_loopback_origin(origin: str, port: int | None) -> bool:
+def _same_loopback_origin(origin: str, host: str, port: int | None) -> bool:
+    """`origin` names the very host and port the request came to (`Host`), on loopback."""
     parts = urlsplit(origin)
     try:
         origin_port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
     except ValueError:
         return False
     return (parts.scheme in ("http", "https") and _is_loopback(parts.hostname or "")
+            and _normal(parts.hostname or "") == _normal(host)
             and origin_port == (port or {"http": 80, "https": 443}.get(request.scheme)))
+
+
+def _normal(host: str) -> str:
+    return host.lower().rstrip(".")

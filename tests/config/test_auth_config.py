@@ -99,3 +99,12 @@ CASES = [
 def test_auth_error(target, expected):
     expected = [expected] if isinstance(expected, str) else expected
     assert errors(job_with(target)) == [f"p.yaml:6: job 'a': {line}" for line in expected]
+
+
+@pytest.mark.parametrize("kind", ["http", "cloud_tasks"])
+def test_auth_beside_a_url_with_a_broken_bracketed_host_is_an_error_not_a_crash(kind):
+    """schemathesis: `HTtps://(]x` with `auth` raised ValueError in the Authorization check (a 500)."""
+    queue = f"queue: {QUEUE}, " if kind == "cloud_tasks" else ""
+    found = errors(job_with(f"{kind}: {{{queue}url: 'https://(]x', auth: {{oidc: {{service_account: {SA}}}}}}}"))
+    assert found and all(line.startswith("p.yaml:6:") for line in found), found
+    assert any("bad host" in line for line in found), found

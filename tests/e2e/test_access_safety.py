@@ -67,6 +67,21 @@ def test_open_mode_serves_its_own_origin_and_programs_without_one(open_server):
                             timeout=10).status_code == 200, host
 
 
+def test_open_mode_refuses_another_loopback_origin_on_the_same_port(open_server):
+    """The origin must be the very host the request came to: a page served by another
+    local process on 127.0.0.2 (or localhost) with the same port number is another origin."""
+    port = open_server.port
+    for origin, host in ((f"http://127.0.0.2:{port}", None), (f"http://localhost:{port}", None),
+                         (f"http://127.0.0.1:{port}", f"localhost:{port}"), (f"http://[::1]:{port}", None)):
+        headers = {"Origin": origin, **({"Host": host} if host else {})}
+        answer = pause(open_server, headers=headers)
+        assert answer.status_code == 403, (origin, host)
+        assert answer.json()["error"]["code"] == "PERMISSION_DENIED"
+    assert not paused(open_server)
+    same = pause(open_server, headers={"Origin": f"http://localhost:{port}", "Host": f"localhost:{port}"})
+    assert same.status_code == 200 and paused(open_server)
+
+
 @pytest.mark.parametrize("host", ["rebind.evil.example:8080", "evil.example", "10.0.0.1", "127.0.0.1.evil.example"])
 def test_open_mode_refuses_a_host_that_is_not_loopback(open_server, host):
     requests_made = (("GET", "/api/v1/projects"), ("GET", "/p/alpha"), ("POST", "/api/v1/projects/alpha/jobs/j:pause"))

@@ -279,3 +279,67 @@ def test_a_redirect_does_not_carry_the_token_on(capsys):
     assert "something other than JSON" in capsys.readouterr().err
     [arrival] = receiver.arrivals
     assert "Authorization" not in arrival.headers
+
+
+def _main(argv: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "main.py", *argv], cwd=ROOT, input=stdin, capture_output=True,
+                          text=True, timeout=60, env={k: v for k, v in os.environ.items() if k != "SUNDIAL_TOKEN"})
+
+
+def test_the_token_comes_from_a_file_or_standard_input_never_the_process_list(server, tmp_path):
+    """Finding N5: `--token "$TOKEN"` showed the token to every local user in `ps`."""
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    wrong_file = tmp_path / "wrong"
+    wrong_file.write_text("not-the-token\n")
+    listing = ["jobs", "list", PROJECT, "--server", server.url]
+    for argv, stdin in (([*listing, "--token-file", str(token_file)], None),
+                        ([*listing, "--token-file", "-"], TOKEN + "\n"), ([*listing, "--token", "-"], TOKEN)):
+        done = _main(argv, stdin)
+        assert done.returncode == 0 and "on-demand" in done.stdout, (argv, done.stderr)
+    assert _main([*listing, "--token-file", str(wrong_file)]).stderr.startswith("main.py jobs list: 401 ")
+    for argv, says in (([*listing, "--token-file", str(token_file), "--token", TOKEN], "give one of them"),
+                       ([*listing, "--token-file", str(tmp_path / "missing")], "cannot read"),
+                       ([*listing, "--token", "-"], "standard input holds no token")):
+        done = _main(argv, "")
+        assert done.returncode == 2 and says in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def _address_of_this_machine() -> str | None:
+    """An address of this machine that is not loopback (where a route out exists)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1: nothing is sent, a route is chosen
+        except OSError:
+            return None
+        address = probe.getsockname()[0]
+    return None if address.startswith("127.") else address
+
+
+def test_a_token_is_not_sent_over_plain_http_to_another_host_without_insecure(capsys):
+    """Finding N5: `--server http://203.0.113.7:8080` sent the bearer token in clear."""
+    from http.server import ThreadingHTTPServer
+    from threading import Thread
+
+    address = _address_of_this_machine()
+    if address is None:
+        pytest.skip("this machine has no address but loopback")
+    receiver = Receiver()
+    elsewhere = ThreadingHTTPServer((address, 0), receiver.server.RequestHandlerClass)  # records in `receiver`
+    Thread(target=elsewhere.serve_forever, daemon=True).start()
+    url = f"http://{address}:{elsewhere.server_address[1]}"
+    try:
+        refused = cli.main(["jobs", "get", PROJECT, "hourly", "--server", url, "--token", TOKEN])
+        err = capsys.readouterr().err
+        assert (refused, receiver.arrivals) == (2, [])
+        assert err.count("\n") == 1 and "refusing to send the token over plain http://" in err, err
+        sent = cli.main(["jobs", "get", PROJECT, "hourly", "--server", url, "--token", TOKEN, "--insecure"])
+        capsys.readouterr()
+    finally:
+        elsewhere.shutdown()
+        elsewhere.server_close()
+        receiver.close()
+    assert sent == 1  # the receiver's "ok" is not JSON; what matters is what it was sent
+    assert receiver.arrivals[0].headers["Authorization"] == f"Bearer {TOKEN}"

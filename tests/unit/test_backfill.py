@@ -10,6 +10,7 @@ from statemachine import events as ev
 from statemachine import ids
 from statemachine.backfill import MAX_BACKFILL, BackfillError, plan, rerun_time
 from statemachine.budget import STARTS_PER_STEP
+from statemachine.durations import rfc3339_millis
 from statemachine.machine import InvalidTransition, step
 from statemachine.policy import Overlap
 from statemachine.schedule import parse_at
@@ -88,6 +89,34 @@ def test_a_rerun_is_of_the_past_to_the_millisecond():
         rerun_time(NOW + timedelta(seconds=1), NOW)
     with pytest.raises(BackfillError, match="offset"):
         rerun_time(datetime(2026, 1, 5, 9), NOW)
+
+
+def test_a_rerun_is_no_older_than_the_history_window_nor_1970():
+    """Finding N8: year 1 was accepted, and answered as `1-01-01T00:00:00.000Z`."""
+    history = timedelta(days=45)
+    assert rerun_time(NOW - timedelta(days=44), NOW, history) == NOW - timedelta(days=44)
+    with pytest.raises(BackfillError, match=r"scheduled_time .* history window \(45 days\)"):
+        rerun_time(NOW - timedelta(days=46), NOW, history)
+    year_one = datetime(1, 1, 1, tzinfo=NOW.tzinfo)
+    with pytest.raises(BackfillError, match=r"scheduled_time \(0001-01-01T00:00:00Z\) is before 2025-11-21"):
+        rerun_time(year_one, NOW, history)
+    for window in (None, timedelta(days=999_999_999)):  # invocation ids count from 1970
+        with pytest.raises(BackfillError, match="scheduled_time .* before 1970-01-01T00:00:00Z"):
+            rerun_time(year_one, NOW, window)
+
+
+@pytest.mark.parametrize("start", ["0001-01-01T00:00:00Z", "0002-01-01T00:00:00Z", "1969-12-31T23:59:59Z"])
+def test_a_backfill_starts_no_earlier_than_1970(start):
+    """Year 1 overflowed (a 500), and earlier than 1970 made invocation ids that no longer
+    sort newest first (12 hex digits of time instead of 11)."""
+    with pytest.raises(BackfillError, match="start .* before 1970-01-01T00:00:00Z"):
+        plan(policy(schedule_text="@yearly"), datetime.fromisoformat(start), NOW, NOW, "r")
+
+
+@pytest.mark.parametrize("year", [1, 999, 1969])
+def test_times_before_the_year_1000_keep_four_digit_years(year):
+    instant = datetime(year, 2, 3, 4, 5, 6, 789000, tzinfo=NOW.tzinfo)
+    assert rfc3339_millis(instant) == f"{year:04d}-02-03T04:05:06.789Z"
 
 
 # --- the machine ------------------------------------------------------------------------

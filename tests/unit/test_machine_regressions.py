@@ -1,5 +1,7 @@
 """Machine regressions: handled fire times stay handled, ids stay unique, every event has an outcome."""
 
+from datetime import timedelta
+
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import Overlap
@@ -32,9 +34,10 @@ def test_continuously_gives_a_run_ending_within_the_same_millisecond_a_new_invoc
     invocation a new id, or its row overwrites the finished one and targets de-dup it."""
     job = Scenario()
     job.enable("10:00", schedule_text="continuously")
-    first = _starts(job.tick("10:00"))[0].invocation_id
-    job.run_through(first, "10:00:00.000400")
-    second = _starts(job.tick("10:00:00.000400"))[0].invocation_id
+    due = job.record.tick_at  # min_backoff after enabling, as after each run
+    first = _starts(job.tick(due))[0].invocation_id
+    job.run_through(first, due + timedelta(microseconds=400))
+    second = _starts(job.tick(job.record.tick_at))[0].invocation_id
     assert second != first
 
 

@@ -122,21 +122,38 @@ def test_relative_schedule_rearms_only_after_the_invocation_ends():
     ]
 
 
-def test_continuously_starts_again_as_soon_as_it_ends():
+def test_continuously_starts_again_min_backoff_after_it_ends():
     job = Scenario()
-    # A millisecond after "now": the moment of enabling counts as handled.
-    first = clock("10:00:00.001")
+    # min_backoff (1 s by default) after enabling, as after every invocation.
+    first = clock("10:00:01")
     assert job.enable("10:00", schedule_text="continuously") == [act.ScheduleTick(first, "1.1")]
     job.tick(first)
     actions = job.run_through(occurrence_id(first), "10:04")
-    assert actions[-1] == act.ScheduleTick(clock("10:04"), "1.2")
+    assert actions[-1] == act.ScheduleTick(clock("10:04:01"), "1.2")
+
+
+@pytest.mark.parametrize("schedule_text", ["continuously", "with 0s interval", "with 100ms interval"])
+def test_a_relative_schedule_waits_min_backoff_after_a_success(schedule_text):
+    """A target that answers at once is not called flat out: every invocation, a
+    success too, is followed by at least min_backoff (finding N7: 18 invocations/s)."""
+    job = Scenario()
+    retry = RetryPolicy(max_attempts=1, min_backoff=timedelta(seconds=3), max_backoff=timedelta(seconds=60))
+    job.enable("10:00", schedule_text=schedule_text, retry=retry)
+    due, starts = job.record.tick_at, []
+    for _ in range(5):
+        job.tick(due)
+        starts.append(due)
+        ended = due + timedelta(milliseconds=5)  # a quick success
+        due = job.run_through(job.record.active[0].invocation_id, ended)[-1].at
+        assert due - ended == timedelta(seconds=3)
+    assert starts[-1] - starts[0] >= 4 * timedelta(seconds=3)
 
 
 def test_continuously_waits_like_a_retry_after_failed_invocations():
     job = Scenario()
     retry = RetryPolicy(max_attempts=1, min_backoff=timedelta(seconds=2), max_backoff=timedelta(seconds=5))
-    due = clock("10:00:00.001")
     job.enable("10:00", schedule_text="continuously", retry=retry)
+    due = job.record.tick_at
     waits = []
     for _ in range(4):  # each failure doubles the wait, up to max_backoff
         job.tick(due)
@@ -147,8 +164,8 @@ def test_continuously_waits_like_a_retry_after_failed_invocations():
     assert waits == [timedelta(seconds=2), timedelta(seconds=4), timedelta(seconds=5), timedelta(seconds=5)]
     job.tick(due)
     ended = due + timedelta(seconds=1)
-    actions = job.run_through(job.record.active[0].invocation_id, ended)  # a success ends the backoff
-    assert actions[-1].at == ended
+    actions = job.run_through(job.record.active[0].invocation_id, ended)  # a success ends the doubling
+    assert actions[-1].at == ended + timedelta(seconds=2)
 
 
 # --- overlap --------------------------------------------------------------------------

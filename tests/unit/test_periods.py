@@ -30,7 +30,7 @@ def period(schedule: str, now: datetime = FRIDAY_NOON, **policy) -> timedelta | 
     ("0 0 1 * *", timedelta(days=31)),  # November 1 to December 1, and October 1 to November 1
     ("0 0 1 1 *", timedelta(days=365)),
     ("with 10m interval", timedelta(minutes=20)),  # plus the default timeout, 10 minutes
-    ("continuously", timedelta(minutes=10)),
+    ("continuously", timedelta(minutes=10, seconds=1)),  # min_backoff (1 s) after each run, plus the timeout
 ])
 def test_the_period_of_each_form(schedule, expected):
     assert period(schedule) == expected

@@ -49,7 +49,7 @@ ACTIONS = {
     "get invocation": ("GET", JOB + "/invocations/{invocation}", None, 1),
     "list audit": ("GET", "/api/v1/projects/demo/audit", None, 1),
     "trigger": ("POST", JOB + ":trigger", None, 2),
-    "re-run": ("POST", JOB + ":trigger", {"scheduled_time": "2020-01-01T00:00:00Z"}, 2),
+    "re-run": ("POST", JOB + ":trigger", {"scheduled_time": "2026-01-01T00:00:00Z"}, 2),  # within the history
     # The job is `triggered`: a caller who may backfill hears why it has no fire times (400).
     "backfill": ("POST", JOB + ":backfill", {"start": "2020-01-01T00:00:00Z", "end": "2020-01-02T00:00:00Z"}, 2),
     "pause": ("POST", JOB + ":pause", {"reason": "r"}, 2),

@@ -47,6 +47,18 @@ def test_a_disabled_job_refuses_pause_and_trigger(api):
     assert error_of(api.post("j", ":trigger")) == (409, "FAILED_PRECONDITION")
 
 
+def test_a_rerun_older_than_the_history_window_is_refused_naming_the_field(api):
+    """Finding N8: year 1 was accepted and answered `"1-01-01T00:00:00.000Z"`."""
+    api.put("j", noop_job(schedule="triggered"))
+    for old in ("0001-01-01T00:00:00Z", "1969-12-31T23:59:59Z", "2025-11-20T09:59:59Z"):  # 45 days: 11-21 10:00
+        status, code = error_of(answer := api.post("j", ":trigger", {"scheduled_time": old}))
+        assert (status, code) == (400, "INVALID_ARGUMENT"), old
+        assert "scheduled_time" in answer.get_json()["error"]["message"]
+    assert api.history("j") == []
+    kept = api.post("j", ":trigger", {"scheduled_time": "2025-11-21T10:00:00Z"})
+    assert kept.status_code == 200 and kept.get_json()["scheduled_time"] == "2025-11-21T10:00:00.000Z"
+
+
 def test_trigger_returns_the_invocation_and_delivers_it(api):
     api.put("j", http_job(schedule="triggered"))
     response = api.post("j", ":trigger")

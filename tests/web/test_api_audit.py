@@ -50,7 +50,7 @@ def test_each_action_is_recorded_with_its_caller_newest_first(secured, caplog):
     _act(secured, "POST", JOB + ":abort", OWNER, {"reason": "stuck"})
     _act(secured, "DELETE", JOB, OWNER)
     entries = _entries(secured)
-    assert [(e["actor"], e["action"], e["job"], e["detail"]) for e in entries] == [
+    assert [(e["actor"], e["action"], e["job"], _put_as_created(e["detail"])) for e in entries] == [
         (DEPLOYER, "delete", "j", {}),
         (DEPLOYER, "abort", "j", {"reason": "stuck"}),
         ("user:trigger@example.com", "trigger", "j", {"invocation": invocation}),
@@ -64,6 +64,35 @@ def test_each_action_is_recorded_with_its_caller_newest_first(secured, caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "sundial.audit"]
     assert "audit: user:trigger@example.com paused demo/j: INC-1234" in lines and len(lines) == 7
     assert all(r.levelname == "INFO" for r in caplog.records if r.name == "sundial.audit")
+
+
+def _put_as_created(detail: dict) -> dict:
+    """A PUT's detail without what it describes of the definitions (tested on its own)."""
+    return {"created": detail["created"]} if "created" in detail else detail
+
+
+def test_a_put_records_the_targets_and_digest_it_replaced_and_put(secured, caplog):
+    """Finding N9: an owner PUT an exfiltrating target, triggered it and PUT the original
+    back, and the log showed two `put ... replaced` with no trace of the URL used."""
+    caplog.set_level(logging.INFO, logger="sundial.audit")
+    original = {"schedule": "triggered", "target": {"http": {"url": "https://api.example.com/run?key=SECRET"}}}
+    exfiltrating = {"schedule": "triggered", "target": {"http": {"url": "https://u:pw@evil.example/x?t=1#f"}},
+                    "on_failure": {"pubsub": {"topic": "projects/p/topics/t"}}}
+    for body in (original, exfiltrating, original):
+        _act(secured, "PUT", JOB, OWNER, body)
+    back, away, created = [e["detail"] for e in _entries(secured)]
+    assert created["created"] is True and "before" not in created
+    assert created["after"]["targets"] == {"target": "http https://api.example.com/run"}
+    assert away["created"] is False and away["before"] == created["after"]
+    assert away["after"]["targets"] == {"target": "http https://evil.example/x",
+                                        "on_failure": "pubsub projects/p/topics/t"}
+    assert back["before"] == away["after"] and back["after"] == created["after"]
+    assert created["after"]["revision"] != away["after"]["revision"]
+    assert len(created["after"]["revision"]) == 16
+    assert not any(word in json.dumps(_entries(secured)) for word in ("SECRET", "pw@", "t=1"))
+    lines = [r.getMessage() for r in caplog.records if r.name == "sundial.audit"]
+    assert (f"audit: {DEPLOYER} put demo/j: replaced: on_failure none -> pubsub projects/p/topics/t; "
+            "target http https://api.example.com/run -> http https://evil.example/x") in lines, lines
 
 
 def test_refused_and_unchanged_actions_leave_no_entry(secured):
@@ -103,7 +132,8 @@ def test_pages_and_the_job_filter(secured):
             break
     assert seen == everything and len(_entries(secured)) == 10  # default page: 100
     only_a = _entries(secured, "?job=a")
-    assert [e["detail"] for e in only_a] == [{"created": False}, {"created": False}, {"created": True}]
+    assert [_put_as_created(e["detail"]) for e in only_a] == [{"created": False}, {"created": False},
+                                                              {"created": True}]
     assert _entries(secured, "?job=from-config")[0]["detail"] == {"reason": "a"}
     for bad in ("?page_size=0", "?page_size=1001", "?page_size=x", "?job=..", "?job=a%2Fb"):
         assert error_of(secured.client.get(AUDIT + bad, headers=OWNER)) == (400, "INVALID_ARGUMENT"), bad

@@ -157,7 +157,8 @@ def test_the_job_entry_schema_says_schedule_and_at_exclude_each_other(api):
     from web.openapi_schemas import schemas
 
     entry = schemas()["JobEntry"]
-    assert entry["not"] == {"required": ["schedule", "at"]}
+    # exactly one: both match two branches of oneOf, neither matches none
+    assert entry["oneOf"] == [{"required": ["schedule"]}, {"required": ["at"]}]
     assert entry["properties"]["throttle"]["minLength"] == 1
     body = {"schedule": "triggered", "at": ["2030-01-01T00:00:00Z"], "target": {"noop": {}}}
     assert api.put("both", body).status_code == 400
