@@ -106,11 +106,11 @@ def _account(check: Checker, path: Path, value: Any) -> str:
 
 def _audience(check: Checker, path: Path, value: Any, backend: str) -> str:
     text = check.string(path, value, empty=False)
-    parts = urlsplit(text)
     try:
+        parts = urlsplit(text)
         host = parts.hostname or ""
-    except ValueError:
-        host = ""
+    except ValueError:  # a broken bracketed host, "https://[x"
+        parts, host = urlsplit(""), ""
     if any(char.isspace() for char in text) or not host:
         check.fail(path, f"{text!r} is not an absolute URL, e.g. https://service.example.com")
     if parts.scheme == "https" or (parts.scheme == "http" and backend == "local" and _loopback(host)):

@@ -108,3 +108,10 @@ def test_auth_beside_a_url_with_a_broken_bracketed_host_is_an_error_not_a_crash(
     found = errors(job_with(f"{kind}: {{{queue}url: 'https://(]x', auth: {{oidc: {{service_account: {SA}}}}}}}"))
     assert found and all(line.startswith("p.yaml:6:") for line in found), found
     assert any("bad host" in line for line in found), found
+
+
+def test_an_audience_with_a_broken_bracketed_host_is_an_error_not_a_crash():
+    found = errors(job_with(f"http: {{url: 'https://a.example.com/', "
+                            f"auth: {{oidc: {{service_account: {SA}, audience: 'https://[x/y'}}}}}}"))
+    assert found and all(line.startswith("p.yaml:6:") for line in found), found
+    assert any("is not an absolute URL" in line for line in found), found
