@@ -11,8 +11,9 @@ most `parallel` per host; a host's next request goes on the first connection tha
 free again), runs the request's `ready()` check right before writing (the leases and
 the job as stored now: the equivalent of the fence at the socket, `fence.py`), and
 writes. This thread never connects: a host with no idle connection gets one opened on
-another thread (`hand_off`), so a host that is slow to accept holds up none of the
-others, and the new connection comes back here to be written on.
+a thread of its own, so a host that is slow to accept holds up none of the others, and
+the new connection comes back here to be written on (if the request's deadline has not
+passed meanwhile).
 
 Answers with a Content-Length are read here. Any other (chunked, no length, 1xx, bytes
 that are not HTTP), and every error, ends the request's use of the writer: `done` gets
@@ -143,6 +144,9 @@ class BatchWriter:
                     del self._connecting[id(item)]
                 if isinstance(outcome, BaseException):
                     self._fail(item, outcome)
+                elif time.monotonic() >= item.deadline:  # connected too late: never written
+                    outcome.close()
+                    self._fail(item, TimeoutError(f"no connection to its host within {item.timeout:g}s"))
                 else:
                     self._write(outcome, False, item)
             for key in list(self._waiting):
@@ -205,7 +209,8 @@ class BatchWriter:
     def _connect_elsewhere(self, item: Outgoing) -> None:
         """Open a connection for `item` on another thread (a connect waits on the host,
         and this thread writes every other host's requests); the new connection, or the
-        error, comes back through the loop."""
+        error, comes back through the loop, which writes on it only before the request's
+        deadline."""
         with self._lock:
             self._connecting[id(item)] = time.monotonic()
 
@@ -218,7 +223,9 @@ class BatchWriter:
             with self._lock:
                 self._connected.append((item, outcome))
             self._wake_w.send(b"x")
-        self.hand_off(connect)
+        # A thread of its own, not `hand_off`'s senders: a connect must not queue behind
+        # blocking sends to a slow host (it rarely happens: idle connections are reused).
+        threading.Thread(target=connect, name="sundial-connect", daemon=True).start()
 
     def _fail(self, item: Outgoing, error: BaseException) -> None:
         """No connection could be had for `item`: a failed attempt if it may still go

@@ -117,3 +117,28 @@ def test_an_interim_answer_and_then_silence_times_out_at_the_deadline(server):
     (outcome,), _ = _send(server, ["/continue"], timeout=0.3)
     assert isinstance(outcome, TimeoutError), outcome
     assert time.monotonic() - began < 0.8  # (without: until the server closes, 2 s)
+
+
+def test_a_connection_that_comes_after_the_deadline_is_not_written_on(server):
+    """A host slow to accept (here: a pool that takes 0.3 s to connect) for a request of
+    0.1 s: the request fails as a timeout and never reaches the target, where writing it
+    late would have the target act on an attempt recorded as failed."""
+
+    class SlowToConnect(ConnectionPool):
+        def open(self, key, timeout):
+            time.sleep(0.3)
+            return super().open(key, 5.0)
+
+    pool = SlowToConnect()
+    writer = BatchWriter(pool, parallel=4)
+    writer.start()
+    ended, outcomes = threading.Event(), []
+    endpoint = parse_endpoint(f"http://127.0.0.1:{server.server_port}/ok")
+    data = encode_request(endpoint, "POST", {}, b"{}")
+    writer.submit([Outgoing(pool.key_of(endpoint, None, "p"), data, "POST", 0.1, 2000, lambda: True,
+                            lambda outcome: (outcomes.append(outcome), ended.set()))])
+    assert ended.wait(5)
+    writer.shutdown()
+    assert isinstance(outcomes[0], TimeoutError), outcomes
+    time.sleep(0.2)
+    assert server.paths == []
