@@ -131,6 +131,8 @@ class Dispatcher:
                 running = list(self._running)
             futures.wait(running, None if until is None else max(until - time.monotonic(), 0.0))
         self._release_unstarted()
+        if self._pool is not None:
+            self._pipeline.give_back_unsent()  # after the tasks that began them are gone
         self._collector.update(False, self._monotonic())
 
     def _release_unstarted(self) -> None:

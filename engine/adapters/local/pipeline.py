@@ -141,8 +141,9 @@ class TaskPipeline:
     def stop(self, until: float | None = None) -> list[LeasedTask]:
         """Send nothing more; wait for the requests on the wire to answer and their
         results to be committed, until time.monotonic() reads `until` (None: however long
-        the targets' timeouts let them take); give back what was never sent. Returns the
-        tasks never started, for the dispatcher to hand back."""
+        the targets' timeouts let them take). Returns the tasks never started, for the
+        dispatcher to hand back; what was committed and never sent is given back after
+        that (`give_back_unsent`)."""
         self.runner.stop_sending()  # first: from here on no request is written
         unstarted = self._steps.close()
         self._threads[0].join(_left(until))  # the step in hand: its requests are left unsent
@@ -161,16 +162,18 @@ class TaskPipeline:
             self._settle_part(result.item, RuntimeError("stopped before its result was committed"))
         self._results.finish()
         self._threads[1].join(_left(None if until is None else until + LAST_COMMITS))
-        self._give_back_unsent()
         return unstarted
 
     def _left_unsent(self, job: StoredJob, action: Deliver) -> None:
         with self._lock:
             self._unsent[(action.invocation_id, action.event_index, action.attempt)] = (job, action)
 
-    def _give_back_unsent(self) -> None:
+    def give_back_unsent(self) -> None:
         """The attempts committed and never sent go back to their start tasks, in this
-        process's last commit; if it fails, the next start settles them (their holds stay)."""
+        process's last commit; if it fails, the next start settles them (their holds stay).
+        After the dispatcher has completed the tasks it stepped: a start task given back
+        may bear the name of the one that began the attempt (its time is the attempt's),
+        and the queue keeps the first of two tasks of one name."""
         with self._lock:
             unsent, self._unsent = list(self._unsent.values()), {}
         if not unsent:
