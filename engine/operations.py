@@ -37,6 +37,7 @@ from statemachine.definition import JobDefinition
 from statemachine.durations import UTC, rfc3339_millis
 from statemachine.machine import manual_invocation_id
 from statemachine.policy import JobPolicy
+from statemachine.safety import COMPLETION_TOKEN_HEADER, redact_echoes, sent_credentials
 from statemachine.vocabulary import TERMINAL_STATUSES, AbortReason, AuditAction, InvocationStatus, Trigger
 
 TERMINAL = TERMINAL_STATUSES
@@ -228,6 +229,20 @@ def _earlier_request(engine: Engine, stored: StoredJob, request_id: str) -> Invo
 
 # --- async completion --------------------------------------------------------------------
 
+def _masked_report(engine: Engine, project: str, job_id: str, message: str, token: str) -> str:
+    """A target's report as readers may see it: the completion token and the literal
+    credentials of the job's own target (its headers and URL) masked, should the target
+    echo them (secret-backed values are resolved only at a send, and are not known here)."""
+    if not message:
+        return message
+    stored = engine.queries.stored_job(project, job_id)
+    spec = next(iter(stored.definition.target.values()), {}) if stored is not None else {}
+    headers = spec.get("headers") if isinstance(spec, dict) else None
+    literal = {str(k): v for k, v in (headers or {}).items() if isinstance(v, str)}
+    url = str(spec.get("url") or "") if isinstance(spec, dict) else ""
+    return redact_echoes(message, sent_credentials({COMPLETION_TOKEN_HEADER: token, **literal}, url))
+
+
 def complete(engine: Engine, project: str, job_id: str, invocation_id: str, token: str,
              succeeded: bool, message: str = "") -> InvocationRow:
     """An async target's report. The token is checked before anything is read."""
@@ -245,6 +260,7 @@ def complete(engine: Engine, project: str, job_id: str, invocation_id: str, toke
         reason = f" ({row.reason})" if row.reason else ""
         raise Refused("FAILED_PRECONDITION",
                       f"invocation {invocation_id} has already finished: {row.status}{reason}")
+    message = _masked_report(engine, project, job_id, message, expected)
     reason = "" if succeeded else (message or "failed")
     note = Note(invocation_id, f"completion: {status}", {"detail": message} if message else {})
     event = ev.InvocationFinished(invocation_id, succeeded, reason, attempt=None)

@@ -107,3 +107,11 @@ def test_an_unknown_invocation_with_its_own_valid_token_is_404(api, running):
     unknown = "f" * 22
     response = complete(api, unknown, {"status": "SUCCEEDED"}, api.engine.deliveries.completion_token(unknown))
     assert error_of(response) == (404, "NOT_FOUND")
+
+
+def test_a_report_that_echoes_the_completion_token_is_stored_masked(api, running):
+    invocation, token = running
+    complete(api, invocation, {"status": "FAILED", "message": f"bad token? {token} said the worker"}, token)
+    row = api.get(api.url("j", f"/invocations/{invocation}")).get_json()
+    assert token not in str(row)
+    assert row["reason"].startswith("bad token? ") and row["reason"].endswith(" said the worker")
