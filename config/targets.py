@@ -34,7 +34,7 @@ from config.checks import Checker
 from config.settings import own_service
 from config.yamlsource import Path
 from statemachine.durations import format_duration, parse_duration
-from statemachine.safety import OwnService, is_framing_header
+from statemachine.safety import OwnService, is_framing_header, masked_url
 from statemachine.template import TemplateError, hook_only_variables, validate_template
 from statemachine.vocabulary import TargetKind
 
@@ -230,18 +230,19 @@ def _url(check: Checker, path: Path, value: Any, rules: TargetRules | None) -> s
     if value is None:
         check.fail(path, "is required, e.g. https://example.com/run")
     text = _template(check, path, value, limits.MAX_URL_BYTES)
+    shown = masked_url(text)  # errors are shown to readers: no credential in them
     if _SPACE_OR_CONTROL.search(text):
-        check.fail(path, f"{text!r} contains spaces or control characters")
+        check.fail(path, f"{shown!r} contains spaces or control characters")
     try:
         scheme, host, port_ok = scheme_and_host(text)
     except ValueError as error:  # urlsplit's own refusal of a broken bracketed host
-        check.fail(path, f"{text!r} has a bad host: {error}")
+        check.fail(path, f"{shown!r} has a bad host: {error}")
     if scheme not in ("http", "https"):
-        check.fail(path, f"{text!r} is not an http:// or https:// URL")
+        check.fail(path, f"{shown!r} is not an http:// or https:// URL")
     if not port_ok:
-        check.fail(path, f"{text!r} has a bad host or port")
+        check.fail(path, f"{shown!r} has a bad host or port")
     if not host:
-        check.fail(path, f"{text!r} has no host")
+        check.fail(path, f"{shown!r} has no host")
     # A templated host is only known at delivery, which checks the address it resolves to.
     if rules is not None and "$" not in host:
         reason = refusal(host, rules.allowed_hosts, rules.backend)

@@ -319,3 +319,10 @@ def test_a_cloud_tasks_target_larger_than_cloud_tasks_accepts_is_refused():
         "the limit is 92,160 bytes (Cloud Tasks refuses a task over 100 KB)"]
     assert errors(job(f"cloud_tasks:\n  queue: projects/p/locations/l/queues/q\n  url: {url}\n"
                       f"  body: {body[:-1]}")) == []
+
+
+def test_a_broken_urls_error_masks_its_credentials():
+    # Errors are shown to readers of the project (API, UI): the key stays out of them.
+    found = errors(job("http: {url: 'ftp://user:hunter22@x.example.com/?api_key=abcdef123'}"))
+    assert found and all("hunter22" not in line and "abcdef123" not in line for line in found), found
+    assert any("<redacted>" in line for line in found), found
