@@ -79,6 +79,9 @@ Environment (flags win over their variables):
     GOOGLE_APPLICATION_CREDENTIALS, CLOUDSDK_CONFIG, HOME
                                    where Application Default Credentials are found
   target identity (auth: on targets)
+    SUNDIAL_IDENTITIES             PROJECT=SA,SA;PROJECT=SA: the service accounts each project may name
+    SUNDIAL_IDENTITY_AUDIENCES     PROJECT=URL,URL;...: OIDC audiences beyond the target URL's origin
+    SUNDIAL_OWN_HOSTS, K_SERVICE   Sundial's other host names and its Cloud Run service (never a target)
     GCE_METADATA_HOST              host:port of the metadata server (google-auth's variable)
     SUNDIAL_IAM_CREDENTIALS_URL    IAM Credentials API, for accounts other than the runtime's
   secrets

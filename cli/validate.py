@@ -19,9 +19,14 @@ The file format is described in README.md.
 
 Environment:
   SUNDIAL_BACKEND        local or cloud: which target address rules apply (--backend wins)
-  SUNDIAL_SERVICE_URL, GOOGLE_CLOUD_PROJECT, GAE_APPLICATION, SUNDIAL_TASKS_QUEUE
-                         Sundial's own service URL and chain queue, which no
-                         cloud_tasks target may name
+  SUNDIAL_SERVICE_URL, GOOGLE_CLOUD_PROJECT, GAE_APPLICATION, SUNDIAL_TASKS_QUEUE,
+  SUNDIAL_OWN_HOSTS, K_SERVICE
+                         Sundial's own service (its URL, other host names, Cloud Run
+                         service) and chain queue, which no cloud_tasks target may name
+  SUNDIAL_IDENTITIES, SUNDIAL_IDENTITY_AUDIENCES, SUNDIAL_TASKS_SERVICE_ACCOUNT,
+  SUNDIAL_ID_TOKEN_AUDIENCE
+                         the service accounts (and OIDC audiences) the operator grants
+                         each project's `auth`; Sundial's own accounts and audiences
 
 Examples:
   main.py validate examples/configs

@@ -21,7 +21,9 @@ from engine.service import build_engine
 from engine.targets.google_tokens import TokenMinter
 from engine.targets.http import HttpTarget
 from statemachine.definition import JobDefinition
+from statemachine.identities import IdentityGrants, IdentityRules, ProjectIdentities
 from statemachine.policy import JobPolicy, Tuning
+from statemachine.safety import OwnService
 from tests.contract.test_engine_scenarios import Scenario
 from tests.engine.harness import START, FakeClock
 from tests.support.echo import EchoServer
@@ -52,7 +54,9 @@ class EchoScenario(Scenario):
 
     def __init__(self, backend, google: Google, secrets_dir) -> None:
         self.backend, self.clock = backend, FakeClock()
-        self.http = HttpTarget(minter=TokenMinter(google.metadata.host, google.iam.url))
+        grant = IdentityRules(IdentityGrants({"proj": ProjectIdentities(frozenset({google.own}))}))
+        self.http = HttpTarget(minter=TokenMinter(google.metadata.host, google.iam.url,
+                                                  own=OwnService(identities=grant)))
         self.engine = build_engine(backend.store, {"http": self.http}, self.clock, Tuning(), secret=b"s",
                                    secrets=LocalSecrets(str(secrets_dir)))
         self.handle = self.engine.tasks.handle

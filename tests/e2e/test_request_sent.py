@@ -21,7 +21,7 @@ jobs:
     target:
       http:
         url: "{url}/{path}?run=${{invocationId}}"
-        headers: {{X-Signing: {{secret: SIGN}}, Authorization: "Bearer plain-token-xyz", X-Plain: visible}}
+        headers: {{X-Signing: {{secret: SIGN}}, Authorization: "Bearer plain-token-xyz", Accept-Language: visible}}
         body: "{body} ${{invocationId}}"
 """
 JOB = "/api/v1/projects/e2e/jobs/report"
@@ -73,7 +73,7 @@ def test_the_page_shows_what_was_sent_after_the_definition_changed(tmp_path, bac
         page = _html(server, f"/p/e2e/report/{triggered['id']}")
         assert f"POST {receiver.url}/first?run={triggered['id']}" in page
         assert f"version-one {triggered['id']}" in page and "version-two" not in page and "/second" not in page
-        assert 'id="sent-recorded"' in page and "X-Plain: visible" in page
+        assert 'id="sent-recorded"' in page and "Accept-Language: visible" in page
         assert SECRET not in page and "plain-token-xyz" not in page
 
         stored = str(server.get(invocation)["log"])  # ... and never reached the store

@@ -15,7 +15,6 @@ from engine import delivery as sending
 from engine.ports import StoredJob
 from engine.secrets import REDACTED as MASK  # what readers see instead of a credential
 from engine.secrets import LocalSecrets
-from engine.targets.google_tokens import TokenMinter
 from engine.targets.http import HttpTarget
 from statemachine import actions as act
 from statemachine.definition import JobDefinition
@@ -23,6 +22,7 @@ from statemachine.record import new_record
 from tests.support.echo import EchoServer
 from tests.support.google_identity import Google
 from tests.targets.support import delivery
+from tests.targets.test_google_auth import minter_for
 
 LITERAL = "literal-xauth-0123456789"
 COMPLETION = "c0mpletion-token-" + "9" * 47
@@ -44,7 +44,7 @@ def echo():
 
 @pytest.fixture
 def target(google):
-    made = HttpTarget(minter=TokenMinter(google.metadata.host, google.iam.url))
+    made = HttpTarget(minter=minter_for(google, google.metadata.host, google.iam.url))
     yield made
     made.close()
 
