@@ -150,10 +150,11 @@ def _context(project: ProjectConfig | Mapping | None, backend: str, known_jobs: 
 
 
 def validate_text(text: str, filename: str = "<request>", project_id: str | None = None,
-                  backend: str = "local") -> list[ConfigError]:
-    """Every error of a project document, file-level and job-level, by line."""
+                  backend: str = "local", own: OwnService | None = None) -> list[ConfigError]:
+    """Every error of a project document, file-level and job-level, by line (`own` as
+    for parse_project_text)."""
     try:
-        return list(parse_project_text(project_id, text, filename, backend).job_errors)
+        return list(parse_project_text(project_id, text, filename, backend, own=own).job_errors)
     except ProjectConfigError as failure:
         return failure.errors
 

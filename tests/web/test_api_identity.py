@@ -67,3 +67,15 @@ def test_a_file_imported_under_a_grant_since_withdrawn_shows_its_error(api):
     import_directory(api.engine.configs, api.configs, own=withdrawn.own_service)  # the same file, read again
     error = shown(api, "run")["config_error"]
     assert f"target.http.auth.oidc.service_account: {BETA} is not granted to project beta" in error
+
+
+def test_validate_tells_a_projects_grant_only_to_whom_may_read_the_project(api):
+    """POST /validate?project=ID checks the grant for a project the caller may read
+    (beta here); for one it may not (alpha exists only in the grant), the answer is the
+    same whichever account is named: what alpha is granted is not the caller's to learn."""
+    def errors(project: str, account: str) -> list:
+        document = f"jobs:\n  - id: a\n    schedule: triggered\n    target: {{http: {{url: 'https://x.example.com/', " \
+                   f"auth: {{oauth: {{service_account: {account}}}}}}}}}\n"
+        return api.client.post(f"/api/v1/validate?project={project}", data=document).get_json()["errors"]
+    assert errors("beta", BETA) == [] and errors("beta", ALPHA) != []
+    assert errors("alpha", ALPHA) == errors("alpha", BETA) == []
