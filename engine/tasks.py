@@ -85,7 +85,9 @@ class TaskRunner:
         is made under (`stop`), so a request is refused at its last check, the fence at
         the socket included, never written after this; its attempt stays committed as
         starting, for its sender to give back (`give_back_unsent`) or, failing that, for
-        the next start to settle. Notifications (engine/notify.py) are not held back."""
+        the next start to settle. A notification task taken from here on is handed back
+        to the queue unsent (`handle`), for the next start; one already sending is on the
+        wire, as a request is."""
         self._sending_until = self.monotonic()
 
     def start_sending(self) -> None:
@@ -120,6 +122,8 @@ class TaskRunner:
             began = self.monotonic()
             self._run_chain_task(task, NEVER if self.task_lease is None else held_until(began, self.task_lease))
         elif task.kind == TaskKind.NOTIFY:
+            if self.sending_stopped:  # nothing new leaves after the stop's signal
+                raise RetryTask(timedelta(0), "stopping: the next start sends this notification")
             self.notify(task.payload)
         elif task.kind == TaskKind.TRIGGER:
             self._run_trigger(task)

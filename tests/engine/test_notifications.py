@@ -119,3 +119,21 @@ AS_JSON = '{"invocation_id":"inv-1","status":"FAILED"}'
 ])
 def test_the_summary_is_the_payload_unless_the_target_has_one(target, sent):
     assert with_payload(target, SUMMARY) == (target if sent is None else sent)
+
+
+def test_a_notification_task_taken_after_the_stop_is_handed_back_unsent(tmp_path):
+    """From a stop's signal nothing new leaves the process: a notification task taken
+    then goes back to the queue for the next start, its hook not called."""
+    from engine.ports import RetryTask, Task
+    from statemachine.vocabulary import TaskKind
+
+    called = []
+    runner = Harness(tmp_path).engine.tasks
+    runner.notify = called.append
+    task = Task("n", TaskKind.NOTIFY, {"project": "proj", "job": "job"}, START)
+    runner.stop_sending()
+    with pytest.raises(RetryTask):
+        runner.handle(task)
+    runner.start_sending()
+    runner.handle(task)
+    assert called == [task.payload]
