@@ -236,7 +236,7 @@ def _masked_report(engine: Engine, project: str, job_id: str, message: str, toke
     if not message:
         return message
     stored = engine.queries.stored_job(project, job_id)
-    spec = next(iter(stored.definition.target.values()), {}) if stored is not None else {}
+    spec: dict = next(iter(stored.definition.target.values()), {}) if stored is not None else {}
     headers = spec.get("headers") if isinstance(spec, dict) else None
     literal = {str(k): v for k, v in (headers or {}).items() if isinstance(v, str)}
     url = str(spec.get("url") or "") if isinstance(spec, dict) else ""

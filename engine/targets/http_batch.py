@@ -41,6 +41,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+from engine.targets.http_framing import COMPLEX, parse_answer
 from engine.targets.http_pool import Answer, ConnectionPool, _dropped, _read_answer, bounded_response
 
 PARALLEL = 64  # connections per host at once (the pool keeps as many idle)
@@ -179,7 +180,7 @@ class BatchWriter:
         nearest = float("inf")
         for fd, busy in list(self._busy.items()):
             if now >= busy.item.deadline:
-                partial = _parse(bytes(busy.item.buffer), busy.item.read_limit, final=True)
+                partial = parse_answer(bytes(busy.item.buffer), busy.item.read_limit, final=True)
                 ended = partial[0] if isinstance(partial, tuple) else TimeoutError(
                     f"no answer within {busy.item.timeout:g}s")
                 self._end(fd, busy, ended, reuse=False)
@@ -288,10 +289,10 @@ class BatchWriter:
             closed = http.client.RemoteDisconnected("Remote end closed connection without response")
             return self._end(fd, busy, closed if not item.buffer else _incomplete(item), reuse=False)
         item.buffer += chunk
-        parsed = _parse(bytes(item.buffer), item.read_limit)
+        parsed = parse_answer(bytes(item.buffer), item.read_limit)
         if parsed is None:
             return  # more to come
-        if parsed is _COMPLEX:
+        if parsed is COMPLEX:
             return self._hand_off(fd, busy)
         answer, reusable = parsed
         self._end(fd, busy, answer, reuse=reusable)
@@ -364,42 +365,6 @@ def _done(item: Outgoing, outcome: Answer | BaseException | None) -> None:
         item.done(outcome)
     except Exception:  # the caller's: it must not end the writer and every later request
         logging.getLogger("sundial.dispatcher").exception("a staged request's result was lost")
-
-
-_COMPLEX = object()
-
-
-def _parse(data: bytes, limit: int, final: bool = False):
-    """(Answer, reusable) for a complete answer with a Content-Length; None: incomplete;
-    _COMPLEX: any other framing, or bytes that are not HTTP, for http.client to read (or
-    refuse). `final`: the deadline has come, so an answer whose head is complete ends
-    with the part of its body that arrived (the status decides, as on the blocking path)."""
-    if not b"HTTP/".startswith(data[:5]):
-        return _COMPLEX  # not an answer at all: http.client says so at once
-    end = data.find(b"\r\n\r\n")
-    if end < 0:
-        return None if len(data) < 65536 else _COMPLEX
-    lines = data[:end].decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-        return _COMPLEX
-    status = int(parts[1])
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep:
-            return _COMPLEX
-        headers[name.strip().lower()] = value.strip()
-    length = headers.get("content-length", "")
-    if status < 200 or "transfer-encoding" in headers or not length.isdigit():
-        return _COMPLEX
-    body, total = data[end + 4:], int(length)
-    if len(body) < min(total, limit) and not final:
-        return None
-    complete = total <= limit and len(body) == total
-    close = headers.get("connection", "").lower() == "close" or parts[0] == "HTTP/1.0"
-    answer = Answer(status, parts[2] if len(parts) > 2 else "", body[:limit], complete, headers.get("location"))
-    return answer, complete and not close
 
 
 def _incomplete(item: Outgoing) -> BaseException:

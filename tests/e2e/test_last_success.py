@@ -38,8 +38,11 @@ def server(tmp_path_factory):
 
 def run_once(server: Server, job: str, status: str) -> dict:
     """Trigger the job and wait for its invocation to end with `status`; the invocation."""
-    assert server.call("POST", f"{JOBS}/{job}:trigger")[0] == 200
-    rows = wait_until(lambda: [row for row in server.invocations("succ", job) if row["status"] == status], 20)
+    answer, invocation = server.call("POST", f"{JOBS}/{job}:trigger")
+    assert answer == 200
+    # This trigger's invocation: an earlier test's run of the same job has ended already.
+    rows = wait_until(lambda: [row for row in server.invocations("succ", job)
+                               if row["id"] == invocation["id"] and row["status"] == status], 20)
     assert rows, f"{job} never ended {status}"
     return rows[-1]
 
