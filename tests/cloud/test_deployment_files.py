@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 import subprocess
 import sys
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import yaml
 
 from app.bootstrap import build_local
+from config.limits import MAX_ATTEMPT_TIMEOUT
 from config.settings import Settings
+from engine.adapters.cloud.cloud_tasks_queue import DISPATCH_DEADLINE
 from tests.smoke.appserver_smoke import SDK
 from tests.smoke.upload import load_rules, parse_rule, tracked_files, upload_set, working_tree_files
 
@@ -153,3 +157,16 @@ def test_the_upload_is_what_gclouds_own_reading_of_gcloudignore_gives():
     listing = subprocess.run([str(python if python.exists() else sys.executable), "-c", script, str(ROOT)],
                              check=True, capture_output=True, text=True, env=env).stdout
     assert set(listing.split()) == upload_set(load_rules(ROOT), working_tree_files(ROOT))
+
+
+def test_cloud_runs_request_timeout_outlasts_the_longest_attempt():
+    # With Cloud Run's default (300 s), a 5-9 min synchronous attempt's request ends early,
+    # Cloud Tasks retries it while the first still runs, and the retry settles that
+    # attempt as interrupted: the target gets two overlapping deliveries.
+    guide = (ROOT / "docs" / "CLOUD_RUN.md").read_text()
+    deploy = guide[guide.index("gcloud run deploy"):]
+    deploy = deploy[:deploy.index("```")]
+    timeouts = re.findall(r"--timeout[= ](\d+)(s?)\b", deploy)
+    assert len(timeouts) == 1, deploy
+    request_timeout = timedelta(seconds=int(timeouts[0][0]))
+    assert MAX_ATTEMPT_TIMEOUT["cloud"] < DISPATCH_DEADLINE <= request_timeout <= timedelta(seconds=3600)
