@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import fnmatch
+import json
+import logging
 import re
 import subprocess
 import sys
@@ -17,6 +19,8 @@ from app.bootstrap import build_local
 from config.limits import MAX_ATTEMPT_TIMEOUT
 from config.settings import Settings
 from engine.adapters.cloud.cloud_tasks_queue import DISPATCH_DEADLINE
+from engine.deliveries import log as deliveries_log
+from engine.logs import JsonFormatter
 from tests.smoke.appserver_smoke import SDK
 from tests.smoke.upload import load_rules, parse_rule, tracked_files, upload_set, working_tree_files
 
@@ -170,3 +174,28 @@ def test_cloud_runs_request_timeout_outlasts_the_longest_attempt():
     assert len(timeouts) == 1, deploy
     request_timeout = timedelta(seconds=int(timeouts[0][0]))
     assert MAX_ATTEMPT_TIMEOUT["cloud"] < DISPATCH_DEADLINE <= request_timeout <= timedelta(seconds=3600)
+
+
+def _logged(level: int, outcome: str) -> dict:
+    """A `delivered` line as engine/deliveries.py logs it, read back as Cloud Logging's jsonPayload."""
+    record = deliveries_log.makeRecord(deliveries_log.name, level, __file__, 0, "delivered", (), None,
+                                       extra={"fields": {"job": "p/j", "invocation": "i", "event": 0, "outcome": outcome}})
+    return json.loads(JsonFormatter().format(record))
+
+
+def _matches(filter_text: str, line: dict) -> bool:
+    clauses = re.findall(r'(jsonPayload\.\w+|severity)=("[^"]*"|\w+)', filter_text)
+    assert clauses, filter_text
+    return all(str(line[key.removeprefix("jsonPayload.")]) == value.strip('"') for key, value in clauses)
+
+
+def test_the_documented_log_filters_match_the_delivered_lines_the_engine_writes():
+    cost = (ROOT / "docs" / "COST.md").read_text()
+    exclusion = re.search(r"--add-exclusion='name=sundial-delivered,[^']*filter=([^']*)'", cost)
+    assert exclusion, "docs/COST.md: the exclusion of the delivered lines"
+    succeeded, failed = _logged(logging.INFO, "succeeded"), _logged(logging.WARNING, "failed")
+    assert _matches(exclusion.group(1), succeeded)
+    assert not _matches(exclusion.group(1), failed)  # a failed attempt stays in the logs
+    deploy = (ROOT / "docs" / "DEPLOY.md").read_text()
+    explorer = re.search(r'resource.type="gae_app"\n(jsonPayload\.\w+="delivered")', deploy)
+    assert explorer and _matches(explorer.group(1), succeeded) and _matches(explorer.group(1), failed)
