@@ -178,8 +178,9 @@ def test_cloud_runs_request_timeout_outlasts_the_longest_attempt():
 
 def _logged(level: int, outcome: str) -> dict:
     """A `delivered` line as engine/deliveries.py logs it, read back as Cloud Logging's jsonPayload."""
+    fields = {"job": "p/j", "invocation": "i", "event": 0, "outcome": outcome}
     record = deliveries_log.makeRecord(deliveries_log.name, level, __file__, 0, "delivered", (), None,
-                                       extra={"fields": {"job": "p/j", "invocation": "i", "event": 0, "outcome": outcome}})
+                                       extra={"fields": fields})
     return json.loads(JsonFormatter().format(record))
 
 
