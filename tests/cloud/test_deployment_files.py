@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 import fnmatch
+import json
+import logging
+import re
+import subprocess
+import sys
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
+import pytest
 import yaml
 
 from app.bootstrap import build_local
+from config.limits import MAX_ATTEMPT_TIMEOUT
 from config.settings import Settings
+from engine.adapters.cloud.cloud_tasks_queue import DISPATCH_DEADLINE
+from engine.deliveries import log as deliveries_log
+from engine.logs import JsonFormatter
+from tests.smoke.appserver_smoke import SDK
+from tests.smoke.upload import load_rules, parse_rule, tracked_files, upload_set, working_tree_files
 
 ROOT = Path(__file__).resolve().parents[2]
+GCLOUD_LIB = SDK / "lib"
 # App Engine standard runtimes that are supported and stay so for a while: each is
 # supported until its Python's upstream end of life. python311 ends in October 2027,
 # too soon for a new deployment; drop a runtime from here a year before its end.
@@ -102,3 +116,87 @@ def test_deploy_md_creates_the_throttle_queues_of_the_configs_it_deploys():
                 if "main.py queues" in line and line.strip().startswith((".venv/bin/python", "python "))]
     config_dir = load("app.yaml")["env_variables"]["SUNDIAL_CONFIG_DIR"]
     assert commands and all(f"--configs {config_dir}" in line for line in commands), commands
+
+
+def test_the_upload_passes_dev_appservers_configuration_checks():
+    # dev_appserver (devappserver2/application_configuration.py) refuses any runtime but
+    # `custom` when a Dockerfile sits beside app.yaml; the Dockerfile for Cloud Run broke
+    # `make appserver-smoke` that way while nothing fast noticed.
+    upload = upload_set(load_rules(ROOT), tracked_files(ROOT))
+    assert load("app.yaml")["runtime"].startswith("python3")
+    assert "Dockerfile" not in upload
+    for needed in ("app.yaml", "cron.yaml", "index.yaml", "main.py", "requirements.txt", "gunicorn.conf.py"):
+        assert needed in upload, needed
+    assert not [path for path in upload if path.startswith(("tests/", "bench/", ".venv"))]
+    assert {path.split("/")[0] for path in upload} >= {"app", "cli", "config", "engine", "statemachine", "web"}
+
+
+def test_gcloudignore_rules_follow_gitignores_reading():
+    rules = [rule for rule in map(parse_rule, ["# c", "", "tests/", "*.pyc", "/Dockerfile", "docs/*.md",
+                                                "!docs/KEEP.md"]) if rule]
+    files = ["tests/a.py", "web/tests", "x/y.pyc", "Dockerfile", "web/Dockerfile", "docs/A.md",
+             "docs/KEEP.md", "docs/sub/B.md"]
+    assert upload_set(rules, files) == {"web/tests", "web/Dockerfile", "docs/KEEP.md", "docs/sub/B.md"}
+
+
+def test_the_cloud_run_image_upload_keeps_the_dockerfile():
+    # `gcloud builds submit --tag` runs `docker build` on the upload: without the
+    # Dockerfile the build fails, so docs/CLOUD_RUN.md names an ignore file of its own.
+    assert "--ignore-file=.gcloudignore-image" in (ROOT / "docs" / "CLOUD_RUN.md").read_text()
+    image_lines = (ROOT / ".gcloudignore-image").read_text().splitlines()
+    assert "#!include:.gcloudignore" in image_lines
+    image_rules = load_rules(ROOT) + [rule for rule in map(parse_rule, image_lines) if rule]
+    upload = upload_set(image_rules, tracked_files(ROOT))
+    assert {"Dockerfile", ".dockerignore", "main.py", "requirements.txt"} <= upload
+    assert not [path for path in upload if path.startswith(("tests/", "bench/"))]
+
+
+@pytest.mark.skipif(not (GCLOUD_LIB / "googlecloudsdk").is_dir(), reason="no Google Cloud CLI here")
+def test_the_upload_is_what_gclouds_own_reading_of_gcloudignore_gives():
+    script = ("import sys; from googlecloudsdk.command_lib.util import gcloudignore as g\n"
+              "c = g.GetFileChooserForDir(sys.argv[1], write_on_disk=False)\n"
+              "print('\\n'.join(c.GetIncludedFiles(sys.argv[1], include_dirs=False)))")
+    env = {"PYTHONPATH": f"{GCLOUD_LIB}:{GCLOUD_LIB / 'third_party'}", "PATH": "/usr/bin:/bin"}
+    python = SDK / "platform" / "bundledpythonunix" / "bin" / "python3"
+    listing = subprocess.run([str(python if python.exists() else sys.executable), "-c", script, str(ROOT)],
+                             check=True, capture_output=True, text=True, env=env).stdout
+    assert set(listing.split()) == upload_set(load_rules(ROOT), working_tree_files(ROOT))
+
+
+def test_cloud_runs_request_timeout_outlasts_the_longest_attempt():
+    # With Cloud Run's default (300 s), a 5-9 min synchronous attempt's request ends early,
+    # Cloud Tasks retries it while the first still runs, and the retry settles that
+    # attempt as interrupted: the target gets two overlapping deliveries.
+    guide = (ROOT / "docs" / "CLOUD_RUN.md").read_text()
+    deploy = guide[guide.index("gcloud run deploy"):]
+    deploy = deploy[:deploy.index("```")]
+    timeouts = re.findall(r"--timeout[= ](\d+)(s?)\b", deploy)
+    assert len(timeouts) == 1, deploy
+    request_timeout = timedelta(seconds=int(timeouts[0][0]))
+    assert MAX_ATTEMPT_TIMEOUT["cloud"] < DISPATCH_DEADLINE <= request_timeout <= timedelta(seconds=3600)
+
+
+def _logged(level: int, outcome: str) -> dict:
+    """A `delivered` line as engine/deliveries.py logs it, read back as Cloud Logging's jsonPayload."""
+    fields = {"job": "p/j", "invocation": "i", "event": 0, "outcome": outcome}
+    record = deliveries_log.makeRecord(deliveries_log.name, level, __file__, 0, "delivered", (), None,
+                                       extra={"fields": fields})
+    return json.loads(JsonFormatter().format(record))
+
+
+def _matches(filter_text: str, line: dict) -> bool:
+    clauses = re.findall(r'(jsonPayload\.\w+|severity)=("[^"]*"|\w+)', filter_text)
+    assert clauses, filter_text
+    return all(str(line[key.removeprefix("jsonPayload.")]) == value.strip('"') for key, value in clauses)
+
+
+def test_the_documented_log_filters_match_the_delivered_lines_the_engine_writes():
+    cost = (ROOT / "docs" / "COST.md").read_text()
+    exclusion = re.search(r"--add-exclusion='name=sundial-delivered,[^']*filter=([^']*)'", cost)
+    assert exclusion, "docs/COST.md: the exclusion of the delivered lines"
+    succeeded, failed = _logged(logging.INFO, "succeeded"), _logged(logging.WARNING, "failed")
+    assert _matches(exclusion.group(1), succeeded)
+    assert not _matches(exclusion.group(1), failed)  # a failed attempt stays in the logs
+    deploy = (ROOT / "docs" / "DEPLOY.md").read_text()
+    explorer = re.search(r'resource.type="gae_app"\n(jsonPayload\.\w+="delivered")', deploy)
+    assert explorer and _matches(explorer.group(1), succeeded) and _matches(explorer.group(1), failed)

@@ -33,7 +33,6 @@ SUNDIAL_APPSERVER_SMOKE=1 runs it as tests/smoke/test_appserver_smoke.py.
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import os
 import re
@@ -53,6 +52,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.e2e.support import Receiver, wait_until  # noqa: E402
+from tests.smoke.upload import load_rules, upload_set, working_tree_files  # noqa: E402
 from tests.support.emulators import DatastoreEmulator, FirestoreEmulator, TasksEmulator, free_port  # noqa: E402
 
 SDK = Path(os.environ.get("SUNDIAL_GCLOUD_SDK", "/usr/lib/google-cloud-sdk"))
@@ -85,19 +85,11 @@ def unavailable() -> str | None:
     return DatastoreEmulator().unavailable() or TasksEmulator().unavailable()
 
 
-def gcloudignore_patterns() -> list[str]:
-    lines = (ROOT / ".gcloudignore").read_text().splitlines()
-    return [line.strip().rstrip("/") for line in lines if line.strip() and not line.startswith("#")]
-
-
 def stage_app(target: Path, receiver_url: str) -> Path:
     """The files `gcloud app deploy` would upload, and a configs/ directory of one project."""
-    patterns = gcloudignore_patterns()
-
-    def ignore(_directory: str, names: list[str]) -> set[str]:
-        return {name for name in names if any(fnmatch.fnmatch(name, p) for p in patterns)}
-
-    shutil.copytree(ROOT, target, ignore=ignore, symlinks=False)
+    for relative in sorted(upload_set(load_rules(ROOT), working_tree_files(ROOT))):
+        (target / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / relative, target / relative)
     configs = target / "configs"
     configs.mkdir(exist_ok=True)
     (configs / "smoke.yaml").write_text(CONFIG.format(url=receiver_url))
