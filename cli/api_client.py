@@ -8,7 +8,6 @@ becomes `Unreachable`, naming it. The commands print either as one line and exit
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import socket
 import sys
@@ -20,6 +19,7 @@ from typing import IO, Any, Iterator
 
 from cli.common import UsageError
 from config.settings import variable
+from statemachine.safety import is_loopback_host
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 TIMEOUT_SECONDS = 30.0
@@ -80,20 +80,10 @@ def refuse_plain_http(server: str, token: str, insecure: bool) -> None:
     """A token goes over plain http:// only to this machine (a loopback host), unless
     --insecure: anywhere else anyone on the path reads it."""
     parts = urllib.parse.urlsplit(server)
-    if not token or insecure or parts.scheme != "http" or _is_loopback(parts.hostname or ""):
+    if not token or insecure or parts.scheme != "http" or is_loopback_host(parts.hostname or ""):
         return
     raise UsageError(f"refusing to send the token over plain http:// to {parts.hostname}, which is not "
                      "this machine: use https://, or --insecure to send it anyway")
-
-
-def _is_loopback(host: str) -> bool:
-    host = host.lower().rstrip(".")
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def segment(value: str) -> str:

@@ -21,14 +21,13 @@ Nothing here is templated: an account or an audience is configuration, not paylo
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from typing import Any
 from urllib.parse import urlsplit
 
 from config.checks import Checker
 from config.yamlsource import Path
-from statemachine.safety import OwnService
+from statemachine.safety import OwnService, is_loopback_host
 
 __all__ = ["AUTH_KINDS", "DEFAULT_SCOPE", "OAUTH_FIELDS", "OIDC_FIELDS", "SERVICE_ACCOUNT", "parse_auth"]
 
@@ -113,19 +112,10 @@ def _audience(check: Checker, path: Path, value: Any, backend: str) -> str:
         parts, host = urlsplit(""), ""
     if any(char.isspace() for char in text) or not host:
         check.fail(path, f"{text!r} is not an absolute URL, e.g. https://service.example.com")
-    if parts.scheme == "https" or (parts.scheme == "http" and backend == "local" and _loopback(host)):
+    if parts.scheme == "https" or (parts.scheme == "http" and backend == "local" and is_loopback_host(host)):
         return text
     check.fail(path, f"{text!r} must be an https:// URL (http:// only for a loopback host "
                      "on the embedded backend)")
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _scope(check: Checker, path: Path, value: Any) -> str:

@@ -278,3 +278,15 @@ class OwnService:
         names = self.names
         return "|".join([self.chain_queue, names.service_url, ",".join(sorted(names.hosts)),
                          names.cloud_run_service, names.app_engine_app, self.identities.fingerprint(project)])
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether a URL's host names this machine: `localhost` (and names under it) or a
+    loopback address, written literally."""
+    host = host.lower().rstrip(".").strip("[]")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
