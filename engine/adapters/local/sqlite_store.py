@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping, TypeVar
 
 from engine.adapters.local.commits import CommitStrategy, LockedCommits
+from engine.adapters.local.readiness import StorageHealth
 from engine.adapters.local.schema import create_private, migrate
 from engine.adapters.local.sqlite_rows import (
     IDS_PER_QUERY,
@@ -55,6 +56,7 @@ class SqliteJobStore:
         path: str | Path,
         commits: Callable[[SqliteFile], CommitStrategy] = LockedCommits,
         on_enqueue: Callable[[datetime], None] | None = None,
+        health: StorageHealth | None = None,
     ):
         """`commits` builds the strategy that runs `run_in_transaction`'s bodies
         (commits.py). `on_enqueue(eta)` is called after each commit that enqueued
@@ -69,6 +71,7 @@ class SqliteJobStore:
         # free, a thread lock and an flock hand it over at once (write_lock.py).
         self._write_lock = WriteLock(self.path)
         self._on_enqueue = on_enqueue
+        self._health = health
         # Shared by this store's transactions, and by no other store's.
         self.records = RecordCache()
         self._commits = commits(self)
@@ -99,6 +102,7 @@ class SqliteJobStore:
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as error:
+                self._failed("begin", error)
                 raise StoreError(f"sqlite: cannot begin: {error}") from error
             tx = SqliteTransaction(conn, self.records)
             try:
@@ -107,12 +111,19 @@ class SqliteJobStore:
                 conn.execute("COMMIT")
             except sqlite3.Error as error:
                 _rollback(conn)
+                self._failed("commit", error)
                 raise StoreError(f"sqlite: {error}") from error
             except BaseException:
                 _rollback(conn)
                 raise
+        if self._health is not None:
+            self._health.succeeded()
         if tx.earliest_eta is not None and self._on_enqueue is not None:
             self._on_enqueue(tx.earliest_eta)
+
+    def _failed(self, operation: str, error: sqlite3.Error) -> None:
+        if self._health is not None:
+            self._health.failed(operation, error)
 
     def shared_secret(self, generate: Callable[[], str]) -> str:
         """The secret every process on this database puts on the tasks it creates."""
