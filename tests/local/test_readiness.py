@@ -55,3 +55,16 @@ def test_the_store_reports_each_commit_and_the_probe_its_own_write(tmp_path):
     blocker.execute("COMMIT")
     write_probe(store.path, health, timeout=0.1)
     assert health.state()["ok"]
+
+
+def test_a_write_that_waits_too_long_is_not_health_though_it_has_not_failed():
+    ticks = Ticks()
+    health = StorageHealth(Metrics(), ticks)
+    health.succeeded()
+    with health.writing():  # e.g. waiting for a write lock a frozen process holds
+        ticks.now += 9
+        health.succeeded()  # another thread's write (the probe's) went through meanwhile
+        assert health.state()["ok"]
+        ticks.now += 2
+        assert health.state()["error"].startswith("a write has waited 11s for the database")
+    assert health.state()["ok"]  # it ended

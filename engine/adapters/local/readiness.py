@@ -15,7 +15,8 @@ import logging
 import sqlite3
 import threading
 import time
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 from engine.logs import log_event
 from engine.metrics import Metrics
@@ -25,6 +26,7 @@ log = logging.getLogger("sundial.storage")
 PROBE_PERIOD = 2.0  # seconds between write probes
 PROBE_TIMEOUT = 2.0  # seconds a probe waits for the database's lock before it counts as failed
 STORAGE_FRESH_FOR = 10.0  # seconds a write outcome stands for the storage's state
+WRITE_STUCK_AFTER = 10.0  # seconds one write may wait (or run) before the storage counts as stuck
 DISPATCH_STALE_AFTER = 10.0  # seconds without a round of the dispatch loop before it counts as stuck
 
 
@@ -36,6 +38,21 @@ class StorageHealth:
         self.metrics, self._monotonic = metrics, monotonic
         self._lock = threading.Lock()
         self._last: tuple[float, str | None] | None = None  # (when, error text or None)
+        # Thread ident -> when its write began: a write that waits on a write lock held
+        # elsewhere (a frozen process) neither succeeds nor fails, but is not health.
+        self._writing: dict[int, float] = {}
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Around one write, from before it waits for the write lock to its end."""
+        thread = threading.get_ident()
+        with self._lock:
+            self._writing[thread] = self._monotonic()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._writing.pop(thread, None)
 
     def succeeded(self) -> None:
         with self._lock:
@@ -54,10 +71,14 @@ class StorageHealth:
     def state(self) -> dict:
         """{"ok": ..., "seconds_ago": ..., "error": ...} of the latest write, on the readyz page."""
         with self._lock:
-            last = self._last
+            last, oldest = self._last, min(self._writing.values(), default=None)
+        now = self._monotonic()
+        if oldest is not None and now - oldest > WRITE_STUCK_AFTER:
+            return {"ok": False, "error": f"a write has waited {now - oldest:.0f}s for the database "
+                                          "(its write lock held by a stalled process?)"}
         if last is None:
             return {"ok": False, "error": "no write attempted yet"}
-        age = self._monotonic() - last[0]
+        age = now - last[0]
         if last[1] is not None:
             return {"ok": False, "seconds_ago": round(age, 1), "error": f"storage is failing: {last[1]}"}
         if age > STORAGE_FRESH_FOR:

@@ -35,6 +35,7 @@ from engine.adapters.local.sqlite_rows import (
     project_from_row,
 )
 from engine.adapters.local.write_lock import WriteLock
+from engine.metrics import Metrics
 from engine.ports import AuditEntry, InvocationRow, ProjectRow, StoredJob, StoreError, Transaction
 from statemachine.budget import JOBS_PER_COMMIT
 from statemachine.vocabulary import TERMINAL_STATUSES
@@ -71,7 +72,7 @@ class SqliteJobStore:
         # free, a thread lock and an flock hand it over at once (write_lock.py).
         self._write_lock = WriteLock(self.path)
         self._on_enqueue = on_enqueue
-        self._health = health
+        self._health = health if health is not None else StorageHealth(Metrics())
         # Shared by this store's transactions, and by no other store's.
         self.records = RecordCache()
         self._commits = commits(self)
@@ -98,7 +99,7 @@ class SqliteJobStore:
     @contextmanager
     def transaction(self) -> Iterator[SqliteTransaction]:
         conn = self.connection()
-        with self._write_lock:
+        with self._health.writing(), self._write_lock:
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as error:
@@ -116,14 +117,12 @@ class SqliteJobStore:
             except BaseException:
                 _rollback(conn)
                 raise
-        if self._health is not None:
-            self._health.succeeded()
+        self._health.succeeded()
         if tx.earliest_eta is not None and self._on_enqueue is not None:
             self._on_enqueue(tx.earliest_eta)
 
     def _failed(self, operation: str, error: sqlite3.Error) -> None:
-        if self._health is not None:
-            self._health.failed(operation, error)
+        self._health.failed(operation, error)
 
     def shared_secret(self, generate: Callable[[], str]) -> str:
         """The secret every process on this database puts on the tasks it creates."""
