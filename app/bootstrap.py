@@ -20,7 +20,10 @@ from app.stopping import StopTimes
 from config.settings import Settings
 from engine.adapters.local.commits import GroupCommits, LockedCommits
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
+from engine.adapters.local.integrity import backup_database as backup_database  # for cli/backup.py
+from engine.adapters.local.integrity import refuse_damaged_database
 from engine.adapters.local.liveness import ProcessRegistry, SqliteAttemptHolds, this_process
+from engine.adapters.local.readiness import PROBE_PERIOD, Readiness, StorageHealth, write_probe
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.clock import SystemClock
@@ -153,12 +156,16 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     # for many threads at once; in one process that costs more than it saves
     # (engine/adapters/local/commits.py).
     commits = GroupCommits if settings.processes > 1 else LockedCommits
+    if role is Role.SERVER:  # (a child starts once its server has checked the file)
+        refuse_damaged_database(settings.db_path)
     wakeup = Wakeup()  # the dispatcher's, woken by this process's commits of earlier tasks
-    store = SqliteJobStore(settings.db_path, commits, on_enqueue=wakeup.task_enqueued)
+    extra: DispatcherProcesses | None = None
+    # /metrics in the server counts what its children did too (their snapshots).
+    metrics = Metrics(other_processes=[lambda: extra.snapshots() if extra is not None else []])
+    health = StorageHealth(metrics)
+    store = SqliteJobStore(settings.db_path, commits, on_enqueue=wakeup.task_enqueued, health=health)
     settings = _with_secret(settings, store.shared_secret)
     extra = _children(settings) if role is Role.SERVER and children else None
-    # /metrics in the server counts what its children did too (their snapshots).
-    metrics = Metrics(other_processes=[extra.snapshots] if extra is not None else [])
     targets = build_targets("local", settings.own_service, google_access(settings))
     registry = ProcessRegistry(store, this_process(), clock, settings.heartbeat.timeout, role.value)
     engine = _engine(settings, store, targets, clock, metrics, SqliteAttemptHolds(store, registry))
@@ -168,8 +175,12 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
                             metrics=engine.metrics, version=queue.version, share=registry.share)
     if role is Role.DISPATCHER:
         return Runtime(settings, engine, dispatcher, app=None, liveness=liveness)
-    return _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending, children=extra,
-                    liveness=liveness)
+    readiness = Readiness(health, dispatcher.seconds_since_round)
+    runtime = _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending, children=extra,
+                       liveness=liveness, readiness=readiness.report)
+    runtime.loops.append(PeriodicLoop("storage-probe", timedelta(seconds=PROBE_PERIOD),
+                                      lambda: write_probe(settings.db_path, health), first_in_start=True))
+    return runtime
 
 
 def _children(settings: Settings) -> DispatcherProcesses | None:
@@ -365,7 +376,8 @@ def _minute_maintenance(engine: Engine, settings: Settings) -> Callable[[], int]
 
 def _runtime(settings: Settings, engine: Engine, dispatcher: Dispatcher | None, loops: bool,
              queue_depth: Callable[[], int] | None = None, after_import: Callable[[], None] | None = None,
-             children: DispatcherProcesses | None = None, liveness: Liveness | None = None) -> Runtime:
+             children: DispatcherProcesses | None = None, liveness: Liveness | None = None,
+             readiness: Callable[[], tuple[bool, dict]] | None = None) -> Runtime:
     # Files are read again only when their stat changed (app/file_signatures.py).
     import_configs = directory_import(engine.configs, settings.config_dir, settings.backend, settings.own_service,
                                       after=after_import)
@@ -375,7 +387,7 @@ def _runtime(settings: Settings, engine: Engine, dispatcher: Dispatcher | None, 
         "import-configs": import_configs,
         "cleanup": lambda: engine.maintenance.cleanup(settings.history, budget),
     }
-    app = create_app(engine, settings, cron, queue_depth, gatekeepers_from_settings(settings))
+    app = create_app(engine, settings, cron, queue_depth, gatekeepers_from_settings(settings), readiness)
     periodic = [
         PeriodicLoop("import-configs", settings.import_period, cron["import-configs"], first_in_start=True),
         PeriodicLoop("watchdog", settings.watchdog_period, lambda: engine.maintenance.run_watchdog(budget)),

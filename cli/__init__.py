@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-from cli import operate, preview, queues, serve, validate
+from cli import backup, operate, preview, queues, serve, validate
 from cli.common import CommandLineParser, UsageError
 from cli.version import __version__
 
@@ -30,6 +30,7 @@ COMMANDS: list[AddCommand] = [
     queues.add_queues,
     operate.add_jobs,
     operate.add_invocations,
+    backup.add_backup,
 ]
 
 

@@ -8,7 +8,7 @@ import signal
 from dataclasses import replace
 
 _DESCRIPTION = """\
-Run the scheduler, its REST API (/api/v1), web UI (/), /metrics and /healthz in one
+Run the scheduler, its REST API (/api/v1), web UI (/), /metrics, /healthz and /readyz in one
 process: on the embedded backend with a SQLite database and queue, or with
 SUNDIAL_BACKEND=cloud on Cloud Datastore and Cloud Tasks. Project files in --configs
 are imported at start and re-read every SUNDIAL_IMPORT_PERIOD."""

@@ -31,6 +31,8 @@ HELP = {
     "sundial_maintenance_budget_spent_total": ("counter", "Watchdog or clean-up runs that stopped at their time "
                                                "budget with work left for the next run."),
     "sundial_attempts_interrupted_total": ("counter", "Attempts settled because their process was gone."),
+    "sundial_storage_errors_total": ("counter", "Writes to the embedded database that failed, by operation "
+                                     "(begin, commit, probe)."),
     "sundial_lateness_seconds": ("histogram", "Scheduled time to first attempt start (schedule and catch-up)."),
     "sundial_queue_depth": ("gauge", "Tasks waiting in the embedded queue."),
     "sundial_jobs": ("gauge", "Job rows by project (those being deleted too)."),

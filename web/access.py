@@ -25,9 +25,9 @@ from web.sessions import SAFE_METHODS, csrf_matches, session_caller
 __all__ = ["OWN", "READ", "TRIGGER", "actor", "authorize", "caller", "install", "may", "readable"]
 
 # Paths whose callers are not users, or not yet: the queue and cron (web/guard.py), the
-# health check, the UI's stylesheet and sign-in form; the async completion carries its
-# own token.
-_NOT_USERS = ("/internal/", "/healthz", "/static/", "/signin", "/signout")
+# health and readiness checks, the UI's stylesheet and sign-in form; the async
+# completion carries its own token.
+_NOT_USERS = ("/internal/", "/healthz", "/readyz", "/static/", "/signin", "/signout")
 
 
 def install(app: Flask, identifier: Identifier, directory: Directory) -> None:

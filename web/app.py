@@ -53,10 +53,12 @@ def gatekeepers_from_settings(settings: Settings) -> Gatekeepers:
 
 
 def create_app(engine: Engine, settings: Settings, cron_jobs: dict | None = None,
-               queue_depth: Callable[[], int] | None = None, gatekeepers: Gatekeepers | None = None) -> Flask:
+               queue_depth: Callable[[], int] | None = None, gatekeepers: Gatekeepers | None = None,
+               readiness: Callable[[], tuple[bool, dict]] | None = None) -> Flask:
     """An app over a built engine; `cron_jobs` maps cron names to callables;
     `queue_depth` counts waiting tasks where the queue is ours to count; `gatekeepers`
-    are made from the settings unless given."""
+    are made from the settings unless given; `readiness` answers GET /readyz (ready,
+    checks) from what it has kept, without storage I/O (None: no checks, always ready)."""
     gatekeepers = gatekeepers or gatekeepers_from_settings(settings)
     app = Flask("sundial")
     app.config["SUNDIAL_ENGINE"] = engine
@@ -84,9 +86,17 @@ def create_app(engine: Engine, settings: Settings, cron_jobs: dict | None = None
         app.register_blueprint(blueprint)
     install_ui(app, settings)
 
+    # Liveness: the process answers. Nothing here touches storage, so it answers while
+    # another process holds the database's write lock.
     @app.get("/healthz")
     def health():
         return jsonify({"ok": True})
+
+    # Readiness: writes succeed and the dispatch loop goes round (503 naming what is wrong).
+    @app.get("/readyz")
+    def ready():
+        is_ready, checks = readiness() if readiness is not None else (True, {})
+        return jsonify({"ready": is_ready, "checks": checks}), 200 if is_ready else 503
 
     if settings.demo_echo:
         @app.post("/demo/echo")

@@ -96,6 +96,7 @@ class Dispatcher:
         # (engine/leases.py): past it, another process may have taken the task.
         self._until: dict[int, float] = {}
         self._monotonic = monotonic_of(clock)
+        self._last_round: float | None = None  # self._monotonic() at the end of the loop's latest round
         self._metrics = metrics if metrics is not None else Metrics()  # counts the leases it gives up
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
@@ -163,11 +164,18 @@ class Dispatcher:
                     self._look(rung)
                 timeout = min(self._release_due(), max(self._look_by - time.monotonic(), 0.0))
             except Exception as error:  # storage trouble: log, back off, keep going
-                log_event(log, "dispatcher error", error=repr(error))
+                log_event(log, "dispatcher error", logging.ERROR, error=repr(error))
                 self._seen, timeout = None, self.max_sleep.total_seconds()
                 self._look_by = time.monotonic() + timeout
                 self.wakeup.plan(None)
+            else:
+                self._last_round = self._monotonic()
             rung = self.wakeup.sleep(timeout)
+
+    def seconds_since_round(self) -> float | None:
+        """Since the dispatch loop last went round without a storage error (None: not yet)."""
+        last = self._last_round
+        return None if last is None else self._monotonic() - last
 
     def _look(self, rung: bool) -> None:
         """Lease what is due (unless nothing can have changed) and plan the next look."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping, TypeVar
 
 from engine.adapters.local.commits import CommitStrategy, LockedCommits
+from engine.adapters.local.readiness import StorageHealth
 from engine.adapters.local.schema import create_private, migrate
 from engine.adapters.local.sqlite_rows import (
     IDS_PER_QUERY,
@@ -34,6 +35,7 @@ from engine.adapters.local.sqlite_rows import (
     project_from_row,
 )
 from engine.adapters.local.write_lock import WriteLock
+from engine.metrics import Metrics
 from engine.ports import AuditEntry, InvocationRow, ProjectRow, StoredJob, StoreError, Transaction
 from statemachine.budget import JOBS_PER_COMMIT
 from statemachine.vocabulary import TERMINAL_STATUSES
@@ -55,6 +57,7 @@ class SqliteJobStore:
         path: str | Path,
         commits: Callable[[SqliteFile], CommitStrategy] = LockedCommits,
         on_enqueue: Callable[[datetime], None] | None = None,
+        health: StorageHealth | None = None,
     ):
         """`commits` builds the strategy that runs `run_in_transaction`'s bodies
         (commits.py). `on_enqueue(eta)` is called after each commit that enqueued
@@ -69,6 +72,7 @@ class SqliteJobStore:
         # free, a thread lock and an flock hand it over at once (write_lock.py).
         self._write_lock = WriteLock(self.path)
         self._on_enqueue = on_enqueue
+        self._health = health if health is not None else StorageHealth(Metrics())
         # Shared by this store's transactions, and by no other store's.
         self.records = RecordCache()
         self._commits = commits(self)
@@ -95,10 +99,11 @@ class SqliteJobStore:
     @contextmanager
     def transaction(self) -> Iterator[SqliteTransaction]:
         conn = self.connection()
-        with self._write_lock:
+        with self._health.writing(), self._write_lock:
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as error:
+                self._failed("begin", error)
                 raise StoreError(f"sqlite: cannot begin: {error}") from error
             tx = SqliteTransaction(conn, self.records)
             try:
@@ -107,12 +112,17 @@ class SqliteJobStore:
                 conn.execute("COMMIT")
             except sqlite3.Error as error:
                 _rollback(conn)
+                self._failed("commit", error)
                 raise StoreError(f"sqlite: {error}") from error
             except BaseException:
                 _rollback(conn)
                 raise
+        self._health.succeeded()
         if tx.earliest_eta is not None and self._on_enqueue is not None:
             self._on_enqueue(tx.earliest_eta)
+
+    def _failed(self, operation: str, error: sqlite3.Error) -> None:
+        self._health.failed(operation, error)
 
     def shared_secret(self, generate: Callable[[], str]) -> str:
         """The secret every process on this database puts on the tasks it creates."""
