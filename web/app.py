@@ -86,6 +86,18 @@ def create_app(engine: Engine, settings: Settings, cron_jobs: dict | None = None
         app.register_blueprint(blueprint)
     install_ui(app, settings)
 
+    _install_health(app, readiness)
+
+    if settings.demo_echo:
+        @app.post("/demo/echo")
+        def demo_echo():
+            # The examples' heartbeat target, so that `make run` shows deliveries at once.
+            return jsonify({"received": request.headers.get("X-Sundial-Invocation")})
+
+    return app
+
+
+def _install_health(app: Flask, readiness: Callable[[], tuple[bool, dict]] | None) -> None:
     # Liveness: the process answers. Nothing here touches storage, so it answers while
     # another process holds the database's write lock.
     @app.get("/healthz")
@@ -97,14 +109,6 @@ def create_app(engine: Engine, settings: Settings, cron_jobs: dict | None = None
     def ready():
         is_ready, checks = readiness() if readiness is not None else (True, {})
         return jsonify({"ready": is_ready, "checks": checks}), 200 if is_ready else 503
-
-    if settings.demo_echo:
-        @app.post("/demo/echo")
-        def demo_echo():
-            # The examples' heartbeat target, so that `make run` shows deliveries at once.
-            return jsonify({"received": request.headers.get("X-Sundial-Invocation")})
-
-    return app
 
 
 # --- the web UI's wiring ----------------------------------------------------------------

@@ -29,6 +29,9 @@ SLOW_FILES = (
     "tests/faults/test_duplicate_and_late_tasks.py",  # 30
     "tests/faults/test_cloud_servers.py",           # 24
     "tests/e2e/test_restart.py",                    # 26
+    "tests/e2e/test_deadlines.py",                  # 55
+    "tests/e2e/test_target_faults.py",              # 50
+    "tests/e2e/test_readiness.py",                  # 30
     "tests/e2e/test_cloud.py",                      # 30
     "tests/faults/test_queue_purged.py",            # 20
     "tests/e2e/test_delivery.py",                   # 23
@@ -41,6 +44,9 @@ SLOW_FILES = (
     "tests/faults/test_storage_failures.py",        # 20
     "tests/faults/test_many_servers.py",            # 10
     "tests/e2e/test_cloud_throttle.py",             # 22
+    "tests/e2e/test_log_lines.py",                  # 20
+    "tests/alerts/test_expected_period.py",         # 16
+    "tests/e2e/test_many_connections.py",           # 10
     "tests/unit/test_lint.py",                      # mypy and ruff: CPU, best overlapped early
 )
 
