@@ -189,8 +189,7 @@ class BatchWriter:
         for waiting in self._waiting.values():  # for one of its host's connections to be free
             for item in [item for item in waiting if now >= item.deadline]:
                 waiting.remove(item)
-                _done(item, TimeoutError(f"no connection to its host free within {item.timeout:g}s")
-                      if _ready(item) else None)
+                _done_unwritten(item, TimeoutError(f"no connection to its host free within {item.timeout:g}s"))
             nearest = min([nearest, *(item.deadline for item in waiting)])
         self._timeouts_at = nearest
 
@@ -229,10 +228,9 @@ class BatchWriter:
         threading.Thread(target=connect, name="sundial-connect", daemon=True).start()
 
     def _fail(self, item: Outgoing, error: BaseException) -> None:
-        """No connection could be had for `item`: a failed attempt if it may still go
-        (its leases hold, as for a write), else not sent at all."""
+        """No connection could be had for `item` (its slot is free again)."""
         self._release(item.key)
-        _done(item, error if _ready(item) else None)
+        _done_unwritten(item, error)
 
     def _write(self, conn: http.client.HTTPConnection, reused: bool, item: Outgoing) -> None:
         """Check, then write as much as the socket takes; the rest when it is writable."""
@@ -348,6 +346,12 @@ def _ready(item: Outgoing) -> bool:
         return item.ready()
     except BaseException:  # (ready() handles its own errors: this is a bug) not sent
         return False
+
+
+def _done_unwritten(item: Outgoing, error: BaseException) -> None:
+    """`item` ends without being written: a failed attempt if it may still go (its leases
+    hold, as for a write), else not sent at all."""
+    _done(item, error if _ready(item) else None)
 
 
 def _receive(sock: socket.socket) -> bytes:

@@ -142,13 +142,6 @@ class ConnectionPool:
     def key_of(endpoint: Endpoint, address: str | None, owner: str) -> tuple:
         return (endpoint.scheme, endpoint.host, endpoint.port, address, owner)
 
-    def take(self, key: tuple, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
-        """An idle connection (reused: True) or a new one, connected.
-
-        :raises OSError: connecting failed.
-        """
-        return self._take(key, timeout)
-
     def take_idle(self, key: tuple, timeout: float) -> http.client.HTTPConnection | None:
         """An idle connection still open, or None: never connects (the batch writer's
         thread must not wait on a host that is slow to accept)."""
