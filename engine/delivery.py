@@ -169,11 +169,17 @@ def attempt_credentials(rendered: dict[str, Any], request: DeliveryRequest) -> f
     """Every credential an attempt sends (statemachine/safety.py sent_credentials): its
     rendered headers' (a secret's value included), its URL's, and the completion token.
     A token the sender mints itself is masked by the sender (engine/targets/http.py)."""
-    spec = next(iter(rendered.values()), None)
+    return target_credentials(rendered, request.completion_token)
+
+
+def target_credentials(target: dict[str, Any], completion_token: str = "") -> frozenset[str]:
+    """The credentials a target (`{kind: spec}`, rendered or as defined) carries in its
+    headers' literal values and its URL, and the completion token if given."""
+    spec = next(iter(target.values()), None)
     spec = spec if isinstance(spec, dict) else {}
-    headers = dict(spec.get("headers") or {})
-    if request.completion_token:
-        headers[COMPLETION_TOKEN_HEADER] = request.completion_token
+    headers = {str(name): value for name, value in (spec.get("headers") or {}).items() if isinstance(value, str)}
+    if completion_token:
+        headers[COMPLETION_TOKEN_HEADER] = completion_token
     return sent_credentials(headers, str(spec.get("url") or ""))
 
 

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 
 from engine.audit import UNKNOWN_ACTOR, Audit, described, write_audit
 from engine.changes import Note
+from engine.delivery import target_credentials
 from engine.errors import NotFound, Refused
 from engine.ports import InvocationRow, JobSource, ProjectRow, StoredJob, Transaction
 from engine.queries import visible
@@ -37,7 +38,7 @@ from statemachine.definition import JobDefinition
 from statemachine.durations import UTC, rfc3339_millis
 from statemachine.machine import manual_invocation_id
 from statemachine.policy import JobPolicy
-from statemachine.safety import COMPLETION_TOKEN_HEADER, redact_echoes, sent_credentials
+from statemachine.safety import redact_echoes
 from statemachine.vocabulary import TERMINAL_STATUSES, AbortReason, AuditAction, InvocationStatus, Trigger
 
 TERMINAL = TERMINAL_STATUSES
@@ -236,11 +237,7 @@ def _masked_report(engine: Engine, project: str, job_id: str, message: str, toke
     if not message:
         return message
     stored = engine.queries.stored_job(project, job_id)
-    spec: dict = next(iter(stored.definition.target.values()), {}) if stored is not None else {}
-    headers = spec.get("headers") if isinstance(spec, dict) else None
-    literal = {str(k): v for k, v in (headers or {}).items() if isinstance(v, str)}
-    url = str(spec.get("url") or "") if isinstance(spec, dict) else ""
-    return redact_echoes(message, sent_credentials({COMPLETION_TOKEN_HEADER: token, **literal}, url))
+    return redact_echoes(message, target_credentials(stored.definition.target if stored is not None else {}, token))
 
 
 def complete(engine: Engine, project: str, job_id: str, invocation_id: str, token: str,
