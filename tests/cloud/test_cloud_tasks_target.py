@@ -216,10 +216,17 @@ def test_auth_becomes_the_tasks_oidc_or_oauth_token(auth, field, expected):
 
 
 def test_the_emulator_keeps_the_tasks_oidc_token(emulator_client, receiver):
-    delivered = request(url=f"{receiver.url}/status/500", invocation_id=f"inv-{time.time_ns()}")
+    # On a paused queue of its own: the emulator takes a task out of the list while it
+    # dispatches it, so on a running queue the listing below raced the dispatch.
+    from google.cloud import tasks_v2
+
+    paused = f"{QUEUE}-paused-{time.time_ns()}"
+    emulator_client.create_queue(parent=QUEUE.rsplit("/queues/", 1)[0], queue=tasks_v2.Queue(name=paused))
+    emulator_client.pause_queue(name=paused)
+    delivered = request(url=f"{receiver.url}/status/500", queue=paused, invocation_id=f"inv-{time.time_ns()}")
     delivered.target["cloud_tasks"]["auth"] = {"oidc": {"service_account": SA, "audience": "https://w.example.com"}}
     assert CloudTasksTarget(emulator_client, own=GRANTED).deliver(delivered).outcome == "succeeded"
-    [task] = [task for task in emulator_client.list_tasks(parent=QUEUE) if task.name.endswith(task_id(delivered))]
+    [task] = [task for task in emulator_client.list_tasks(parent=paused) if task.name.endswith(task_id(delivered))]
     assert (task.http_request.oidc_token.service_account_email, task.http_request.oidc_token.audience) == (
         SA, "https://w.example.com")
 
