@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+SERVE_STAMP := $(VENV)/.serve-installed
 BENCH_STAMP := $(VENV)/.bench-installed
 # gcloud-tasks-emulator needs protobuf<5, google-cloud-ndb protobuf>=6: the emulator
 # gets a virtualenv of its own, and the tests run it from there as a subprocess.
@@ -23,8 +24,15 @@ $(TASKS_STAMP): requirements-tasks-emulator.txt
 	$(TASKS_VENV)/bin/python -m pip install --quiet -r requirements-tasks-emulator.txt
 	touch $(TASKS_STAMP)
 
-run: $(STAMP)
-	$(PY) main.py serve
+# Serving needs only the runtime's requirements, not the test toolchain (a few seconds,
+# not a minute and more). PORT=9000 listens there (as SUNDIAL_PORT does).
+$(SERVE_STAMP): requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $(SERVE_STAMP)
+
+run: $(SERVE_STAMP)
+	$(PY) main.py serve $(if $(PORT),--port $(PORT))
 
 # The browser tests (tests/ui) drive Debian's headless chromium through chromium-driver;
 # the driver's path stands for both (the chromium-driver package requires chromium).

@@ -40,6 +40,7 @@ Environment (flags win over their variables):
     SUNDIAL_LOG_LEVEL              DEBUG, INFO (default), WARNING or ERROR
     SUNDIAL_CONFIG_DIR             project files (--configs, default examples/configs)
     SUNDIAL_DB                     SQLite database (--db, default .sundial/sundial.db)
+    SUNDIAL_PORT                   port to listen on (--port, default 8080)
     SUNDIAL_PROCESSES              embedded: processes delivering (--processes, default 1)
     SUNDIAL_WORKERS                embedded: dispatcher threads (default 32)
     SUNDIAL_STAGE_AHEAD            embedded: commit an occurrence this long before its time (10s; 0s: off)
@@ -111,7 +112,7 @@ def add_serve(subparsers) -> None:
     )
     parser.add_argument("--host", default=None,
                         help="address to listen on (default 127.0.0.1; loopback only without SUNDIAL_API_TOKENS)")
-    parser.add_argument("--port", type=int, default=None, help="port to listen on (default 8080)")
+    parser.add_argument("--port", type=int, default=None, help="port to listen on (SUNDIAL_PORT, default 8080)")
     parser.add_argument("--configs", default=None, metavar="DIR", help="project config directory (SUNDIAL_CONFIG_DIR)")
     parser.add_argument("--db", default=None, metavar="PATH", help="SQLite database file (SUNDIAL_DB)")
     parser.add_argument("--processes", type=int, default=None, metavar="N",
@@ -173,58 +174,6 @@ def identity_configured(settings) -> bool:
     return bool(tokens or settings.on_app_engine or settings.iap_audience or settings.id_token_audience)
 
 
-def listener_options() -> dict:
-    """waitress's settings for a listener that may face the network. Its defaults (100
-    connections, 120 s of silence before a connection is dropped, bodies of up to 1 GiB
-    spooled to disk) let one client with 100 idle sockets stop the server, and read a
-    huge body before the app can refuse it. Its default loop calls select(), which
-    raises on a descriptor numbered 1024 or more and so ends the whole process once the
-    connections and the descriptors the server holds anyway (the database, its log, the
-    targets' pooled connections) pass 1023: poll() has no such ceiling. The connection
-    limit stays within the process's file descriptors, raised to the hard limit."""
-    from config.limits import MAX_REQUEST_BYTES
-
-    return {
-        "threads": 16,
-        "ident": "sundial",
-        "asyncore_use_poll": True,
-        "connection_limit": _connection_limit(_file_descriptors()),
-        "channel_timeout": CHANNEL_TIMEOUT_SECONDS,
-        "cleanup_interval": 10,
-        "max_request_body_size": MAX_REQUEST_BYTES,  # refused (413) before it is read
-    }
-
-
-MAX_CONNECTIONS = 4000  # idle connections cost a few kilobytes each; a busy one a thread's turn
-# Descriptors kept for everything but the callers' connections: the database and its
-# log, the targets' pooled connections, a child's pipes.
-RESERVED_DESCRIPTORS = 400
-CHANNEL_TIMEOUT_SECONDS = 30  # a connection silent this long is closed
-
-
-def _connection_limit(descriptors: int) -> int:
-    return min(MAX_CONNECTIONS, max(descriptors // 2, descriptors - RESERVED_DESCRIPTORS))
-
-
-def _file_descriptors() -> int:
-    """The open-file limit, its soft value raised to the hard one (and said so on stdout):
-    a distribution's default of 1,024 is a limit on callers, not on the server."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = MAX_CONNECTIONS + RESERVED_DESCRIPTORS
-    if soft == resource.RLIM_INFINITY:
-        return wanted
-    # An unlimited hard limit cannot be a soft one (the kernel caps it at nr_open).
-    target = wanted if hard == resource.RLIM_INFINITY else hard
-    if target > soft:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        print(f"sundial: open-file limit raised from {soft} to {target} (the hard limit "
-              f"{'is unlimited' if hard == resource.RLIM_INFINITY else 'allows it'})", flush=True)
-        soft = target
-    return soft
-
-
 class _StopSignal(ExitNow):
     """SIGTERM or SIGINT, raised in the main thread (waitress's loop) by `_stop_on`'s handler.
     Not KeyboardInterrupt: waitress catches that and waits up to 5 s for the requests it is
@@ -249,18 +198,24 @@ def _already_stopping(signum, frame):
 
 
 def run_serve(args) -> int:
-    from waitress import create_server
-
     from app.bootstrap import build
+    from app.listener import Application, check_database_path, open_listener
     from app.stopping import exit_now_if_held
     from engine.collector import settle_collector
     from engine.logs import log_everything_as_json
 
     settings = _settings(args)
     log_everything_as_json(settings.log_level)  # before build: the Google libraries warn as they are imported
+    # Before anything is built: a taken port or an unusable database path is one line,
+    # not a traceback after the database was created.
+    application = Application()
+    server = open_listener(settings.host, settings.port, application)
+    if settings.backend == "local":
+        check_database_path(settings.db_path)
     runtime = build(settings, children=True)
+    assert runtime.app is not None, "a server's runtime has its web app"
+    application.app = runtime.app
     settle_collector()
-    server = create_server(runtime.app, host=settings.host, port=settings.port, **listener_options())
     print(f"sundial: serving on http://{settings.host}:{settings.port} "
           f"(database {settings.db_path}, configs {settings.config_dir}); "
           "no API tokens set, so every caller on this machine is an owner"

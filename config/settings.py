@@ -8,6 +8,7 @@ Each has a default that suits one machine:
 |---|---|---|
 | SUNDIAL_CONFIG_DIR | examples/configs | project config files |
 | SUNDIAL_DB | .sundial/sundial.db | the SQLite database |
+| SUNDIAL_PORT | 8080 | the port serve listens on (--port) |
 | SUNDIAL_BACKEND | local | local or cloud |
 | SUNDIAL_API_TOKENS | | `token=user:EMAIL,...`: the bearer tokens callers may present and who each stands for; unset, serve listens on loopback only |
 | SUNDIAL_LOG_LEVEL | INFO | the lowest severity of Sundial's log lines: DEBUG, INFO, WARNING or ERROR (the libraries' lines: never below INFO) |
@@ -209,6 +210,13 @@ def _int(env, name: str, default: int) -> int:
     return int(raw)
 
 
+def _port(env) -> int:
+    port = _int(env, "SUNDIAL_PORT", Settings.port)
+    if not 1 <= port <= 65535:
+        raise SystemExit(f"SUNDIAL_PORT: expected a port from 1 to 65535, got {port}")
+    return port
+
+
 def _history(env) -> timedelta:
     """How long finished invocations are kept: at least a day, because a finish may live
     in its invocation's row alone until the job's next step (engine/deferred_finish.py)."""
@@ -227,6 +235,7 @@ def from_environment(env=None) -> Settings:
     return Settings(
         config_dir=env.get("SUNDIAL_CONFIG_DIR", defaults.config_dir),
         db_path=env.get("SUNDIAL_DB", defaults.db_path),
+        port=_port(env),
         backend=backend,
         history=_history(env),
         watchdog_period=_duration(env, "SUNDIAL_WATCHDOG_PERIOD", defaults.watchdog_period),
@@ -360,8 +369,10 @@ def _credentials_file(env) -> str:
     every start of an embedded server that runs off Google Cloud."""
     if env.get("GOOGLE_APPLICATION_CREDENTIALS"):
         return env["GOOGLE_APPLICATION_CREDENTIALS"]
-    home = Path(env.get("HOME", "~")).expanduser()
-    config = env.get("CLOUDSDK_CONFIG") or str(home / ".config" / "gcloud")
+    home = env.get("HOME")  # not "~": a container's user may have no passwd entry, and Path.home() raises
+    config = env.get("CLOUDSDK_CONFIG") or (str(Path(home) / ".config" / "gcloud") if home else "")
+    if not config:
+        return ""
     found = Path(config) / "application_default_credentials.json"
     return str(found) if found.is_file() else ""
 

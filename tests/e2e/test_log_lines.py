@@ -182,23 +182,6 @@ def test_an_unknown_log_level_stops_serve_with_one_line_naming_the_variable(tmp_
     assert "serving on" not in done.stdout
 
 
-def test_a_port_in_use_ends_serve_with_a_json_line_carrying_the_traceback(tmp_path):
-    import socket
-
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        with open(tmp_path / "stderr.log", "wb") as stderr:
-            done = subprocess.run([sys.executable, "main.py", "serve", "--port", str(taken.getsockname()[1]),
-                                   "--db", str(tmp_path / "s.db"), "--configs", str(tmp_path)],
-                                  cwd=ROOT, env={**os.environ, "SUNDIAL_PROCESSES": "1"},
-                                  stdout=subprocess.DEVNULL, stderr=stderr, timeout=60)
-    assert done.returncode == 1
-    last = json_lines(tmp_path / "stderr.log")[-1]
-    assert last["severity"] == "CRITICAL" and last["message"].startswith("uncaught exception: OSError: ")
-    assert "Address already in use" in last["message"] and "create_server" in last["stack_trace"]
-
-
 def gunicorn_entrypoint(port: int) -> list[str]:
     """app.yaml's entrypoint, with $PORT filled in and gunicorn from this virtualenv."""
     words = yaml.safe_load((ROOT / "app.yaml").read_text())["entrypoint"].replace("$PORT", str(port)).split()
