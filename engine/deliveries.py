@@ -25,7 +25,7 @@ from engine.recording import tells_history
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import occurrence_delay
-from statemachine.vocabulary import ON_THE_CLOCK
+from statemachine.vocabulary import ON_THE_CLOCK, DeliveryOutcome
 
 log = logging.getLogger("sundial.engine")
 
@@ -76,7 +76,7 @@ class Deliveries:
             self.metrics.observe_lateness(max(lateness.total_seconds(), 0.0))
         # A failed attempt is a WARNING: the invocation may still retry; its final
         # failure is logged at ERROR where the job records it (engine/changes.py).
-        level = logging.WARNING if result.outcome == "failed" else logging.INFO
+        level = logging.WARNING if result.outcome == DeliveryOutcome.FAILED else logging.INFO
         log_event(log, "delivered", level=level, job=f"{project}/{job_id}", invocation=action.invocation_id,
                   scheduled_time=action.scheduled_time, attempt=action.attempt, event=action.event_index,
                   outcome=result.outcome, reason=result.reason,
@@ -141,9 +141,9 @@ def _outcome_event(action: act.Deliver, result: DeliveryResult, stage_next: bool
     # The Deliver's epoch is the fencing token: the store records the answer only while
     # the attempt has not been issued again since (0: a Deliver made without one).
     epoch = action.epoch or None
-    if result.outcome == "accepted":
+    if result.outcome == DeliveryOutcome.ACCEPTED:
         return ev.InvocationStarted(action.invocation_id, action.event_index, action.attempt, epoch)
     return ev.InvocationFinished(
-        action.invocation_id, result.outcome == "succeeded", result.reason, action.event_index, action.attempt,
-        epoch, stage_next=stage_next,
+        action.invocation_id, result.outcome == DeliveryOutcome.SUCCEEDED, result.reason, action.event_index,
+        action.attempt, epoch, stage_next=stage_next,
     )

@@ -21,7 +21,7 @@ from statemachine import actions as act
 from statemachine.durations import parse_instant
 from statemachine.safety import COMPLETION_TOKEN_HEADER, redact_echoes, sent_credentials
 from statemachine.template import HookValues, TemplateContext
-from statemachine.vocabulary import TargetKind
+from statemachine.vocabulary import DeliveryOutcome, TargetKind
 
 Targets = Mapping[str, Target]  # the sender of each target kind this backend has
 Secrets = SecretReader | None  # (project, name) -> value (engine/secrets.py); None: no store
@@ -147,15 +147,15 @@ def send_to_target(
     try:
         rendered = render_target(target, context, secrets)
     except SecretError as error:
-        return DeliveryResult("failed", str(error))
+        return DeliveryResult(DeliveryOutcome.FAILED, str(error))
     except ValueError as error:
-        return DeliveryResult("failed", f"bad request: {error}")
+        return DeliveryResult(DeliveryOutcome.FAILED, f"bad request: {error}")
     if payload is not None:
         rendered = with_payload(rendered, payload)
     kind = next(iter(rendered))
     sender = targets.get(kind)
     if sender is None:
-        return DeliveryResult("failed", f"target {kind} is not available on this backend")
+        return DeliveryResult(DeliveryOutcome.FAILED, f"target {kind} is not available on this backend")
     request = _request(context, rendered, allowed_hosts, completion, secret_backed_headers(target))
     result = sender.deliver(request)
     # Recorded from what the sender was handed, masked and bounded before it is stored;

@@ -16,7 +16,7 @@ from engine.errors import StoreError as StoreError
 from statemachine.definition import JobDefinition
 from statemachine.notification import NO_NOTIFICATION, NotificationState
 from statemachine.record import JobRecord
-from statemachine.vocabulary import TaskKind
+from statemachine.vocabulary import DeliveryOutcome, TaskKind
 
 T = TypeVar("T")
 
@@ -316,7 +316,7 @@ class DeliveryRequest:
 
 @dataclass(frozen=True)
 class DeliveryResult:
-    outcome: str  # succeeded | failed | accepted (async: completion comes later)
+    outcome: DeliveryOutcome  # ACCEPTED: an async target started it; its completion comes later
     reason: str = ""  # for failed: e.g. "http 500", "timeout", "connection error: ..."
     detail: str = ""  # what to log on the invocation: status line, a bounded snippet
     duration: timedelta = timedelta(0)
