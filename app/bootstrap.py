@@ -20,6 +20,7 @@ from app.stopping import StopTimes
 from config.settings import Settings
 from engine.adapters.local.commits import GroupCommits, LockedCommits
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
+from engine.adapters.local.early_ticks import local_tuning
 from engine.adapters.local.integrity import backup_database as backup_database  # for cli/backup.py
 from engine.adapters.local.integrity import refuse_damaged_database
 from engine.adapters.local.liveness import ProcessRegistry, SqliteAttemptHolds, this_process
@@ -168,7 +169,8 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     extra = _children(settings) if role is Role.SERVER and children else None
     targets = build_targets("local", settings.own_service, google_access(settings))
     registry = ProcessRegistry(store, this_process(), clock, settings.heartbeat.timeout, role.value)
-    engine = _engine(settings, store, targets, clock, metrics, SqliteAttemptHolds(store, registry))
+    engine = _engine(replace(settings, tuning=local_tuning(settings.tuning)), store, targets, clock, metrics,
+                     SqliteAttemptHolds(store, registry))
     liveness = Liveness(registry, engine.interruptions, settings.heartbeat.period)
     queue = SqliteTaskQueue(store)
     dispatcher = Dispatcher(queue, engine.tasks, clock, wakeup, settings.workers, settings.task_lease,
