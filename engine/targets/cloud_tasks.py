@@ -121,7 +121,7 @@ class CloudTasksTarget:
         headers.update(sundial_headers(request))
         http = tasks_v2.HttpRequest(
             url=str(spec.get("url") or ""),
-            http_method=getattr(tasks_v2.HttpMethod, method),
+            http_method=tasks_v2.HttpMethod.__members__[method],
             headers=headers,
             body=body.encode("utf-8"),
             **_token(spec),
