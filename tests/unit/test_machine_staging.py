@@ -48,7 +48,7 @@ def test_a_stageable_job_asks_for_its_tick_ahead_and_stages_at_t_minus_lead():
 
 def test_a_staging_tick_run_a_little_before_its_tasks_time_still_stages():
     # Queued at 10:14:59 (T - 1 s); the embedded dispatcher hands early ticks over in
-    # groups, so one may run up to EARLY_SLACK before that.
+    # groups, so one may run up to Tuning.early_slack before that.
     job = _job()
     _staged(job, "10:14:58.800")
 
