@@ -20,12 +20,14 @@ from app.stopping import StopTimes
 from config.settings import Settings
 from engine.adapters.local.commits import GroupCommits, LockedCommits
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
+from engine.adapters.local.early_ticks import local_tuning
 from engine.adapters.local.integrity import backup_database as backup_database  # for cli/backup.py
 from engine.adapters.local.integrity import refuse_damaged_database
 from engine.adapters.local.liveness import ProcessRegistry, SqliteAttemptHolds, this_process
 from engine.adapters.local.readiness import PROBE_PERIOD, Readiness, StorageHealth, write_probe
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.adapters.local.staged_sends import StagingParts
 from engine.clock import SystemClock
 from engine.holds import AttemptHolds
 from engine.interruptions import Interruptions
@@ -33,7 +35,7 @@ from engine.logs import log_event
 from engine.metrics import Metrics
 from engine.ports import Clock, JobStore
 from engine.service import Engine, build_engine
-from engine.targets import GoogleAccess, build_targets
+from engine.targets import GoogleAccess, build_targets, staging_targets
 from web.app import create_app, gatekeepers_from_settings
 
 if TYPE_CHECKING:  # the cloud libraries load only on the cloud backend
@@ -168,11 +170,13 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     extra = _children(settings) if role is Role.SERVER and children else None
     targets = build_targets("local", settings.own_service, google_access(settings))
     registry = ProcessRegistry(store, this_process(), clock, settings.heartbeat.timeout, role.value)
-    engine = _engine(settings, store, targets, clock, metrics, SqliteAttemptHolds(store, registry))
+    engine = _engine(replace(settings, tuning=local_tuning(settings.tuning)), store, targets, clock, metrics,
+                     SqliteAttemptHolds(store, registry), staging_targets(targets), jobs=store)
     liveness = Liveness(registry, engine.interruptions, settings.heartbeat.period)
     queue = SqliteTaskQueue(store)
+    staging = StagingParts(clock, engine.deliveries.batch_writer, engine.changes.holds, store.records.written_text)
     dispatcher = Dispatcher(queue, engine.tasks, clock, wakeup, settings.workers, settings.task_lease,
-                            metrics=engine.metrics, version=queue.version, share=registry.share)
+                            metrics=engine.metrics, version=queue.version, share=registry.share, staging=staging)
     if role is Role.DISPATCHER:
         return Runtime(settings, engine, dispatcher, app=None, liveness=liveness)
     readiness = Readiness(health, dispatcher.seconds_since_round)
@@ -317,12 +321,12 @@ def _with_secret(settings: Settings, shared_secret: Callable[[Callable[[], str]]
 
 
 def _engine(settings: Settings, store: JobStore, targets: dict, clock: Clock, metrics: Metrics | None = None,
-            holds: AttemptHolds | None = None) -> Engine:
+            holds: AttemptHolds | None = None, staging=None, jobs=None) -> Engine:  # (the two: build_engine's)
     return build_engine(
         store, targets, clock, settings.tuning, metrics=metrics,
         service_url=settings.service_url, secret=settings.task_secret.encode(), secrets=_secrets(settings),
         holds=holds, repair_workers=settings.watchdog_workers or (8 if settings.backend == "cloud" else 1),
-        task_lease=_task_lease(settings),
+        task_lease=_task_lease(settings), staging=staging, jobs=jobs,
     )
 
 

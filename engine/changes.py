@@ -92,10 +92,9 @@ class JobChanges:
         Datastore, and on SQLite costs more than the row write it spares."""
         self.store, self.clock, self.metrics, self.tuning = store, clock, metrics, tuning
         self.holds = holds
-        self.defer_finishes = defer_finishes if defer_finishes is not None else getattr(
-            store, "defers_finishes", True)
+        self.defer_finishes = defer_finishes if defer_finishes is not None else store.defers_finishes
         # A store that never defers, and holds no finish deferred before, needs none replayed.
-        self._settles = self.defer_finishes or getattr(store, "holds_deferred_finishes", True)
+        self._settles = self.defer_finishes or store.holds_deferred_finishes
 
     def apply(self, project: str, job_id: str, event: JobEvent, *, definition: JobDefinition | None = None,
               source: JobSource | None = None, deleted: bool = False, note: Note | None = None,

@@ -12,20 +12,21 @@ import hashlib
 import hmac
 import logging
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from engine.changes import Change, Note
-from engine.delivery import Staged, deliver, deliver_notification, stage
+from engine.delivery import Staged, Staging, deliver, deliver_notification, stage
 from engine.holds import AttemptKey, HeldAttempt
 from engine.logs import log_event
 from engine.metrics import Metrics
 from engine.ports import Clock, DeliveryResult, JobStore, SecretReader, StoredJob, Target
 from engine.recording import tells_history
+from engine.staging_ports import BatchWriter
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import occurrence_delay
-from statemachine.vocabulary import ON_THE_CLOCK
+from statemachine.vocabulary import ON_THE_CLOCK, DeliveryOutcome, TargetKind
 
 log = logging.getLogger("sundial.engine")
 
@@ -36,10 +37,12 @@ SETTINGS_TTL = timedelta(seconds=5)
 class Deliveries:
     def __init__(self, store: JobStore, targets: dict[str, Target], clock: Clock, metrics: Metrics, *,
                  service_url: str = "http://127.0.0.1:8080", secret: bytes = b"",
-                 secrets: SecretReader | None = None):
+                 secrets: SecretReader | None = None, staging: Staging | None = None):
         """`secret` keys the completion tokens; `secrets` reads the values that header
-        fields name (engine/secrets.py), None where the server has no secret store."""
+        fields name (engine/secrets.py), None where the server has no secret store;
+        `staging`: the targets that can make a request ready ahead of its time, by kind."""
         self.store, self.targets, self.clock, self.metrics = store, targets, clock, metrics
+        self.staging: Staging = staging or {}
         self.service_url, self.secret, self.secrets = service_url.rstrip("/"), secret, secrets
         self.service_host = urlsplit(self.service_url).netloc  # `${serviceHost}`: follows serve --port
         self._settings_cache: dict[str, tuple[datetime, tuple[str, ...]]] = {}
@@ -54,14 +57,14 @@ class Deliveries:
 
     def stage(self, job: StoredJob, action: act.Deliver) -> Staged | None:
         """The attempt's request made ready ahead of its time (engine/delivery.py `stage`)."""
-        return stage(self.targets, job, action, self.allowed_hosts(job.record.project),
+        return stage(self.staging, job, action, self.allowed_hosts(job.record.project),
                      self._completion(job, action), self.secrets, self.service_host)
 
-    def batch_writer(self, hand_off):
+    def batch_writer(self, hand_off: Callable[[Callable[[], None]], None]) -> BatchWriter | None:
         """The HTTP target's writer of staged requests (engine/targets/http_batch.py), or
         None where there is no HTTP target that stages."""
-        make = getattr(self.targets.get("http"), "batch_writer", None)
-        return make(hand_off) if make is not None else None
+        http = self.staging.get(TargetKind.HTTP)
+        return http.batch_writer(hand_off) if http is not None else None
 
     def account(self, job: StoredJob, action: act.Deliver, started: datetime, result: DeliveryResult) -> DeliveryResult:
         """Count and log a sent attempt's result (`started`: when its request went out)."""
@@ -76,7 +79,7 @@ class Deliveries:
             self.metrics.observe_lateness(max(lateness.total_seconds(), 0.0))
         # A failed attempt is a WARNING: the invocation may still retry; its final
         # failure is logged at ERROR where the job records it (engine/changes.py).
-        level = logging.WARNING if result.outcome == "failed" else logging.INFO
+        level = logging.WARNING if result.outcome == DeliveryOutcome.FAILED else logging.INFO
         log_event(log, "delivered", level=level, job=f"{project}/{job_id}", invocation=action.invocation_id,
                   scheduled_time=action.scheduled_time, attempt=action.attempt, event=action.event_index,
                   outcome=result.outcome, reason=result.reason,
@@ -141,9 +144,9 @@ def _outcome_event(action: act.Deliver, result: DeliveryResult, stage_next: bool
     # The Deliver's epoch is the fencing token: the store records the answer only while
     # the attempt has not been issued again since (0: a Deliver made without one).
     epoch = action.epoch or None
-    if result.outcome == "accepted":
+    if result.outcome == DeliveryOutcome.ACCEPTED:
         return ev.InvocationStarted(action.invocation_id, action.event_index, action.attempt, epoch)
     return ev.InvocationFinished(
-        action.invocation_id, result.outcome == "succeeded", result.reason, action.event_index, action.attempt,
-        epoch, stage_next=stage_next,
+        action.invocation_id, result.outcome == DeliveryOutcome.SUCCEEDED, result.reason, action.event_index,
+        action.attempt, epoch, stage_next=stage_next,
     )

@@ -17,13 +17,15 @@ from engine.ports import DeliveryRequest, DeliveryResult, SecretReader, StoredJo
 from engine.rendering import render_target, secret_backed_headers
 from engine.secrets import SecretError
 from engine.sent import sent_record
+from engine.staging_ports import StagedRequest, StagingTarget
 from statemachine import actions as act
 from statemachine.durations import parse_instant
 from statemachine.safety import COMPLETION_TOKEN_HEADER, redact_echoes, sent_credentials
 from statemachine.template import HookValues, TemplateContext
-from statemachine.vocabulary import TargetKind
+from statemachine.vocabulary import DeliveryOutcome, TargetKind
 
 Targets = Mapping[str, Target]  # the sender of each target kind this backend has
+Staging = Mapping[str, StagingTarget]  # the senders of those that stage (none on Cloud Tasks)
 Secrets = SecretReader | None  # (project, name) -> value (engine/secrets.py); None: no store
 
 
@@ -46,7 +48,7 @@ def deliver(
 class Staged:
     """An attempt's request made ready ahead of its time by a sender that can (`stage`)."""
 
-    ready: Any  # the sender's own (engine/targets/http.py StagedHttp)
+    ready: StagedRequest  # the sender's own (engine/targets/http.py StagedHttp)
     sent: dict[str, Any]  # what the result records as sent (engine/sent.py)
     credentials: frozenset[str] = frozenset()  # what the attempt sends (attempt_credentials)
 
@@ -55,20 +57,21 @@ class Staged:
         return replace(masked_answer(result, self.credentials), sent=self.sent)
 
 
-def stage(targets: Targets, job: StoredJob, action: act.Deliver, allowed_hosts: tuple[str, ...],
+def stage(staging: Staging, job: StoredJob, action: act.Deliver, allowed_hosts: tuple[str, ...],
           completion: tuple[str, str], secrets: Secrets = None, service_host: str = "") -> Staged | None:
-    """deliver() up to the write, ahead of the attempt's time: None where its sender cannot
-    stage, or anything fails; deliver() then does it all at the time (and fails the same way)."""
+    """deliver() up to the write, ahead of the attempt's time: None where its kind has no
+    sender in `staging`, or anything fails; deliver() then does it all at the time (and
+    fails the same way)."""
     context = _context(job, action, service_host)
     try:
         rendered = render_target(job.definition.target, context, secrets)
     except (SecretError, ValueError):
         return None
-    staging = getattr(targets.get(next(iter(rendered))), "stage", None)
-    if staging is None:
+    sender = staging.get(next(iter(rendered)))
+    if sender is None:
         return None
     request = _request(context, rendered, allowed_hosts, completion, secret_backed_headers(job.definition.target))
-    ready = staging(request)
+    ready = sender.stage(request)
     if ready is None:
         return None
     credentials = attempt_credentials(rendered, request)
@@ -147,15 +150,15 @@ def send_to_target(
     try:
         rendered = render_target(target, context, secrets)
     except SecretError as error:
-        return DeliveryResult("failed", str(error))
+        return DeliveryResult(DeliveryOutcome.FAILED, str(error))
     except ValueError as error:
-        return DeliveryResult("failed", f"bad request: {error}")
+        return DeliveryResult(DeliveryOutcome.FAILED, f"bad request: {error}")
     if payload is not None:
         rendered = with_payload(rendered, payload)
     kind = next(iter(rendered))
     sender = targets.get(kind)
     if sender is None:
-        return DeliveryResult("failed", f"target {kind} is not available on this backend")
+        return DeliveryResult(DeliveryOutcome.FAILED, f"target {kind} is not available on this backend")
     request = _request(context, rendered, allowed_hosts, completion, secret_backed_headers(target))
     result = sender.deliver(request)
     # Recorded from what the sender was handed, masked and bounded before it is stored;

@@ -19,7 +19,6 @@ heartbeat timeout; after that another process settles what it holds).
 from __future__ import annotations
 
 import logging
-import time
 from datetime import timedelta
 from typing import Callable
 
@@ -31,12 +30,6 @@ Monotonic = Callable[[], float]
 MARGIN_SHARE = 0.1  # of the lease's length ...
 MARGIN_MOST = 1.0  # ... and at most this many seconds
 NEVER = float("inf")
-
-
-def monotonic_of(clock: object) -> Monotonic:
-    """The clock's own monotonic reading, if it has one (a test's fake clock), else the system's."""
-    reader = getattr(clock, "monotonic", None)
-    return reader if callable(reader) else time.monotonic
 
 
 def held_until(taken_at: float, length: timedelta) -> float:

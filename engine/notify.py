@@ -26,6 +26,7 @@ from engine.logs import log_event
 from engine.ports import Clock, DeliveryResult, StoredJob, Transaction
 from engine.recording import hook_of, record_notification
 from statemachine import notification as note
+from statemachine.vocabulary import DeliveryOutcome
 
 log = logging.getLogger("sundial.notify")
 
@@ -73,7 +74,7 @@ class Notifications:
         result = self._deliver(stored, target, summary, attempt)
         log_event(log, "notified", job=f"{project}/{job_id}", invocation=invocation_id, hook=hook,
                   attempt=attempt, outcome=result.outcome, reason=result.reason)
-        if result.outcome in ("succeeded", "accepted"):
+        if result.outcome in (DeliveryOutcome.SUCCEEDED, DeliveryOutcome.ACCEPTED):
             outcome: note.Event = note.NotificationSent(attempt)
         else:
             outcome = note.NotificationFailed(invocation_id, attempt, result.reason)

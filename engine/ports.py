@@ -16,7 +16,7 @@ from engine.errors import StoreError as StoreError
 from statemachine.definition import JobDefinition
 from statemachine.notification import NO_NOTIFICATION, NotificationState
 from statemachine.record import JobRecord
-from statemachine.vocabulary import TaskKind
+from statemachine.vocabulary import DeliveryOutcome, TaskKind
 
 T = TypeVar("T")
 
@@ -143,6 +143,9 @@ class Transaction(Protocol):
         """Enqueue with the commit (SQLite), or right after it (Cloud Tasks). A task
         whose name is already pending is not enqueued twice."""
 
+    def dequeue(self, name: str) -> None:
+        """Take pending task `name` off at the commit (SQLite's own queue); elsewhere nothing: it comes, stale."""
+
     def get_project(self, project: str) -> ProjectRow | None:
         """The project's row; None for a project without a config file."""
 
@@ -157,10 +160,7 @@ class MetaStore(Protocol):
     """Small values kept beside the jobs (the shared task secret, sign-out generations)."""
 
     def read_meta(self, key: str) -> str | None:
-        """The value; None when never written.
-
-        :raises StoreError: storage is failing.
-        """
+        """The value; None when never written. :raises StoreError: storage is failing."""
 
     def write_meta(self, key: str, value: str) -> None:
         """:raises StoreError: storage is failing; the value may or may not be written."""
@@ -174,6 +174,8 @@ class JobStore(MetaStore, Protocol):
     """
 
     jobs_per_commit: int  # jobs one transaction may step for a bulk writer (the config import)
+    defers_finishes: bool  # a finish may be left to its invocation's row (engine/deferred_finish.py)
+    holds_deferred_finishes: bool  # its data may hold such a finish (an older version's): steps replay it
 
     def run_in_transaction(self, body: Callable[[Transaction], T]) -> T:
         """Run `body(tx)` in one transaction; commit if it returns, roll back if it raises.
@@ -266,7 +268,6 @@ class JobStore(MetaStore, Protocol):
         one page; the token is the last entry's id, None after the last page."""
 
     # --- paged reads for the web UI (a page costs the same with 10 or 10,000 rows) ---
-
     def list_jobs_page(
         self, project: str, page_size: int, page_token: str | None, prefix: str = ""
     ) -> tuple[list[StoredJob], str | None]:
@@ -316,7 +317,7 @@ class DeliveryRequest:
 
 @dataclass(frozen=True)
 class DeliveryResult:
-    outcome: str  # succeeded | failed | accepted (async: completion comes later)
+    outcome: DeliveryOutcome  # ACCEPTED: an async target started it; its completion comes later
     reason: str = ""  # for failed: e.g. "http 500", "timeout", "connection error: ..."
     detail: str = ""  # what to log on the invocation: status line, a bounded snippet
     duration: timedelta = timedelta(0)
@@ -335,7 +336,6 @@ class Target(Protocol):
         a bug: the task goes back to its queue, and the watchdog issues the attempt
         again under the same invocation id.
         """
-
 
 
 class RetryTask(Exception):

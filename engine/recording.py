@@ -210,11 +210,8 @@ def record_action(tx: Transaction, project: str, job_id: str, action, now: datet
     elif isinstance(action, act.Deliver) and tells_history(action):
         _update(tx, project, job_id, action.invocation_id, lambda row: _delivering(row, action, now))
     elif isinstance(action, act.CancelTick):
-        # A store whose queue is its own can take the tick off (the embedded one, where
-        # alone occurrences are staged); elsewhere it comes and is found stale.
-        dequeue = getattr(tx, "dequeue", None)
-        if dequeue is not None:
-            dequeue(tick_name(project, job_id, action.nonce, action.at))
+        # The embedded store takes the tick off (occurrences are staged only there).
+        tx.dequeue(tick_name(project, job_id, action.nonce, action.at))
     elif isinstance(action, act.WithdrawOccurrence):
         # A row only if one was written before its time; none is made for it now.
         _update(tx, project, job_id, action.invocation_id, lambda row: _withdrawn(row, now))

@@ -19,19 +19,25 @@ module takes only the parts it uses.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Callable
 
 from engine.changes import JobChanges
 from engine.config_import import ConfigImport
 from engine.deliveries import Deliveries
+from engine.delivery import Staging
 from engine.holds import AttemptHolds
 from engine.interruptions import Interruptions
+from engine.leases import Monotonic
 from engine.maintenance import Maintenance
 from engine.metrics import Metrics
 from engine.notify import Notifications
 from engine.ports import Clock, JobStore, MetaStore, SecretReader, Target
 from engine.queries import Queries
+from engine.staged import StagedChecks
+from engine.staging_ports import JobsReader, OneByOne
 from engine.tasks import TaskRunner
 from statemachine.policy import DEFAULT_TUNING, Tuning
 
@@ -54,7 +60,9 @@ def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuni
                  service_url: str = "http://127.0.0.1:8080", secret: bytes = b"",
                  secrets: SecretReader | None = None, metrics: Metrics | None = None,
                  holds: AttemptHolds | None = None, repair_workers: int = 1,
-                 task_lease: timedelta | None = None, defer_finishes: bool | None = None) -> Engine:
+                 task_lease: timedelta | None = None, defer_finishes: bool | None = None,
+                 staging: Staging | None = None, jobs: JobsReader | None = None,
+                 sleep: Callable[[float], None] = time.sleep, monotonic: Monotonic = time.monotonic) -> Engine:
     """The engine over one store and one set of targets.
 
     `service_url` is where async targets send their completion; `secret` keys the
@@ -65,17 +73,22 @@ def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuni
     `task_lease` how long a task handed to `TaskRunner.handle` is its handler's;
     `defer_finishes` overrides the store's choice of leaving finishes to their rows
     (engine/deferred_finish.py; tests of that mechanism on SQLite set it).
+    Where the tuning stages (`Tuning.stages`): `staging` the targets that can make a
+    request ready ahead of its time, by kind; `jobs` the store's read of many jobs at
+    once (by default one read per job); `sleep` how the wait for a request's time passes.
+    `monotonic`: the clock the leases of tasks and attempts are counted on (engine/leases.py).
     """
     metrics = metrics if metrics is not None else Metrics()
     changes = JobChanges(store, clock, metrics, tuning, holds, defer_finishes)
     interruptions = Interruptions(changes, holds, metrics) if holds is not None else None
     deliveries = Deliveries(store, targets, clock, metrics, service_url=service_url, secret=secret,
-                            secrets=secrets)
+                            secrets=secrets, staging=staging)
+    staged = StagedChecks(jobs or OneByOne(store), changes.write, holds, sleep) if tuning.stages else None
     notifications = Notifications(changes.write, store.get_job, clock, deliveries.send_notification)
     return Engine(
         changes=changes,
         deliveries=deliveries,
-        tasks=TaskRunner(changes, deliveries, notifications.run_task, task_lease),
+        tasks=TaskRunner(changes, deliveries, notifications.run_task, task_lease, staged, monotonic),
         maintenance=Maintenance(store, changes, clock, metrics, interruptions, repair_workers),
         queries=Queries(store, clock, tuning),
         configs=ConfigImport(changes, store),

@@ -21,32 +21,13 @@ import time
 from datetime import datetime
 from typing import Callable
 
-from engine.holds import AttemptKey, HeldAttempt
+from engine.holds import AttemptHolds, AttemptKey, HeldAttempt
 from engine.logs import log_event
-from engine.ports import Clock, JobStore, StoredJob
+from engine.ports import Clock, StoredJob
+from engine.staging_ports import JobsReader, KnownJobs
 from statemachine import actions as act
 
 log = logging.getLogger("sundial.engine")
-
-
-def still_staged(store: JobStore, job: StoredJob, action: act.Deliver) -> bool:
-    """Whether the job, as stored now, still wants this staged request sent."""
-    record = job.record
-    return staged_in(store.get_job(record.project, record.job_id), job, action)
-
-
-def current_jobs(store: JobStore, keys: list[tuple[str, str]],
-                 known: dict[tuple[str, str], tuple[StoredJob, str]] | None = None
-                 ) -> dict[tuple[str, str], StoredJob]:
-    """The jobs as stored now, by (project, job id), in one read where the store reads
-    many at once (the requests of one instant are checked together). `known`: jobs as
-    the caller staged them, with their record's stored text, for a store that can hand
-    back an unchanged row as the caller's own object (SqliteJobStore.get_jobs)."""
-    read_many = getattr(store, "get_jobs", None)
-    if read_many is not None:
-        return dict(read_many(keys, known))
-    found = {key: store.get_job(*key) for key in dict.fromkeys(keys)}
-    return {key: job for key, job in found.items() if job is not None}
 
 
 def staged_in(current: StoredJob | None, job: StoredJob, action: act.Deliver) -> bool:
@@ -86,8 +67,49 @@ def seconds_until(clock: Clock, at: datetime) -> float:
     return (at - clock.now()).total_seconds()
 
 
-def wait_until(clock: Clock, at: datetime) -> None:
-    """Sleep until the clock reads `at` or later (a test's clock may sleep by moving on)."""
-    sleep = getattr(clock, "sleep", time.sleep)
-    while (left := seconds_until(clock, at)) > 0:
-        sleep(left)
+class StagedChecks:
+    """What a staged attempt's request passes at its time, besides its leases: its job as
+    stored now still wants it (`staged_in`), and the release mark is stored before it leaves
+    (a staged request never let out is then sent again). Built only where the tuning
+    stages (engine/service.py): the cloud backend's TaskRunner has none.
+
+    `jobs`: the store's read of many jobs at once (OneByOne where it reads one at a time);
+    `write(body)`: a transaction, to release a hold given up; `sleep`: how waiting for a
+    request's time passes (a test's clock moves on instead).
+    """
+
+    def __init__(self, jobs: JobsReader, write: Callable, holds: AttemptHolds | None,
+                 sleep: Callable[[float], None] = time.sleep):
+        self._jobs, self._write, self._holds, self._sleep = jobs, write, holds, sleep
+
+    def still_wanted(self, job: StoredJob, action: act.Deliver) -> bool:
+        """One request at its time: False (and given up) if its job was paused, deleted or
+        redefined since; True once the release mark is stored."""
+        key = (job.record.project, job.record.job_id)
+        if not staged_in(self._jobs.get_jobs([key]).get(key), job, action):
+            give_up_staged(self._write, self._holds, job, action)
+            return False
+        if self._holds is not None and action.send_at is not None:
+            self._holds.release_up_to(action.send_at)
+        return True
+
+    def wanted(self, staged: list[tuple[StoredJob, act.Deliver]], known: KnownJobs | None = None) -> list[bool]:
+        """The requests due at one instant whose leases hold, checked together: one read
+        of their jobs (`known`: see JobsReader.get_jobs), those no longer wanted given up,
+        and the release mark stored for the latest of the rest."""
+        current = self._jobs.get_jobs([(job.record.project, job.record.job_id) for job, _ in staged], known)
+        go = []
+        for job, action in staged:
+            ok = staged_in(current.get((job.record.project, job.record.job_id)), job, action)
+            if not ok:
+                give_up_staged(self._write, self._holds, job, action)  # paused, deleted or redefined since
+            go.append(ok)
+        latest = max((action.send_at for (_, action), ok in zip(staged, go) if ok and action.send_at), default=None)
+        if self._holds is not None and latest is not None:
+            self._holds.release_up_to(latest)  # stored before they leave: one never let out is sent again
+        return go
+
+    def wait_until(self, clock: Clock, at: datetime) -> None:
+        """Sleep until the clock reads `at` or later."""
+        while (left := seconds_until(clock, at)) > 0:
+            self._sleep(left)

@@ -10,6 +10,7 @@ is committed as starting before the request leaves, and the result after.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Callable
@@ -18,11 +19,11 @@ from engine.changes import Applied, Change, JobChanges, Refusal
 from engine.deliveries import Deliveries, outcome_change
 from engine.errors import NotFound, StoreError
 from engine.interruptions import unsent_change
-from engine.leases import NEVER, first_lost, give_up, held_until, monotonic_of
+from engine.leases import NEVER, Monotonic, first_lost, give_up, held_until
 from engine.logs import log_event
 from engine.ports import DeliveryResult, RetryTask, StoredJob, Task
 from engine.recording import millis
-from engine.staged import current_jobs, give_up_staged, staged_in, still_staged, wait_until
+from engine.staged import StagedChecks
 from engine.targets.fence import LeaseLost, fenced
 from statemachine import actions as act
 from statemachine import events as ev
@@ -70,13 +71,16 @@ class Sent:
 
 class TaskRunner:
     def __init__(self, changes: JobChanges, deliveries: Deliveries, notify: Callable[[dict], None],
-                 task_lease: timedelta | None = None):
+                 task_lease: timedelta | None = None, staged: StagedChecks | None = None,
+                 monotonic: Monotonic = time.monotonic):
         """`notify` runs one on_failure notification task (engine/notify.py); `task_lease`:
         how long a task handed to `handle` is its handler's (a Cloud Tasks request's
-        dispatch deadline; None: unbounded)."""
+        dispatch deadline; None: unbounded); `staged`: the checks of a staged attempt at
+        its time, where the backend stages (None: it never does); `monotonic`: the clock
+        leases are counted on (engine/leases.py; a test's may stall)."""
         self.changes, self.deliveries, self.notify = changes, deliveries, notify
-        self.task_lease = task_lease
-        self.monotonic = monotonic_of(changes.clock)
+        self.task_lease, self.staged = task_lease, staged
+        self.monotonic = monotonic
         # The monotonic instant from which no request of this process leaves (stop_sending).
         self._sending_until: float | None = None
 
@@ -183,59 +187,26 @@ class TaskRunner:
         own (AttemptHolds.held_until). Otherwise give it up (None): whoever holds it
         now sends it, under the same invocation id. A staged attempt (its time has come)
         is also given up if the job was paused, deleted or redefined since (engine/staged.py)."""
-        holds = self.changes.holds
         leases = self._leases(stepped, task_until)
         lost = first_lost(self.monotonic(), leases)
-        if not lost and action.send_at is not None:
-            if not still_staged(self.changes.store, job, action):
-                give_up_staged(self.changes.write, holds, job, action)  # paused, deleted or redefined since
-                return None
-            if holds is not None:  # stored before it leaves: a staged request never let out is sent again
-                holds.release_up_to(action.send_at)
+        if not lost and action.send_at is not None and self.staged is not None \
+                and not self.staged.still_wanted(job, action):
+            return None
         if not lost:
             try:  # checked again at the socket, right before the request is written (fence.py)
                 with fenced(lambda: first_lost(self.monotonic(), leases)):
                     return self.deliveries.send(job, action)
             except LeaseLost as at_socket:
                 lost = str(at_socket)
-        self._give_up_send(lost, job, action)
+        self.give_up_send(lost, job, action)
         return None
 
-    def ready_staged_many(self, staged: list[tuple[StoredJob, act.Deliver, Stepped, float]],
-                          known: dict[tuple[str, str], tuple[StoredJob, str]] | None = None) -> list[bool]:
-        """send_held's checks for the staged requests due at one instant, which the batch
-        writer (engine/targets/http_batch.py) writes right after, each behind the fence
-        (`leases_hold`): every lease, the jobs as stored now (one read for them all;
-        `known`: see current_jobs), and the release mark. A False is given up here.
-        `staged`: (job, action, stepped, task_until) of each."""
-        holds = self.changes.holds
-        now = self.monotonic()
-        lost = [first_lost(now, self._leases(stepped, until)) for _, _, stepped, until in staged]
-        keys = [(job.record.project, job.record.job_id) for (job, *_), why in zip(staged, lost) if not why]
-        current = current_jobs(self.changes.store, keys, known)
-        go = []
-        for (job, action, _, _), why in zip(staged, lost):
-            ok = not why and staged_in(current.get((job.record.project, job.record.job_id)), job, action)
-            if why:
-                self._give_up_send(why, job, action)
-            elif not ok:
-                give_up_staged(self.changes.write, holds, job, action)  # paused, deleted or redefined since
-            go.append(ok)
-        latest = max((action.send_at for (_, action, _, _), ok in zip(staged, go) if ok and action.send_at),
-                     default=None)
-        if holds is not None and latest is not None:
-            holds.release_up_to(latest)  # stored before they leave: one never let out is sent again
-        return go
+    def lost_lease(self, stepped: Stepped, task_until: float = NEVER) -> str:
+        """The first lease an attempt `stepped` issued is sent under that has run out ("":
+        all hold): this process's stop, the task's, the attempt's and the process's own."""
+        return first_lost(self.monotonic(), self._leases(stepped, task_until))
 
-    def leases_hold(self, job: StoredJob, action: act.Deliver, stepped: Stepped, task_until: float = NEVER) -> bool:
-        """Whether every lease a staged request is sent under still holds: the check right
-        before its write (the fence at the socket, engine/targets/fence.py)."""
-        lost = first_lost(self.monotonic(), self._leases(stepped, task_until))
-        if lost:
-            self._give_up_send(lost, job, action)
-        return not lost
-
-    def _give_up_send(self, lease: str, job: StoredJob, action: act.Deliver) -> None:
+    def give_up_send(self, lease: str, job: StoredJob, action: act.Deliver) -> None:
         if lease == STOP:
             return  # not a lease lost: the process stops, and its sender says how many it left
         give_up(log, self.changes.metrics, "send", lease, job=f"{job.record.project}/{job.record.job_id}",
@@ -270,8 +241,8 @@ class TaskRunner:
         if retry is not None:
             raise retry
         for job, action in stepped.deliveries:
-            if action.send_at is not None:
-                wait_until(self.changes.clock, action.send_at)  # staged: its time first
+            if action.send_at is not None and self.staged is not None:
+                self.staged.wait_until(self.changes.clock, action.send_at)  # staged: its time first
             result = self.send_held(job, action, stepped, task_until)
             if result is not None:
                 self._record_result(Sent(job, action, result), task)

@@ -100,7 +100,8 @@ def step(record: JobRecord, event: ev.Event, now: datetime, tuning: Tuning = DEF
     if isinstance(event, ev.InvocationFinished) and event.stage_next:
         new_record, staged = stage_pending(new_record, now, tuning)
         actions = [*actions, *staged]
-    new_record, actions = staging.after_step(record, new_record, actions, now, tuning)
+    if tuning.stages:  # a backend that never stages pays nothing for it
+        new_record, actions = staging.after_step(record, new_record, actions, now, tuning)
     actions = deadlines.arm(record, new_record, actions, tuning)
     return Transition(with_derived_fields(new_record, tuning), tuple(actions))
 

@@ -79,6 +79,17 @@ class Tuning:
     # in the sending process until the occurrence's time. Zero: no staging (Cloud
     # Tasks runs each tick at its time).
     stage_ahead: timedelta = timedelta(0)
+    # How much earlier than its task's time a queue may run a staging tick: the
+    # embedded dispatcher hands the early ticks that fall due close together to one
+    # transaction at the start of their grain, so the composition root sets this to
+    # cover that grain (app/bootstrap.py; engine/adapters/local/early_ticks.py).
+    early_slack: timedelta = timedelta(milliseconds=250)
+
+    @property
+    def stages(self) -> bool:
+        """Whether this backend stages occurrences at all: only then does a step look
+        for staged attempts to give up (staging.after_step)."""
+        return self.stage_ahead > timedelta(0)
 
 
 DEFAULT_TUNING = Tuning()

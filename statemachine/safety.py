@@ -227,7 +227,7 @@ def address_refusal(address: IPAddress, backend: str) -> str | None:
 
 def _kind(address: IPAddress) -> str:
     for kind, test in (("loopback", address.is_loopback), ("multicast", address.is_multicast),
-                       ("site-local", getattr(address, "is_site_local", False)),
+                       ("site-local", isinstance(address, ipaddress.IPv6Address) and address.is_site_local),
                        ("private", address.is_private)):
         if test:
             return kind

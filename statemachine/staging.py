@@ -50,12 +50,6 @@ from statemachine.vocabulary import SkipReason, Trigger
 
 Result = tuple[JobRecord, list[act.Action]]
 
-# A queue may run a staging tick up to this much before its task's time: the embedded
-# dispatcher hands the early ticks that fall due close together to one transaction
-# (engine/adapters/local/dispatcher.py, EARLY_GRAIN), which takes no more than this.
-EARLY_SLACK = timedelta(milliseconds=250)
-
-
 def stageable(policy: JobPolicy | None, tuning: Tuning) -> bool:
     """Whether this job's occurrences may be staged: one event, no throttle (its queue is
     the throttle's concurrency), a clock-driven schedule (a relative one counts from the

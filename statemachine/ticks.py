@@ -96,7 +96,7 @@ def _on_current_tick(record: JobRecord, tick_at: datetime, now: datetime, tuning
     if early > tuning.accept_early and staging.stageable(record.policy, tuning):
         # Queued ahead to stage its occurrence (staging.py); when something else of the
         # job is under way it waits for its time instead, as an unstaged tick would.
-        if early > tuning.stage_ahead + staging.EARLY_SLACK or not staging.may_stage_now(record, tuning):
+        if early > tuning.stage_ahead + tuning.early_slack or not staging.may_stage_now(record, tuning):
             return record, [act.RetryLater(early)]
         record, handled, plan = _handle_due(record, tick_at, now, tuning)
         return _arm_after(record, handled, plan, now)

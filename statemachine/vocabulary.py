@@ -28,6 +28,15 @@ TERMINAL_STATUSES = (InvocationStatus.SUCCEEDED, InvocationStatus.FAILED, Invoca
                      InvocationStatus.ABORTED)
 
 
+class DeliveryOutcome(StrEnum):
+    """How one attempt's delivery went, as a target reports it (DeliveryResult.outcome);
+    the word is logged and counted (`sundial_deliveries_total{outcome=...}`)."""
+
+    SUCCEEDED = "succeeded"  # the target took it (a 2xx, a published message, a created task)
+    FAILED = "failed"  # refused, timed out, an error answer, a forbidden address: its reason says which
+    ACCEPTED = "accepted"  # an async target's 202: the completion report settles the attempt
+
+
 class SkipReason(StrEnum):
     """Why an occurrence did not run: the reason of every SKIPPED invocation."""
 

@@ -11,7 +11,7 @@ from config.loader import ProjectConfigError, parse_job_entry
 from engine import operations as ops
 from engine.backfills import backfill_job
 from engine.masking import MaskedValues, unmasked_entry
-from engine.secrets import secret_names
+from engine.secrets import LocalSecrets, secret_names
 from statemachine.definition import JobDefinition
 from statemachine.vocabulary import InvocationStatus
 from web.access import OWN, TRIGGER, actor
@@ -63,11 +63,11 @@ def _unmasked(project: str, job_id: str, entry: dict) -> dict:
 
 def _refuse_unknown_secrets(project: str, definition: JobDefinition) -> None:
     """A secret the project does not have is a validation error where the store can tell."""
-    exists = getattr(current_engine().deliveries.secrets, "exists", None)
-    if exists is None:
+    secrets = current_engine().deliveries.secrets
+    if not isinstance(secrets, LocalSecrets):  # (Secret Manager's are not listed: a send tells)
         return
     missing = [f"{where}: unknown secret {name} (project {project} has no secret of that name)"
-               for where, name in secret_names(definition) if not exists(project, name)]
+               for where, name in secret_names(definition) if not secrets.exists(project, name)]
     if missing:
         raise ApiError("INVALID_ARGUMENT", "; ".join(missing), missing)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.ports import DeliveryRequest, Target
+from engine.staging_ports import StagingTarget
 from engine.targets.google_tokens import DEFAULT_IAM_URL, DEFAULT_METADATA_HOST, TokenMinter
 from engine.targets.http import HttpTarget
 from engine.targets.noop import NoopTarget, UnavailableTarget
@@ -72,6 +73,12 @@ def _google_target(kind: str, backend: str, google: GoogleAccess, own: OwnServic
     from engine.targets.cloud_tasks import CloudTasksTarget
 
     return CloudTasksTarget(own=own, emulator_host=google.tasks_emulator)
+
+
+def staging_targets(targets: dict[str, Target]) -> dict[str, StagingTarget]:
+    """The targets that can make a request ready ahead of its time (StagingTarget), by
+    kind: the HTTP target, on the embedded backend, where occurrences are staged."""
+    return {kind: target for kind, target in targets.items() if isinstance(target, HttpTarget)}
 
 
 def target_kind(target: dict) -> str:

@@ -34,6 +34,7 @@ from engine.ports import DeliveryRequest, DeliveryResult
 from engine.targets.google_tokens import describe, refusal
 from engine.targets.http import sundial_headers
 from statemachine.safety import CLOUD_TASK_MAX_BYTES, OwnService, is_framing_header
+from statemachine.vocabulary import DeliveryOutcome
 
 CREATE_TIMEOUT = 30.0  # seconds for the CreateTask call
 _BODY_METHODS = ("POST", "PUT", "PATCH")  # Cloud Tasks refuses a body with any other
@@ -74,36 +75,36 @@ class CloudTasksTarget:
         outcome, reason, detail = self._attempt(request)
         return DeliveryResult(outcome, reason, detail, timedelta(seconds=time.monotonic() - started))
 
-    def _attempt(self, request: DeliveryRequest) -> tuple[str, str, str]:
+    def _attempt(self, request: DeliveryRequest) -> tuple[DeliveryOutcome, str, str]:
         spec = request.target.get("cloud_tasks") or {}
         queue = str(spec.get("queue") or "")
         refused = self._own.refusal(str(spec.get("url") or ""), queue)
         if refused:
-            return "failed", f"forbidden target: {refused[1]}", refused[1]
+            return DeliveryOutcome.FAILED, f"forbidden target: {refused[1]}", refused[1]
         auth = spec.get("auth")
         forbidden = refusal(self._own, request.project, auth, str(spec.get("url") or "")) \
             if isinstance(auth, dict) and auth else None
         if forbidden:
-            return "failed", forbidden, forbidden
+            return DeliveryOutcome.FAILED, forbidden, forbidden
         try:
             task = self._task(request, spec, queue)
         except ValueError as error:
-            return "failed", f"invalid request: {error}", str(error)
+            return DeliveryOutcome.FAILED, f"invalid request: {error}", str(error)
         try:
             self._get_client().create_task(parent=queue, task=task, timeout=CREATE_TIMEOUT)
         except gexc.AlreadyExists:
-            return "succeeded", "", f"task {task.name} already created by an earlier try"
+            return DeliveryOutcome.SUCCEEDED, "", f"task {task.name} already created by an earlier try"
         except gexc.RetryError as error:
             text = f"cloud_tasks: gave up retrying: {_short(error.cause or error)}"
-            return "failed", text, text
+            return DeliveryOutcome.FAILED, text, text
         except gexc.GoogleAPICallError as error:
             code = error.grpc_status_code.name if error.grpc_status_code is not None else type(error).__name__
             text = f"cloud_tasks: {code} {_short(error)}"
-            return "failed", text, text
+            return DeliveryOutcome.FAILED, text, text
         except auth_exceptions.GoogleAuthError as error:
             text = f"cloud_tasks: no credentials: {_short(error)}"
-            return "failed", text, text
-        return "succeeded", "", f"created task {task.name}"
+            return DeliveryOutcome.FAILED, text, text
+        return DeliveryOutcome.SUCCEEDED, "", f"created task {task.name}"
 
     def _task(self, request: DeliveryRequest, spec: dict, queue: str) -> tasks_v2.Task:
         method = str(spec.get("method") or "POST").upper()
@@ -120,7 +121,7 @@ class CloudTasksTarget:
         headers.update(sundial_headers(request))
         http = tasks_v2.HttpRequest(
             url=str(spec.get("url") or ""),
-            http_method=getattr(tasks_v2.HttpMethod, method),
+            http_method=tasks_v2.HttpMethod.__members__[method],
             headers=headers,
             body=body.encode("utf-8"),
             **_token(spec),

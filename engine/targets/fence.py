@@ -18,7 +18,14 @@ import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-_local = threading.local()
+
+class _Fence(threading.local):
+    """This thread's fence: the check of the leases it sends under (None: outside any)."""
+
+    lost: Callable[[], str] | None = None
+
+
+_local = _Fence()
 
 
 class LeaseLost(BaseException):
@@ -28,7 +35,7 @@ class LeaseLost(BaseException):
 @contextmanager
 def fenced(lost: Callable[[], str]) -> Iterator[None]:
     """Within the block, `check()` raises LeaseLost when `lost()` names a lease ("" while all hold)."""
-    previous = getattr(_local, "lost", None)
+    previous = _local.lost
     _local.lost = lost
     try:
         yield
@@ -38,7 +45,7 @@ def fenced(lost: Callable[[], str]) -> Iterator[None]:
 
 def check() -> None:
     """Raise LeaseLost if the fence this thread sends under has a lease that ran out."""
-    lost = getattr(_local, "lost", None)
+    lost = _local.lost
     name = lost() if lost is not None else ""
     if name:
         raise LeaseLost(name)

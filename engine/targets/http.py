@@ -30,6 +30,7 @@ from statemachine.safety import (
     redact_echoes,
     sent_credentials,
 )
+from statemachine.vocabulary import DeliveryOutcome
 
 DEFAULT_TIMEOUT = timedelta(seconds=60)
 POOL_SIZE = 64  # idle connections kept per host: about the dispatcher's thread count
@@ -152,26 +153,26 @@ class HttpTarget:
         elapsed = timedelta(seconds=time.monotonic() - started)
         return DeliveryResult(outcome, reason, detail, elapsed)
 
-    def _attempt(self, request: DeliveryRequest) -> tuple[str, str, str]:
+    def _attempt(self, request: DeliveryRequest) -> tuple[DeliveryOutcome, str, str]:
         spec = request.target.get("http") or {}
         try:
             endpoint = parse_endpoint(str(spec.get("url") or ""))
             timeout = _timeout_seconds(spec.get("timeout"))
         except ValueError as error:
-            return "failed", f"invalid request: {error}", str(error)
+            return DeliveryOutcome.FAILED, f"invalid request: {error}", str(error)
         try:
             address = check_address(endpoint.host, request.allowed_hosts, self.backend, endpoint.port)
         except ForbiddenTarget as refused:
-            return "failed", str(refused), refused.why
+            return DeliveryOutcome.FAILED, str(refused), refused.why
         except OSError as error:
-            return "failed", f"connection error: cannot resolve {endpoint.host}", _short_cause(error)
+            return DeliveryOutcome.FAILED, f"connection error: cannot resolve {endpoint.host}", _short_cause(error)
         headers = _headers(request, spec, endpoint)
         if isinstance(spec.get("auth"), dict):  # minted only for a target that passed the checks
             try:  # the project's grant first: a refused identity fails as `forbidden identity: ...`
                 token = self._minter.bearer(spec["auth"], str(spec.get("url")), request.project)
                 headers["Authorization"] = f"Bearer {token}"
             except MintError as error:
-                return "failed", str(error), str(error)
+                return DeliveryOutcome.FAILED, str(error), str(error)
         return self._send(request, spec, endpoint, timeout, address, headers)
 
     def _send(self, request: DeliveryRequest, spec: dict, endpoint: Endpoint, timeout: float,
@@ -197,27 +198,28 @@ class HttpTarget:
                                                 max(deadline - time.monotonic(), 0.001), _READ_LIMIT,
                                                 address, owner=request.project)
             except TimeoutError:  # before OSError, of which it is one
-                return "failed", "timeout", f"no answer within {timeout:g}s"
+                return DeliveryOutcome.FAILED, "timeout", f"no answer within {timeout:g}s"
             except (OSError, http.client.HTTPException) as error:
                 cause = _short_cause(error)
-                return "failed", f"connection error: {cause}", cause
+                return DeliveryOutcome.FAILED, f"connection error: {cause}", cause
             except ValueError as error:  # e.g. a header value with a line break
                 cause = _short_cause(error)
-                return "failed", f"invalid request: {cause}", cause
+                return DeliveryOutcome.FAILED, f"invalid request: {cause}", cause
             location = _to_follow(answer)
             if location is None:
                 break
             if hop == MAX_REDIRECTS:
-                return "failed", f"too many redirects (more than {MAX_REDIRECTS})", _detail(answer, sent)
+                return DeliveryOutcome.FAILED, f"too many redirects (more than {MAX_REDIRECTS})", _detail(answer, sent)
             try:
                 endpoint, address, method, payload, headers = self._redirect(
                     request, endpoint, answer, method, payload, headers)
             except ForbiddenTarget as refused:
-                return "failed", str(refused), f"redirected to {location[:200]}: {refused.why}"
+                return DeliveryOutcome.FAILED, str(refused), f"redirected to {location[:200]}: {refused.why}"
             except ValueError as error:
-                return "failed", f"invalid redirect: {error}", _detail(answer, sent)
+                return DeliveryOutcome.FAILED, f"invalid redirect: {error}", _detail(answer, sent)
             except OSError as error:
-                return "failed", "connection error: cannot resolve the redirect's host", _short_cause(error)
+                cause = _short_cause(error)
+                return DeliveryOutcome.FAILED, "connection error: cannot resolve the redirect's host", cause
         return _ending(answer, spec, sent)
 
     def _redirect(self, request, endpoint: Endpoint, answer: Answer, method: str, payload, headers):
@@ -241,7 +243,7 @@ def _to_follow(answer: Answer) -> str | None:
     return answer.location if answer.status in _REDIRECTS and answer.location else None
 
 
-def _ending(answer: Answer, spec: dict, sent: dict[str, str]) -> tuple[str, str, str]:
+def _ending(answer: Answer, spec: dict, sent: dict[str, str]) -> tuple[DeliveryOutcome, str, str]:
     """The outcome, reason and detail of an answer that ends the attempt (`sent`: the headers)."""
     outcome, reason = _classify(answer.status, bool(spec.get("async")))
     return outcome, reason, _detail(answer, sent)
@@ -301,11 +303,11 @@ def sundial_headers(request: DeliveryRequest, is_async: bool = False) -> dict[st
     return headers
 
 
-def _classify(status: int, is_async: bool) -> tuple[str, str]:
+def _classify(status: int, is_async: bool) -> tuple[DeliveryOutcome, str]:
     if 200 <= status < 300:
         # Only an async target's 202 means "started; completion comes later".
-        return ("accepted", "") if status == 202 and is_async else ("succeeded", "")
-    return "failed", f"http {status}"
+        return (DeliveryOutcome.ACCEPTED, "") if status == 202 and is_async else (DeliveryOutcome.SUCCEEDED, "")
+    return DeliveryOutcome.FAILED, f"http {status}"
 
 
 def _detail(answer: Answer, sent: dict[str, str]) -> str:

@@ -4,6 +4,7 @@ target kinds this backend cannot deliver yet."""
 from __future__ import annotations
 
 from engine.ports import DeliveryRequest, DeliveryResult
+from statemachine.vocabulary import DeliveryOutcome
 
 
 class NoopTarget:
@@ -11,7 +12,7 @@ class NoopTarget:
     whose only purpose is to trigger other jobs."""
 
     def deliver(self, request: DeliveryRequest) -> DeliveryResult:
-        return DeliveryResult("succeeded", detail="noop")
+        return DeliveryResult(DeliveryOutcome.SUCCEEDED, detail="noop")
 
 
 class UnavailableTarget:
@@ -23,4 +24,4 @@ class UnavailableTarget:
 
     def deliver(self, request: DeliveryRequest) -> DeliveryResult:
         reason = f"target {self.kind} is not available on this backend"
-        return DeliveryResult("failed", reason=reason, detail=reason)
+        return DeliveryResult(DeliveryOutcome.FAILED, reason=reason, detail=reason)

@@ -25,6 +25,7 @@ from google.auth import exceptions as auth_exceptions
 
 from engine.ports import DeliveryRequest, DeliveryResult
 from statemachine.durations import rfc3339_millis
+from statemachine.vocabulary import DeliveryOutcome
 
 PUBLISH_TIMEOUT = timedelta(seconds=60)
 # The client's own retries of a failed publish: a blip is retried for two seconds, after
@@ -70,7 +71,7 @@ class PubSubTarget:
         outcome, reason, detail = self._attempt(request)
         return DeliveryResult(outcome, reason, detail, timedelta(seconds=time.monotonic() - started))
 
-    def _attempt(self, request: DeliveryRequest) -> tuple[str, str, str]:
+    def _attempt(self, request: DeliveryRequest) -> tuple[DeliveryOutcome, str, str]:
         spec = request.target.get("pubsub") or {}
         topic = str(spec.get("topic") or "")
         data = str(spec.get("data") or "").encode("utf-8")
@@ -84,20 +85,20 @@ class PubSubTarget:
             future = self._client().publish(topic, data, retry=PUBLISH_RETRY, **attributes)
             message_id = future.result(timeout=self._timeout)
         except concurrent.futures.TimeoutError:
-            return "failed", "timeout", f"pubsub: no answer within {self._timeout:g}s"
+            return DeliveryOutcome.FAILED, "timeout", f"pubsub: no answer within {self._timeout:g}s"
         except gexc.RetryError as error:
             text = f"pubsub: gave up retrying: {_short(error.cause or error)}"
-            return "failed", text, text
+            return DeliveryOutcome.FAILED, text, text
         except gexc.GoogleAPICallError as error:
             text = f"pubsub: {_status(error)} {_short(error)}"
-            return "failed", text, text
+            return DeliveryOutcome.FAILED, text, text
         except auth_exceptions.GoogleAuthError as error:
             text = f"pubsub: no credentials: {_short(error)}"
-            return "failed", text, text
+            return DeliveryOutcome.FAILED, text, text
         except (TypeError, ValueError) as error:  # e.g. a message over Pub/Sub's size limit
             text = f"pubsub: invalid message: {_short(error)}"
-            return "failed", text, text
-        return "succeeded", "", f"published message {message_id} to {topic}"
+            return DeliveryOutcome.FAILED, text, text
+        return DeliveryOutcome.SUCCEEDED, "", f"published message {message_id} to {topic}"
 
     def _client(self):
         with self._lock:

@@ -240,7 +240,7 @@ class Harness:
         self.target = RecordingTarget()
         targets = {"http": self.target, "noop": self.target}
         self.engine = build_engine(self.store, targets, self.clock, tuning or Tuning(), secret=b"s",
-                                   defer_finishes=defer_finishes)
+                                   defer_finishes=defer_finishes, sleep=self.clock.sleep)
         self.sources: list = []  # more things with next_wake() and run_due(now)
         if backend is None:
             self.queue = SqliteTaskQueue(self.store.inner)

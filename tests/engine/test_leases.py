@@ -42,9 +42,9 @@ class MonoClock(FakeClock):
 
 class Process:
     def __init__(self, h: Harness):
-        self.registry = ProcessRegistry(h.store.inner, this_process(), h.clock, TIMEOUT)
+        self.registry = ProcessRegistry(h.store.inner, this_process(), h.clock, TIMEOUT, monotonic=h.clock.monotonic)
         self.engine = build_engine(h.store, {"noop": h.target}, h.clock, Tuning(), secret=b"s",
-                                   holds=SqliteAttemptHolds(h.store.inner, self.registry))
+                                   holds=SqliteAttemptHolds(h.store.inner, self.registry), monotonic=h.clock.monotonic)
 
     def lost(self, **labels) -> float:
         return self.engine.metrics.counter("sundial_leases_lost_total", **labels)
@@ -156,7 +156,7 @@ def test_a_task_whose_lease_ran_out_in_its_handler_is_neither_deleted_nor_handed
     queue.store.run_in_transaction(lambda tx: tx.enqueue(task))
     handler = Handler(clock, stall)
     dispatcher = Dispatcher(queue, handler, clock, Wakeup(), workers=2, lease=timedelta(seconds=30),
-                            max_sleep=timedelta(milliseconds=50), metrics=metrics)
+                            max_sleep=timedelta(milliseconds=50), metrics=metrics, monotonic=clock.monotonic)
     dispatcher.start()
     try:
         assert handler.ran.wait(5)
@@ -174,7 +174,7 @@ def test_a_task_whose_lease_ran_out_in_its_handler_is_neither_deleted_nor_handed
 def test_a_cloud_task_handler_that_runs_past_its_dispatch_deadline_sends_nothing(h, stall, sent):
     # As on Cloud Tasks: no holds; the request's lease is its dispatch deadline (10 minutes).
     engine = build_engine(h.store, {"noop": h.target}, h.clock, Tuning(), secret=b"s",
-                          task_lease=timedelta(minutes=10))
+                          task_lease=timedelta(minutes=10), monotonic=h.clock.monotonic)
     commit = engine.changes.apply_many
 
     def stalling_commit(changes):  # the handler stalls right after its step commits

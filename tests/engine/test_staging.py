@@ -175,3 +175,10 @@ def test_readers_see_a_staged_occurrence_as_not_started_until_its_time(tmp_path)
 
 def _text(moment) -> str:
     return rfc3339_millis(moment)
+
+
+def test_only_a_backend_that_stages_has_the_staged_checks(tmp_path):
+    # The cloud backend's tuning stages nothing: its task runner carries no staged path.
+    assert Harness(tmp_path / "cloud").engine.tasks.staged is None
+    assert Harness(tmp_path / "embedded", STAGED).engine.tasks.staged is not None
+

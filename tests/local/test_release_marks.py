@@ -15,6 +15,7 @@ from engine.adapters.local.liveness import ProcessIdentity, ProcessRegistry, Sql
 from engine.adapters.local.release_marks import AHEAD, PREFIX
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.adapters.local.staged_sends import StagingParts
 from engine.holds import AttemptKey
 from engine.service import build_engine
 from statemachine.durations import UTC
@@ -66,7 +67,8 @@ def test_a_staged_request_leaves_only_once_its_time_is_covered_by_the_stored_mar
                                for i in range(3))
     data = text.encode()
     engine.configs.import_project(snapshot_of("p", Path("p.yaml"), data, hashlib.sha256(data).hexdigest(), "local"))
-    dispatcher = Dispatcher(SqliteTaskQueue(store), engine.tasks, _SystemClock(), wakeup, workers=4)
+    dispatcher = Dispatcher(SqliteTaskQueue(store), engine.tasks, _SystemClock(), wakeup, workers=4,
+                            staging=StagingParts(_SystemClock(), holds=engine.changes.holds))
     dispatcher.start()
     try:
         deadline = time.monotonic() + 10

@@ -23,7 +23,7 @@ from engine import operations
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
-from engine.adapters.local.staged_sends import INSTANT
+from engine.adapters.local.staged_sends import INSTANT, StagingParts
 from engine.recording import record_action, tick_task
 from engine.service import build_engine
 from engine.targets.http import HttpTarget
@@ -46,9 +46,14 @@ class HttpRig:
         self.receiver = Receiver()
         self.wakeup = Wakeup()
         self.store = SqliteJobStore(tmp_path / "sundial.db", on_enqueue=self.wakeup.task_enqueued)
-        self.engine = build_engine(self.store, {"http": HttpTarget("local")}, SystemClock(), tuning, secret=b"s")
+        http = HttpTarget("local")
+        self.engine = build_engine(self.store, {"http": http}, SystemClock(), tuning, secret=b"s",
+                                   staging={"http": http}, jobs=self.store)
         self.queue = SqliteTaskQueue(self.store)
-        self.dispatcher = Dispatcher(self.queue, self.engine.tasks, SystemClock(), self.wakeup, workers)
+        staging = StagingParts(SystemClock(), self.engine.deliveries.batch_writer,
+                               written_text=self.store.records.written_text)
+        self.dispatcher = Dispatcher(self.queue, self.engine.tasks, SystemClock(), self.wakeup, workers,
+                                     staging=staging)
 
     def import_one_offs(self, count: int, lead: float, target: str = "") -> tuple[list[str], datetime]:
         """`count` jobs, each one occurrence at the whole second after `lead` s from now."""

@@ -71,7 +71,7 @@ def test_a_time_past_the_mark_gets_a_mark_of_its_own_before_it_leaves():
 
 
 def test_a_mark_that_cannot_be_stored_holds_nothing_back_and_is_tried_again_for_each_time():
-    # The sender checks the mark again before it writes (TaskRunner.ready_staged_many).
+    # The sender checks the mark again before it writes (StagedChecks.wanted, engine/staged.py).
     start = datetime.now(UTC) + timedelta(seconds=0.2)
     times = [start + timedelta(milliseconds=20 * i) for i in range(3)]
     marks = Marks(fail=True)

@@ -22,6 +22,7 @@ from engine.adapters.local.dispatcher import Dispatcher, Wakeup
 from engine.adapters.local.liveness import ProcessRegistry, SqliteAttemptHolds, this_process
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.adapters.local.staged_sends import StagingParts
 from engine.clock import SystemClock
 from engine.service import build_engine
 from engine.targets.http import HttpTarget
@@ -39,14 +40,18 @@ class Rig:
         self.store = SqliteJobStore(tmp_path / "sundial.db", on_enqueue=self.wakeup.task_enqueued)
         self.registry = ProcessRegistry(self.store, this_process(), SystemClock(), timedelta(seconds=20))
         self.registry.heartbeat()
-        self.engine = build_engine(self.store, {"http": HttpTarget("local")}, SystemClock(), tuning, secret=b"s",
-                                   holds=SqliteAttemptHolds(self.store, self.registry))
+        http = HttpTarget("local")
+        self.engine = build_engine(self.store, {"http": http}, SystemClock(), tuning, secret=b"s",
+                                   holds=SqliteAttemptHolds(self.store, self.registry),
+                                   staging={"http": http}, jobs=self.store)
         self.queue = SqliteTaskQueue(self.store)
         self.workers = workers
         self.dispatcher = self.new_dispatcher()
 
     def new_dispatcher(self) -> Dispatcher:
-        return Dispatcher(self.queue, self.engine.tasks, SystemClock(), self.wakeup, self.workers)
+        staging = StagingParts(SystemClock(), self.engine.deliveries.batch_writer, self.engine.changes.holds,
+                               self.store.records.written_text)
+        return Dispatcher(self.queue, self.engine.tasks, SystemClock(), self.wakeup, self.workers, staging=staging)
 
     def import_one_offs(self, count: int, lead: float, path: str = "/hit") -> tuple[list[str], datetime]:
         """`count` jobs, each one occurrence at the whole second after `lead` s from now."""

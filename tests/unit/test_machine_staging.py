@@ -48,7 +48,7 @@ def test_a_stageable_job_asks_for_its_tick_ahead_and_stages_at_t_minus_lead():
 
 def test_a_staging_tick_run_a_little_before_its_tasks_time_still_stages():
     # Queued at 10:14:59 (T - 1 s); the embedded dispatcher hands early ticks over in
-    # groups, so one may run up to EARLY_SLACK before that.
+    # groups, so one may run up to Tuning.early_slack before that.
     job = _job()
     _staged(job, "10:14:58.800")
 
@@ -298,3 +298,30 @@ def test_what_waited_behind_a_withdrawn_occurrence_starts_at_once():
     actions = _edited(job, "10:07:00.800")
     assert not job.record.has_waiting and [e.trigger for e in job.record.active] == ["manual"]
     assert any(isinstance(a, act.EnqueueAttempt) for a in actions)
+
+
+def test_a_backend_that_never_stages_never_runs_the_staging_step(monkeypatch):
+    # The cloud backend's tuning stages nothing (stage_ahead 0): its steps do not pay
+    # for the embedded backend's staging at all.
+    from statemachine import staging
+
+    calls = []
+    real = staging.after_step
+    monkeypatch.setattr(staging, "after_step", lambda *args: calls.append(args) or real(*args))
+    cloud = _job(Tuning())
+    cloud.tick("10:15")
+    assert calls == []
+    _staged(_job())
+    assert calls  # the embedded backend's do
+
+
+def test_the_core_takes_its_early_slack_from_the_tuning():
+    job = _job(replace(STAGED, early_slack=timedelta(milliseconds=100)))
+    assert job.tick("10:14:58.800") == [act.RetryLater(timedelta(milliseconds=1200))]
+
+
+def test_the_embedded_tuning_covers_the_dispatchers_early_grain():
+    from engine.adapters.local.early_ticks import EARLY_GRAIN, local_tuning
+
+    tuned = local_tuning(STAGED)
+    assert tuned.early_slack >= EARLY_GRAIN and tuned.stage_ahead == STAGED.stage_ahead

@@ -9,6 +9,7 @@ from statemachine.vocabulary import (
     ACTIVE_STATUSES,
     TERMINAL_STATUSES,
     AbortReason,
+    DeliveryOutcome,
     InvocationStatus,
     SkipReason,
     TargetKind,
@@ -23,6 +24,7 @@ def test_the_stored_words_are_the_contracts():
     assert set(ACTIVE_STATUSES) | set(TERMINAL_STATUSES) == set(InvocationStatus)
     assert [r.value for r in SkipReason] == ["overlap", "missed", "paused", "disabled", "rescheduled"]
     assert [r.value for r in AbortReason] == ["deleted"]
+    assert [o.value for o in DeliveryOutcome] == ["succeeded", "failed", "accepted"]
     assert [t.value for t in Trigger] == ["schedule", "manual", "catchup", "backfill"] and Trigger.job("a") == "job:a"
     assert [k.value for k in TargetKind] == ["http", "pubsub", "cloud_tasks", "noop"]
     assert {k.value: k.handler_path for k in TaskKind} == {

@@ -82,6 +82,10 @@ class DatastoreJobStore:
     # Datastore mode it locks every job it read until it commits, so a task handler
     # stepping any of them waits or aborts the whole batch, which then runs again.
     jobs_per_commit = 1
+    # A simple finish is left to its invocation's row: it spares an entity write a minute
+    # per job (engine/deferred_finish.py); so any job may hold one to replay.
+    defers_finishes = True
+    holds_deferred_finishes = True
 
     def __init__(self, client: ndb.Client, queue: TaskSender, retries: int = 3,
                  on_enqueue: Callable[[datetime], None] | None = None, index_shards: int = INDEX_SHARDS):

@@ -132,6 +132,9 @@ class DatastoreTransaction:
         entity = audit_entity(entry)
         self.writes[entity.key] = entity
 
+    def dequeue(self, name: str) -> None:
+        """Cloud Tasks cannot take a task off in a transaction: it comes, and is found stale."""
+
     def enqueue(self, task: Task) -> None:
         # Like the SQLite queue, a name enqueued twice in one transaction is one task.
         if task.name not in self._task_names:

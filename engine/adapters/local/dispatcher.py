@@ -30,10 +30,10 @@ from engine.adapters.local.early_ticks import released_at
 from engine.adapters.local.inline import LEASE, InlineDispatcher, hand_back
 from engine.adapters.local.pipeline import TaskPipeline
 from engine.adapters.local.sqlite_queue import Share, SqliteTaskQueue, in_share
-from engine.adapters.local.staged_sends import MOST_HELD
+from engine.adapters.local.staged_sends import MOST_HELD, StagingParts
 from engine.adapters.local.wakeup import Wakeup
 from engine.collector import BulkPause
-from engine.leases import NEVER, give_up, held_until, monotonic_of
+from engine.leases import NEVER, Monotonic, give_up, held_until
 from engine.logs import log_event
 from engine.metrics import Metrics
 from engine.ports import Clock, LeasedTask, Task
@@ -71,11 +71,13 @@ class Dispatcher:
         metrics: Metrics | None = None,
         version: Callable[[], int] | None = None,
         share: Callable[[], Share | None] = lambda: None,
+        staging: StagingParts | None = None, monotonic: Monotonic = time.monotonic,
     ):
         """`version`: a number that changes whenever another connection commits to the
         queue's database, read on the dispatch thread (None: every look leases).
         `share`: the part of the chain queue this process takes first, when several
-        processes serve the database (sqlite_queue.Share; None: all of it)."""
+        processes serve the database (sqlite_queue.Share; None: all of it). `staging`: the staged
+        requests' parts (StagingParts; None: none written ahead); `monotonic`: leases' clock."""
         self.queue, self.clock, self.wakeup = queue, clock, wakeup
         self._version, self._share = version, share
         # Leased chain tasks not due yet: (eta, id, task), handed to the pipeline at their time.
@@ -95,7 +97,7 @@ class Dispatcher:
         # Task id -> the monotonic instant up to which this process holds its lease
         # (engine/leases.py): past it, another process may have taken the task.
         self._until: dict[int, float] = {}
-        self._monotonic = monotonic_of(clock)
+        self._monotonic = monotonic
         self._last_round: float | None = None  # self._monotonic() at the end of the loop's latest round
         self._metrics = metrics if metrics is not None else Metrics()  # counts the leases it gives up
         self._lock = threading.Lock()
@@ -104,7 +106,8 @@ class Dispatcher:
         self._released = False  # stopped: every lease was handed back (_release_unstarted)
         self._threads: list[threading.Thread] = []
         self._pipeline = TaskPipeline(runner, workers, self._settle, self._task_until, self._room_freed,
-                                      owns=lambda project, job_id: in_share(self._share(), project, job_id))
+                                      owns=lambda project, job_id: in_share(self._share(), project, job_id),
+                                      staging=staging or StagingParts(clock))
         self._collector = BulkPause()
 
     def start(self) -> None:

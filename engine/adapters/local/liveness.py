@@ -25,17 +25,19 @@ import logging
 import os
 import secrets
 import socket
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable, Protocol, cast
 
+from engine.adapters.local.optimistic import BufferedTransaction
 from engine.adapters.local.release_marks import ReleaseMarks, read_marks, released_until
 from engine.adapters.local.sqlite_queue import Share
-from engine.adapters.local.sqlite_rows import Row
+from engine.adapters.local.sqlite_rows import Row, SqliteTransaction
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.holds import AttemptKey, HeldAttempt
-from engine.leases import held_until, monotonic_of
+from engine.leases import Monotonic, held_until
 from engine.logs import log_event
 from engine.ports import Clock, Transaction
 
@@ -121,13 +123,15 @@ class ProcessRegistry:
     """This process's row in `processes`, and the judge of everyone else's."""
 
     def __init__(self, store: SqliteJobStore, me: ProcessIdentity, clock: Clock, timeout: timedelta,
-                 role: str = "server", alive: Callable[[ProcessIdentity, str], bool | None] = is_alive):
+                 role: str = "server", alive: Callable[[ProcessIdentity, str], bool | None] = is_alive,
+                 monotonic: Monotonic = time.monotonic):
         """`timeout`: a heartbeat older than this means its process is gone. `alive`
-        asks the kernel about a process (tests give it other answers)."""
+        asks the kernel about a process (tests give it other answers). `monotonic`: the
+        clock its own liveness lease is counted on (engine/leases.py)."""
         self.store, self.me, self.clock, self.timeout, self.role = store, me, clock, timeout, role
         self._alive = alive
         self._registered = False
-        self._monotonic = monotonic_of(clock)
+        self._monotonic = monotonic
         self._held_until: float | None = None  # see AttemptHolds.held_until
         self._revoked_before = float("-inf")  # what it held before it was taken for gone is lost
         self._share: Share | None = None  # see share()
@@ -245,6 +249,6 @@ def _key(key: AttemptKey) -> Row:
 
 def _holding(tx: Transaction) -> HoldingTransaction:
     """The store's own transaction behind the port's (this adapter's store made it)."""
-    if not hasattr(tx, "put_hold"):
+    if not isinstance(tx, (SqliteTransaction, BufferedTransaction)):
         raise TypeError(f"{type(tx).__name__} is not a transaction of the SQLite store")
     return cast(HoldingTransaction, tx)

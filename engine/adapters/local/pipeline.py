@@ -36,7 +36,7 @@ from typing import Callable
 
 from engine.adapters.local.inbox import Inbox, Item
 from engine.adapters.local.send_pool import SendPool
-from engine.adapters.local.staged_sends import StagedSend, StagedSends
+from engine.adapters.local.staged_sends import StagedSend, StagedSends, StagingParts
 from engine.leases import NEVER
 from engine.logs import log_event
 from engine.ports import ConflictError, LeasedTask, StoredJob, StoreError
@@ -92,10 +92,12 @@ class TaskPipeline:
     def __init__(self, runner: TaskRunner, senders: int, settle: Settle,
                  task_until: Callable[[LeasedTask], float] = lambda item: NEVER,
                  room_freed: Callable[[], None] = lambda: None,
-                 owns: Callable[[str, str], bool] = lambda project, job_id: True):
+                 owns: Callable[[str, str], bool] = lambda project, job_id: True, *,
+                 staging: StagingParts):
         """`owns(project, job_id)`: whether the job is of this process's share of the queue
         (sqlite_queue.Share): a result's step stages the job's next occurrence only then,
-        so that each process keeps its share of the jobs."""
+        so that each process keeps its share of the jobs. `staging`: the staged path's
+        parts (staged_sends.StagingParts)."""
         self.runner, self.settle, self._owns = runner, settle, owns
         # A staged request issued by a result's step (ticks.stage_pending) has no task.
         self.task_until = lambda item: NEVER if item is None else task_until(item)
@@ -106,9 +108,8 @@ class TaskPipeline:
         self._sends = SendPool(senders, longest_wait)
         # Staged requests: made ready ahead, held until their time, written then by one
         # thread (staged_sends.py, engine/targets/http_batch.py).
-        make_writer = getattr(getattr(runner, "deliveries", None), "batch_writer", None)
-        self._writer = make_writer(self._sends.submit) if make_writer is not None else None
-        self._staged = StagedSends(runner, self._sends, self._writer, send=self._send, deliver=self._deliver,
+        self._writer = staging.batch_writer(self._sends.submit) if staging.batch_writer is not None else None
+        self._staged = StagedSends(runner, self._sends, self._writer, staging, send=self._send, deliver=self._deliver,
                                    settle_part=self._settle_part, task_until=self.task_until,
                                    room_freed=room_freed, left_unsent=self._left_unsent)
         self._lock = threading.Lock()

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from engine.adapters.local.sqlite_rows import from_seconds, instant
-from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.adapters.local.sqlite_store import SqliteJobStore, ThreadConnection
 from engine.ports import LeasedTask, Task
 from statemachine.vocabulary import task_kind
 
@@ -61,11 +60,11 @@ class SqliteTaskQueue:
 
     def __init__(self, store: SqliteJobStore):
         self.store = store
-        self._local = threading.local()  # .conn: the thread's connection that has sundial_share
+        self._local = ThreadConnection()  # .conn: the thread's connection that has sundial_share
 
     def _with_share(self, conn: sqlite3.Connection) -> sqlite3.Connection:
         """The connection, with the SQL function `sundial_share(name, count)` (share_of)."""
-        if getattr(self._local, "conn", None) is not conn:
+        if self._local.conn is not conn:
             conn.create_function("sundial_share", 2, share_of, deterministic=True)
             self._local.conn = conn
         return conn

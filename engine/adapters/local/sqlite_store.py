@@ -44,6 +44,12 @@ T = TypeVar("T")
 TERMINAL = tuple(status.value for status in TERMINAL_STATUSES)  # plain strings: it is written into SQL
 
 
+class ThreadConnection(threading.local):
+    """A thread's own connection to the database (None until its first use)."""
+
+    conn: sqlite3.Connection | None = None
+
+
 class SqliteJobStore:
     # Many jobs per commit: one writer holds the lock at a time anyway, and a commit's
     # cost (its lock, its WAL frame) is shared by the batch.
@@ -66,7 +72,7 @@ class SqliteJobStore:
         self.path = str(path)
         if self.path != ":memory:":
             create_private(Path(self.path))
-        self._local = threading.local()
+        self._local = ThreadConnection()
         # One writer at a time, among this process's threads and among the processes
         # serving this database: SQLite's busy handler sleeps while its lock sits
         # free, a thread lock and an flock hand it over at once (write_lock.py).
@@ -85,7 +91,7 @@ class SqliteJobStore:
         self.holds_deferred_finishes = bool(self.connection().execute(_DEFERRED_FINISH).fetchone())
 
     def connection(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
+        conn = self._local.conn
         if conn is None:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
             conn.execute("PRAGMA journal_mode=WAL")

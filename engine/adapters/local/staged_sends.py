@@ -5,7 +5,8 @@ that staged them, ahead of their time, to their answers.
     -> a sender: each request rendered, encoded and its connection opened (one hand-off a batch)
     -> the stager holds them until T (stager.py)
     -> at T, on the stager's thread: the requests due then are checked together (their
-       leases, their jobs as stored now in one read, the release mark: TaskRunner.ready_staged_many)
+       leases, their jobs as stored now in one read, the release mark: `_ready`, over
+       engine/staged.py StagedChecks)
     -> the writer writes each right after its leases' last check (http_batch.py), reads
        its answer and turns it into a result on its own thread
     -> the record stage (pipeline.py), which also counts and logs it
@@ -29,17 +30,19 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Callable
+from typing import Callable
 
 from engine.adapters.local.send_pool import SendPool
 from engine.adapters.local.stager import Stager
-from engine.clock import SystemClock
 from engine.collector import BulkPause
 from engine.delivery import Staged
+from engine.holds import AttemptHolds
 from engine.logs import log_event
-from engine.ports import DeliveryResult, LeasedTask, StoredJob
+from engine.ports import Clock, DeliveryResult, LeasedTask, StoredJob
+from engine.staging_ports import BatchWriter
 from engine.tasks import Sent, Stepped, TaskRunner
 from statemachine.actions import Deliver
+from statemachine.record import JobRecord
 
 log = logging.getLogger("sundial.dispatcher")
 
@@ -51,6 +54,21 @@ MOST_HELD = 10_000
 # Requests due at one instant from which the collector waits until they are all written
 # (engine/collector.py): a pass then would hold the writer up, and walk every request held.
 INSTANT = 256
+
+
+@dataclass(frozen=True)
+class StagingParts:
+    """What the staged path takes from the composition root (app/bootstrap.py): the clock
+    its requests wait on; the writer of the staged requests (Deliveries.batch_writer, given
+    the send pool's hand-off; None: each is sent the unstaged way at its time); where this
+    process stores its release marks (AttemptHolds; None: nowhere, only a test's choice);
+    and the text the store wrote a record as (record_cache.written_text; None: the check
+    at T decodes every job it reads)."""
+
+    clock: Clock
+    batch_writer: Callable[[Callable[[Callable[[], None]], None]], BatchWriter | None] | None = None
+    holds: AttemptHolds | None = None
+    written_text: Callable[[JobRecord], str | None] | None = None
 
 
 @dataclass(eq=False)
@@ -72,7 +90,7 @@ class StagedSend:
 
 
 class StagedSends:
-    def __init__(self, runner: TaskRunner, sends: SendPool, writer: Any, *,
+    def __init__(self, runner: TaskRunner, sends: SendPool, writer: BatchWriter | None, parts: StagingParts, *,
                  send: Callable[[LeasedTask | None, StoredJob, Deliver, Stepped], None],
                  deliver: Callable[[LeasedTask | None, Sent, datetime], None],
                  settle_part: Callable[[LeasedTask | None, BaseException | None], None],
@@ -88,14 +106,12 @@ class StagedSends:
         self._send, self._deliver, self._settle_part = send, deliver, settle_part
         self._left_unsent = left_unsent
         self._task_until, self._room_freed = task_until, room_freed
-        self.clock = getattr(runner.changes, "clock", None) or SystemClock()
-        holds = getattr(runner.changes, "holds", None)
+        self.clock = parts.clock
+        holds = parts.holds
         self._stager = Stager(self.clock, self._release,
                               release_up_to=holds.release_up_to if holds is not None else None)
-        # What the store wrote for a record (record_cache.py), where it can say: at their
-        # time, the staged jobs are read back without decoding when nothing changed them.
-        store = getattr(runner.changes, "store", None)
-        self._written_text = getattr(getattr(store, "records", None), "written_text", None)
+        # At their time, the staged jobs are read back without decoding when nothing changed them.
+        self._written_text = parts.written_text
         self._preparing = 0  # batches being made ready (stop() waits for them)
         self._releasing = 0  # requests of the instant being released, not yet handed to the writer
         self._held_for_tasks = 0  # of the requests on hold, those a task's step staged
@@ -179,9 +195,8 @@ class StagedSends:
             # Connections last: on hold, the requests no longer keep the dispatcher from
             # staging more while a slow host takes its time to accept.
             for one in staged:
-                warm = getattr(one.staged.ready, "warm", None) if one.staged is not None else None
-                if warm is not None and not self._closed:
-                    warm()
+                if one.staged is not None and not self._closed:
+                    one.staged.ready.warm()
         finally:
             with self._prepared:
                 self._preparing -= 1
@@ -219,10 +234,7 @@ class StagedSends:
 
     def _check_and_write(self, ready: list[StagedSend]) -> None:
         try:
-            go = self.runner.ready_staged_many(
-                [(one.job, one.action, one.stepped, self._task_until(one.item)) for one in ready],
-                {(one.job.record.project, one.job.record.job_id): (one.job, one.record_text)
-                 for one in ready if one.record_text is not None})
+            go = self._ready(ready)
         except Exception as error:  # storage: the task is handed back, the watchdog has the attempt
             for one in ready:
                 self._settle_part(one.item, error)
@@ -232,16 +244,33 @@ class StagedSends:
             if not ok:
                 if self.runner.sending_stopped:
                     self._left_unsent(one.job, one.action)
-                self._settle_part(one.item, None)  # given up (ready_staged_many said why)
+                self._settle_part(one.item, None)  # given up (_ready said why)
                 continue
             assert one.staged is not None
             outgoing.append(one.staged.ready.outgoing(ready=partial(self._fence, one),
                                                       done=partial(self._written, one)))
+        assert self._writer is not None, "a request is made ready only where there is a writer"
         self._writer.submit(outgoing)
+
+    def _ready(self, ready: list[StagedSend]) -> list[bool]:
+        """send_held's checks for the requests due at one instant, which the writer writes
+        right after, each behind the fence (`_fence`): every lease, then the jobs as stored
+        now in one read, and the release mark (StagedChecks.wanted). A False is given up here."""
+        checks = self.runner.staged
+        assert checks is not None, "only a runner that stages has staged requests"
+        lost = [self.runner.lost_lease(one.stepped, self._task_until(one.item)) for one in ready]
+        for one, why in zip(ready, lost):
+            if why:
+                self.runner.give_up_send(why, one.job, one.action)
+        leased = [one for one, why in zip(ready, lost) if not why]
+        wanted = iter(checks.wanted([(one.job, one.action) for one in leased], _known(leased)))
+        return [not why and next(wanted) for why in lost]
 
     def _fence(self, one: StagedSend) -> bool:
         """On the writer's thread, right before the write: do its leases still hold?"""
-        if not self.runner.leases_hold(one.job, one.action, one.stepped, self._task_until(one.item)):
+        lost = self.runner.lost_lease(one.stepped, self._task_until(one.item))
+        if lost:
+            self.runner.give_up_send(lost, one.job, one.action)
             return False
         one.written_at = time.monotonic()
         return True
@@ -280,3 +309,9 @@ class StagedSends:
         assert one.staged is not None and one.written_at is not None
         started = self.clock.now() - timedelta(seconds=time.monotonic() - one.written_at)
         self._deliver(one.item, Sent(one.job, one.action, one.staged.recorded(result)), started)
+
+
+def _known(staged: list[StagedSend]) -> dict[tuple[str, str], tuple[StoredJob, str]]:
+    """The jobs as staged, with the text their staging commit wrote (JobsReader.get_jobs)."""
+    return {(one.job.record.project, one.job.record.job_id): (one.job, one.record_text)
+            for one in staged if one.record_text is not None}
