@@ -21,6 +21,7 @@ Pure data: no I/O, nothing outward.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Mapping
@@ -35,6 +36,7 @@ class FieldShape(StrEnum):
 
     TEXT = "text"  # a plain string, sent as written: a `${` in it means what it says
     TEMPLATE = "template"  # one templated string (docs/REFERENCE.md section 4)
+    URL = "url"  # a templated http(s) URL, whose password and credential-like query values are masked
     TEMPLATE_MAP = "template map"  # a mapping whose values are templated; its names are not
     CHOICE = "choice"  # one word of a fixed list (an HTTP method)
     DURATION = "duration"  # `<number><unit>...`
@@ -47,9 +49,9 @@ class FieldShape(StrEnum):
         return _JSON_TYPES[self]
 
 
-_JSON_TYPES = {FieldShape.TEXT: "string", FieldShape.TEMPLATE: "string", FieldShape.TEMPLATE_MAP: "object",
-               FieldShape.CHOICE: "string", FieldShape.DURATION: "string", FieldShape.BOOLEAN: "boolean",
-               FieldShape.AUTH: "object"}
+_JSON_TYPES = {FieldShape.TEXT: "string", FieldShape.TEMPLATE: "string", FieldShape.URL: "string",
+               FieldShape.TEMPLATE_MAP: "object", FieldShape.CHOICE: "string", FieldShape.DURATION: "string",
+               FieldShape.BOOLEAN: "boolean", FieldShape.AUTH: "object"}
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,12 @@ class TargetField:
     @property
     def templated(self) -> bool:
         """Whether template variables are substituted in it (in a map: in its values)."""
-        return self.shape in (FieldShape.TEMPLATE, FieldShape.TEMPLATE_MAP)
+        return self.shape in (FieldShape.TEMPLATE, FieldShape.URL, FieldShape.TEMPLATE_MAP)
+
+    @property
+    def templated_text(self) -> bool:
+        """Whether it is one templated string (a URL among them)."""
+        return self.shape in (FieldShape.TEMPLATE, FieldShape.URL)
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,11 @@ class KindSpec:
 
     kind: str  # a TargetKind; "" for one this release does not know
     fields: tuple[TargetField, ...]
+    _by_name: dict[str, TargetField] = dataclass_field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # `field` is asked once per field of every delivery's target: a lookup, not a scan.
+        object.__setattr__(self, "_by_name", {field.name: field for field in self.fields})
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -97,10 +109,10 @@ class KindSpec:
 
     def field(self, name: str) -> TargetField | None:
         """The field called `name`; None for a name the kind does not have."""
-        return next((field for field in self.fields if field.name == name), None)
+        return self._by_name.get(name)
 
 
-_URL = TargetField("url", FieldShape.TEMPLATE, required=True, secret=True)
+_URL = TargetField("url", FieldShape.URL, required=True, secret=True)
 _METHOD = TargetField("method", FieldShape.CHOICE)
 _HEADERS = TargetField("headers", FieldShape.TEMPLATE_MAP, secret=True)
 _BODY = TargetField("body", FieldShape.TEMPLATE, payload=True)
