@@ -13,7 +13,8 @@ that treats a target's fields by their nature rather than by their name.
 
 A new kind is its member in statemachine/vocabulary.py, its entry here, its validator
 (config/targets.py `VALIDATORS`) and its sender (engine/targets/__init__.py `SENDERS`);
-tests/unit/test_target_kinds.py fails while one of them is missing.
+tests/config/test_target_kinds.py fails while one of them is missing, or while the
+validator and the two schemas disagree with the spec.
 
 Pure data: no I/O, nothing outward.
 """
