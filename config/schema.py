@@ -5,11 +5,13 @@
 Sundial has no declarative model of its fields: validation is code (config/validate.py
 for the top level, config/jobs.py for a job entry, config/targets.py for targets). The
 schema is built from the names, limits, patterns, choices and defaults those modules
-define (TOP_FIELDS, JOB_FIELDS, the target field lists, config/limits.py, the id
-patterns, BUILTIN_DEFAULTS), and only the type and the one-line description of each
-field are written here. Building fails when a field list there names a field this
-module does not describe, or the other way round, so a new field cannot be left out
-of the schema (tests/config/test_schema.py also checks the published file is current).
+define (TOP_FIELDS, JOB_FIELDS, config/limits.py, the id patterns, BUILTIN_DEFAULTS) and
+from each target kind's spec (statemachine/target_kinds.py: its fields and the required
+ones), and only the type and the one-line description of each field are written here.
+The API's OpenAPI document takes its target schema from here (`target_schema`).
+Building fails when a field list there names a field this module does not describe,
+or the other way round, so a new field cannot be left out of the schema
+(tests/config/test_schema.py also checks the published file is current).
 
 The validator stays the authority. The schema is looser where a rule needs code
 (schedule syntax, template variables, references between jobs, address checks) and
@@ -30,10 +32,7 @@ from config.jobs import _SHARED, JOB_FIELDS, PER_JOB_FIELDS
 from config.model import BUILTIN_DEFAULTS, JOB_ID, PROJECT_ID
 from config.targets import (
     _HEADER_NAME,
-    _HTTP_FIELDS,
-    _PUBSUB_FIELDS,
     _QUEUE,
-    _TASKS_FIELDS,
     _TOPIC,
     DEFAULT_ATTEMPT_TIMEOUT,
     HTTP_METHODS,
@@ -43,8 +42,10 @@ from config.targets import (
 from config.validate import _MEMBER, ACL_ROLES, TOP_FIELDS
 from statemachine.durations import format_duration
 from statemachine.policy import Catchup, Overlap
+from statemachine.target_kinds import TARGET_KIND_SPECS
+from statemachine.vocabulary import TargetKind
 
-__all__ = ["project_schema", "main"]
+__all__ = ["project_schema", "target_schema", "main"]
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 DURATION = r"^\s*(\d+(\.\d+)?(ms|s|m|h|d))+\s*$"
@@ -143,8 +144,15 @@ def _auth() -> dict:
                    "Authorization: Bearer. Exactly one of oidc, oauth.", minProperties=1, maxProperties=1)
 
 
+def _kind(kind: TargetKind, described: dict, description: str) -> dict:
+    """One kind's closed object: exactly its spec's fields (statemachine/target_kinds.py),
+    its required ones required."""
+    spec = TARGET_KIND_SPECS[kind]
+    return _closed(_checked(f"{kind} target fields", described, spec.names), description, spec.required)
+
+
 def _target_kinds() -> dict:
-    http = _checked("http target fields", {
+    http = _kind(TargetKind.HTTP, {
         "url": _url("The URL called, http:// or https://."),
         "method": _method(),
         "headers": _headers(),
@@ -154,31 +162,35 @@ def _target_kinds() -> dict:
         "async": {"type": "boolean", "default": False, "description": "A 202 answer leaves the "
                   "invocation RUNNING until the target reports completion or the job's timeout."},
         "auth": _auth(),
-    }, _HTTP_FIELDS)
-    pubsub = _checked("pubsub target fields", {
+    }, "An HTTP request.")
+    pubsub = _kind(TargetKind.PUBSUB, {
         "topic": _text("The topic, projects/P/topics/T.", pattern=_anchored(_TOPIC.pattern)),
         "data": _template("The message data.", limits.MAX_BODY_BYTES) | {"default": ""},
         "attributes": {"type": "object", "maxProperties": limits.MAX_ATTRIBUTES, "default": {},
                        "description": "Message attributes; sundial_* and goog* are reserved.",
                        "additionalProperties": _template("An attribute value.",
                                                          limits.MAX_ATTRIBUTE_VALUE_BYTES)},
-    }, _PUBSUB_FIELDS)
-    tasks = _checked("cloud_tasks target fields", {
+    }, "A Pub/Sub message.")
+    tasks = _kind(TargetKind.CLOUD_TASKS, {
         "queue": _text("The queue, projects/P/locations/L/queues/Q.", pattern=_anchored(_QUEUE.pattern)),
         "url": _url("The URL the task calls."),
         "method": _method(),
         "headers": _headers(),
         "body": _template("The task's body.", limits.MAX_BODY_BYTES) | {"default": ""},
         "auth": _auth(),
-    }, _TASKS_FIELDS)
+    }, "A Cloud Tasks HTTP task.")
+    _checked("noop target fields", {}, TARGET_KIND_SPECS[TargetKind.NOOP].names)
     noop = {"anyOf": [{"type": "object", "maxProperties": 0}, {"type": "null"}],
             "description": "Delivers nothing and succeeds: write noop: {}."}
-    return _checked("target kinds", {
-        "http": _closed(http, "An HTTP request.", ("url",)),
-        "pubsub": _closed(pubsub, "A Pub/Sub message.", ("topic",)),
-        "cloud_tasks": _closed(tasks, "A Cloud Tasks HTTP task.", ("queue", "url")),
-        "noop": noop,
-    }, [kind.value for kind in TARGET_KINDS])
+    return _checked("target kinds", {"http": http, "pubsub": pubsub, "cloud_tasks": tasks, "noop": noop},
+                    [kind.value for kind in TARGET_KINDS])
+
+
+def target_schema() -> dict:
+    """A target: exactly one kind, each with exactly its spec's fields."""
+    return {"type": "object", "description": "Exactly one of " + ", ".join(kind.value for kind in TARGET_KINDS) + ".",
+            "properties": _target_kinds(), "additionalProperties": False,
+            "minProperties": 1, "maxProperties": 1}
 
 
 def _target(description: str) -> dict:
@@ -285,9 +297,6 @@ def project_schema() -> dict:
     job = _closed(_job_fields(), "One job.", ("id", "target"),
                   oneOf=[{"required": ["schedule"], "not": {"required": ["at"]}},
                          {"required": ["at"], "not": {"required": ["schedule"]}}])
-    target = {"type": "object", "description": "Exactly one of " + ", ".join(kind.value for kind in TARGET_KINDS) + ".",
-              "properties": _target_kinds(), "additionalProperties": False,
-              "minProperties": 1, "maxProperties": 1}
     top = _top_fields()
     return {
         "$schema": DRAFT,
@@ -298,7 +307,7 @@ def project_schema() -> dict:
         "type": ["object", "null"],
         "properties": {name: _nullable(schema) for name, schema in top.items()},
         "additionalProperties": False,
-        "$defs": {"job": job, "target": target},
+        "$defs": {"job": job, "target": target_schema()},
     }
 
 

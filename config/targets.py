@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable
 
 from config import limits
 from config.addresses import BACKENDS, canonical_host, refusal, scheme_and_host
@@ -33,13 +33,14 @@ from config.auth import parse_auth
 from config.checks import Checker
 from config.settings import own_service
 from config.yamlsource import Path
-from statemachine.durations import format_duration, parse_duration
+from statemachine.durations import format_duration
 from statemachine.safety import OwnService, is_framing_header, masked_url
+from statemachine.target_kinds import TARGET_KIND_SPECS, FieldShape
 from statemachine.template import TemplateError, hook_only_variables, validate_template
 from statemachine.vocabulary import TargetKind
 
 __all__ = [
-    "BACKENDS", "DEFAULT_ATTEMPT_TIMEOUT", "HTTP_METHODS", "TARGET_KINDS", "TargetRules",
+    "BACKENDS", "DEFAULT_ATTEMPT_TIMEOUT", "HTTP_METHODS", "TARGET_KINDS", "VALIDATORS", "TargetRules",
     "canonical_host", "parse_target", "refusal",
 ]
 
@@ -47,9 +48,6 @@ TARGET_KINDS = tuple(TargetKind)
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 DEFAULT_ATTEMPT_TIMEOUT = timedelta(seconds=60)
 
-_HTTP_FIELDS = ("url", "method", "headers", "body", "timeout", "async", "auth")
-_PUBSUB_FIELDS = ("topic", "data", "attributes")
-_TASKS_FIELDS = ("queue", "url", "method", "headers", "body", "auth")
 _TOPIC = re.compile(r"projects/[^/\s]+/topics/[^/\s]+")
 _QUEUE = re.compile(r"projects/[^/\s]+/locations/[^/\s]+/queues/[^/\s]+")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 token
@@ -88,9 +86,11 @@ def parse_target(check: Checker, path: Path, value: Any, rules: TargetRules,
 def _refuse_hook_variables(check: Checker, path: Path, target: dict) -> None:
     """A job's own target has no ended invocation to describe: `${reason}` there is an error."""
     for kind, spec in target.items():
-        texts: list[tuple[tuple[str, ...], Any]] = [((name,), spec.get(name)) for name in ("url", "body", "data")]
-        texts += [((name, key), item) for name in ("headers", "attributes")
-                  for key, item in (spec.get(name) or {}).items()]
+        fields = TARGET_KIND_SPECS[kind].fields  # the texts first, then the maps' values
+        texts: list[tuple[tuple[str, ...], Any]] = [
+            ((field.name,), spec.get(field.name)) for field in fields if field.shape is FieldShape.TEMPLATE]
+        texts += [((field.name, key), item) for field in fields if field.shape is FieldShape.TEMPLATE_MAP
+                  for key, item in (spec.get(field.name) or {}).items()]
         for where, text in texts:
             for name in hook_only_variables(text) if isinstance(text, str) else ():
                 check.report(path + (kind, *where), f"${{{name}}} is only for on_failure and on_recovery "
@@ -108,17 +108,15 @@ def _parse_target(check: Checker, path: Path, value: Any, rules: TargetRules) ->
         given = f"has {' and '.join(kinds)}" if kinds else "has none"
         check.fail(path, f"needs exactly one of {', '.join(TARGET_KINDS)}; {given}")
     kind = kinds[0]
-    where = path + (kind,)
-    if kind == TargetKind.HTTP:
-        http = _http(check, where, target[kind], rules)
-        return {"http": http}, parse_duration(http["timeout"])
-    if kind == TargetKind.PUBSUB:
-        return {"pubsub": _pubsub(check, where, target[kind])}, DEFAULT_ATTEMPT_TIMEOUT
-    if kind == TargetKind.CLOUD_TASKS:
-        return {"cloud_tasks": _cloud_tasks(check, where, target[kind], rules)}, DEFAULT_ATTEMPT_TIMEOUT
-    if target[kind] not in (None, {}):
-        check.fail(where, "takes no fields; write noop: {}")
-    return {"noop": {}}, DEFAULT_ATTEMPT_TIMEOUT
+    spec, timeout = VALIDATORS[kind](check, path + (kind,), target[kind], rules)
+    return {kind.value: spec}, timeout
+
+
+def _fields(check: Checker, path: Path, value: Any, kind: TargetKind, example: str) -> dict:
+    """The kind's fields as given, after refusing a name its spec does not have."""
+    fields = check.mapping(path, value, example)
+    check.known_fields(path, fields, TARGET_KIND_SPECS[kind].names)
+    return fields
 
 
 def _given(fields: dict, key: str, default: Any) -> Any:
@@ -127,9 +125,8 @@ def _given(fields: dict, key: str, default: Any) -> Any:
     return default if value is None else value
 
 
-def _http(check: Checker, path: Path, value: Any, rules: TargetRules) -> dict:
-    fields = check.mapping(path, value, "{url: https://example.com/run}")
-    check.known_fields(path, fields, _HTTP_FIELDS)
+def _http(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple[dict, timedelta]:
+    fields = _fields(check, path, value, TargetKind.HTTP, "{url: https://example.com/run}")
     url = check.attempt(lambda: _url(check, path + ("url",), fields.get("url"), rules), "")
     timeout = check.attempt(lambda: _attempt_timeout(check, path + ("timeout",),
                                                      _given(fields, "timeout", "60s"), rules.backend),
@@ -145,7 +142,7 @@ def _http(check: Checker, path: Path, value: Any, rules: TargetRules) -> dict:
         "async": check.attempt(lambda: check.boolean(
             path + ("async",), _given(fields, "async", False)), False),
     }
-    return _with_auth(check, path, fields, spec, rules)
+    return _with_auth(check, path, fields, spec, rules), timeout
 
 
 def _with_auth(check: Checker, path: Path, fields: dict, spec: dict, rules: TargetRules) -> dict:
@@ -166,9 +163,8 @@ def _attempt_timeout(check: Checker, path: Path, value: Any, backend: str) -> ti
     return timeout
 
 
-def _pubsub(check: Checker, path: Path, value: Any) -> dict:
-    fields = check.mapping(path, value, "{topic: projects/P/topics/T}")
-    check.known_fields(path, fields, _PUBSUB_FIELDS)
+def _pubsub(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple[dict, timedelta]:
+    fields = _fields(check, path, value, TargetKind.PUBSUB, "{topic: projects/P/topics/T}")
     return {
         "topic": check.attempt(lambda: _resource(
             check, path + ("topic",), fields.get("topic"), _TOPIC, "projects/P/topics/T"), ""),
@@ -176,12 +172,12 @@ def _pubsub(check: Checker, path: Path, value: Any) -> dict:
                                                 _given(fields, "data", ""),
                                                 limits.MAX_BODY_BYTES), ""),
         "attributes": check.attempt(lambda: _attributes(check, path, fields), {}),
-    }
+    }, DEFAULT_ATTEMPT_TIMEOUT
 
 
-def _cloud_tasks(check: Checker, path: Path, value: Any, rules: TargetRules) -> dict:
-    fields = check.mapping(path, value, "{queue: projects/P/locations/L/queues/Q, url: ...}")
-    check.known_fields(path, fields, _TASKS_FIELDS)
+def _cloud_tasks(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple[dict, timedelta]:
+    fields = _fields(check, path, value, TargetKind.CLOUD_TASKS,
+                     "{queue: projects/P/locations/L/queues/Q, url: ...}")
     queue_form = "projects/P/locations/L/queues/Q"
     spec = {
         "queue": check.attempt(lambda: _resource(
@@ -202,7 +198,22 @@ def _cloud_tasks(check: Checker, path: Path, value: Any, rules: TargetRules) -> 
         check.report(path, limits.size_error("the task's url, headers and body together", size,
                                              limits.MAX_CLOUD_TASK_TEMPLATE_BYTES)
                      + " (Cloud Tasks refuses a task over 100 KB)")
-    return _with_auth(check, path, fields, spec, rules)
+    return _with_auth(check, path, fields, spec, rules), DEFAULT_ATTEMPT_TIMEOUT
+
+
+def _noop(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple[dict, timedelta]:
+    if value not in (None, {}):
+        check.fail(path, "takes no fields; write noop: {}")
+    return {}, DEFAULT_ATTEMPT_TIMEOUT
+
+
+# Each kind's validator: the normalized spec of `{kind: value}` and the timeout of one attempt.
+VALIDATORS: dict[TargetKind, Callable[[Checker, Path, Any, TargetRules], tuple[dict, timedelta]]] = {
+    TargetKind.HTTP: _http,
+    TargetKind.PUBSUB: _pubsub,
+    TargetKind.CLOUD_TASKS: _cloud_tasks,
+    TargetKind.NOOP: _noop,
+}
 
 
 def _task_template_bytes(spec: dict) -> int:

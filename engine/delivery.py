@@ -21,8 +21,9 @@ from engine.staging_ports import StagedRequest, StagingTarget
 from statemachine import actions as act
 from statemachine.durations import parse_instant
 from statemachine.safety import COMPLETION_TOKEN_HEADER, redact_echoes, sent_credentials
+from statemachine.target_kinds import TARGET_KIND_SPECS
 from statemachine.template import HookValues, TemplateContext
-from statemachine.vocabulary import DeliveryOutcome, TargetKind
+from statemachine.vocabulary import DeliveryOutcome
 
 Targets = Mapping[str, Target]  # the sender of each target kind this backend has
 Staging = Mapping[str, StagingTarget]  # the senders of those that stage (none on Cloud Tasks)
@@ -214,10 +215,11 @@ def _request(context: TemplateContext, rendered: dict[str, Any], allowed_hosts: 
 
 
 def with_payload(target: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
-    """`payload` as JSON in the field of its kind that carries one (TargetKind.payload_field),
-    unless the target gives a payload of its own there."""
+    """`payload` as JSON in the field of its kind that carries one (its spec's payload_field,
+    statemachine/target_kinds.py), unless the target gives a payload of its own there."""
     kind, spec = next(iter(target.items()))
-    field = TargetKind(kind).payload_field if kind in tuple(TargetKind) else ""
+    known = TARGET_KIND_SPECS.get(kind)
+    field = known.payload_field if known else ""
     if not field or spec.get(field):
         return target
     spec = {**spec, field: json.dumps(payload, separators=(",", ":"))}

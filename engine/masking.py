@@ -23,6 +23,7 @@ from typing import Any
 
 from statemachine.definition import JobDefinition
 from statemachine.safety import MASK, masked_url, same_origin, shows_header_value
+from statemachine.target_kinds import FieldShape, kind_spec
 
 TARGET_FIELDS = ("target", "on_failure", "on_recovery")
 
@@ -37,17 +38,20 @@ def masked_definition(definition: JobDefinition) -> JobDefinition:
 
 def masked_target(target: dict) -> dict:
     """A target ({kind: spec}) as a reader is shown it."""
-    return {kind: _masked_spec(spec) if isinstance(spec, dict) else spec for kind, spec in target.items()}
+    return {kind: _masked_spec(kind, spec) if isinstance(spec, dict) else spec for kind, spec in target.items()}
 
 
-def _masked_spec(spec: dict) -> dict:
+def _masked_spec(kind: str, spec: dict) -> dict:
+    """Its secret-bearing fields (statemachine/target_kinds.py) masked: a URL's
+    credentials, and every header value but a harmless one's or a secret reference."""
     shown = dict(spec)
-    if isinstance(spec.get("url"), str):
-        shown["url"] = masked_url(spec["url"])
-    headers = spec.get("headers")
-    if isinstance(headers, dict):
-        shown["headers"] = {name: value if isinstance(value, dict) or shows_header_value(str(name)) else MASK
-                            for name, value in headers.items()}
+    for field in kind_spec(kind).fields:
+        value = spec.get(field.name)
+        if field.shape is FieldShape.URL and isinstance(value, str):
+            shown[field.name] = masked_url(value)
+        elif field.secret and field.shape is FieldShape.TEMPLATE_MAP and isinstance(value, dict):
+            shown[field.name] = {name: item if isinstance(item, dict) or shows_header_value(str(name)) else MASK
+                                 for name, item in value.items()}
     return shown
 
 

@@ -1,9 +1,11 @@
 """Render a job's target definition for one delivery (docs/REFERENCE.md section 4).
 
-Template variables are substituted in exactly these places: `url`, `body` and `data`,
-the values of `headers` and the values of `attributes`. Everything else (method,
-timeout, async, queue, topic, header and attribute names, ...) is copied unchanged:
-those are configuration, not payload, and a `${` in them means what it says.
+Template variables are substituted in exactly the fields each kind's spec calls
+templated (statemachine/target_kinds.py): `url`, `body` and `data`, the values of
+`headers` and the values of `attributes`. Everything else (method, timeout, async,
+queue, topic, header and attribute names, ...) is copied unchanged: those are
+configuration, not payload, and a `${` in them means what it says. A secret-bearing
+map (`headers`) may name secrets for its values.
 
 A hook (`on_failure`, `on_recovery`: the context has `hook` values) is rendered with two
 escapes, because its values quote the target's answers: in a JSON body (`json_body`) every
@@ -21,12 +23,10 @@ import re
 from typing import Callable
 
 from engine.ports import SecretReader
+from statemachine.target_kinds import FieldShape, TargetField, kind_spec
 from statemachine.template import TemplateContext, json_escape, render
 
-# Fields holding one templated string, whatever the target kind.
-_TEXT_FIELDS = ("url", "body", "data")
-# Fields holding a mapping whose values are templated (names are not).
-_MAP_FIELDS = ("headers", "attributes")
+_COPIED = TargetField("", FieldShape.TEXT)  # a field the kind's spec does not have is copied as it is
 
 
 class HeaderInjectionError(ValueError):
@@ -44,24 +44,22 @@ def render_target(target: dict, context: TemplateContext, secrets: SecretReader 
     :raises SecretError: (a ValueError) a named secret that cannot be read.
     """
     return {
-        kind: _render_spec(spec, context, secrets) if isinstance(spec, dict) else copy.deepcopy(spec)
+        kind: _render_spec(kind, spec, context, secrets) if isinstance(spec, dict) else copy.deepcopy(spec)
         for kind, spec in target.items()
     }
 
 
-def _render_spec(spec: dict, context: TemplateContext, secrets: SecretReader | None) -> dict:
+def _render_spec(kind: str, spec: dict, context: TemplateContext, secrets: SecretReader | None) -> dict:
     hook = context.hook is not None
     json_payload = hook and json_body(spec)
+    fields = kind_spec(kind)
     out: dict[str, object] = {}
     for name, value in spec.items():
-        if name in _TEXT_FIELDS and isinstance(value, str):
-            out[name] = render(value, context, json_escape if json_payload and name != "url" else None)
-        elif name == "headers" and isinstance(value, dict):
-            one_line = _one_line if hook else None
-            out[name] = {key: _secret_value(item, context.project, secrets) if isinstance(item, dict)
-                         else _render_value(item, context, one_line) for key, item in value.items()}
-        elif name in _MAP_FIELDS and isinstance(value, dict):
-            out[name] = {key: _render_value(item, context) for key, item in value.items()}
+        field = fields.field(name) or _COPIED
+        if field.templated_text and isinstance(value, str):
+            out[name] = render(value, context, json_escape if json_payload and field.payload else None)
+        elif field.shape is FieldShape.TEMPLATE_MAP and isinstance(value, dict):
+            out[name] = _render_map(value, field.secret, context, secrets)
         else:
             out[name] = copy.deepcopy(value)
     headers = out.get("headers")
@@ -70,6 +68,16 @@ def _render_spec(spec: dict, context: TemplateContext, secrets: SecretReader | N
         if json_payload and _content_type(headers) is None:
             out["headers"] = {**headers, "Content-Type": "application/json"}
     return out
+
+
+def _render_map(values: dict, secret: bool, context: TemplateContext, secrets: SecretReader | None) -> dict:
+    """A templated map's values rendered. A secret-bearing one holds header values: a
+    value may name a secret, and in a hook each is kept to one line."""
+    if not secret:
+        return {key: _render_value(item, context) for key, item in values.items()}
+    one_line = _one_line if context.hook is not None else None
+    return {key: _secret_value(item, context.project, secrets) if isinstance(item, dict)
+            else _render_value(item, context, one_line) for key, item in values.items()}
 
 
 def json_body(spec: dict) -> bool:

@@ -27,14 +27,13 @@ from typing import Any, Iterable
 
 from engine.secrets import REDACTED, redact_headers
 from statemachine.safety import masked_url, redact_echoes
+from statemachine.target_kinds import FieldShape, TargetField, kind_spec
 
 SENT_BODY_BYTES = 4096  # of the body (or Pub/Sub data) kept per attempt
 SENT_TEXT_CHARS = 2048  # of the URL, topic, queue and other text fields
 SENT_VALUE_CHARS = 256  # of each header or attribute value
 SENT_ENTRIES = 32  # headers or attributes kept per attempt
 REQUESTS_KEPT = 10  # log entries that keep their request record; older ones drop it
-_BODY_FIELDS = ("body", "data")
-_MAP_FIELDS = ("headers", "attributes")
 
 
 def sent_record(target: dict[str, Any], secret_headers: frozenset = frozenset(),
@@ -46,24 +45,31 @@ def sent_record(target: dict[str, Any], secret_headers: frozenset = frozenset(),
     if not isinstance(spec, dict):
         return record
     mask = frozenset(credentials)
+    fields = kind_spec(kind)
     for name, value in spec.items():
-        if name in _BODY_FIELDS and isinstance(value, str):
+        field = fields.field(name) or _PLAIN
+        if field.payload and isinstance(value, str):
             record[name], size = _cut_bytes(redact_echoes(value, mask), SENT_BODY_BYTES)
             if size > SENT_BODY_BYTES:
                 record[f"{name}_bytes"] = size  # how large it was; the record holds the start
-        elif name == "headers" and isinstance(value, dict):
-            record[name] = masked_headers(value, secret_headers)
-        elif name in _MAP_FIELDS and isinstance(value, dict):
-            record[name] = {str(key)[:SENT_VALUE_CHARS]: redact_echoes(str(item), mask)[:SENT_VALUE_CHARS]
-                            for key, item in list(value.items())[:SENT_ENTRIES]}
+        elif field.shape is FieldShape.TEMPLATE_MAP and isinstance(value, dict):
+            record[name] = masked_headers(value, secret_headers) if field.secret else _cut_map(value, mask)
         elif isinstance(value, bool | int | float):
             record[name] = value
         elif isinstance(value, str):
-            shown = masked_url(value) if name == "url" else value
+            shown = masked_url(value) if field.shape is FieldShape.URL else value
             record[name] = redact_echoes(shown, mask)[:SENT_TEXT_CHARS]
-    if spec.get("auth"):  # the sender added a token minted for this attempt: say so, masked
-        record.setdefault("headers", {})["Authorization"] = REDACTED
+    if any(spec.get(field.name) for field in fields.fields if field.shape is FieldShape.AUTH):
+        record.setdefault("headers", {})["Authorization"] = REDACTED  # a token minted for this attempt
     return record
+
+
+_PLAIN = TargetField("", FieldShape.TEXT)  # a field the kind's spec does not have: kept as plain text
+
+
+def _cut_map(values: dict, mask: frozenset) -> dict[str, str]:
+    return {str(key)[:SENT_VALUE_CHARS]: redact_echoes(str(item), mask)[:SENT_VALUE_CHARS]
+            for key, item in list(values.items())[:SENT_ENTRIES]}
 
 
 def masked_headers(headers: dict, secret_headers: frozenset = frozenset()) -> dict[str, str]:

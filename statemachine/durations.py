@@ -43,7 +43,10 @@ def _parse_duration_text(text: str) -> timedelta:
     for match in _PART.finditer(compact):
         if match.start() != position:
             break
-        total += float(match.group(1)) * _UNITS[match.group(2)]
+        try:
+            total += float(match.group(1)) * _UNITS[match.group(2)]
+        except OverflowError:  # past timedelta's 999,999,999 days: an error to report, not a crash
+            raise DurationError(f"duration {text!r} is too long") from None
         position = match.end()
     if position != len(compact):
         raise DurationError(

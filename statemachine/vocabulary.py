@@ -111,21 +111,13 @@ class NotificationStatus(StrEnum):
 
 
 class TargetKind(StrEnum):
-    """Where a job's occurrence goes (docs/REFERENCE.md section 2: exactly one per target)."""
+    """Where a job's occurrence goes (docs/REFERENCE.md section 2: exactly one per target).
+    Each kind's fields, its payload field among them, are in statemachine/target_kinds.py."""
 
     HTTP = "http"
     PUBSUB = "pubsub"
     CLOUD_TASKS = "cloud_tasks"
     NOOP = "noop"
-
-    @property
-    def payload_field(self) -> str:
-        """The field of a target of this kind that carries the request's payload ("" for
-        none): an `on_failure` target that leaves it empty is sent the summary there."""
-        return _PAYLOAD_FIELDS.get(self, "")
-
-
-_PAYLOAD_FIELDS = {TargetKind.HTTP: "body", TargetKind.PUBSUB: "data", TargetKind.CLOUD_TASKS: "body"}
 
 
 class AuditAction(StrEnum):

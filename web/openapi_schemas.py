@@ -7,7 +7,7 @@ from __future__ import annotations
 from config import limits
 from config.job_extras import MAX_DESCRIPTION, MAX_LABEL_VALUE, MAX_LABELS
 from config.model import JOB_ID
-from config.targets import _QUEUE, _TOPIC
+from config.schema import target_schema
 from engine.ports import JobSource
 from statemachine.backfill import MAX_BACKFILL
 from statemachine.policy import Catchup, Overlap
@@ -41,69 +41,25 @@ def _obj(properties: dict, required: list[str] | None = None, closed: bool = Fal
     return schema
 
 
-def _header_map(value_limit: int, most: int) -> dict:
-    secret = {"type": "object", "required": ["secret"], "additionalProperties": False,
-              "properties": {"secret": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,255}$"},
-                             "prefix": {"type": "string"}},
-              "description": "the value of a secret, read at delivery time (e.g. prefix 'Bearer ')"}
-    template = {"type": "string", "description": f"a template of at most {value_limit:,} bytes"}
-    return {"type": "object", "maxProperties": most, "additionalProperties": {"oneOf": [template, secret]}}
-
-
-def _string_map(value_limit: int, most: int) -> dict:
-    return {"type": "object", "maxProperties": most,
-            "additionalProperties": {"type": "string", "description": f"a template of at most {value_limit:,} bytes"}}
-
-
-METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
-
-
-def _auth() -> dict:
-    account = {"type": "string", "example": "sa@PROJECT.iam.gserviceaccount.com"}
-    oidc = _obj({"service_account": account,
-                 "audience": {"type": "string", "description": "default: the target URL without its query"}},
-                ["service_account"], closed=True)
-    oauth = _obj({"service_account": account,
-                  "scope": {"type": "string", "description": "default: https://www.googleapis.com/auth/cloud-platform"}},
-                 ["service_account"], closed=True)
-    return _obj({"oidc": oidc, "oauth": oauth}, closed=True, minProperties=1, maxProperties=1,
-                description="a Google-signed token for the service account, minted at every attempt; never shown")
-
-
-# As config/schema.py spells them for project files: what validation refuses, the document says.
-_URL_PATTERN = "^[Hh][Tt][Tt][Pp][Ss]?://"
-_TOPIC_PATTERN = f"^(?:{_TOPIC.pattern})$"
-_QUEUE_PATTERN = f"^(?:{_QUEUE.pattern})$"
+def _openapi_3_0(schema: object) -> object:
+    """A JSON Schema (draft 2020-12) part in OpenAPI 3.0's dialect: `anyOf` with null
+    becomes `nullable`, and `propertyNames`, which 3.0 lacks, is left to validation."""
+    if isinstance(schema, list):
+        return [_openapi_3_0(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    branches = schema.get("anyOf")
+    if isinstance(branches, list) and {"type": "null"} in branches and len(branches) == 2:
+        other = next(branch for branch in branches if branch != {"type": "null"})
+        rest = {key: value for key, value in schema.items() if key != "anyOf"}
+        return nullable({**_openapi_3_0(other), **rest})  # type: ignore[dict-item]
+    return {key: _openapi_3_0(value) for key, value in schema.items() if key != "propertyNames"}
 
 
 def _targets() -> dict:
-    http = _obj({
-        "url": {"type": "string", "minLength": 1, "pattern": _URL_PATTERN,
-                "description": f"a template; at most {limits.MAX_URL_BYTES:,} bytes"},
-        "method": {"type": "string", "enum": METHODS},
-        "headers": _header_map(limits.MAX_HEADER_VALUE_BYTES, limits.MAX_HEADERS),
-        "body": {"type": "string", "description": f"a template; at most {limits.MAX_BODY_BYTES:,} bytes"},
-        "timeout": DURATION,
-        "async": {"type": "boolean", "description": "a 202 answer waits for the completion callback"},
-        "auth": _auth(),
-    }, ["url"], closed=True)
-    pubsub = _obj({
-        "topic": {"type": "string", "pattern": _TOPIC_PATTERN, "example": "projects/P/topics/T"},
-        "data": {"type": "string"},
-        "attributes": _string_map(limits.MAX_ATTRIBUTE_VALUE_BYTES, limits.MAX_ATTRIBUTES),
-    }, ["topic"], closed=True)
-    cloud_tasks = _obj({
-        "queue": {"type": "string", "pattern": _QUEUE_PATTERN, "example": "projects/P/locations/L/queues/Q"},
-        "url": {"type": "string", "minLength": 1, "pattern": _URL_PATTERN},
-        "method": {"type": "string", "enum": METHODS},
-        "headers": _header_map(limits.MAX_HEADER_VALUE_BYTES, limits.MAX_HEADERS),
-        "body": {"type": "string"},
-        "auth": _auth(),
-    }, ["queue", "url"], closed=True)
-    return _obj({"http": http, "pubsub": pubsub, "cloud_tasks": cloud_tasks,
-                 "noop": {"type": "object", "maxProperties": 0}},
-                closed=True, minProperties=1, maxProperties=1,
-                description="exactly one of http, pubsub, cloud_tasks, noop")
+    """The project file's target schema (config/schema.py, itself built on each kind's
+    spec in statemachine/target_kinds.py): the API takes the targets a file does."""
+    return _openapi_3_0(target_schema())  # type: ignore[return-value]
 
 
 def _job_entry() -> dict:

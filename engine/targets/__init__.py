@@ -1,7 +1,8 @@
 """The target registry: which Target delivers each kind of job target.
 
-The composition root builds it once (`build_targets`) and the dispatcher picks the
-target for each delivery with `target_for`.
+The composition root builds it once (`build_targets`, one sender per kind from its
+factory in `SENDERS`) and the dispatcher picks the target for each delivery with
+`target_for`.
 
 `pubsub` and `cloud_tasks` talk to Google Cloud. On the cloud backend they are always
 real: credentials come from the environment (App Engine's service account). On the
@@ -16,6 +17,7 @@ and the Google libraries, are imported only when such a target is built.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from engine.ports import DeliveryRequest, Target
 from engine.staging_ports import StagingTarget
@@ -49,30 +51,46 @@ class GoogleAccess:
         return bool(emulator) or self.credentials
 
 
+def _http(backend: str, own: OwnService, google: GoogleAccess) -> Target:
+    return HttpTarget(backend=backend, minter=TokenMinter(
+        google.metadata_host, google.iam_url, google.credentials_file, own=own))
+
+
+def _noop(backend: str, own: OwnService, google: GoogleAccess) -> Target:
+    return NoopTarget()
+
+
+def _pubsub(backend: str, own: OwnService, google: GoogleAccess) -> Target:
+    if backend != "cloud" and not google.reaches(TargetKind.PUBSUB):
+        return UnavailableTarget(TargetKind.PUBSUB)
+    from engine.targets.pubsub import PubSubTarget
+
+    return PubSubTarget()
+
+
+def _cloud_tasks(backend: str, own: OwnService, google: GoogleAccess) -> Target:
+    if backend != "cloud" and not google.reaches(TargetKind.CLOUD_TASKS):
+        return UnavailableTarget(TargetKind.CLOUD_TASKS)
+    from engine.targets.cloud_tasks import CloudTasksTarget
+
+    return CloudTasksTarget(own=own, emulator_host=google.tasks_emulator)
+
+
+# Each kind's sender, built from the backend, Sundial's own service and the Google access.
+SENDERS: dict[TargetKind, Callable[[str, OwnService, GoogleAccess], Target]] = {
+    TargetKind.HTTP: _http,
+    TargetKind.PUBSUB: _pubsub,
+    TargetKind.CLOUD_TASKS: _cloud_tasks,
+    TargetKind.NOOP: _noop,
+}
+
+
 def build_targets(backend: str = "local", own: OwnService = OwnService(),
                   google: GoogleAccess = GoogleAccess()) -> dict[str, Target]:
     """One instance per kind; HttpTarget holds the shared connection pool. `own` is
     Sundial's own service and chain queue, which cloud_tasks targets may not name, and
     the identities each project's `auth` may borrow (http and cloud_tasks alike)."""
-    return {
-        TargetKind.HTTP: HttpTarget(backend=backend, minter=TokenMinter(
-            google.metadata_host, google.iam_url, google.credentials_file, own=own)),
-        TargetKind.NOOP: NoopTarget(),
-        TargetKind.PUBSUB: _google_target(TargetKind.PUBSUB, backend, google, own),
-        TargetKind.CLOUD_TASKS: _google_target(TargetKind.CLOUD_TASKS, backend, google, own),
-    }
-
-
-def _google_target(kind: str, backend: str, google: GoogleAccess, own: OwnService) -> Target:
-    if backend != "cloud" and not google.reaches(kind):
-        return UnavailableTarget(kind)
-    if kind == TargetKind.PUBSUB:
-        from engine.targets.pubsub import PubSubTarget
-
-        return PubSubTarget()
-    from engine.targets.cloud_tasks import CloudTasksTarget
-
-    return CloudTasksTarget(own=own, emulator_host=google.tasks_emulator)
+    return {kind: SENDERS[kind](backend, own, google) for kind in TargetKind}
 
 
 def staging_targets(targets: dict[str, Target]) -> dict[str, StagingTarget]:
@@ -94,6 +112,7 @@ def target_for(targets: dict[str, Target], request: DeliveryRequest) -> Target:
 
 __all__ = [
     "KINDS",
+    "SENDERS",
     "GoogleAccess",
     "HttpTarget",
     "NoopTarget",

@@ -12,9 +12,10 @@ import pytest
 import config.settings
 from config.jobs import JOB_FIELDS
 from config.model import BUILTIN_DEFAULTS
-from config.targets import _HTTP_FIELDS, _PUBSUB_FIELDS, _TASKS_FIELDS, TARGET_KINDS
+from config.targets import TARGET_KINDS
 from config.validate import ACL_ROLES, TOP_FIELDS
 from statemachine.cron import MACROS
+from statemachine.target_kinds import TARGET_KIND_SPECS
 from statemachine.template import HOOK_VARIABLES, KNOWN_VARIABLES
 from web.openapi import openapi_document
 
@@ -78,9 +79,10 @@ def test_every_template_variable_is_in_the_reference():
 
 
 @pytest.mark.parametrize("fields", [
-    TOP_FIELDS, JOB_FIELDS, ACL_ROLES, [kind.value for kind in TARGET_KINDS], _HTTP_FIELDS, _PUBSUB_FIELDS,
-    _TASKS_FIELDS, [f"{name}.{key}" for name in ("catchup", "retry", "fanout") for key in BUILTIN_DEFAULTS[name]],
-], ids=["top", "job", "acl", "target-kinds", "http", "pubsub", "cloud_tasks", "nested"])
+    TOP_FIELDS, JOB_FIELDS, ACL_ROLES, [kind.value for kind in TARGET_KINDS],
+    *(spec.names for spec in TARGET_KIND_SPECS.values()),
+    [f"{name}.{key}" for name in ("catchup", "retry", "fanout") for key in BUILTIN_DEFAULTS[name]],
+], ids=["top", "job", "acl", "target-kinds", *TARGET_KIND_SPECS, "nested"])
 def test_every_project_file_field_is_in_the_reference(fields):
     assert sorted(name for name in fields if not _documented(name)) == []
 

@@ -23,6 +23,7 @@ from statemachine.notification import (
     step,
 )
 from statemachine.policy import NOTIFY_RETRY, compute_backoff
+from statemachine.target_kinds import TARGET_KIND_SPECS
 from statemachine.vocabulary import NotificationStatus, TargetKind
 from tests.unit.machine_helpers import clock
 
@@ -231,5 +232,5 @@ def test_a_stored_form_of_the_wrong_shape_is_refused():
 
 
 def test_the_payload_field_of_each_target_kind():
-    assert {kind.value: kind.payload_field for kind in TargetKind} == {
+    assert {kind.value: TARGET_KIND_SPECS[kind].payload_field for kind in TargetKind} == {
         "http": "body", "pubsub": "data", "cloud_tasks": "body", "noop": ""}
