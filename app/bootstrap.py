@@ -26,6 +26,7 @@ from engine.adapters.local.liveness import ProcessRegistry, SqliteAttemptHolds, 
 from engine.adapters.local.readiness import PROBE_PERIOD, Readiness, StorageHealth, write_probe
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.adapters.local.tuning import LocalTuning
 from engine.clock import SystemClock
 from engine.holds import AttemptHolds
 from engine.interruptions import Interruptions
@@ -168,11 +169,12 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     extra = _children(settings) if role is Role.SERVER and children else None
     targets = build_targets("local", settings.own_service, google_access(settings))
     registry = ProcessRegistry(store, this_process(), clock, settings.heartbeat.timeout, role.value)
-    engine = _engine(settings, store, targets, clock, metrics, SqliteAttemptHolds(store, registry))
+    tuning = LocalTuning()  # the embedded path's knobs (engine/adapters/local/tuning.py)
+    engine = _engine(settings, store, targets, clock, metrics, SqliteAttemptHolds(store, registry, tuning))
     liveness = Liveness(registry, engine.interruptions, settings.heartbeat.period)
     queue = SqliteTaskQueue(store)
     dispatcher = Dispatcher(queue, engine.tasks, clock, wakeup, settings.workers, settings.task_lease,
-                            metrics=engine.metrics, version=queue.version, share=registry.share)
+                            metrics=engine.metrics, version=queue.version, share=registry.share, tuning=tuning)
     if role is Role.DISPATCHER:
         return Runtime(settings, engine, dispatcher, app=None, liveness=liveness)
     readiness = Readiness(health, dispatcher.seconds_since_round)

@@ -23,7 +23,7 @@ from engine import operations
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
-from engine.adapters.local.staged_sends import INSTANT
+from engine.adapters.local.tuning import DEFAULT_LOCAL_TUNING
 from engine.recording import record_action, tick_task
 from engine.service import build_engine
 from engine.targets.http import HttpTarget
@@ -185,7 +185,7 @@ def test_the_collector_waits_from_an_instants_release_to_its_last_write(tmp_path
         check_and_write = staged._check_and_write
         staged._check_and_write = lambda ready: (staged.writes_done(), check_and_write(ready))[1]
     try:
-        ids, at = rig.import_one_offs(INSTANT, lead=4.0)
+        ids, at = rig.import_one_offs(DEFAULT_LOCAL_TUNING.instant_requests, lead=4.0)
         rig.dispatcher.start()
         assert wait_until(lambda: len(rig.receiver.arrivals) >= len(ids), timeout=20)
         assert len(seen) == len(ids) and not any(seen)  # no pass while they went out

@@ -2,8 +2,9 @@
 
 A task runs at its time, on the dispatcher's grain. A staging tick, queued ahead of its
 occurrence's time (statemachine/staging.py), may run a little early (staging.EARLY_SLACK):
-those due within one EARLY_GRAIN are handed over together at its start, so a steady
-spread load steps a tenth of a second of occurrences in one transaction instead of a few.
+those due within one early grain (tuning.py, `early_grain`) are handed over together at
+its start, so a steady spread load steps a tenth of a second of occurrences in one
+transaction instead of a few.
 """
 
 from __future__ import annotations
@@ -12,16 +13,15 @@ from datetime import datetime, timedelta, timezone
 
 from engine.ports import Task
 
-EARLY_GRAIN = timedelta(milliseconds=100)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-def released_at(task: Task) -> datetime:
+def released_at(task: Task, grain: timedelta) -> datetime:
     """When a leased task goes to be run: at its time, or for a staging tick still more
-    than EARLY_GRAIN ahead of its occurrence at the start of its EARLY_GRAIN (one handed
-    back to wait for the occurrence's time runs at it)."""
+    than `grain` (LocalTuning.early_grain) ahead of its occurrence at the start of its
+    grain (one handed back to wait for the occurrence's time runs at it)."""
     occurrence_ms = task.payload.get("at_ms")
     since_epoch = task.eta - _EPOCH
-    if occurrence_ms is None or since_epoch > timedelta(milliseconds=occurrence_ms) - EARLY_GRAIN:
+    if occurrence_ms is None or since_epoch > timedelta(milliseconds=occurrence_ms) - grain:
         return task.eta
-    return task.eta - since_epoch % EARLY_GRAIN  # (in whole microseconds: no float rounds it)
+    return task.eta - since_epoch % grain  # (in whole microseconds: no float rounds it)
