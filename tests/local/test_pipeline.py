@@ -1,7 +1,8 @@
 """The dispatcher's batched path for tick and start tasks (engine/adapters/local/pipeline.py),
-on a real SQLite store and queue and the real threaded dispatcher. The clock runs at the
-real pace, set just short of the occurrences' time once they are imported; where tasks
-back off (0.5 s, 1 s, 2 s ...), a test moves it on faster than that (tests/support/clocks.py).
+on a real SQLite store and queue and the real threaded dispatcher, its record retries
+shortened (LocalTuning.record_backoff). The clock runs at the real pace, set just short of
+the occurrences' time once they are imported; where tasks back off (0.5 s, 1 s, 2 s ...),
+a test moves it on faster than that (tests/support/clocks.py).
 
 What it must keep of the one-task-at-a-time path: every occurrence delivered once,
 its attempt committed as starting before the call, its result recorded, its tasks
@@ -21,7 +22,9 @@ from app.importer import snapshot_of
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.adapters.local.tuning import LocalTuning
 from engine.ports import StoreError
+from engine.retry import Backoff
 from engine.service import build_engine
 from statemachine.actions import Deliver
 from statemachine.events import TickArrived
@@ -36,6 +39,8 @@ SHORT_OF = timedelta(milliseconds=50)  # how far short of the occurrences' time 
 LEASE = timedelta(minutes=10)
 LOOK_EVERY = timedelta(milliseconds=50)  # the dispatcher's longest sleep: it notices a clock moved on
 HURRY = timedelta(milliseconds=200)  # the clock runs 5x while tasks back off
+# A result that could not be committed is tried again on a timer of real time: 50 ms, 100 ms ... 0.5 s here.
+SMALL = LocalTuning(record_backoff=Backoff(first=timedelta(milliseconds=50), most=timedelta(milliseconds=500)))
 
 
 class Rig:
@@ -52,7 +57,7 @@ class Rig:
     def restart(self) -> None:
         """A new dispatcher, as the next `serve` would start (a stopped one stays stopped)."""
         self.dispatcher = Dispatcher(self.queue, self.engine.tasks, self.clock, self.wakeup, self.workers,
-                                     lease=LEASE, max_sleep=LOOK_EVERY)
+                                     lease=LEASE, max_sleep=LOOK_EVERY, tuning=SMALL)
 
     def import_one_offs(self, count: int, lead: float = 1.0) -> list[str]:
         """`count` jobs, each one occurrence at the first whole second `lead` s from now;
@@ -286,7 +291,7 @@ def test_a_result_refused_for_a_reason_other_than_storage_is_given_up_not_retrie
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and (rig.queue.pending() or len(rig.target.requests) < 20):
             time.sleep(0.05)
-        time.sleep(1.0)  # long enough for the retries a storage error would get
+        time.sleep(0.4)  # long enough for the retries a storage error would get (50, 100, 200 ms)
     finally:
         rig.dispatcher.stop()
     assert len(rig.target.requests) == 20

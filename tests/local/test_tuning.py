@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from engine.adapters.local.tuning import DEFAULT_LOCAL_TUNING, LocalTuning
+from engine.retry import Backoff
 from statemachine import staging
 
 MS = timedelta(milliseconds=1)
@@ -20,6 +21,7 @@ def test_the_defaults_are_the_values_the_measurements_were_taken_with():
     assert (tuning.record_linger, tuning.writes_first, tuning.last_commits) == (50 * MS, 2000 * MS, 500 * MS)
     assert (tuning.mark_lead, tuning.gather, tuning.release_mark_span) == (50 * MS, 4 * MS, 250 * MS)
     assert (tuning.leased_per_worker, tuning.burst_tasks, tuning.record_tries) == (4, 1_000, 12)
+    assert tuning.record_backoff == Backoff(first=500 * MS, most=timedelta(seconds=5))
     assert (tuning.release_part, tuning.most_held, tuning.instant_requests, tuning.gather_most) == (
         64, 10_000, 256, 64)
 
@@ -40,7 +42,8 @@ def test_each_broken_relation_is_refused(broken, names):
 
 @pytest.mark.parametrize("name", [field.name for field in fields(LocalTuning)])
 def test_a_knob_at_zero_is_refused(name):
-    zero = timedelta(0) if isinstance(getattr(DEFAULT_LOCAL_TUNING, name), timedelta) else 0
+    zeros = {timedelta: timedelta(0), int: 0, Backoff: Backoff(timedelta(0), timedelta(seconds=1))}
+    zero = zeros[type(getattr(DEFAULT_LOCAL_TUNING, name))]
     with pytest.raises(ValueError, match=name):
         replace(DEFAULT_LOCAL_TUNING, **{name: zero})
 

@@ -41,7 +41,6 @@ from engine.adapters.local.tuning import DEFAULT_LOCAL_TUNING, LocalTuning
 from engine.leases import NEVER
 from engine.logs import log_event
 from engine.ports import ConflictError, LeasedTask, StoredJob, StoreError
-from engine.retry import RECORD_BACKOFF
 from engine.tasks import Sent, Stepped, TaskRunner
 from statemachine.actions import Deliver
 
@@ -312,7 +311,7 @@ class TaskPipeline:
                       invocation=result.sent.action.invocation_id, failures=result.failures, error=repr(error))
             self._settle_part(result.item, error)
             return
-        delay = RECORD_BACKOFF.after(result.failures).total_seconds()
+        delay = self._tuning.record_backoff.after(result.failures).total_seconds()
         log_event(log, "recording a result failed", invocation=result.sent.action.invocation_id,
                   failures=result.failures, retry_in_ms=int(delay * 1000), error=repr(error))
         with self._lock:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from datetime import timedelta
 
+from engine.retry import RECORD_BACKOFF, Backoff
 from statemachine import staging
 
 
@@ -35,6 +36,8 @@ class LocalTuning:
     """The record stage waits this for more results: about 25 per transaction at 500/s, not 5."""
     record_tries: int = 12
     """Commits of one result before its task is handed back: about a minute of a store that is down."""
+    record_backoff: Backoff = RECORD_BACKOFF
+    """Between those commits, 0.5 s doubling to 5 s: a store in trouble is not hammered, nor long waited for."""
     writes_first: timedelta = timedelta(seconds=2)
     """Results wait at most this for the due requests to be written: a result a second late is not late."""
     last_commits: timedelta = timedelta(milliseconds=500)
@@ -61,6 +64,8 @@ class LocalTuning:
     def __post_init__(self) -> None:
         for field in fields(self):
             value = getattr(self, field.name)
+            if isinstance(value, Backoff):
+                value = min(value.first, value.most)
             if value <= (timedelta(0) if isinstance(value, timedelta) else 0):
                 raise ValueError(f"LocalTuning.{field.name} must be positive, not {value}")
         # The core lets a staging tick run at most EARLY_SLACK early; handing early
