@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import threading
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from enum import Enum
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Callable
 
 from flask import Flask
 
+from app.cloud_queues import chain_task_target, ensure_chain_queue, throttle_queue_keeper
 from app.importer import directory_import
 from app.loops import PeriodicLoop
 from app.processes import DispatcherProcesses
@@ -28,6 +28,7 @@ from engine.adapters.local.readiness import PROBE_PERIOD, Readiness, StorageHeal
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.adapters.local.staged_sends import StagingParts
+from engine.adapters.local.tuning import LocalTuning
 from engine.clock import SystemClock
 from engine.holds import AttemptHolds
 from engine.interruptions import Interruptions
@@ -39,7 +40,7 @@ from engine.targets import GoogleAccess, build_targets, staging_targets
 from web.app import create_app, gatekeepers_from_settings
 
 if TYPE_CHECKING:  # the cloud libraries load only on the cloud backend
-    from google.cloud.tasks_v2 import CloudTasksClient
+    pass
 
 log = logging.getLogger("sundial.serve")
 
@@ -170,13 +171,15 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     extra = _children(settings) if role is Role.SERVER and children else None
     targets = build_targets("local", settings.own_service, google_access(settings))
     registry = ProcessRegistry(store, this_process(), clock, settings.heartbeat.timeout, role.value)
-    engine = _engine(replace(settings, tuning=local_tuning(settings.tuning)), store, targets, clock, metrics,
-                     SqliteAttemptHolds(store, registry), staging_targets(targets), jobs=store)
+    tuning = LocalTuning()  # the embedded path's knobs (engine/adapters/local/tuning.py)
+    engine = _engine(replace(settings, tuning=local_tuning(settings.tuning, tuning)), store, targets, clock, metrics,
+                     SqliteAttemptHolds(store, registry, tuning), staging_targets(targets), jobs=store)
     liveness = Liveness(registry, engine.interruptions, settings.heartbeat.period)
     queue = SqliteTaskQueue(store)
     staging = StagingParts(clock, engine.deliveries.batch_writer, engine.changes.holds, store.records.written_text)
     dispatcher = Dispatcher(queue, engine.tasks, clock, wakeup, settings.workers, settings.task_lease,
-                            metrics=engine.metrics, version=queue.version, share=registry.share, staging=staging)
+                            metrics=engine.metrics, version=queue.version, share=registry.share, staging=staging,
+                            tuning=tuning)
     if role is Role.DISPATCHER:
         return Runtime(settings, engine, dispatcher, app=None, liveness=liveness)
     readiness = Readiness(health, dispatcher.seconds_since_round)
@@ -216,60 +219,10 @@ def build_cloud(settings: Settings, clock: Clock | None = None) -> Runtime:
         app_engine=chain_task_target(settings), shards=settings.tasks_queue_shards,
     )
     store = DatastoreJobStore(client, queue)
-    _ensure_chain_queue(tasks, settings)
+    ensure_chain_queue(tasks, settings)
     engine = _engine(settings, store, build_targets("cloud", settings.own_service, google_access(settings)), clock)
     return _runtime(settings, engine, None, loops=not settings.on_app_engine,
-                    after_import=_throttle_queue_keeper(tasks, settings, store))
-
-
-def chain_task_target(settings: Settings):
-    """The form of the chain's tasks, chosen once: on App Engine (or with
-    SUNDIAL_TASKS_TARGET=appengine) App Engine tasks routed to this service, which stay
-    inside Google, so IAP and the App Engine firewall never stop them; else None, HTTP
-    tasks to the service URL."""
-    from engine.adapters.cloud.cloud_tasks_queue import AppEngineTarget
-
-    return AppEngineTarget(settings.app_engine_service) if settings.app_engine_tasks else None
-
-
-def provision_task_queues(project: str, location: str, queue: str, emulator_host: str | None = None,
-                          throttles: dict[str, int] | None = None, shards: int = 1):
-    """Create or update the queues Sundial needs (the `queues` command): the chain's
-    `shards` queues, and one per throttle ("PROJECT/THROTTLE" -> max_in_flight)."""
-    from engine.adapters.cloud import cloud_tasks_queue as cloud_tasks
-
-    specs = cloud_tasks.chain_specs(queue, shards) + cloud_tasks.throttle_specs(queue, throttles or {})
-    return cloud_tasks.provision_queues(cloud_tasks.build_tasks_client(emulator_host), project, location, specs)
-
-
-def project_throttles(rows) -> dict[str, int]:
-    """"PROJECT/THROTTLE" -> max_in_flight of every throttle of the given project rows."""
-    return {
-        f"{row.id}/{name}": limit
-        for row in rows for name, limit in (row.settings.get("throttles") or {}).items()
-    }
-
-
-def _throttle_queue_keeper(tasks: CloudTasksClient, settings: Settings, store: JobStore) -> Callable[[], None]:
-    """After each import: create (or resize) the queue of each throttle not yet seen
-    with its current limit. Without the permission, `main.py queues` does it."""
-    from engine.adapters.cloud.cloud_tasks_queue import ensure_queue, throttle_specs
-
-    ensured: dict[str, int] = {}
-
-    def keep() -> None:
-        for queue, limit in project_throttles(store.list_projects()).items():
-            if ensured.get(queue) == limit:
-                continue
-            spec = throttle_specs(settings.tasks_queue, {queue: limit})[0]
-            try:
-                ensure_queue(tasks, settings.gcp_project, settings.tasks_location, spec)
-                ensured[queue] = limit
-            except Exception as error:  # e.g. no permission: logged, tried again next import
-                log_event(log, "throttle queue not ensured", queue=spec.queue_id, error=repr(error),
-                          hint="run `python main.py queues --configs DIR` with a role that may manage queues")
-
-    return keep
+                    after_import=throttle_queue_keeper(tasks, settings, store))
 
 
 def wsgi_app():
@@ -294,22 +247,6 @@ def _ndb_client(settings: Settings):
 
         return ndb.Client(project=settings.gcp_project, credentials=AnonymousCredentials())
     return ndb.Client(project=settings.gcp_project)
-
-
-def _ensure_chain_queue(tasks, settings: Settings) -> None:
-    from engine.adapters.cloud.cloud_tasks_queue import chain_specs, ensure_queue
-
-    def ensure(specs) -> None:
-        try:
-            for spec in specs:
-                ensure_queue(tasks, settings.gcp_project, settings.tasks_location, spec, update=False)
-        except Exception as error:  # no permission to create queues: an operator runs `main.py queues`
-            log_event(log, "task queue not ensured", queue=settings.tasks_queue, error=repr(error),
-                      hint="run `python main.py queues` with a role that may create queues")
-
-    first, *others = chain_specs(settings.tasks_queue, settings.tasks_queue_shards)
-    ensure([first])  # the other shards in the background: a new instance must not wait on one RPC each
-    threading.Thread(target=ensure, args=(others,), name="sundial-ensure-shards", daemon=True).start()
 
 
 def _with_secret(settings: Settings, shared_secret: Callable[[Callable[[], str]], str]) -> Settings:

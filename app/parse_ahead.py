@@ -9,7 +9,7 @@ The worker is started with `spawn`, never forked: `serve` runs threads by then, 
 fork copies whatever lock another thread holds at that instant. It runs the very
 function this process would (app/importer.py `snapshot_of`), so a file's errors name
 the same file, line and field, and sends back the snapshot; every write stays in this
-process, in file order. It runs at most AHEAD files ahead, each snapshot holding a
+process, in file order. It runs at most PARSE_AHEAD_FILES files ahead, each snapshot holding a
 file's jobs in memory. If the worker cannot start or dies, the files it had not
 returned are parsed here, as they would have been without it.
 """
@@ -30,7 +30,7 @@ from engine.logs import log_event
 log = logging.getLogger("sundial.config")
 
 MIN_BYTES = 2 * 2**20  # about 15,000 jobs: below that, starting a process costs more than it saves
-AHEAD = 2
+PARSE_AHEAD_FILES = 2
 # Half a core: a core shared with one other busy process still gives the worker half of it.
 MIN_SPARE = 0.5
 LOADAVG = "/proc/loadavg"  # its fourth field: tasks runnable now / all tasks
@@ -120,7 +120,7 @@ class ParseAhead:
         self.futures.clear()
 
     def _fill(self) -> None:
-        while self.pool is not None and self.next < len(self.work) and len(self.futures) < AHEAD:
+        while self.pool is not None and self.next < len(self.work) and len(self.futures) < PARSE_AHEAD_FILES:
             try:
                 self.futures[self.next] = self.pool.submit(_pickled, self.parse, *self.work[self.next])
             except RuntimeError:  # the pool broke meanwhile: the rest are parsed here

@@ -89,7 +89,7 @@ def run_queues(args) -> int:
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exceptions
 
-    from app.bootstrap import provision_task_queues
+    from app.cloud_queues import provision_task_queues
 
     shards = queue_shard_count(args)
     throttles = config_throttles(args.configs or variable("SUNDIAL_CONFIG_DIR") or "examples/configs")

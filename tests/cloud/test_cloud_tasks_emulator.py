@@ -136,11 +136,8 @@ def test_on_app_engine_an_app_engine_task_reaches_its_handler_admitted_by_app_en
 
 
 def test_the_queues_command_creates_the_chain_queue_and_can_run_again(tasks_emulator, client, monkeypatch, capsys):
-    import app.bootstrap
     from cli import main
 
-    if not hasattr(app.bootstrap, "provision_task_queues"):
-        pytest.skip("app.bootstrap.provision_task_queues is not wired yet (the composition root's part)")
     monkeypatch.setenv("SUNDIAL_TASKS_EMULATOR_HOST", tasks_emulator.host)
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", PROJECT)
     monkeypatch.setenv("SUNDIAL_TASKS_LOCATION", LOCATION)

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 from google.api_core import exceptions as gexc
 
-from app.bootstrap import chain_task_target
+from app.cloud_queues import chain_task_target
 from config import limits
 from config.settings import Settings, from_environment
 from engine.adapters.cloud.cloud_tasks_queue import (

@@ -11,7 +11,7 @@ from collections import defaultdict
 
 import pytest
 
-from app.bootstrap import provision_task_queues
+from app.cloud_queues import provision_task_queues
 from engine.adapters.cloud.cloud_tasks_queue import build_tasks_client
 from statemachine.shards import shard_of
 from tests.e2e.support import Receiver, Server, free_port

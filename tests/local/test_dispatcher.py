@@ -12,10 +12,11 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 
-from engine.adapters.local.dispatcher import LEASE_AHEAD, Dispatcher, Wakeup
-from engine.adapters.local.early_ticks import EARLY_GRAIN, released_at
+from engine.adapters.local.dispatcher import Dispatcher, Wakeup
+from engine.adapters.local.early_ticks import released_at
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.adapters.local.tuning import DEFAULT_LOCAL_TUNING
 from engine.ports import Task
 from statemachine.durations import UTC
 from statemachine.policy import Tuning
@@ -122,7 +123,7 @@ def test_stop_hands_back_the_tasks_no_worker_started(tmp_path):
     assert "t0" not in leases  # done, so deleted
     assert len(leases) == 9
     assert all(until == 0 for until in leases.values())  # takeable at once by anyone
-    assert LEASE_AHEAD >= 2  # so that the test above did lease more than it ran
+    assert DEFAULT_LOCAL_TUNING.leased_per_worker >= 2  # so that the test above did lease more than it ran
 
 
 class CountingQueue(SqliteTaskQueue):
@@ -195,7 +196,7 @@ def test_a_task_that_comes_due_is_run_though_nothing_changed(tmp_path):
 
 
 def test_staging_ticks_due_within_one_early_grain_go_to_be_run_together_at_its_start():
-    grain = EARLY_GRAIN
+    grain = DEFAULT_LOCAL_TUNING.early_grain
     start = datetime(2026, 1, 5, 10, 0, 0, 100_000, tzinfo=UTC)  # on a grain's start
     occurrence = start + timedelta(seconds=1)
 
@@ -207,8 +208,8 @@ def test_staging_ticks_due_within_one_early_grain_go_to_be_run_together_at_its_s
     # Staging ticks queued anywhere in the grain are run at its start (then a step takes
     # a tenth of a second of a spread load's ticks at once) ...
     for offset in (0, 3, 57, 99):
-        assert released_at(tick(start + timedelta(milliseconds=offset), at_ms)) == start
+        assert released_at(tick(start + timedelta(milliseconds=offset), at_ms), grain) == start
     # ... an ordinary tick at its time, and so is one handed back to wait for its occurrence.
-    assert released_at(tick(start + timedelta(milliseconds=57), None)) == start + timedelta(milliseconds=57)
+    assert released_at(tick(start + timedelta(milliseconds=57), None), grain) == start + timedelta(milliseconds=57)
     late = occurrence - grain / 2
-    assert released_at(tick(late, at_ms)) == late
+    assert released_at(tick(late, at_ms), grain) == late

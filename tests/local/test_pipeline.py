@@ -1,5 +1,8 @@
 """The dispatcher's batched path for tick and start tasks (engine/adapters/local/pipeline.py),
-on a real SQLite store and queue, the real threaded dispatcher and the system clock.
+on a real SQLite store and queue and the real threaded dispatcher, its record retries
+shortened (LocalTuning.record_backoff). The clock runs at the real pace, set just short of
+the occurrences' time once they are imported; where tasks back off (0.5 s, 1 s, 2 s ...),
+a test moves it on faster than that (tests/support/clocks.py).
 
 What it must keep of the one-task-at-a-time path: every occurrence delivered once,
 its attempt committed as starting before the call, its result recorded, its tasks
@@ -12,47 +15,54 @@ import random
 import threading
 import time
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 from app.importer import snapshot_of
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.adapters.local.tuning import LocalTuning
 from engine.ports import StoreError
+from engine.retry import Backoff
 from engine.service import build_engine
 from statemachine.actions import Deliver
-from statemachine.durations import UTC
 from statemachine.events import TickArrived
 from statemachine.policy import Tuning
 from tests.engine.harness import BEFORE, ROLLBACK, FlakyStore, RecordingTarget
 from tests.faults.support import WriteBeforeCall
+from tests.support.clocks import SetClock
 
 PROJECT = "pipe"
-
-
-class SystemClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
+SHORT_OF = timedelta(milliseconds=50)  # how far short of the occurrences' time the clock is set
+# Long enough that a test moving the clock on never outruns a lease (renewed every 10 s of real time).
+LEASE = timedelta(minutes=10)
+LOOK_EVERY = timedelta(milliseconds=50)  # the dispatcher's longest sleep: it notices a clock moved on
+HURRY = timedelta(milliseconds=200)  # the clock runs 5x while tasks back off
+# A result that could not be committed is tried again on a timer of real time: 50 ms, 100 ms ... 0.5 s here.
+SMALL = LocalTuning(record_backoff=Backoff(first=timedelta(milliseconds=50), most=timedelta(milliseconds=500)))
 
 
 class Rig:
     def __init__(self, tmp_path, workers: int = 8, tuning: Tuning | None = None):
         self.wakeup = Wakeup()
+        self.clock = SetClock()
         self.store = FlakyStore(SqliteJobStore(tmp_path / "sundial.db", on_enqueue=self.wakeup.task_enqueued))
         self.target = RecordingTarget()
-        self.engine = build_engine(self.store, {"noop": self.target}, SystemClock(), tuning or Tuning(), secret=b"s")
+        self.engine = build_engine(self.store, {"noop": self.target}, self.clock, tuning or Tuning(), secret=b"s")
         self.queue = SqliteTaskQueue(self.store.inner)
         self.workers = workers
         self.restart()
 
     def restart(self) -> None:
         """A new dispatcher, as the next `serve` would start (a stopped one stays stopped)."""
-        self.dispatcher = Dispatcher(self.queue, self.engine.tasks, SystemClock(), self.wakeup, self.workers)
+        self.dispatcher = Dispatcher(self.queue, self.engine.tasks, self.clock, self.wakeup, self.workers,
+                                     lease=LEASE, max_sleep=LOOK_EVERY, tuning=SMALL)
 
     def import_one_offs(self, count: int, lead: float = 1.0) -> list[str]:
-        """`count` jobs, each one occurrence at the first whole second `lead` s from now."""
-        at = datetime.fromtimestamp(int(time.time() + lead) + 1, UTC)
+        """`count` jobs, each one occurrence at the first whole second `lead` s from now;
+        the clock is then set just short of it."""
+        at = self.clock.next_whole_second(after=timedelta(seconds=lead))
         stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
         ids = [f"j{i:04d}" for i in range(count)]
         text = "jobs:\n" + "".join(f"  - id: {job}\n    at: [\"{stamp}\"]\n    target: {{noop: {{}}}}\n"
@@ -62,10 +72,13 @@ class Rig:
         self.engine.configs.import_project(snapshot)
         # An occurrence whose time passed during the import gets no tick: the test would
         # wait for deliveries that never come (a busy machine took over a second for 200).
-        assert time.time() < at.timestamp(), f"importing {count} jobs took longer than the lead of {lead} s"
+        assert self.clock.now() < at - SHORT_OF, f"importing {count} jobs took longer than the lead of {lead} s"
+        self.clock.set(at - SHORT_OF)
         return ids
 
-    def run_until_delivered(self, count: int, seconds: float = 30) -> None:
+    def run_until_delivered(self, count: int, seconds: float = 30, hurry: timedelta = timedelta(0)) -> None:
+        """Run the dispatcher until `count` are delivered and recorded; the clock moves
+        on `hurry` more every 50 ms (task backoffs pass that much faster)."""
         self.dispatcher.start()
         try:
             deadline = time.monotonic() + seconds
@@ -73,6 +86,7 @@ class Rig:
                 if len(self.target.requests) >= count and not self.queue.pending() and self._all_finished():
                     return
                 time.sleep(0.05)
+                self.clock.forward(hurry)
         finally:
             self.dispatcher.stop()
 
@@ -128,7 +142,7 @@ def test_storage_failing_now_and_then_loses_and_doubles_nothing(tmp_path):
 
     ids = rig.import_one_offs(100)
     rig.store.fault = fault
-    rig.run_until_delivered(len(ids), seconds=60)
+    rig.run_until_delivered(len(ids), seconds=60, hurry=HURRY)
     assert failed[BEFORE] > 0 and failed[ROLLBACK] > 0
     _assert_each_delivered_once(rig, ids)
     assert check.violations == []
@@ -168,13 +182,16 @@ def test_a_store_that_is_down_delivers_nothing_until_it_is_back(tmp_path):
     rig.store.fault = lambda step: BEFORE
     rig.dispatcher.start()
     try:
-        time.sleep(2.0)
+        for _ in range(10):  # 2.5 s of the clock's: the tasks fail and back off again while it is down
+            time.sleep(0.05)
+            rig.clock.forward(HURRY)
         assert rig.target.requests == []  # nothing sent without its attempt stored
         assert rig.store.injected[("", BEFORE)] >= 1
         rig.store.fault = None
         deadline = time.monotonic() + 30  # each task backs off 0.5 s, 1 s, 2 s ...
         while time.monotonic() < deadline and (len(rig.target.requests) < 50 or not rig._all_finished()):
             time.sleep(0.05)
+            rig.clock.forward(HURRY)
     finally:
         rig.dispatcher.stop()
     _assert_each_delivered_once(rig, ids)
@@ -226,7 +243,7 @@ def test_a_committed_attempt_never_waits_long_for_a_sender_even_behind_hung_targ
     # An attempt committed as starting that waited behind hung targets past its attempt
     # timeout plus the start grace would be issued again by the watchdog while it still
     # waits: so after a quarter of the start grace, another sender takes it.
-    rig = Rig(tmp_path, workers=2, tuning=Tuning(start_grace=timedelta(seconds=2)))
+    rig = Rig(tmp_path, workers=2, tuning=Tuning(start_grace=timedelta(seconds=1)))
     ids = rig.import_one_offs(24)
     lock, committed, waited = threading.Lock(), {}, []
     inner_apply_many = rig.engine.changes.apply_many
@@ -246,14 +263,14 @@ def test_a_committed_attempt_never_waits_long_for_a_sender_even_behind_hung_targ
             waited.append(time.monotonic() - committed[request.invocation_id])
             first_two = len(waited) <= 2
         if first_two:
-            time.sleep(2.0)  # both fixed senders stuck, as behind hung targets
+            time.sleep(1.0)  # both fixed senders stuck, as behind hung targets
 
     rig.engine.changes.apply_many = apply_many
     rig.target.check = hang_the_first_two
     rig.run_until_delivered(len(ids))
     _assert_each_delivered_once(rig, ids)
     assert rig.dispatcher._pipeline._sends.extra_started >= 1
-    assert max(waited) < 0.5 + 0.4  # the bound (2 s / 4) and the supervisor's period, with slack
+    assert max(waited) < 0.25 + 0.4  # the bound (1 s / 4) and the supervisor's period, with slack
 
 
 def test_a_result_refused_for_a_reason_other_than_storage_is_given_up_not_retried_forever(tmp_path):
@@ -274,7 +291,7 @@ def test_a_result_refused_for_a_reason_other_than_storage_is_given_up_not_retrie
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and (rig.queue.pending() or len(rig.target.requests) < 20):
             time.sleep(0.05)
-        time.sleep(1.0)  # long enough for the retries a storage error would get
+        time.sleep(0.4)  # long enough for the retries a storage error would get (50, 100, 200 ms)
     finally:
         rig.dispatcher.stop()
     assert len(rig.target.requests) == 20

@@ -12,10 +12,11 @@ from pathlib import Path
 from app.importer import snapshot_of
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
 from engine.adapters.local.liveness import ProcessIdentity, ProcessRegistry, SqliteAttemptHolds, this_process
-from engine.adapters.local.release_marks import AHEAD, PREFIX
+from engine.adapters.local.release_marks import PREFIX
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.adapters.local.staged_sends import StagingParts
+from engine.adapters.local.tuning import DEFAULT_LOCAL_TUNING
 from engine.holds import AttemptKey
 from engine.service import build_engine
 from statemachine.durations import UTC
@@ -42,10 +43,10 @@ def test_a_gone_process_s_holds_carry_how_far_it_released(tmp_path):
     assert held.holder == other.id and held.released_until == since
     at = clock.now()
     holds.release_up_to(at)
-    holds.release_up_to(at + AHEAD)  # covered: not written again
+    holds.release_up_to(at + DEFAULT_LOCAL_TUNING.release_mark_span)  # covered: not written again
     assert holds.marks.written == 1
     (held,) = SqliteAttemptHolds(store, mine).orphaned(10)
-    assert held.released_until == at + AHEAD
+    assert held.released_until == at + DEFAULT_LOCAL_TUNING.release_mark_span
 
 
 def test_a_staged_request_leaves_only_once_its_time_is_covered_by_the_stored_mark(tmp_path):

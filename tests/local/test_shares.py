@@ -10,10 +10,11 @@ import threading
 import time
 from datetime import datetime, timedelta
 
-from engine.adapters.local.dispatcher import AHEAD, Dispatcher, Wakeup
+from engine.adapters.local.dispatcher import Dispatcher, Wakeup
 from engine.adapters.local.liveness import ProcessIdentity, ProcessRegistry, this_process
 from engine.adapters.local.sqlite_queue import Share, SqliteTaskQueue, share_of
 from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.adapters.local.tuning import DEFAULT_LOCAL_TUNING
 from engine.ports import Task
 from statemachine.durations import UTC
 from tests.engine.harness import START, FakeClock
@@ -131,7 +132,8 @@ def test_tasks_leased_ahead_run_at_their_time_not_before(tmp_path):
     assert [name for name, at in ran.items() if at < etas[name]] == []
     # 30 tasks over 90 ms: a few looks leased them, not one per task (a look takes at
     # most 16, the 4 workers' room, and a look that took them all rings for the next).
-    assert len(leases) <= 90 / (AHEAD.total_seconds() * 1000 / 2) + math.ceil(30 / 16) + 2, leases
+    half_window_ms = DEFAULT_LOCAL_TUNING.lease_lookahead.total_seconds() * 1000 / 2
+    assert len(leases) <= 90 / half_window_ms + math.ceil(30 / 16) + 2, leases
 
 
 def test_a_task_this_process_enqueues_for_now_is_run_whatever_its_share(tmp_path):

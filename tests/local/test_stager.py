@@ -8,10 +8,13 @@ import threading
 import time
 from datetime import datetime, timedelta
 
-from engine.adapters.local.release_marks import AHEAD as COVER  # how far past its time a mark covers
-from engine.adapters.local.stager import GATHER, GATHER_MOST, Stager
+from engine.adapters.local.stager import Stager
+from engine.adapters.local.tuning import DEFAULT_LOCAL_TUNING
 from engine.clock import SystemClock
 from statemachine.durations import UTC
+
+COVER = DEFAULT_LOCAL_TUNING.release_mark_span  # how far past its time a mark covers
+GATHER, GATHER_MOST = DEFAULT_LOCAL_TUNING.gather, DEFAULT_LOCAL_TUNING.gather_most
 
 
 class Marks:

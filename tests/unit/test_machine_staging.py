@@ -321,7 +321,8 @@ def test_the_core_takes_its_early_slack_from_the_tuning():
 
 
 def test_the_embedded_tuning_covers_the_dispatchers_early_grain():
-    from engine.adapters.local.early_ticks import EARLY_GRAIN, local_tuning
+    from engine.adapters.local.early_ticks import local_tuning
+    from engine.adapters.local.tuning import DEFAULT_LOCAL_TUNING
 
-    tuned = local_tuning(STAGED)
-    assert tuned.early_slack >= EARLY_GRAIN and tuned.stage_ahead == STAGED.stage_ahead
+    tuned = local_tuning(STAGED, DEFAULT_LOCAL_TUNING)
+    assert tuned.early_slack >= DEFAULT_LOCAL_TUNING.early_grain and tuned.stage_ahead == STAGED.stage_ahead

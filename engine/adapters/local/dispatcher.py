@@ -30,7 +30,8 @@ from engine.adapters.local.early_ticks import released_at
 from engine.adapters.local.inline import LEASE, InlineDispatcher, hand_back
 from engine.adapters.local.pipeline import TaskPipeline
 from engine.adapters.local.sqlite_queue import Share, SqliteTaskQueue, in_share
-from engine.adapters.local.staged_sends import MOST_HELD, StagingParts
+from engine.adapters.local.staged_sends import StagingParts
+from engine.adapters.local.tuning import DEFAULT_LOCAL_TUNING, LocalTuning
 from engine.adapters.local.wakeup import Wakeup
 from engine.collector import BulkPause
 from engine.leases import NEVER, Monotonic, give_up, held_until
@@ -41,17 +42,6 @@ from engine.tasks import CHAIN_KINDS, TaskRunner
 
 log = logging.getLogger("sundial.dispatcher")
 
-LEASE_AHEAD = 4  # tasks leased per worker: the next ones wait in memory, not in SQLite
-# Tasks in flight from which the process holds a burst: the collector waits meanwhile
-# (engine/collector.py), as its full passes would walk every held request again and again.
-BURST = 1_000
-# Chain tasks due this much later are leased with those due now, in one transaction, and
-# held in memory until their time: under a steady load a lease takes a few dozen tasks
-# instead of the one or two that fall due between two looks.
-AHEAD = timedelta(milliseconds=150)
-# A held task is handed to the pipeline at the next multiple of this after its time:
-# tasks due within one grain go to the step stage together (one transaction, one wakeup).
-GRAIN = 0.01
 _NEVER = datetime.max.replace(tzinfo=timezone.utc)
 
 # Wakeup: where app/bootstrap.py finds it; InlineDispatcher, hand_back: where tests and tools do.
@@ -72,13 +62,13 @@ class Dispatcher:
         version: Callable[[], int] | None = None,
         share: Callable[[], Share | None] = lambda: None,
         staging: StagingParts | None = None, monotonic: Monotonic = time.monotonic,
+        tuning: LocalTuning = DEFAULT_LOCAL_TUNING,
     ):
-        """`version`: a number that changes whenever another connection commits to the
-        queue's database, read on the dispatch thread (None: every look leases).
-        `share`: the part of the chain queue this process takes first, when several
-        processes serve the database (sqlite_queue.Share; None: all of it). `staging`: the staged
-        requests' parts (StagingParts; None: none written ahead); `monotonic`: leases' clock."""
-        self.queue, self.clock, self.wakeup = queue, clock, wakeup
+        """`version`: changes whenever another connection commits to the queue's database
+        (None: every look leases). `share`: the part of the chain queue this process takes
+        first (sqlite_queue.Share; None: all). `staging`: the staged requests' parts (None:
+        none written ahead); `monotonic`: leases' clock; `tuning`: its knobs (tuning.py)."""
+        self.queue, self.clock, self.wakeup, self._tuning = queue, clock, wakeup, tuning
         self._version, self._share = version, share
         # Leased chain tasks not due yet: (eta, id, task), handed to the pipeline at their time.
         self._ahead: list[tuple[datetime, int, LeasedTask]] = []
@@ -107,7 +97,7 @@ class Dispatcher:
         self._threads: list[threading.Thread] = []
         self._pipeline = TaskPipeline(runner, workers, self._settle, self._task_until, self._room_freed,
                                       owns=lambda project, job_id: in_share(self._share(), project, job_id),
-                                      staging=staging or StagingParts(clock))
+                                      staging=staging or StagingParts(clock), tuning=tuning)
         self._collector = BulkPause()
 
     def start(self) -> None:
@@ -206,7 +196,8 @@ class Dispatcher:
         if first is None:
             return self.max_sleep.total_seconds()
         wait = (first - now).total_seconds()
-        return min(wait + (-first.timestamp()) % GRAIN, self.max_sleep.total_seconds())
+        grain = self._tuning.handover_grain.total_seconds()
+        return min(wait + (-first.timestamp()) % grain, self.max_sleep.total_seconds())
 
     def _unchanged(self) -> bool:
         """Whether a look now would find what the last one found: no other connection
@@ -230,14 +221,14 @@ class Dispatcher:
         """
         assert self._pool is not None, "start() first"
         with self._lock:
-            room = self.workers * LEASE_AHEAD - self._working()
+            room = self.workers * self._tuning.leased_per_worker - self._working()
             self._starved = room <= 0
             taken = self._monotonic()
             # A finished task whose lease ran out since is not ours to delete any more.
             done, self._done = [i for i in self._done if self._held(i, taken)], []
         try:
             now = self.clock.now()
-            leased = self.queue.lease_due(now, room, self.lease, done, AHEAD, share)
+            leased = self.queue.lease_due(now, room, self.lease, done, self._tuning.lease_lookahead, share)
         except Exception:
             with self._lock:
                 self._done = done + self._done  # try deleting them again next round
@@ -246,12 +237,12 @@ class Dispatcher:
             for task_id in done:
                 self._until.pop(task_id, None)
             self._inflight.update((item.id, item) for item in leased)
-            self._collector.update(len(self._inflight) >= BURST, taken)
+            self._collector.update(len(self._inflight) >= self._tuning.burst_tasks, taken)
             self._until.update((item.id, held_until(taken, self.lease)) for item in leased)
             self._starved = self._starved or len(leased) >= room
             due = []
             for item in leased:
-                release = released_at(item.task)
+                release = released_at(item.task, self._tuning.early_grain)
                 if release > now:  # leased ahead: held until its time
                     heapq.heappush(self._ahead, (release, item.id, item))
                 else:
@@ -275,16 +266,16 @@ class Dispatcher:
 
     def _sleep_seconds(self) -> float:
         with self._lock:
-            busy = self._working() >= self.workers * LEASE_AHEAD
+            busy = self._working() >= self.workers * self._tuning.leased_per_worker
         now = self.clock.now()
         if busy:  # it could take nothing new anyway: a worker wakes it when half are done
             self._quiet_until = now
             self.wakeup.plan(_NEVER)
             return self.max_sleep.total_seconds()
         wake = self.queue.next_wake(now, self._share())
-        # A chain task is leased up to AHEAD early: look when the earliest is half that
-        # from due, so that each look takes at least half a window's worth.
-        self._quiet_until = _NEVER if wake is None else wake - AHEAD / 2
+        # A chain task is leased up to lease_lookahead early: look when the earliest is
+        # half that from due, so that each look takes at least half a window's worth.
+        self._quiet_until = _NEVER if wake is None else wake - self._tuning.lease_lookahead / 2
         return self._sleep_until(now)
 
     def _sleep_until(self, now: datetime) -> float:
@@ -322,7 +313,7 @@ class Dispatcher:
                 else:
                     self._until.pop(item.id, None)
                 left = self._working()
-                if len(self._inflight) < BURST and self._collector.paused:
+                if len(self._inflight) < self._tuning.burst_tasks and self._collector.paused:
                     self._collector.update(False, self._monotonic())
         # Lease again once half the leased tasks are done, and only if the last look
         # left some due tasks for want of room: every lease is a write transaction, and
@@ -343,14 +334,14 @@ class Dispatcher:
 
     def _may_lease_more(self, working: int) -> bool:
         """Whether the last look left due tasks for want of room, and half of it is free."""
-        return self._starved and working <= self.workers * LEASE_AHEAD // 2
+        return self._starved and working <= self.workers * self._tuning.leased_per_worker // 2
 
     def _working(self) -> int:
         """The leased tasks that keep a worker busy (under self._lock): a staged request
         waiting for its time (pipeline.py) does not, or a thousand occurrences due at one
-        instant could not all be staged ahead of it; past MOST_HELD they count again, so
+        instant could not all be staged ahead of it; past `most_held` they count again, so
         that a process never holds more requests than that in memory."""
-        return len(self._inflight) - min(self._pipeline.staged(), MOST_HELD)
+        return len(self._inflight) - min(self._pipeline.staged(), self._tuning.most_held)
 
     def _task_until(self, item: LeasedTask) -> float:
         with self._lock:

@@ -36,6 +36,7 @@ from engine.adapters.local.release_marks import ReleaseMarks, read_marks, releas
 from engine.adapters.local.sqlite_queue import Share
 from engine.adapters.local.sqlite_rows import Row, SqliteTransaction
 from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.adapters.local.tuning import DEFAULT_LOCAL_TUNING, LocalTuning
 from engine.holds import AttemptKey, HeldAttempt
 from engine.leases import Monotonic, held_until
 from engine.logs import log_event
@@ -203,9 +204,10 @@ class ProcessRegistry:
 class SqliteAttemptHolds:
     """The AttemptHolds port (engine/ports.py) on the `held_attempts` table."""
 
-    def __init__(self, store: SqliteJobStore, registry: ProcessRegistry):
+    def __init__(self, store: SqliteJobStore, registry: ProcessRegistry,
+                 tuning: LocalTuning = DEFAULT_LOCAL_TUNING):
         self.store, self.registry = store, registry
-        self.marks = ReleaseMarks(store, registry.me.id)
+        self.marks = ReleaseMarks(store, registry.me.id, tuning)
 
     def hold(self, tx: Transaction, key: AttemptKey) -> None:
         values = (*_key(key), key.attempt, self.registry.me.id, self.registry.clock.now().timestamp())

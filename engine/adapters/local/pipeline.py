@@ -37,26 +37,15 @@ from typing import Callable
 from engine.adapters.local.inbox import Inbox, Item
 from engine.adapters.local.send_pool import SendPool
 from engine.adapters.local.staged_sends import StagedSend, StagedSends, StagingParts
+from engine.adapters.local.tuning import DEFAULT_LOCAL_TUNING, LocalTuning
 from engine.leases import NEVER
 from engine.logs import log_event
 from engine.ports import ConflictError, LeasedTask, StoredJob, StoreError
-from engine.retry import RECORD_BACKOFF
 from engine.tasks import Sent, Stepped, TaskRunner
 from statemachine.actions import Deliver
 
 log = logging.getLogger("sundial.dispatcher")
 
-# How long the record stage waits for more results before it commits what it has: a
-# result waits that much longer to be committed (its request is out already). A spread
-# load of 500 a second then records about 25 per transaction, not 5: its BEGIN, COMMIT,
-# WAL pages and wakeups are shared five times as widely (docs/PERFORMANCE.md).
-RECORD_LINGER = 0.05
-RECORD_TRIES = 12  # about a minute of a store that is down; then the task is handed back
-# How long results may wait for the writer to write what is due (see _after_writes).
-WRITES_FIRST = 2.0
-# Stopping: how long past the deadline for answers their results, and the attempts never
-# sent, may take to be committed (a commit of a few hundred rows takes milliseconds).
-LAST_COMMITS = 0.5
 
 
 @dataclass(eq=False)  # compared and hashed by identity: a member of TaskPipeline._waiting
@@ -93,16 +82,21 @@ class TaskPipeline:
                  task_until: Callable[[LeasedTask], float] = lambda item: NEVER,
                  room_freed: Callable[[], None] = lambda: None,
                  owns: Callable[[str, str], bool] = lambda project, job_id: True, *,
-                 staging: StagingParts):
+                 staging: StagingParts, tuning: LocalTuning = DEFAULT_LOCAL_TUNING):
         """`owns(project, job_id)`: whether the job is of this process's share of the queue
         (sqlite_queue.Share): a result's step stages the job's next occurrence only then,
         so that each process keeps its share of the jobs. `staging`: the staged path's
-        parts (staged_sends.StagingParts)."""
-        self.runner, self.settle, self._owns = runner, settle, owns
+        parts (staged_sends.StagingParts).
+
+        The record stage waits `tuning.record_linger` for more results before it commits
+        what it has: a result waits that much longer (its request is out already), and a
+        spread load of 500 a second records about 25 per transaction, not 5: its BEGIN,
+        COMMIT, WAL pages and wakeups are shared five times as widely (docs/PERFORMANCE.md)."""
+        self.runner, self.settle, self._owns, self._tuning = runner, settle, owns, tuning
         # A staged request issued by a result's step (ticks.stage_pending) has no task.
         self.task_until = lambda item: NEVER if item is None else task_until(item)
         self._steps: Inbox[LeasedTask] = Inbox()
-        self._results: Inbox[_Result] = Inbox(linger=RECORD_LINGER)
+        self._results: Inbox[_Result] = Inbox(linger=tuning.record_linger.total_seconds())
         # A request may wait for a sender a quarter of the start grace at most (and 5 s).
         longest_wait = min(runner.changes.tuning.start_grace.total_seconds() / 4, 5.0)
         self._sends = SendPool(senders, longest_wait)
@@ -111,7 +105,7 @@ class TaskPipeline:
         self._writer = staging.batch_writer(self._sends.submit) if staging.batch_writer is not None else None
         self._staged = StagedSends(runner, self._sends, self._writer, staging, send=self._send, deliver=self._deliver,
                                    settle_part=self._settle_part, task_until=self.task_until,
-                                   room_freed=room_freed, left_unsent=self._left_unsent)
+                                   room_freed=room_freed, left_unsent=self._left_unsent, tuning=tuning)
         self._lock = threading.Lock()
         # Stopping: attempts committed and never sent, by (invocation, event, attempt).
         self._unsent: dict[tuple[str, int, int], tuple[StoredJob, Deliver]] = {}
@@ -162,7 +156,7 @@ class TaskPipeline:
                 result.timer.cancel()
             self._settle_part(result.item, RuntimeError("stopped before its result was committed"))
         self._results.finish()
-        self._threads[1].join(_left(None if until is None else until + LAST_COMMITS))
+        self._threads[1].join(_left(None if until is None else until + self._tuning.last_commits.total_seconds()))
         return unstarted
 
     def _left_unsent(self, job: StoredJob, action: Deliver) -> None:
@@ -199,12 +193,12 @@ class TaskPipeline:
 
     def _after_writes(self) -> None:
         """Results wait while requests are due and not yet written (up to
-        WRITES_FIRST): when thousands are due at one instant, every request leaves before
+        `tuning.writes_first`): when thousands are due at one instant, every request leaves before
         results take the GIL to be recorded. A request sent late is late; a result
         committed a second later is not, as its task's lease and its attempt's are long."""
         if self._writer is not None:
             writer, staged = self._writer, self._staged
-            wait_for_writes(lambda: writer.backlog() + staged.unwritten(), WRITES_FIRST)
+            wait_for_writes(lambda: writer.backlog() + staged.unwritten(), self._tuning.writes_first.total_seconds())
             staged.writes_done()
 
     @staticmethod
@@ -310,14 +304,14 @@ class TaskPipeline:
     def _record_later(self, result: _Result, error: Exception) -> None:
         result.failures += 1
         storage_trouble = isinstance(error, (StoreError, ConflictError))
-        if not storage_trouble or result.failures >= RECORD_TRIES:
+        if not storage_trouble or result.failures >= self._tuning.record_tries:
             # Handed back, as the one-task path does: its re-run finds the tick spent,
             # and the watchdog resolves the attempt.
             log_event(log, "recording a result failed; giving up", level=logging.ERROR,
                       invocation=result.sent.action.invocation_id, failures=result.failures, error=repr(error))
             self._settle_part(result.item, error)
             return
-        delay = RECORD_BACKOFF.after(result.failures).total_seconds()
+        delay = self._tuning.record_backoff.after(result.failures).total_seconds()
         log_event(log, "recording a result failed", invocation=result.sent.action.invocation_id,
                   failures=result.failures, retry_in_ms=int(delay * 1000), error=repr(error))
         with self._lock:

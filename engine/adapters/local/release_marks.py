@@ -6,8 +6,8 @@ process die, whoever settles the attempt must know whether the request left: if 
 not, the occurrence is sent under the same invocation id (not failed as interrupted);
 if it may have, it is an interrupted attempt, as one sent right after its commit is.
 So before a staged request due at T leaves, its process stores "released up to M" with
-M ≥ T, in the `meta` table, one row per process. A mark covers `AHEAD` past the time it
-was written for, so a spread load writes it a few times a second, not once per request;
+M ≥ T, in the `meta` table, one row per process. A mark covers a span past the time it
+was written for (tuning.py, `release_mark_span`), so a spread load writes it a few times a second, not once per request;
 and the stager writes it a little before T (`Stager`), so that at T nothing is left
 but the sends. An attempt due after the gone process's mark was never sent.
 """
@@ -15,18 +15,19 @@ but the sends. An attempt due after the gone process's mark was never sent.
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Iterable
 
 from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.adapters.local.tuning import DEFAULT_LOCAL_TUNING, LocalTuning
 
-AHEAD = timedelta(milliseconds=250)  # a mark covers this much past the time it was needed for
 PREFIX = "released/"  # meta key of a process's mark: PREFIX + its id
 
 
 class ReleaseMarks:
-    def __init__(self, store: SqliteJobStore, holder: str):
+    def __init__(self, store: SqliteJobStore, holder: str, tuning: LocalTuning = DEFAULT_LOCAL_TUNING):
         self.store, self.holder = store, holder
+        self._span = tuning.release_mark_span  # how far past the time it was needed for a mark covers
         self._lock = threading.Lock()  # one writer at a time; the others find themselves covered
         self._marked: datetime | None = None
         self.written = 0  # marks written so far (tests and the bench read it)
@@ -46,7 +47,7 @@ class ReleaseMarks:
         with self._lock:
             if (marked := self.covering(at)) is not None:
                 return marked
-            until = at + AHEAD
+            until = at + self._span
             stamp = repr(until.timestamp())
             with self.store.transaction() as tx:
                 tx.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",

@@ -34,6 +34,7 @@ from typing import Callable
 
 from engine.adapters.local.send_pool import SendPool
 from engine.adapters.local.stager import Stager
+from engine.adapters.local.tuning import DEFAULT_LOCAL_TUNING, LocalTuning
 from engine.collector import BulkPause
 from engine.delivery import Staged
 from engine.holds import AttemptHolds
@@ -46,14 +47,6 @@ from statemachine.record import JobRecord
 
 log = logging.getLogger("sundial.dispatcher")
 
-RELEASE_PART = 64  # requests of one instant checked (one read of their jobs) and handed over at a time
-# Staged requests a process holds until their time at most (about 9 KiB each): beyond, the
-# dispatcher leases no more early ticks (they are stepped at their time), and a result's
-# step stages nothing further.
-MOST_HELD = 10_000
-# Requests due at one instant from which the collector waits until they are all written
-# (engine/collector.py): a pass then would hold the writer up, and walk every request held.
-INSTANT = 256
 
 
 @dataclass(frozen=True)
@@ -96,12 +89,20 @@ class StagedSends:
                  settle_part: Callable[[LeasedTask | None, BaseException | None], None],
                  task_until: Callable[[LeasedTask | None], float],
                  room_freed: Callable[[], None] = lambda: None,
-                 left_unsent: Callable[[StoredJob, Deliver], None] = lambda job, action: None):
+                 left_unsent: Callable[[StoredJob, Deliver], None] = lambda job, action: None,
+                 tuning: LocalTuning = DEFAULT_LOCAL_TUNING):
         """`writer`: the HTTP target's batch writer (None: every request is sent the
         unstaged way at its time); `send`: the pipeline's unstaged send; `deliver(item,
         sent, started)`: a result for the record stage, to be counted and logged there;
         `room_freed()`: a request went on hold, and no longer keeps a worker busy;
-        `left_unsent(job, action)`: a request never written because the process stops."""
+        `left_unsent(job, action)`: a request never written because the process stops.
+
+        At most `tuning.most_held` requests are held (beyond, the dispatcher leases no
+        more early ticks and a result's step stages nothing further); from
+        `tuning.instant_requests` due at one instant the collector (engine/collector.py)
+        waits until they are all written, as a pass would hold the writer up and walk
+        every request held."""
+        self._tuning = tuning
         self.runner, self._sends, self._writer = runner, sends, writer
         self._send, self._deliver, self._settle_part = send, deliver, settle_part
         self._left_unsent = left_unsent
@@ -109,7 +110,7 @@ class StagedSends:
         self.clock = parts.clock
         holds = parts.holds
         self._stager = Stager(self.clock, self._release,
-                              release_up_to=holds.release_up_to if holds is not None else None)
+                              release_up_to=holds.release_up_to if holds is not None else None, tuning=tuning)
         # At their time, the staged jobs are read back without decoding when nothing changed them.
         self._written_text = parts.written_text
         self._preparing = 0  # batches being made ready (stop() waits for them)
@@ -128,7 +129,7 @@ class StagedSends:
 
     def has_room(self) -> bool:
         """Whether one more request may go on hold (none once stopping)."""
-        return not self._closed and self._stager.held() < MOST_HELD
+        return not self._closed and self._stager.held() < self._tuning.most_held
 
     def writes_done(self) -> None:
         """What was due has been written: a collector paused for an instant goes on,
@@ -223,12 +224,13 @@ class StagedSends:
                 self._sends.submit(self._send, one.item, one.job, one.action, one.stepped)
         ready = [one for one in due if one.staged is not None]
         self._releasing = len(ready)  # first: writes_done() then waits for these too
-        if len(ready) >= INSTANT:
+        if len(ready) >= self._tuning.instant_requests:
             self._collector.update(True, time.monotonic())  # until writes_done()
         try:  # in parts, so that the first requests leave while the later ones are checked
-            for start in range(0, len(ready), RELEASE_PART):
-                self._check_and_write(ready[start:start + RELEASE_PART])
-                self._releasing = max(len(ready) - start - RELEASE_PART, 0)
+            part = self._tuning.release_part  # one read of their jobs each
+            for start in range(0, len(ready), part):
+                self._check_and_write(ready[start:start + part])
+                self._releasing = max(len(ready) - start - part, 0)
         finally:
             self._releasing = 0
 

@@ -4,13 +4,13 @@ The step thread commits a staged attempt ahead of its time; its request waits he
 one thread and a heap rather than on a sender each, and when the clock reaches its time
 everything due then is handed to `release` in one call: the requests of one instant
 are checked together and leave together, with no storage write in front of them. So
-do the requests of the next few milliseconds (GATHER), at the latest one's time.
+do the requests of the next few milliseconds (tuning.py, `gather`), at the latest one's time.
 Stopping lets nothing more go: what is held then is handed back to the caller, never
 released (after a stop signal nothing new is sent; those attempts go back to their
 start tasks under their invocation ids, staged_sends.py).
 
 With `release_up_to` (the process's release mark, release_marks.py), the stager stores
-the mark for the earliest held time `MARK_LEAD` before it: the sender must find its
+the mark for the earliest held time a little before it (`mark_lead`): the sender must find its
 request's time covered before it sends, and finds it so without a write at T. A mark
 covers a while past the time it was stored for, and the times it covers need no
 wakeup of their own before theirs (a spread load has a time every few milliseconds).
@@ -23,34 +23,34 @@ import itertools
 import logging
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Callable
 
+from engine.adapters.local.tuning import DEFAULT_LOCAL_TUNING, LocalTuning
 from engine.logs import log_event
 from engine.ports import Clock
 from engine.staged import seconds_until
 
 log = logging.getLogger("sundial.dispatcher")
 
-MARK_LEAD = 0.05  # seconds before a held time that its release mark is stored
-# Times this close after the earliest one due are let go together, at the latest of them
-# (never before its own). A spread load has a time every few milliseconds; each release
-# wakes this thread and the writer and hands the GIL round, and those hand-offs, not the
-# requests, were most of its CPU (docs/PERFORMANCE.md). A time with none that close
-# leaves at its time, as before.
-GATHER = timedelta(milliseconds=4)
-# Beyond this many within GATHER, those due leave at once: an instant of a burst shares
-# its wakeups widely enough, and waits for nothing (nor for a walk of its heap).
-GATHER_MOST = 64
 
 Entry = tuple[datetime, int, Any]
 
 
 class Stager:
     def __init__(self, clock: Clock, release: Callable[[list[Any]], None], name: str = "sundial-stage",
-                 release_up_to: Callable[[datetime], datetime] | None = None):
-        """`release(items)`: run on the stager's thread with every item whose time has come."""
+                 release_up_to: Callable[[datetime], datetime] | None = None,
+                 tuning: LocalTuning = DEFAULT_LOCAL_TUNING):
+        """`release(items)`: run on the stager's thread with every item whose time has come.
+
+        Times up to `tuning.gather` after the earliest one due are let go together, at
+        the latest of them (never before its own): a spread load has a time every few
+        milliseconds, and each release's wakeups and GIL hand-offs, not the requests,
+        were most of its CPU (docs/PERFORMANCE.md). Beyond `tuning.gather_most` of them,
+        those due leave at once: a burst's instant shares its wakeups widely enough."""
         self.clock, self.release, self.release_up_to = clock, release, release_up_to
+        self._mark_lead = tuning.mark_lead.total_seconds()
+        self._gather, self._gather_most = tuning.gather, tuning.gather_most
         # How far the stored mark covers, as it last said (or the time it failed to be
         # stored for): a held time up to there needs no wakeup of its own to mark it.
         self._marked: datetime | None = None
@@ -134,19 +134,19 @@ class Stager:
                 head = self._heap[0][0]
                 left = seconds_until(self.clock, head)
                 if self.release_up_to is not None and (self._marked is None or head > self._marked):
-                    if left <= MARK_LEAD:
+                    if left <= self._mark_lead:
                         return head
-                    self._ready.wait(left - MARK_LEAD)
+                    self._ready.wait(left - self._mark_lead)
                     continue
                 if left <= 0:
                     return self._take_due(head)
                 self._ready.wait(left)
 
     def _take_due(self, head: datetime) -> list[Any]:
-        """The items due now, with those due up to GATHER after `head`, waited for
+        """The items due now, with those due up to `gather` after `head`, waited for
         together (none past the stored mark: it would be stored at their time). Holding
         `_ready`."""
-        until = head + GATHER
+        until = head + self._gather
         if self.release_up_to is not None and self._marked is not None:
             until = min(until, self._marked)  # (at or after `head`: _next_due marked it first)
         while self._heap and (left := seconds_until(self.clock, self._latest_held(until))) > 0:
@@ -158,7 +158,7 @@ class Stager:
         return due
 
     def _latest_held(self, until: datetime) -> datetime:
-        """The latest held time up to `until`; the first one's if more than GATHER_MOST
+        """The latest held time up to `until`; the first one's if more than `gather_most`
         are (the heap is not empty, and its first time is up to then). Only the part of
         the heap up to `until` is walked: a node later than that has only later ones below."""
         heap, latest, nodes, seen = self._heap, self._heap[0][0], [0], 0
@@ -166,7 +166,7 @@ class Stager:
             node = nodes.pop()
             if node < len(heap) and heap[node][0] <= until:
                 seen += 1
-                if seen > GATHER_MOST:
+                if seen > self._gather_most:
                     return heap[0][0]
                 latest = max(latest, heap[node][0])
                 nodes += (2 * node + 1, 2 * node + 2)
