@@ -126,14 +126,15 @@ def _read_file(project: str, path: Path, seen: FileSignatures, stored: str | Non
     except OSError as error:  # removed or unreadable between listing and reading
         log_event(log, "config file unreadable", level=logging.ERROR, file=str(path), error=str(error))
         return None
-    return _Read(project, path, stat, data, _digest(project, data, own), read_at, stored)
+    return _Read(project, path, stat, data, file_digest(project, data, own), read_at, stored)
 
 
-def _digest(project: str, data: bytes, own: OwnService | None) -> str:
+def file_digest(project: str, data: bytes, own: OwnService | None) -> str:
     """The file's hash, with what its validation depends on beyond the file: the grant of
     identities and Sundial's own names (OwnService.fingerprint). A file checked under a
     grant that has since changed is checked again, so a job naming an account no longer
-    granted shows its error as any broken entry does."""
+    granted shows its error as any broken entry does. (What a project's row stores as its
+    config hash; bench/server_process.py waits for it.)"""
     if own is None:
         return hashlib.sha256(data).hexdigest()
     return hashlib.sha256(data + b"\0" + own.fingerprint(project).encode("utf-8")).hexdigest()

@@ -3,7 +3,6 @@ database), its configs directory, and what /proc and its database say about it."
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import signal
@@ -76,6 +75,7 @@ class ServerProcess:
         self.process: subprocess.Popen | None = None
         self.spawned_at = 0.0
         self.profilers: list[subprocess.Popen] = []
+        self.other_digests: list[str] = []  # the hashes other servers on the database store
 
     @property
     def pid(self) -> int:
@@ -102,10 +102,23 @@ class ServerProcess:
                 time.sleep(0.05)
         raise RuntimeError(f"server did not start: {self.log_path.read_text()[-2000:]}")
 
-    def wait_imported(self, digest: str, timeout: float) -> float:
-        """When the project row with this config hash is committed (the importer writes it
-        after every job). Read straight from the database, read-only, so that polling
-        costs the server nothing."""
+    def stored_digest(self, text: str) -> str:
+        """The config hash this server stores for the project file `text`: the file's, with
+        what its validation depends on besides (app/importer.py file_digest), among it the
+        service URL this server answers on."""
+        from dataclasses import replace
+
+        from app.importer import file_digest
+        from config.settings import from_environment
+
+        settings = replace(from_environment(self.env), host="127.0.0.1", port=self.port)
+        return file_digest(PROJECT, text.encode(), settings.own_service)
+
+    def wait_imported(self, text: str, timeout: float) -> float:
+        """When the project row with the config hash of `text` is committed (the importer
+        writes it after every job). Read straight from the database, read-only, so that
+        polling costs the server nothing."""
+        digests = {self.stored_digest(text)} | set(self.other_digests)
         deadline = time.time() + timeout
         conn = None
         while time.time() < deadline:
@@ -115,7 +128,7 @@ class ServerProcess:
                 if conn is None:
                     conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=5)
                 row = conn.execute("SELECT config_hash FROM projects WHERE id = ?", (PROJECT,)).fetchone()
-                if row and row[0] == digest:
+                if row and row[0] in digests:
                     conn.close()
                     return time.time()
             except sqlite3.Error:
@@ -214,8 +227,11 @@ class Fleet:
     def wait_ready(self) -> float:
         return max(member.wait_ready() for member in self.members)
 
-    def wait_imported(self, digest: str, timeout: float) -> float:
-        return self.members[0].wait_imported(digest, timeout)
+    def wait_imported(self, text: str, timeout: float) -> float:
+        """Each server hashes the file with its own URL: any of theirs will do."""
+        first, *others = self.members
+        first.other_digests = [other.stored_digest(text) for other in others]
+        return first.wait_imported(text, timeout)
 
     def cpu_seconds(self) -> float:
         return sum(member.cpu_seconds() for member in self.members)
@@ -235,10 +251,11 @@ class Fleet:
 
 
 def write_config(configs: Path, jobs: list[str]) -> str:
+    """Writes the project file; its text, for wait_imported."""
     configs.mkdir(parents=True, exist_ok=True)
     text = "jobs:\n" + "".join(jobs)
     (configs / f"{PROJECT}.yaml").write_text(text)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return text
 
 
 def server_env(args) -> dict[str, str]:
