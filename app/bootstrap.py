@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from enum import Enum
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from flask import Flask
 
@@ -31,13 +31,16 @@ from engine.holds import AttemptHolds
 from engine.interruptions import Interruptions
 from engine.logs import log_event
 from engine.metrics import Metrics
-from engine.ports import Clock, JobStore
+from engine.ports import Clock, JobStore, ProjectRow, SecretReader, Target
 from engine.service import Engine, build_engine
 from engine.targets import GoogleAccess, build_targets
 from web.app import create_app, gatekeepers_from_settings
 
 if TYPE_CHECKING:  # the cloud libraries load only on the cloud backend
+    import google.cloud.ndb as ndb
     from google.cloud.tasks_v2 import CloudTasksClient
+
+    from engine.adapters.cloud.cloud_tasks_queue import AppEngineTarget, QueueSpec
 
 log = logging.getLogger("sundial.serve")
 
@@ -218,7 +221,7 @@ def build_cloud(settings: Settings, clock: Clock | None = None) -> Runtime:
                     after_import=_throttle_queue_keeper(tasks, settings, store))
 
 
-def chain_task_target(settings: Settings):
+def chain_task_target(settings: Settings) -> AppEngineTarget | None:
     """The form of the chain's tasks, chosen once: on App Engine (or with
     SUNDIAL_TASKS_TARGET=appengine) App Engine tasks routed to this service, which stay
     inside Google, so IAP and the App Engine firewall never stop them; else None, HTTP
@@ -229,7 +232,7 @@ def chain_task_target(settings: Settings):
 
 
 def provision_task_queues(project: str, location: str, queue: str, emulator_host: str | None = None,
-                          throttles: dict[str, int] | None = None, shards: int = 1):
+                          throttles: dict[str, int] | None = None, shards: int = 1) -> list[tuple[str, str]]:
     """Create or update the queues Sundial needs (the `queues` command): the chain's
     `shards` queues, and one per throttle ("PROJECT/THROTTLE" -> max_in_flight)."""
     from engine.adapters.cloud import cloud_tasks_queue as cloud_tasks
@@ -238,7 +241,7 @@ def provision_task_queues(project: str, location: str, queue: str, emulator_host
     return cloud_tasks.provision_queues(cloud_tasks.build_tasks_client(emulator_host), project, location, specs)
 
 
-def project_throttles(rows) -> dict[str, int]:
+def project_throttles(rows: Iterable[ProjectRow]) -> dict[str, int]:
     """"PROJECT/THROTTLE" -> max_in_flight of every throttle of the given project rows."""
     return {
         f"{row.id}/{name}": limit
@@ -268,7 +271,7 @@ def _throttle_queue_keeper(tasks: CloudTasksClient, settings: Settings, store: J
     return keep
 
 
-def wsgi_app():
+def wsgi_app() -> Flask:
     """The app gunicorn serves on App Engine (`main:app`), with the backend from the environment."""
     from config.settings import from_environment
     from engine.logs import log_everything_as_json
@@ -276,11 +279,12 @@ def wsgi_app():
     settings = from_environment()
     log_everything_as_json(settings.log_level)
     runtime = build(settings)
+    assert runtime.app is not None  # a server's runtime: only a dispatcher-only child has none
     runtime.start()
     return runtime.app
 
 
-def _ndb_client(settings: Settings):
+def _ndb_client(settings: Settings) -> ndb.Client:
     # Not `from google.cloud import ndb`: mypy then looks for `ndb` in the typed
     # google.cloud namespace (from google-cloud-tasks) and does not find it.
     import google.cloud.ndb as ndb
@@ -288,14 +292,15 @@ def _ndb_client(settings: Settings):
     if settings.datastore_emulator_host:
         from google.auth.credentials import AnonymousCredentials
 
-        return ndb.Client(project=settings.gcp_project, credentials=AnonymousCredentials())
+        credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]  # unannotated in google-auth
+        return ndb.Client(project=settings.gcp_project, credentials=credentials)
     return ndb.Client(project=settings.gcp_project)
 
 
-def _ensure_chain_queue(tasks, settings: Settings) -> None:
+def _ensure_chain_queue(tasks: CloudTasksClient, settings: Settings) -> None:
     from engine.adapters.cloud.cloud_tasks_queue import chain_specs, ensure_queue
 
-    def ensure(specs) -> None:
+    def ensure(specs: list[QueueSpec]) -> None:
         try:
             for spec in specs:
                 ensure_queue(tasks, settings.gcp_project, settings.tasks_location, spec, update=False)
@@ -316,8 +321,8 @@ def _with_secret(settings: Settings, shared_secret: Callable[[Callable[[], str]]
     return replace(settings, task_secret=shared_secret(lambda: secrets.token_urlsafe(32)))
 
 
-def _engine(settings: Settings, store: JobStore, targets: dict, clock: Clock, metrics: Metrics | None = None,
-            holds: AttemptHolds | None = None) -> Engine:
+def _engine(settings: Settings, store: JobStore, targets: dict[str, Target], clock: Clock,
+            metrics: Metrics | None = None, holds: AttemptHolds | None = None) -> Engine:
     return build_engine(
         store, targets, clock, settings.tuning, metrics=metrics,
         service_url=settings.service_url, secret=settings.task_secret.encode(), secrets=_secrets(settings),
@@ -343,7 +348,7 @@ def google_access(settings: Settings) -> GoogleAccess:
                         settings.metadata_host, settings.iam_credentials_url, settings.credentials_file)
 
 
-def _secrets(settings: Settings):
+def _secrets(settings: Settings) -> SecretReader:
     """Secret Manager on the cloud backend (unless SUNDIAL_SECRETS=local), else the
     per-project folders of SUNDIAL_SECRETS_DIR (engine/secrets.py)."""
     from engine.secrets import LocalSecrets
@@ -377,7 +382,7 @@ def _minute_maintenance(engine: Engine, settings: Settings) -> Callable[[], int]
 def _runtime(settings: Settings, engine: Engine, dispatcher: Dispatcher | None, loops: bool,
              queue_depth: Callable[[], int] | None = None, after_import: Callable[[], None] | None = None,
              children: DispatcherProcesses | None = None, liveness: Liveness | None = None,
-             readiness: Callable[[], tuple[bool, dict]] | None = None) -> Runtime:
+             readiness: Callable[[], tuple[bool, dict[str, Any]]] | None = None) -> Runtime:
     # Files are read again only when their stat changed (app/file_signatures.py).
     import_configs = directory_import(engine.configs, settings.config_dir, settings.backend, settings.own_service,
                                       after=after_import)
