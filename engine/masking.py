@@ -35,12 +35,12 @@ def masked_definition(definition: JobDefinition) -> JobDefinition:
                    on_recovery=None if recovery is None else masked_target(recovery))
 
 
-def masked_target(target: dict) -> dict:
+def masked_target(target: dict[str, Any]) -> dict[str, Any]:
     """A target ({kind: spec}) as a reader is shown it."""
     return {kind: _masked_spec(spec) if isinstance(spec, dict) else spec for kind, spec in target.items()}
 
 
-def _masked_spec(spec: dict) -> dict:
+def _masked_spec(spec: dict[str, Any]) -> dict[str, Any]:
     shown = dict(spec)
     if isinstance(spec.get("url"), str):
         shown["url"] = masked_url(spec["url"])
@@ -77,12 +77,12 @@ def unmasked_entry(entry: dict[str, Any], stored: JobDefinition | None) -> dict[
     return unmasked
 
 
-def _spec_of(target: object, kind: str) -> dict:
+def _spec_of(target: object, kind: str) -> dict[str, Any]:
     spec = target.get(kind) if isinstance(target, dict) else None
     return spec if isinstance(spec, dict) else {}
 
 
-def _unmasked_spec(where: str, spec: dict, before: dict, errors: list[str]) -> dict:
+def _unmasked_spec(where: str, spec: dict[str, Any], before: dict[str, Any], errors: list[str]) -> dict[str, Any]:
     unmasked = dict(spec)
     url, stored_url = spec.get("url"), before.get("url")
     if isinstance(url, str) and isinstance(stored_url, str) and url == masked_url(stored_url):
