@@ -119,6 +119,8 @@ class JsonLinesHandler(logging.StreamHandler[TextIO]):
     with a delivery logged from each of many sender threads, they queued there for the
     JSON encoding of one another's lines. The lines are the same."""
 
+    _sundial_json = True  # Sundial's own: configure_logging replaces these, and no other
+
     def handle(self, record: logging.LogRecord) -> bool:
         if not self.filter(record):
             return False
@@ -186,7 +188,6 @@ def json_lines_handler(stream: TextIO | None = None) -> logging.Handler:
     the factory gunicorn.conf.py names for gunicorn's own loggers."""
     handler = JsonLinesHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(JsonFormatter())
-    handler._sundial_json = True  # type: ignore[attr-defined]
     return handler
 
 
