@@ -8,7 +8,7 @@ import secrets
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from enum import Enum
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from flask import Flask
 
@@ -30,17 +30,20 @@ from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.adapters.local.staged_sends import StagingParts
 from engine.adapters.local.tuning import LocalTuning
 from engine.clock import SystemClock
+from engine.delivery import Staging
 from engine.holds import AttemptHolds
 from engine.interruptions import Interruptions
 from engine.logs import log_event
 from engine.metrics import Metrics
-from engine.ports import Clock, JobStore
+from engine.ports import Clock, JobStore, SecretReader, Target
 from engine.service import Engine, build_engine
+from engine.staging_ports import JobsReader
 from engine.targets import GoogleAccess, build_targets, staging_targets
 from web.app import create_app, gatekeepers_from_settings
 
 if TYPE_CHECKING:  # the cloud libraries load only on the cloud backend
     pass
+
 
 log = logging.getLogger("sundial.serve")
 
@@ -225,7 +228,7 @@ def build_cloud(settings: Settings, clock: Clock | None = None) -> Runtime:
                     after_import=throttle_queue_keeper(tasks, settings, store))
 
 
-def wsgi_app():
+def wsgi_app() -> Flask:
     """The app gunicorn serves on App Engine (`main:app`), with the backend from the environment."""
     from config.settings import from_environment
     from engine.logs import log_everything_as_json
@@ -233,11 +236,12 @@ def wsgi_app():
     settings = from_environment()
     log_everything_as_json(settings.log_level)
     runtime = build(settings)
+    assert runtime.app is not None  # a server's runtime: only a dispatcher-only child has none
     runtime.start()
     return runtime.app
 
 
-def _ndb_client(settings: Settings):
+def _ndb_client(settings: Settings) -> Any:  # an ndb.Client (Any: ndb has no type information)
     # Not `from google.cloud import ndb`: mypy then looks for `ndb` in the typed
     # google.cloud namespace (from google-cloud-tasks) and does not find it.
     import google.cloud.ndb as ndb
@@ -245,7 +249,8 @@ def _ndb_client(settings: Settings):
     if settings.datastore_emulator_host:
         from google.auth.credentials import AnonymousCredentials
 
-        return ndb.Client(project=settings.gcp_project, credentials=AnonymousCredentials())
+        credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]  # unannotated in google-auth
+        return ndb.Client(project=settings.gcp_project, credentials=credentials)
     return ndb.Client(project=settings.gcp_project)
 
 
@@ -257,8 +262,9 @@ def _with_secret(settings: Settings, shared_secret: Callable[[Callable[[], str]]
     return replace(settings, task_secret=shared_secret(lambda: secrets.token_urlsafe(32)))
 
 
-def _engine(settings: Settings, store: JobStore, targets: dict, clock: Clock, metrics: Metrics | None = None,
-            holds: AttemptHolds | None = None, staging=None, jobs=None) -> Engine:  # (the two: build_engine's)
+def _engine(settings: Settings, store: JobStore, targets: dict[str, Target], clock: Clock,
+            metrics: Metrics | None = None, holds: AttemptHolds | None = None,
+            staging: Staging | None = None, jobs: JobsReader | None = None) -> Engine:
     return build_engine(
         store, targets, clock, settings.tuning, metrics=metrics,
         service_url=settings.service_url, secret=settings.task_secret.encode(), secrets=_secrets(settings),
@@ -284,7 +290,7 @@ def google_access(settings: Settings) -> GoogleAccess:
                         settings.metadata_host, settings.iam_credentials_url, settings.credentials_file)
 
 
-def _secrets(settings: Settings):
+def _secrets(settings: Settings) -> SecretReader:
     """Secret Manager on the cloud backend (unless SUNDIAL_SECRETS=local), else the
     per-project folders of SUNDIAL_SECRETS_DIR (engine/secrets.py)."""
     from engine.secrets import LocalSecrets
@@ -318,7 +324,7 @@ def _minute_maintenance(engine: Engine, settings: Settings) -> Callable[[], int]
 def _runtime(settings: Settings, engine: Engine, dispatcher: Dispatcher | None, loops: bool,
              queue_depth: Callable[[], int] | None = None, after_import: Callable[[], None] | None = None,
              children: DispatcherProcesses | None = None, liveness: Liveness | None = None,
-             readiness: Callable[[], tuple[bool, dict]] | None = None) -> Runtime:
+             readiness: Callable[[], tuple[bool, dict[str, Any]]] | None = None) -> Runtime:
     # Files are read again only when their stat changed (app/file_signatures.py).
     import_configs = directory_import(engine.configs, settings.config_dir, settings.backend, settings.own_service,
                                       after=after_import)

@@ -7,19 +7,21 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from config.settings import Settings
 from engine.logs import log_event
-from engine.ports import JobStore
+from engine.ports import JobStore, ProjectRow
 
 if TYPE_CHECKING:  # the cloud libraries load only on the cloud backend
     from google.cloud.tasks_v2 import CloudTasksClient
 
+    from engine.adapters.cloud.cloud_tasks_queue import AppEngineTarget, QueueSpec
+
 log = logging.getLogger("sundial.serve")
 
 
-def chain_task_target(settings: Settings):
+def chain_task_target(settings: Settings) -> AppEngineTarget | None:
     """The form of the chain's tasks, chosen once: on App Engine (or with
     SUNDIAL_TASKS_TARGET=appengine) App Engine tasks routed to this service, which stay
     inside Google, so IAP and the App Engine firewall never stop them; else None, HTTP
@@ -30,7 +32,7 @@ def chain_task_target(settings: Settings):
 
 
 def provision_task_queues(project: str, location: str, queue: str, emulator_host: str | None = None,
-                          throttles: dict[str, int] | None = None, shards: int = 1):
+                          throttles: dict[str, int] | None = None, shards: int = 1) -> list[tuple[str, str]]:
     """Create or update the queues Sundial needs (the `queues` command): the chain's
     `shards` queues, and one per throttle ("PROJECT/THROTTLE" -> max_in_flight)."""
     from engine.adapters.cloud import cloud_tasks_queue as cloud_tasks
@@ -39,7 +41,7 @@ def provision_task_queues(project: str, location: str, queue: str, emulator_host
     return cloud_tasks.provision_queues(cloud_tasks.build_tasks_client(emulator_host), project, location, specs)
 
 
-def project_throttles(rows) -> dict[str, int]:
+def project_throttles(rows: Iterable[ProjectRow]) -> dict[str, int]:
     """"PROJECT/THROTTLE" -> max_in_flight of every throttle of the given project rows."""
     return {
         f"{row.id}/{name}": limit
@@ -69,10 +71,10 @@ def throttle_queue_keeper(tasks: CloudTasksClient, settings: Settings, store: Jo
     return keep
 
 
-def ensure_chain_queue(tasks, settings: Settings) -> None:
+def ensure_chain_queue(tasks: CloudTasksClient, settings: Settings) -> None:
     from engine.adapters.cloud.cloud_tasks_queue import chain_specs, ensure_queue
 
-    def ensure(specs) -> None:
+    def ensure(specs: list[QueueSpec]) -> None:
         try:
             for spec in specs:
                 ensure_queue(tasks, settings.gcp_project, settings.tasks_location, spec, update=False)

@@ -100,7 +100,7 @@ def _json_error(status: int, message: str) -> bytes:
     return json.dumps({"error": {"code": code, "message": message}}).encode()
 
 
-class JsonErrorTask(ErrorTask):
+class JsonErrorTask(ErrorTask):  # type: ignore[misc]  # waitress has no type information
     """waitress's answer to a request it refused itself, in the API's JSON."""
 
     def execute(self) -> None:
@@ -115,7 +115,7 @@ class JsonErrorTask(ErrorTask):
         self.write(body)
 
 
-class JsonErrorChannel(HTTPChannel):
+class JsonErrorChannel(HTTPChannel):  # type: ignore[misc]  # waitress has no type information
     error_task_class = JsonErrorTask
 
 

@@ -79,10 +79,10 @@ class ParseAhead:
     whether a worker is worth starting). allowed: False parses everything here.
     """
 
-    def __init__(self, parse: Callable[..., Any], work: Sequence[tuple], allowed: bool = True) -> None:
+    def __init__(self, parse: Callable[..., Any], work: Sequence[tuple[Any, ...]], allowed: bool = True) -> None:
         self.parse, self.work = parse, work
         self.pool: ProcessPoolExecutor | None = None
-        self.futures: dict[int, Future] = {}
+        self.futures: dict[int, Future[bytes]] = {}
         self.next = 1  # the first file is parsed here, while the worker starts
         if allowed and len(work) >= 2 and sum(len(args[2]) for args in work) >= MIN_BYTES \
                 and spare_cores() >= MIN_SPARE:

@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from config.settings import Settings
 from engine.logs import log_event
@@ -43,9 +44,9 @@ class DispatcherProcesses:
 
     def __init__(self, settings: Settings, count: int):
         self.settings, self.count = settings, count
-        self.children: list[subprocess.Popen] = []
+        self.children: list[subprocess.Popen[bytes]] = []
         self._stopping = False  # a flag, not an Event: signal_stop runs in a signal handler
-        self._snapshots: dict[int, dict] = {}  # child index -> its newest metrics snapshot
+        self._snapshots: dict[int, dict[str, Any]] = {}  # child index -> its newest metrics snapshot
 
     def start(self) -> None:
         blob = pickle.dumps(self.settings)
@@ -62,7 +63,7 @@ class DispatcherProcesses:
             threading.Thread(target=self._watch, args=(index, child), daemon=True,
                              name=f"sundial-watch-{index}").start()
 
-    def snapshots(self) -> list[dict]:
+    def snapshots(self) -> list[dict[str, Any]]:
         """The children's newest metrics snapshots (engine/metrics.py)."""
         return list(self._snapshots.values())
 
@@ -85,7 +86,7 @@ class DispatcherProcesses:
                 child.kill()
                 child.wait()
 
-    def _watch(self, index: int, child: subprocess.Popen) -> None:
+    def _watch(self, index: int, child: subprocess.Popen[bytes]) -> None:
         assert child.stdout is not None  # stdout=PIPE
         for line in child.stdout:  # until the child exits
             try:

@@ -8,19 +8,18 @@ into one line on stderr and exit status 2, the same as argparse's own errors.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
 from cli import backup, operate, preview, queues, serve, validate
-from cli.common import CommandLineParser, UsageError
+from cli.common import CommandLineParser, Subparsers, UsageError
 from cli.version import __version__
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "main"]
 
-AddCommand = Callable[["argparse._SubParsersAction[CommandLineParser]"], None]
+AddCommand = Callable[[Subparsers], None]
 
 COMMANDS: list[AddCommand] = [
     preview.add_next,
@@ -60,7 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return args.run(args)
+        status: int = args.run(args)  # the command's run_* function, set by its parser
+        return status
     except UsageError as error:
         print(f"{parser.prog} {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -15,7 +15,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterator, Mapping
 
 from cli.common import UsageError
 from config.settings import variable
@@ -37,7 +37,7 @@ class Unreachable(Exception):
     """No usable answer: refused, unknown host, timed out, or an answer that is not JSON."""
 
 
-def server_url(flag: str | None, env=None) -> str:
+def server_url(flag: str | None, env: Mapping[str, str] | None = None) -> str:
     """--server, else SUNDIAL_SERVER, else the default; an http(s) URL without a trailing /."""
     raw = (flag or variable("SUNDIAL_SERVER", env) or DEFAULT_SERVER).strip()
     parts = urllib.parse.urlsplit(raw)
@@ -47,7 +47,8 @@ def server_url(flag: str | None, env=None) -> str:
     return raw.rstrip("/")
 
 
-def bearer_token(flag: str | None, env=None, token_file: str | None = None, stdin: IO[str] | None = None) -> str:
+def bearer_token(flag: str | None, env: Mapping[str, str] | None = None, token_file: str | None = None,
+                 stdin: IO[str] | None = None) -> str:
     """--token-file FILE (`-`: standard input), else --token (`-`: standard input), else
     SUNDIAL_TOKEN; "" for none (a server without SUNDIAL_API_TOKENS). A token on the
     command line itself is visible to every local user in the process list."""
@@ -95,7 +96,8 @@ class ApiClient:
     def __init__(self, server: str, token: str = "", timeout: float = TIMEOUT_SECONDS):
         self.server, self.token, self.timeout = server, token, timeout
 
-    def call(self, method: str, path: str, query: dict | None = None, body: dict | None = None) -> Any:
+    def call(self, method: str, path: str, query: dict[str, Any] | None = None,
+             body: dict[str, Any] | None = None) -> Any:
         """The decoded JSON answer of `method /api/v1{path}`; raises ApiFailure or Unreachable."""
         url = f"{self.server}/api/v1{path}"
         if query:
@@ -121,7 +123,8 @@ class ApiClient:
             raise Unreachable(f"{self.server} answered {status} with something other than JSON: "
                               f"is it a Sundial server?") from None
 
-    def pages(self, path: str, key: str, limit: int, page_size: int, query: dict | None = None) -> Iterator[dict]:
+    def pages(self, path: str, key: str, limit: int, page_size: int,
+              query: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """Each page of a paged list (`key` and `next_page_token`) until the list ends or
         `limit` rows were asked for; page_size never asks for more than is still wanted."""
         token, wanted = None, limit

@@ -8,6 +8,7 @@ import argparse
 import sqlite3
 import sys
 
+from cli.common import Subparsers
 from config.settings import Settings, variable
 
 _EPILOG = """\
@@ -30,7 +31,7 @@ Example:
 """
 
 
-def add_backup(subparsers) -> None:
+def add_backup(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "backup",
         help="copy the embedded database while it is in use",
@@ -43,7 +44,7 @@ def add_backup(subparsers) -> None:
     parser.set_defaults(run=run_backup)
 
 
-def run_backup(args) -> int:
+def run_backup(args: argparse.Namespace) -> int:
     from app.bootstrap import backup_database
 
     source = args.db or variable("SUNDIAL_DB") or Settings.db_path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime
-from typing import NoReturn
+from typing import NoReturn, TypeAlias
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from statemachine.durations import parse_instant
@@ -19,6 +19,11 @@ class CommandLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+# What `add_subparsers` gives, for each command to add its parser to (a string: argparse's
+# class takes a type argument only for the type checker).
+Subparsers: TypeAlias = "argparse._SubParsersAction[CommandLineParser]"
 
 
 def time_zone(name: str, option: str = "--tz") -> ZoneInfo:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import cli.tables as tables
 from cli.api_client import (
@@ -25,7 +26,7 @@ from cli.api_client import (
     segment,
     server_url,
 )
-from cli.common import positive_int
+from cli.common import Subparsers, positive_int
 from config.limits import MAX_PAGE_SIZE
 from config.model import JOB_ID, PROJECT_ID
 from statemachine.durations import parse_instant
@@ -62,7 +63,7 @@ class Shown:
 Verb = Callable[[ApiClient, argparse.Namespace], Shown]
 
 
-def _id(pattern, what: str, rule: str):
+def _id(pattern: re.Pattern[str], what: str, rule: str) -> Callable[[str], str]:
     def check(text: str) -> str:
         if not pattern.fullmatch(text):
             raise argparse.ArgumentTypeError(f"{text[:120]!r} is not a {what}: {rule}")
@@ -80,7 +81,8 @@ project_id = _id(PROJECT_ID, "project id", "lowercase letters, digits and '-', s
 job_id = _id(JOB_ID, "job id", "1 to 100 letters, digits, '_', '.' or '-', not only dots")
 
 
-def _verb(verbs, name: str, run: Verb, summary: str, examples: str, job: bool = True) -> argparse.ArgumentParser:
+def _verb(verbs: Subparsers, name: str, run: Verb, summary: str, examples: str,
+          job: bool = True) -> argparse.ArgumentParser:
     """One verb's parser: its positional ids, the connection options, --json, and help
     that ends with its examples and the environment."""
     parser = verbs.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".",
@@ -119,7 +121,7 @@ def _run(verb: Verb, args: argparse.Namespace) -> int:
     return 0
 
 
-def _group(subparsers, name: str, summary: str, description: str):
+def _group(subparsers: Subparsers, name: str, summary: str, description: str) -> Subparsers:
     """A command whose verbs follow it (`jobs list`): the verbs' subparsers."""
     group = subparsers.add_parser(name, help=summary, description=description, epilog=ENVIRONMENT,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -132,7 +134,7 @@ def _job_path(args: argparse.Namespace, action: str = "") -> str:
 
 # --- jobs ------------------------------------------------------------------------------
 
-def add_jobs(subparsers) -> None:
+def add_jobs(subparsers: Subparsers) -> None:
     verbs = _group(subparsers, "jobs",
                    "list, inspect, pause, resume, trigger, backfill or abort the jobs of a running server",
                    "Operate the jobs of a running Sundial server through its REST API.")
@@ -174,7 +176,7 @@ def add_jobs(subparsers) -> None:
 
 
 def list_jobs(client: ApiClient, args: argparse.Namespace) -> Shown:
-    jobs: list[dict] = []
+    jobs: list[dict[str, Any]] = []
     token = None
     for page in client.pages(f"/projects/{segment(args.project)}/jobs", "jobs", args.limit, PAGE_SIZE):
         jobs += page["jobs"]
@@ -189,7 +191,7 @@ def get_job(client: ApiClient, args: argparse.Namespace) -> Shown:
     return Shown(job, tables.job_fields(job))
 
 
-def _job_line(verb: str, job: dict) -> str:
+def _job_line(verb: str, job: dict[str, Any]) -> str:
     state = job["state"] + (f" ({job['pause_reason']})" if job.get("paused") and job.get("pause_reason") else "")
     active = ", ".join(job.get("active_invocations") or []) or "none"
     return (f"{verb} {job['project']}/{job['id']}: state {state}, next run {tables.when(job.get('next_run_time'))}, "
@@ -242,7 +244,7 @@ def _instant(text: str) -> str:
 
 # --- invocations -------------------------------------------------------------------------
 
-def add_invocations(subparsers) -> None:
+def add_invocations(subparsers: Subparsers) -> None:
     verbs = _group(subparsers, "invocations", "list or inspect a job's invocations on a running server",
                    "Read a job's invocation history from a running Sundial server, newest first.")
     listing = _verb(verbs, "list", list_invocations, "list a job's invocations, newest first", (
@@ -266,7 +268,7 @@ def list_invocations(client: ApiClient, args: argparse.Namespace) -> Shown:
     read and filtered here (the API has no status filter), and next_page_token is the
     one after the last page read."""
     path = _job_path(args, "/invocations")
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     token = None
     wanted = sys.maxsize if args.status else args.limit
     for page in client.pages(path, "invocations", wanted, PAGE_SIZE):

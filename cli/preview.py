@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Iterator
 
 from cli.common import (
+    Subparsers,
     UsageError,
     instant,
     non_negative_int,
@@ -46,7 +47,7 @@ Examples:
 """
 
 
-def add_next(subparsers: argparse._SubParsersAction) -> None:
+def add_next(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "next",
         help="print the next fire times of a schedule",
@@ -125,7 +126,7 @@ Examples:
 """
 
 
-def add_render(subparsers: argparse._SubParsersAction) -> None:
+def add_render(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "render",
         help="print a template with its ${variables} substituted",

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Mapping
 
-from cli.common import UsageError
+from cli.common import Subparsers, UsageError
 from config.settings import variable
 from statemachine.shards import MAX_SHARDS
 
@@ -48,7 +49,7 @@ Examples:
 """
 
 
-def add_queues(subparsers) -> None:
+def add_queues(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "queues",
         help="create or update the Cloud Tasks queues (idempotent)",
@@ -74,7 +75,7 @@ def add_queues(subparsers) -> None:
     parser.set_defaults(run=run_queues)
 
 
-def queue_settings(args, env=None) -> tuple[str, str, str, str | None]:
+def queue_settings(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> tuple[str, str, str, str | None]:
     """(project, location, queue id, emulator host) from the flags, else the environment."""
     project = args.project or variable("GOOGLE_CLOUD_PROJECT", env)
     if not project:
@@ -84,7 +85,7 @@ def queue_settings(args, env=None) -> tuple[str, str, str, str | None]:
     return project, location, queue, variable("SUNDIAL_TASKS_EMULATOR_HOST", env) or None
 
 
-def run_queues(args) -> int:
+def run_queues(args: argparse.Namespace) -> int:
     project, location, queue, emulator = queue_settings(args)
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exceptions
@@ -103,7 +104,7 @@ def run_queues(args) -> int:
     return 0
 
 
-def queue_shard_count(args, env=None) -> int:
+def queue_shard_count(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     """--shards, else SUNDIAL_TASKS_QUEUE_SHARDS, else 1."""
     raw = args.shards or variable("SUNDIAL_TASKS_QUEUE_SHARDS", env) or "1"
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_SHARDS:

@@ -6,8 +6,16 @@ import argparse
 import ipaddress
 import signal
 from dataclasses import replace
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from waitress.wasyncore import ExitNow
+
+from cli.common import Subparsers
+
+if TYPE_CHECKING:  # imported where used: `--help` stays quick
+    from app.bootstrap import Runtime
+    from config.settings import Settings
 
 _DESCRIPTION = """\
 Run the scheduler, its REST API (/api/v1), web UI (/), /metrics, /healthz and /readyz in one
@@ -102,7 +110,7 @@ Examples:
 """
 
 
-def add_serve(subparsers) -> None:
+def add_serve(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "serve",
         help="run the scheduler, API and UI in one process",
@@ -125,7 +133,7 @@ def add_serve(subparsers) -> None:
     parser.set_defaults(run=run_serve)
 
 
-def _settings(args):
+def _settings(args: argparse.Namespace) -> Settings:
     from config.settings import from_environment
 
     settings = from_environment()
@@ -137,7 +145,7 @@ def _settings(args):
     return _loopback_unless_tokens(settings, args.require_identity)
 
 
-def _loopback_unless_tokens(settings, require_identity: bool = False):
+def _loopback_unless_tokens(settings: Settings, require_identity: bool = False) -> Settings:
     """docs/REFERENCE.md section 6: with no way to tell callers apart, only this machine may talk
     to us. The decision is the parsed tokens', never the raw value's: `,` holds no
     token, and is an error rather than an open server. A non-loopback address asked
@@ -162,7 +170,7 @@ def _loopback_unless_tokens(settings, require_identity: bool = False):
     return settings
 
 
-def identity_configured(settings) -> bool:
+def identity_configured(settings: Settings) -> bool:
     """Whether callers must prove who they are: API tokens, App Engine, or Google's
     signed identities (IAP assertions, ID tokens); web.identity's open mode otherwise."""
     from web.identity import parse_api_tokens
@@ -174,7 +182,7 @@ def identity_configured(settings) -> bool:
     return bool(tokens or settings.on_app_engine or settings.iap_audience or settings.id_token_audience)
 
 
-class _StopSignal(ExitNow):
+class _StopSignal(ExitNow):  # type: ignore[misc]  # waitress has no type information
     """SIGTERM or SIGINT, raised in the main thread (waitress's loop) by `_stop_on`'s handler.
     Not KeyboardInterrupt: waitress catches that and waits up to 5 s for the requests it is
     serving, outside the stop's grace. An ExitNow, which waitress's loop lets through: the
@@ -183,8 +191,8 @@ class _StopSignal(ExitNow):
     of the stops right after a request: tests/e2e/test_stop_signal.py)."""
 
 
-def _stop_on(runtime):
-    def handle(signum, frame):
+def _stop_on(runtime: Runtime) -> Callable[[int, FrameType | None], None]:
+    def handle(signum: int, frame: FrameType | None) -> NoReturn:
         runtime.begin_stop()  # nothing new is sent from this instant (it takes no lock)
         for again in (signal.SIGINT, signal.SIGTERM):
             signal.signal(again, _already_stopping)
@@ -192,12 +200,12 @@ def _stop_on(runtime):
     return handle
 
 
-def _already_stopping(signum, frame):
+def _already_stopping(signum: int, frame: FrameType | None) -> None:
     """A second Ctrl-C or SIGTERM while stopping: the stop is bounded by its grace already,
     and an exception in the middle of it would skip its last commits."""
 
 
-def run_serve(args) -> int:
+def run_serve(args: argparse.Namespace) -> int:
     from app.bootstrap import build
     from app.listener import Application, check_database_path, open_listener
     from app.stopping import exit_now_if_held
@@ -242,10 +250,11 @@ def run_serve(args) -> int:
     return 0
 
 
-def _finish_requests(server, until: float) -> None:
+def _finish_requests(server: Any, until: float) -> None:
     """The requests being served (the API's, Cloud Tasks' on the cloud backend, which
     would otherwise be run again elsewhere) get until `until` to finish; the listener is
-    closed already. waitress's threads are daemons: one still busy then ends with us."""
+    closed already. waitress's threads are daemons: one still busy then ends with us.
+    `server`: waitress's create_server's (Any: waitress has no type information)."""
     import time
 
     # (At least a moment: its idle threads take one to leave, and it warns of those still there.)

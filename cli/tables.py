@@ -5,7 +5,7 @@ these shapes may change for readability; the JSON is the API's own."""
 from __future__ import annotations
 
 import json
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 NONE = "-"
 
@@ -32,7 +32,7 @@ def fields(pairs: Iterable[tuple[str, object]]) -> str:
     return "\n".join(f"{name + ':':<{width}} {value}" for name, value in shown)
 
 
-def schedule(job: dict) -> str:
+def schedule(job: dict[str, Any]) -> str:
     if job.get("schedule"):
         return str(job["schedule"])
     at = job.get("at") or []
@@ -41,7 +41,7 @@ def schedule(job: dict) -> str:
     return f"at {when(at[0])}" + (f" (+{len(at) - 1})" if len(at) > 1 else "")
 
 
-def outcome(invocation: dict | None) -> str:
+def outcome(invocation: dict[str, Any] | None) -> str:
     """An invocation's status with its reason, e.g. `FAILED (http 500)`."""
     if not invocation:
         return NONE
@@ -52,14 +52,14 @@ def outcome(invocation: dict | None) -> str:
 JOB_COLUMNS = ("ID", "STATE", "SCHEDULE", "NEXT RUN", "LAST RESULT", "LAST RUN")
 
 
-def job_row(job: dict) -> list[str]:
+def job_row(job: dict[str, Any]) -> list[str]:
     """LAST RUN is the scheduled time of the last invocation (when it was meant to run)."""
     last = job.get("last_invocation")
     return [job["id"], job["state"], schedule(job), when(job.get("next_run_time")), outcome(last),
             when(last.get("scheduled_time")) if last else NONE]
 
 
-def job_fields(job: dict) -> str:
+def job_fields(job: dict[str, Any]) -> str:
     last = job.get("last_invocation")
     shown = ("overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout", "throttle", "triggers")
     return fields([
@@ -79,12 +79,12 @@ def job_fields(job: dict) -> str:
 INVOCATION_COLUMNS = ("ID", "STATUS", "SCHEDULED", "TRIGGER", "ATTEMPTS", "REASON")
 
 
-def invocation_row(invocation: dict) -> list[str]:
+def invocation_row(invocation: dict[str, Any]) -> list[str]:
     return [invocation["id"], invocation["status"], when(invocation.get("scheduled_time")),
             invocation.get("trigger") or NONE, str(invocation.get("attempt", 0)), invocation.get("reason") or NONE]
 
 
-def invocation_fields(invocation: dict) -> str:
+def invocation_fields(invocation: dict[str, Any]) -> str:
     head = fields([
         ("invocation", invocation["id"]), ("job", f"{invocation.get('project')}/{invocation['job']}"),
         ("status", outcome(invocation)), ("trigger", invocation.get("trigger")),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli.common import UsageError
+from cli.common import Subparsers, UsageError
 from config.loader import expand_paths, validate_paths
 from config.settings import variable
 from config.targets import BACKENDS
@@ -34,7 +34,7 @@ Examples:
 """
 
 
-def add_validate(subparsers: argparse._SubParsersAction) -> None:
+def add_validate(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "validate",
         help="check project config files",

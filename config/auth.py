@@ -40,8 +40,8 @@ _SCOPE = re.compile(r"https://[^\s]+|openid|email|profile")
 _EXAMPLE = "{oidc: {service_account: sa@PROJECT.iam.gserviceaccount.com}}"
 
 
-def parse_auth(check: Checker, path: Path, value: Any, target: dict, backend: str,
-               own: OwnService, project: str | None) -> dict:
+def parse_auth(check: Checker, path: Path, value: Any, target: dict[str, Any], backend: str,
+               own: OwnService, project: str | None) -> dict[str, Any]:
     """The normalized `auth` of a target of `project` whose other fields (url, headers)
     are `target`; `own` is Sundial's own service, with the operator's grant."""
     fields = check.mapping(path, value, _EXAMPLE)
@@ -67,23 +67,23 @@ def parse_auth(check: Checker, path: Path, value: Any, target: dict, backend: st
     else:
         scope = check.attempt(lambda: _scope(check, where + ("scope",), spec.get("scope")), DEFAULT_SCOPE)
         normalized = {"oauth": {"service_account": account, "scope": scope}}
-    _refuse_ungranted(check, where, normalized[kind], target, own, project)
+    _refuse_ungranted(check, where, kind, normalized[kind], target, own, project)
     return normalized
 
 
-def _refuse_ungranted(check: Checker, where: Path, spec: dict, target: dict, own: OwnService,
-                      project: str | None) -> None:
+def _refuse_ungranted(check: Checker, where: Path, kind: str, spec: dict[str, Any], target: dict[str, Any],
+                      own: OwnService, project: str | None) -> None:
     """The operator's grant (statemachine/identities.py), once the fields themselves are
     right: an error on the field it refuses, naming the account or the audience."""
     url = target.get("url")
     if not spec.get("service_account") or spec.get("audience") == "" or not isinstance(url, str):
         return
-    refused = own.identity_refusal(project, where[-1], spec["service_account"], spec.get("audience", ""), url)
+    refused = own.identity_refusal(project, kind, spec["service_account"], spec.get("audience", ""), url)
     if refused:
         check.report(where + (refused[0],), refused[1])
 
 
-def _refuse_other_authorization(check: Checker, path: Path, target: dict) -> None:
+def _refuse_other_authorization(check: Checker, path: Path, target: dict[str, Any]) -> None:
     headers = target.get("headers")
     named = [name for name in (headers if isinstance(headers, dict) else {})
              if str(name).lower() == "authorization"]

@@ -67,18 +67,18 @@ class Checker:
 
     # --- shapes ----------------------------------------------------------------------
 
-    def mapping(self, path: Path, value: Any, example: str = "") -> dict:
+    def mapping(self, path: Path, value: Any, example: str = "") -> dict[str, Any]:
         if not isinstance(value, dict):
             hint = f", e.g. {example}" if example else ""
             self.fail(path, f"expected a map{hint}, got {describe_value(value)}")
         return value
 
-    def listing(self, path: Path, value: Any) -> list:
+    def listing(self, path: Path, value: Any) -> list[Any]:
         if not isinstance(value, list):
             self.fail(path, f"expected a list, got {describe_value(value)}")
         return value
 
-    def known_fields(self, path: Path, value: dict, known: Iterable[str]) -> None:
+    def known_fields(self, path: Path, value: dict[str, Any], known: Iterable[str]) -> None:
         """Report (without raising) each field of `value` that is not in `known`."""
         unknown = [key for key in value if key not in known] if isinstance(known, (tuple, dict, frozenset)) \
             else list(value)  # most maps have no unknown field: `known` is listed only for one that does

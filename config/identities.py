@@ -19,6 +19,8 @@ instance has and another has not, or one edited under a running server.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from config.auth import SERVICE_ACCOUNT
 from config.model import PROJECT_ID
 from statemachine.identities import IdentityGrants, ProjectIdentities, host_of, origin
@@ -50,7 +52,7 @@ def parse_own_hosts(raw: str) -> frozenset[str]:
     return frozenset(hosts)
 
 
-def _entries(variable: str, raw: str, item_of) -> dict[str, set[str]]:
+def _entries(variable: str, raw: str, item_of: Callable[[str, str, str], str]) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for position, entry in enumerate((part.strip() for part in raw.split(";")), start=1):
         if not entry:

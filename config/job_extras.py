@@ -81,7 +81,7 @@ def parse_labels(check: Checker, path: Path, value: Any) -> dict[str, str]:
     return labels
 
 
-def parse_extras(check: Checker, path: Path, entry: dict, own: dict, defaults: dict,
+def parse_extras(check: Checker, path: Path, entry: dict[str, Any], own: dict[str, Any], defaults: dict[str, Any],
                  timing: tuple[str, Any] | None, timezone: str,
                  instant: Any) -> Extras:
     """The entry's extras, defaults applied; errors recorded in `check`. `own` holds the

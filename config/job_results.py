@@ -19,8 +19,8 @@ __all__ = ["build_definition", "build_policy", "revision_of"]
 T = TypeVar("T")
 
 
-def build_definition(job_id: str, timing: tuple[str, Any], resolved: dict, target: dict,
-                hooks: dict[str, dict], extras: dict[str, Any]) -> JobDefinition:
+def build_definition(job_id: str, timing: tuple[str, Any], resolved: dict[str, Any], target: dict[str, Any],
+                hooks: dict[str, dict[str, Any]], extras: dict[str, Any]) -> JobDefinition:
     kind, when = timing
     catchup, retry, fanout = resolved["catchup"], resolved["retry"], resolved["fanout"]
     allow = resolved["overlap"] is Overlap.ALLOW
@@ -47,8 +47,8 @@ def build_definition(job_id: str, timing: tuple[str, Any], resolved: dict, targe
     )
 
 
-def build_policy(timing: tuple[str, Any], resolved: dict, attempt_timeout: timedelta,
-            revision: str, hooks: dict, extras: dict[str, Any]) -> JobPolicy:
+def build_policy(timing: tuple[str, Any], resolved: dict[str, Any], attempt_timeout: timedelta,
+            revision: str, hooks: dict[str, Any], extras: dict[str, Any]) -> JobPolicy:
     kind, when = timing
     allow = resolved["overlap"] is Overlap.ALLOW
     return JobPolicy(

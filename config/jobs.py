@@ -51,13 +51,13 @@ _NESTED = ("catchup", "retry", "fanout")
 class JobContext:
     """What a job entry is checked against besides itself."""
 
-    defaults: dict  # from parse_defaults: the fields the project's defaults block sets
+    defaults: dict[str, Any]  # from parse_defaults: the fields the project's defaults block sets
     rules: TargetRules
     throttles: Collection[str] | None = None  # None: references are not checked
     known_jobs: Collection[str] | None = None  # None: triggers are not checked
 
     @cached_property
-    def resolved(self) -> dict:
+    def resolved(self) -> dict[str, Any]:
         """What a job that sets none of the defaultable fields has (`_resolve`): built
         once for the project's jobs, shared by them and never changed."""
         return _resolve_defaults(self.defaults)
@@ -91,7 +91,7 @@ def _triggers(check: Checker, path: Path, value: Any) -> tuple[str, ...]:
 
 def _submap(fields: dict[str, Parser], example: str) -> Parser:
     """A parser for a map of sub-fields; returns only those given (for field-wise merges)."""
-    def parse(check: Checker, path: Path, value: Any) -> dict:
+    def parse(check: Checker, path: Path, value: Any) -> dict[str, Any]:
         given = check.mapping(path, value, example)
         check.known_fields(path, given, fields)
         parsed = {}
@@ -158,9 +158,9 @@ _SHARED: dict[str, Parser] = {
 }
 
 
-def _shared_fields(check: Checker, path: Path, entry: dict) -> dict:
+def _shared_fields(check: Checker, path: Path, entry: dict[str, Any]) -> dict[str, Any]:
     """The shared (defaultable) fields `entry` sets validly; errors for the others."""
-    parsed: dict = {}
+    parsed: dict[str, Any] = {}
     present = entry.keys() & _SHARED.keys()  # most entries set none of them
     if not present:
         return parsed
@@ -172,18 +172,18 @@ def _shared_fields(check: Checker, path: Path, entry: dict) -> dict:
     return parsed
 
 
-def _resolve(own: dict, defaults: dict) -> dict:
+def _resolve(own: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
     """Each field of BUILTIN_DEFAULTS as the entry (`own`) or else the defaults block sets
     it, or else builtin; the nested maps merged field by field."""
     return _over(_resolve_defaults(defaults), own)
 
 
-def _resolve_defaults(defaults: dict) -> dict:
+def _resolve_defaults(defaults: dict[str, Any]) -> dict[str, Any]:
     return {key: {**builtin, **defaults.get(key, {})} if key in _NESTED else defaults.get(key, builtin)
             for key, builtin in BUILTIN_DEFAULTS.items()}
 
 
-def _over(base: dict, own: dict) -> dict:
+def _over(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
     """`base` (resolved defaults) with what the entry sets; `base` itself, shared and
     never changed, when it sets nothing of it (most entries)."""
     if not own.keys() & BUILTIN_DEFAULTS.keys():
@@ -194,7 +194,7 @@ def _over(base: dict, own: dict) -> dict:
     return resolved
 
 
-def _check_backoff(check: Checker, path: Path, retry: dict) -> None:
+def _check_backoff(check: Checker, path: Path, retry: dict[str, Any]) -> None:
     if retry["min_backoff"] > retry["max_backoff"]:
         check.report(path + ("retry",),
                      f"min_backoff {format_duration(retry['min_backoff'])} is more than "
@@ -203,7 +203,7 @@ def _check_backoff(check: Checker, path: Path, retry: dict) -> None:
 
 # --- the defaults block --------------------------------------------------------------
 
-def parse_defaults(check: Checker, path: Path, value: Any) -> dict:
+def parse_defaults(check: Checker, path: Path, value: Any) -> dict[str, Any]:
     """The fields a `defaults` block sets, parsed; errors recorded in `check`."""
     if value is None:
         return {}
@@ -219,7 +219,7 @@ def parse_defaults(check: Checker, path: Path, value: Any) -> dict:
     return parsed
 
 
-def defaults_json(parsed: dict) -> dict:
+def defaults_json(parsed: dict[str, Any]) -> dict[str, Any]:
     """parse_defaults' result as JSON-ready data (parse_defaults reads it back)."""
     def plain(value: Any) -> Any:
         if isinstance(value, dict):
@@ -231,12 +231,12 @@ def defaults_json(parsed: dict) -> dict:
         if isinstance(value, tuple):
             return list(value)
         return value
-    return plain(parsed)
+    return {key: plain(item) for key, item in parsed.items()}
 
 
 # --- a job entry ---------------------------------------------------------------------
 
-def entry_id(check: Checker, path: Path, entry: dict) -> str | None:
+def entry_id(check: Checker, path: Path, entry: dict[str, Any]) -> str | None:
     """The entry's `id` if it is valid (an error otherwise)."""
     value = entry.get("id")
     if value is None:
@@ -250,7 +250,7 @@ def entry_id(check: Checker, path: Path, entry: dict) -> str | None:
     return value
 
 
-def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
+def parse_entry(check: Checker, path: Path, entry: dict[str, Any], job_id: str,
                 context: JobContext) -> JobConfig | None:
     """The job, or None with its errors recorded in `check`."""
     check.known_fields(path, entry, JOB_FIELDS)
@@ -277,7 +277,7 @@ def parse_entry(check: Checker, path: Path, entry: dict, job_id: str,
     return JobConfig(job_id, policy, definition, resolved["disabled"], check.lines.line(path))
 
 
-def _timing(check: Checker, path: Path, entry: dict, timezone: str) -> tuple[str, Any]:
+def _timing(check: Checker, path: Path, entry: dict[str, Any], timezone: str) -> tuple[str, Any]:
     """("schedule", normalized text) or ("at", sorted UTC instants)."""
     has_schedule, has_at = entry.get("schedule") is not None, entry.get("at") is not None
     if has_schedule and has_at:
@@ -328,7 +328,7 @@ def _instant(check: Checker, path: Path, value: Any) -> datetime:
         check.fail(path, str(error))
 
 
-def _check_references(check: Checker, path: Path, entry: dict, own: dict,
+def _check_references(check: Checker, path: Path, entry: dict[str, Any], own: dict[str, Any],
                       context: JobContext) -> None:
     throttle = own.get("throttle")
     if throttle is not None and context.throttles is not None \

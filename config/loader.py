@@ -92,7 +92,7 @@ def decode_project_file(data: bytes, filename: str) -> str:
         raise ProjectConfigError([ConfigError(filename, line, message)]) from None
 
 
-def parse_job_entry(entry: Any, project: ProjectConfig | Mapping | None, job_id: str,
+def parse_job_entry(entry: Any, project: ProjectConfig | Mapping[str, Any] | None, job_id: str,
                     filename: str = "<api>", *, known_jobs: Collection[str] | None = None,
                     backend: str = "local", lines: LineMap | None = None,
                     own: OwnService | None = None, project_id: str | None = None) -> JobConfig:
@@ -134,7 +134,7 @@ def parse_job_entry(entry: Any, project: ProjectConfig | Mapping | None, job_id:
     return job
 
 
-def _context(project: ProjectConfig | Mapping | None, backend: str, known_jobs: Collection[str] | None,
+def _context(project: ProjectConfig | Mapping[str, Any] | None, backend: str, known_jobs: Collection[str] | None,
              own: OwnService | None, project_id: str | None) -> JobContext:
     if project is None:
         return JobContext({}, TargetRules.of((), backend, own, project_id), None, known_jobs)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from statemachine.definition import JobDefinition
 from statemachine.policy import JobPolicy
@@ -33,7 +34,7 @@ JOB_ID = re.compile(r"(?!\.+$)[A-Za-z0-9_.-]{1,100}")
 # JobPolicy spells otherwise (no throttle is "" there, never pausing is 0) are None here,
 # as in the definition.
 _BUILTIN = JobPolicy()
-BUILTIN_DEFAULTS: dict = {
+BUILTIN_DEFAULTS: dict[str, Any] = {
     "timezone": _BUILTIN.timezone,
     "disabled": False,
     "overlap": _BUILTIN.overlap,
@@ -93,12 +94,12 @@ class ProjectConfig:
     jobs: tuple[JobConfig, ...]
     job_errors: tuple[ConfigError, ...]
     """Errors of the skipped job entries; `ConfigError.job` names the entry's id if known."""
-    acl: dict
+    acl: dict[str, list[str]]
     """{"readers": [...], "triggerers": [...], "owners": [...]}, every key present."""
     allowed_hosts: tuple[str, ...]
     throttles: dict[str, int]
     """Throttle name -> max_in_flight."""
-    defaults: dict
+    defaults: dict[str, Any]
     """The `defaults` block, normalized and JSON-ready (only the fields it sets)."""
     content_hash: str
     """sha256 hex of the file's bytes: an unchanged file needs no import."""
@@ -111,7 +112,7 @@ class ProjectConfig:
     def job(self, job_id: str) -> JobConfig | None:
         return next((job for job in self.jobs if job.id == job_id), None)
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         """The project-wide settings, JSON-ready; parse_job_entry accepts this form too."""
         return {
             "acl": {role: list(members) for role, members in self.acl.items()},

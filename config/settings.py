@@ -63,7 +63,7 @@ import os
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import TypedDict
+from typing import Mapping, TypedDict
 
 from config.identities import parse_identities, parse_own_hosts
 from statemachine.durations import parse_duration
@@ -171,7 +171,7 @@ class Settings:
                           self.gcp_project if self.on_app_engine else "", rules)
 
 
-def _duration(env, name: str, default: timedelta) -> timedelta:
+def _duration(env: Mapping[str, str], name: str, default: timedelta) -> timedelta:
     raw = env.get(name)
     if not raw:
         return default
@@ -181,7 +181,7 @@ def _duration(env, name: str, default: timedelta) -> timedelta:
         raise SystemExit(f"{name}: {error}") from None
 
 
-def _choice(env, name: str, choices: tuple[str, ...]) -> str:
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
     """One of `choices`, or "" when the variable is not set."""
     raw = env.get(name, "")
     if raw and raw not in choices:
@@ -192,7 +192,7 @@ def _choice(env, name: str, choices: tuple[str, ...]) -> str:
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
-def _log_level(env) -> str:
+def _log_level(env: Mapping[str, str]) -> str:
     """SUNDIAL_LOG_LEVEL in any case (`debug` is DEBUG); a value that names no level stops
     the start, rather than logging at a level nobody asked for."""
     raw = env.get("SUNDIAL_LOG_LEVEL", "").strip()
@@ -201,7 +201,7 @@ def _log_level(env) -> str:
     return raw.upper() or Settings.log_level
 
 
-def _int(env, name: str, default: int) -> int:
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
     raw = env.get(name)
     if not raw:
         return default
@@ -210,14 +210,14 @@ def _int(env, name: str, default: int) -> int:
     return int(raw)
 
 
-def _port(env) -> int:
+def _port(env: Mapping[str, str]) -> int:
     port = _int(env, "SUNDIAL_PORT", Settings.port)
     if not 1 <= port <= 65535:
         raise SystemExit(f"SUNDIAL_PORT: expected a port from 1 to 65535, got {port}")
     return port
 
 
-def _history(env) -> timedelta:
+def _history(env: Mapping[str, str]) -> timedelta:
     """How long finished invocations are kept: at least a day, because a finish may live
     in its invocation's row alone until the job's next step (engine/deferred_finish.py)."""
     days = _int(env, "SUNDIAL_HISTORY_DAYS", 45)
@@ -226,7 +226,7 @@ def _history(env) -> timedelta:
     return timedelta(days=days)
 
 
-def from_environment(env=None) -> Settings:
+def from_environment(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     defaults = Settings()
     backend = env.get("SUNDIAL_BACKEND", "local")
@@ -284,7 +284,7 @@ class _Identities(TypedDict):
     cloud_run_service: str
 
 
-def _identities(env) -> _Identities:
+def _identities(env: Mapping[str, str]) -> _Identities:
     """The operator's grant of identities to projects, and the names of Sundial's own
     service beyond its URL (config/identities.py); a mistake stops the start."""
     try:
@@ -307,7 +307,7 @@ class _CloudTasks(TypedDict):
     app_engine_service: str
 
 
-def _cloud_tasks(env, defaults: Settings) -> _CloudTasks:
+def _cloud_tasks(env: Mapping[str, str], defaults: Settings) -> _CloudTasks:
     """The cloud backend's chain queue, and the form and target of its tasks."""
     return {
         "tasks_location": env.get("SUNDIAL_TASKS_LOCATION", defaults.tasks_location),
@@ -320,7 +320,7 @@ def _cloud_tasks(env, defaults: Settings) -> _CloudTasks:
     }
 
 
-def queue_shards(env) -> int:
+def queue_shards(env: Mapping[str, str]) -> int:
     """SUNDIAL_TASKS_QUEUE_SHARDS: how many queues carry the chain (1 .. MAX_SHARDS)."""
     shards = _int(env, "SUNDIAL_TASKS_QUEUE_SHARDS", 1)
     if not 1 <= shards <= MAX_SHARDS:
@@ -328,7 +328,7 @@ def queue_shards(env) -> int:
     return shards
 
 
-def _tuning(env, default: Tuning, backend: str = "local") -> Tuning:
+def _tuning(env: Mapping[str, str], default: Tuning, backend: str = "local") -> Tuning:
     tuning = replace(
         default,
         tick_grace=_duration(env, "SUNDIAL_TICK_GRACE", default.tick_grace),
@@ -354,7 +354,7 @@ STAGE_AHEAD = timedelta(seconds=10)
 MAX_STAGE_AHEAD = timedelta(seconds=60)
 
 
-def _heartbeat(env, default: timedelta) -> Heartbeat:
+def _heartbeat(env: Mapping[str, str], default: timedelta) -> Heartbeat:
     """The heartbeat's period, and its timeout (by default 4 periods)."""
     period = _duration(env, "SUNDIAL_HEARTBEAT_PERIOD", default)
     timeout = _duration(env, "SUNDIAL_HEARTBEAT_TIMEOUT", 4 * period)
@@ -363,7 +363,7 @@ def _heartbeat(env, default: timedelta) -> Heartbeat:
     return Heartbeat(period, timeout)
 
 
-def _credentials_file(env) -> str:
+def _credentials_file(env: Mapping[str, str]) -> str:
     """The Application Default Credentials file of this machine, or "". Only the two
     places a developer puts them are looked at: asking the metadata server would stall
     every start of an embedded server that runs off Google Cloud."""
@@ -377,7 +377,7 @@ def _credentials_file(env) -> str:
     return str(found) if found.is_file() else ""
 
 
-def own_service(env=None) -> OwnService:
+def own_service(env: Mapping[str, str] | None = None) -> OwnService:
     """Sundial's own service (its URL, names and chain queue) and the grant of identities
     as the environment names them, for validation (docs/REFERENCE.md section 6: no
     cloud_tasks target may name the service; `auth` names only granted accounts).
@@ -392,7 +392,7 @@ def own_service(env=None) -> OwnService:
     return settings.own_service
 
 
-def variable(name: str, env=None) -> str:
+def variable(name: str, env: Mapping[str, str] | None = None) -> str:
     """One variable of the table above, for a command that needs it alone (`validate`,
     `queues`) and reports a bad value in its own words; "" when it is not set."""
     env = os.environ if env is None else env

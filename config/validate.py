@@ -23,7 +23,7 @@ from config.checks import Checker, describe_value
 from config.jobs import JobContext, defaults_json, entry_id, parse_defaults, parse_entry
 from config.model import JOB_ID, PROJECT_ID, ConfigError, JobConfig, ProjectConfig, ProjectConfigError
 from config.targets import TargetRules
-from config.yamlsource import LineMap
+from config.yamlsource import LineMap, Path
 from statemachine.safety import OwnService
 
 __all__ = ["ACL_ROLES", "TOP_FIELDS", "trigger_cycle", "validate_project"]
@@ -90,11 +90,11 @@ def _allowed_hosts(top: Checker, value: Any) -> tuple[str, ...]:
     return tuple(hosts)
 
 
-def _empty_acl() -> dict:
+def _empty_acl() -> dict[str, list[str]]:
     return {role: [] for role in ACL_ROLES}
 
 
-def _acl(top: Checker, value: Any) -> dict:
+def _acl(top: Checker, value: Any) -> dict[str, list[str]]:
     acl = top.mapping(("acl",), value or {}, "{readers: [group:everyone]}")
     top.known_fields(("acl",), acl, ACL_ROLES)
     result = _empty_acl()
@@ -124,7 +124,7 @@ def _throttles(top: Checker, value: Any) -> dict[str, int]:
     return result
 
 
-def _throttle(top: Checker, path: tuple, spec: Any) -> int:
+def _throttle(top: Checker, path: Path, spec: Any) -> int:
     spec = top.mapping(path, spec, "{max_in_flight: 20}")
     top.known_fields(path, spec, ("max_in_flight",))
     if spec.get("max_in_flight") is None:
@@ -132,13 +132,13 @@ def _throttle(top: Checker, path: tuple, spec: Any) -> int:
     return top.integer(path + ("max_in_flight",), spec["max_in_flight"], 1)
 
 
-def _entries(top: Checker, value: Any) -> list:
+def _entries(top: Checker, value: Any) -> list[Any]:
     if value is None:
         return []
     return top.listing(("jobs",), value)
 
 
-def _ids(entries: list) -> list[str]:
+def _ids(entries: list[Any]) -> list[str]:
     """The valid ids the entries carry, in order (duplicates included)."""
     return [entry["id"] for entry in entries if isinstance(entry, dict)
             and isinstance(entry.get("id"), str) and JOB_ID.fullmatch(entry["id"])]
@@ -158,7 +158,7 @@ def _check_default_references(top: Checker, context: JobContext) -> None:
 
 # --- jobs ----------------------------------------------------------------------------
 
-def _jobs(filename: str, lines: LineMap, entries: list,
+def _jobs(filename: str, lines: LineMap, entries: list[Any],
           context: JobContext) -> tuple[list[JobConfig], list[ConfigError]]:
     first_line: dict[str, int] = {}
     duplicated = _duplicates(_ids(entries))
@@ -197,7 +197,7 @@ def _duplicates(ids: Sequence[str]) -> set[str]:
     return duplicated
 
 
-def _break_cycles(filename: str, lines: LineMap, entries: list,
+def _break_cycles(filename: str, lines: LineMap, entries: list[Any],
                   loaded: dict[str, tuple[int, JobConfig]]) -> list[ConfigError]:
     """Skip the job closing each cycle of triggers until none is left; their errors."""
     errors: list[ConfigError] = []

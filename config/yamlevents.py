@@ -34,7 +34,9 @@ from yaml.events import (
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
-__all__ = ["Unplain", "read_events"]
+__all__ = ["Path", "Unplain", "read_events"]
+
+Path = tuple[str | int, ...]  # where a value is: map keys and list indexes, from the root down
 
 _STANDARD = "tag:yaml.org,2002:"
 _STR = _STANDARD + "str"
@@ -77,7 +79,7 @@ class _Scalars:
         return text
 
 
-def read_events(get_event: Callable[[], Any], max_depth: int, max_values: int) -> tuple[Any, dict]:
+def read_events(get_event: Callable[[], Any], max_depth: int, max_values: int) -> tuple[Any, dict[Path, int]]:
     """The single document's value and its lines {path: line}; (None, {}) for no document.
 
     :raises Unplain: outside the plain subset (see the module's text).
@@ -95,11 +97,11 @@ def read_events(get_event: Callable[[], Any], max_depth: int, max_values: int) -
     return value, lines
 
 
-def _document(get_event: Callable[[], Any], max_depth: int, max_values: int) -> tuple[Any, dict]:
-    scalars, lines = _Scalars(), {}
-    stack: list = []  # (container, path, key) of each enclosing list or map
+def _document(get_event: Callable[[], Any], max_depth: int, max_values: int) -> tuple[Any, dict[Path, int]]:
+    scalars, lines = _Scalars(), dict[Path, int]()
+    stack: list[tuple[Any, Path, Any]] = []  # (container, path, key) of each enclosing list or map
     container: Any = None  # the innermost open list or map; None at the root
-    path: tuple = ()  # the container's own path
+    path: Path = ()  # the container's own path
     key: Any = None  # in a map: _KEY while a key comes next, then that key
     count = 0
     while True:
@@ -142,8 +144,8 @@ def _document(get_event: Callable[[], Any], max_depth: int, max_values: int) -> 
             container[key], key = value, _KEY
 
 
-def _key(event: ScalarEvent, scalars: _Scalars, container: dict) -> str:
-    text = event.value
+def _key(event: ScalarEvent, scalars: _Scalars, container: dict[str, Any]) -> str:
+    text: str = event.value
     if event.anchor is not None or event.tag is not None or (not text and not event.style):
         raise Unplain()
     if event.implicit[0]:

@@ -47,12 +47,10 @@ from yaml.reader import Reader
 from yaml.resolver import Resolver
 
 from config.model import ConfigError, ProjectConfigError
-from config.yamlevents import Unplain, read_events
+from config.yamlevents import Path, Unplain, read_events
 
 __all__ = ["EXPANSION_FACTOR", "EXPANSION_FLOOR", "FAST_LOADER", "LineMap", "MAX_DEPTH", "MAX_VALUES",
            "Path", "load_yaml"]
-
-Path = tuple  # of str (map keys) and int (list indexes)
 
 MAX_VALUES = 500_000
 MAX_DEPTH = 64
@@ -79,7 +77,7 @@ class LineMap:
         return self.default
 
 
-class _ReadDifferently(yaml.YAMLError):
+class _ReadDifferently(yaml.YAMLError):  # type: ignore[misc]  # yaml has no stubs here
     """A text FastLoader would read otherwise than the pure loader: the pure one reads it."""
 
 
@@ -90,13 +88,14 @@ class _Refused(Exception):
         self.message = message
 
 
-def _fast_loader() -> type | None:
+def _fast_loader() -> type[Any] | None:
     """libyaml's parser under PyYAML's Python composer and safe constructor; None without libyaml."""
     if not yaml.__with_libyaml__:
         return None
     from yaml._yaml import CParser  # there only with libyaml
 
-    class FastLoader(Composer, CParser, SafeConstructor, Resolver):  # Composer first: its get_single_node
+    # Composer first: its get_single_node. The bases are untyped (yaml has no stubs here).
+    class FastLoader(Composer, CParser, SafeConstructor, Resolver):  # type: ignore[misc]
         def __init__(self, stream: str) -> None:
             CParser.__init__(self, stream)
             Composer.__init__(self)
@@ -122,7 +121,7 @@ def _fast_loader() -> type | None:
 _PURE_ONLY = re.compile(Reader.NON_PRINTABLE.pattern + "|[\t\ufeff]")
 
 # The loader tried first; None parses with the pure-Python SafeLoader only (tests set it so).
-FAST_LOADER: type | None = _fast_loader()
+FAST_LOADER: type[Any] | None = _fast_loader()
 
 
 def load_yaml(text: str, filename: str) -> tuple[Any, LineMap]:
@@ -245,7 +244,7 @@ class _Walker:
             raise _Refused(node, _tag_message(node.tag))
         return self.loader.construct_object(node)
 
-    def mapping(self, node: MappingNode, path: Path, depth: int) -> dict:
+    def mapping(self, node: MappingNode, path: Path, depth: int) -> dict[str, Any]:
         self.require_tag(node, _STANDARD + "map")
         first_own = self.own_start.get(id(node))
         if first_own is None:
@@ -269,7 +268,8 @@ class _Walker:
             raise _Refused(node, "bad YAML: a map key must be a plain name, not a list or map")
         if node.tag not in _SCALAR_TAGS:
             raise _Refused(node, _tag_message(node.tag))
-        return node.value
+        text: str = node.value  # a scalar node's value is its text, whatever its tag
+        return text
 
     def require_tag(self, node: Node, tag: str) -> None:
         if node.tag != tag:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from engine.changes import Applied, Change, JobChanges
 from engine.errors import CommitTooLarge
@@ -52,7 +52,7 @@ class ProjectSnapshot:
     # Entries with errors, by job id: their jobs keep what they had, with this error (the
     # entry's lines of `job_errors`, joined by newlines) attached.
     broken_jobs: Mapping[str, str] = field(default_factory=dict)
-    settings: dict = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def broken_job_ids(self) -> frozenset[str]:

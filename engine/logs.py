@@ -113,11 +113,13 @@ class JsonFormatter(logging.Formatter):
         return f"{text}.{millis:03d}Z"
 
 
-class JsonLinesHandler(logging.StreamHandler):
+class JsonLinesHandler(logging.StreamHandler[TextIO]):
     """A stream handler that formats a record before it takes the handler's lock, and
     holds the lock only to write the line. The standard handler formats under its lock:
     with a delivery logged from each of many sender threads, they queued there for the
     JSON encoding of one another's lines. The lines are the same."""
+
+    _sundial_json = True  # Sundial's own: configure_logging replaces these, and no other
 
     def handle(self, record: logging.LogRecord) -> bool:
         if not self.filter(record):
@@ -186,7 +188,6 @@ def json_lines_handler(stream: TextIO | None = None) -> logging.Handler:
     the factory gunicorn.conf.py names for gunicorn's own loggers."""
     handler = JsonLinesHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(JsonFormatter())
-    handler._sundial_json = True  # type: ignore[attr-defined]
     return handler
 
 
@@ -264,7 +265,7 @@ def _log_thread_uncaught(args: threading.ExceptHookArgs) -> None:
                                                                     args.exc_traceback), thread=name)
 
 
-def _log_unraisable(unraisable) -> None:
+def _log_unraisable(unraisable: sys.UnraisableHookArgs) -> None:
     """sys.unraisablehook: an exception Python had to ignore (in `__del__`, a callback of
     the collector, ...), which it would print as `Exception ignored in: ...`."""
     if unraisable.exc_value is None:
@@ -283,6 +284,6 @@ def _log_exception(level: int, what: str, exc_info: ExcInfo, **fields: object) -
     logging.getLogger("sundial.process").log(level, message, exc_info=exc_info, extra={"fields": fields})
 
 
-def log_event(logger: logging.Logger, event: str, /, level: int = logging.INFO, **fields) -> None:
+def log_event(logger: logging.Logger, event: str, /, level: int = logging.INFO, **fields: object) -> None:
     """Log `event` (the line's message) with `fields` as top-level JSON keys (`level` picks the severity)."""
     logger.log(level, event, extra={"fields": fields})

@@ -36,12 +36,12 @@ def masked_definition(definition: JobDefinition) -> JobDefinition:
                    on_recovery=None if recovery is None else masked_target(recovery))
 
 
-def masked_target(target: dict) -> dict:
+def masked_target(target: dict[str, Any]) -> dict[str, Any]:
     """A target ({kind: spec}) as a reader is shown it."""
     return {kind: _masked_spec(kind, spec) if isinstance(spec, dict) else spec for kind, spec in target.items()}
 
 
-def _masked_spec(kind: str, spec: dict) -> dict:
+def _masked_spec(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
     """Its secret-bearing fields (statemachine/target_kinds.py) masked: a URL's
     credentials, and every header value but a harmless one's or a secret reference."""
     shown = dict(spec)
@@ -81,12 +81,12 @@ def unmasked_entry(entry: dict[str, Any], stored: JobDefinition | None) -> dict[
     return unmasked
 
 
-def _spec_of(target: object, kind: str) -> dict:
+def _spec_of(target: object, kind: str) -> dict[str, Any]:
     spec = target.get(kind) if isinstance(target, dict) else None
     return spec if isinstance(spec, dict) else {}
 
 
-def _unmasked_spec(where: str, spec: dict, before: dict, errors: list[str]) -> dict:
+def _unmasked_spec(where: str, spec: dict[str, Any], before: dict[str, Any], errors: list[str]) -> dict[str, Any]:
     unmasked = dict(spec)
     url, stored_url = spec.get("url"), before.get("url")
     if isinstance(url, str) and isinstance(stored_url, str) and url == masked_url(stored_url):

@@ -56,12 +56,17 @@ HELP = {
 UNLABELLED_COUNTERS = ("sundial_watchdog_repairs_total", "sundial_watchdog_repair_failures_total",
                        "sundial_cleanup_removed_total", "sundial_attempts_interrupted_total")
 
+# One row of the exposition: (name, labels, value).
+Series = tuple[str, dict[str, str], float]
+# A counter's key: its name and its labels, sorted.
+_CounterKey = tuple[str, tuple[tuple[str, str], ...]]
+
 
 class Metrics:
-    def __init__(self, other_processes: Sequence[Callable[[], list[dict]]] = ()):
+    def __init__(self, other_processes: Sequence[Callable[[], list[dict[str, Any]]]] = ()) -> None:
         """`other_processes`: each returns other processes' snapshots, added to this one's counts."""
         self._lock = threading.Lock()
-        self._counters: dict[tuple[str, tuple], float] = defaultdict(float)
+        self._counters: dict[_CounterKey, float] = defaultdict(float)
         self._buckets = [0] * (len(LATENESS_BUCKETS) + 1)
         self._lateness_sum = 0.0
         self.other_processes = tuple(other_processes)
@@ -81,14 +86,14 @@ class Metrics:
         with self._lock:
             return self._counters.get((name, tuple(sorted(labels.items()))), 0.0)
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         """This process's counts as JSON-ready data, for `render` in another process."""
         with self._lock:
             counters = [[name, [list(pair) for pair in labels], value]
                         for (name, labels), value in self._counters.items()]
             return {"counters": counters, "buckets": list(self._buckets), "sum": self._lateness_sum}
 
-    def render(self, gauges: list[tuple[str, dict, float]]) -> str:
+    def render(self, gauges: list[Series]) -> str:
         """The exposition text: the counters and the histogram of this process and of
         `other_processes`, then `gauges` as (name, labels, value) rows."""
         with self._lock:
@@ -107,13 +112,13 @@ class Metrics:
         return _exposition(rows)
 
 
-def job_gauges(jobs: Iterable[StoredJob], now: datetime) -> list[tuple[str, dict, float]]:
+def job_gauges(jobs: Iterable[StoredJob], now: datetime) -> list[Series]:
     """The per-job series of jobs read through engine/queries.py (so a finish written
     only to its invocation's row is already counted), at `now` (the next run of a job
     whose occurrence is staged is that occurrence's time: statemachine/shown.py).
     Everything comes from the job's record: no read per job. Disabled jobs (removed
     from their file) are left out."""
-    rows: list[tuple[str, dict, float]] = []
+    rows: list[Series] = []
     for stored in jobs:
         record = stored.record
         if record.disabled:
@@ -167,15 +172,15 @@ class JobSeriesCache:
         return rows
 
 
-def is_snapshot(value) -> bool:
+def is_snapshot(value: object) -> bool:
     """Whether `value` has the shape `Metrics.snapshot` gives, as read back from JSON."""
     return (isinstance(value, dict) and isinstance(value.get("counters"), list)
             and isinstance(value.get("buckets"), list) and isinstance(value.get("sum"), (int, float))
             and all(isinstance(row, list) and len(row) == 3 for row in value["counters"]))
 
 
-def _histogram_rows(buckets: list[int], total: float) -> list[tuple[str, dict, float]]:
-    rows: list[tuple[str, dict, float]] = []
+def _histogram_rows(buckets: list[int], total: float) -> list[Series]:
+    rows: list[Series] = []
     running = 0
     for bound, count in zip(LATENESS_BUCKETS, buckets):
         running += count
@@ -194,7 +199,7 @@ def _family(name: str) -> str:
     return name
 
 
-def _exposition(rows) -> str:
+def _exposition(rows: list[Series]) -> str:
     lines, announced = [], set()
     for name, labels, value in rows:
         family = _family(name)

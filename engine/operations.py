@@ -23,6 +23,7 @@ import hmac
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from engine.audit import UNKNOWN_ACTOR, Audit, described, write_audit
 from engine.changes import Note
@@ -165,7 +166,7 @@ def abort(engine: Engine, project: str, job_id: str, reason: str = "", actor: st
 
 
 def record_audit(engine: Engine, project: str, job_id: str, actor: str, action: AuditAction,
-                 detail: dict | None = None) -> None:
+                 detail: dict[str, Any] | None = None) -> None:
     """Record an action in a transaction of its own, right after the action's last commit
     (engine/audit.py: prefer `engine.changes.apply(..., audit=Audit(...))` where one
     change carries the action). `detail` holds JSON values only.

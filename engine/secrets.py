@@ -81,7 +81,8 @@ def _plain(part: str) -> bool:
         and part.isascii()
 
 
-def redact_headers(headers: Mapping[str, object], secret_backed: frozenset = frozenset()) -> dict:
+def redact_headers(headers: Mapping[str, object],
+                   secret_backed: frozenset[str] = frozenset()) -> dict[str, object]:
     """Headers as they may be shown or logged: every value but a harmless header's
     (statemachine/safety.py HARMLESS_HEADERS) hidden, and a secret-backed one always."""
     return {name: value if shows_header_value(str(name)) and name not in secret_backed else REDACTED

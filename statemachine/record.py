@@ -37,6 +37,7 @@ def evolve(instance: Frozen, **changes: Any) -> Frozen:
     kind = type(instance)
     names = _FIELD_NAMES.get(kind)
     if names is None:
+        # arg-type: Frozen stands for any frozen dataclass, which a TypeVar's bound cannot say.
         names = _FIELD_NAMES[kind] = frozenset(f.name for f in fields(kind))  # type: ignore[arg-type]
     if not changes.keys() <= names:
         raise TypeError(f"{kind.__name__} has no field {sorted(changes.keys() - names)}")

@@ -37,7 +37,7 @@ def install(app: Flask, identifier: Identifier, directory: Directory) -> None:
     app.config["SUNDIAL_DIRECTORY"] = directory
 
     @app.before_request
-    def _identify():
+    def _identify() -> None:
         if request.path.startswith(_NOT_USERS) or request.path.endswith(":complete"):
             return None
         caller()
@@ -54,7 +54,8 @@ def caller() -> Caller:
             g.sundial_caller = _identify(current_app.config["SUNDIAL_IDENTIFIER"])
         except Unauthenticated as error:
             raise ApiError("UNAUTHENTICATED", str(error)) from None
-    return g.sundial_caller
+    identified: Caller = g.sundial_caller
+    return identified
 
 
 def actor() -> str:

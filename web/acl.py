@@ -29,7 +29,7 @@ EVERYONE = "everyone"
 class Directory:
     """Group memberships and the administrators, read once at start."""
 
-    groups: Mapping[str, frozenset] = field(default_factory=dict)
+    groups: Mapping[str, frozenset[str]] = field(default_factory=dict)
     admins: tuple[str, ...] = ()
 
     def is_member(self, caller: Caller, member: str) -> bool:
@@ -44,7 +44,7 @@ class Directory:
         return name == EVERYONE and not caller.is_anonymous
 
 
-def permissions(caller: Caller, acl: Mapping | None, directory: Directory) -> set[str]:
+def permissions(caller: Caller, acl: Mapping[str, list[str]] | None, directory: Directory) -> set[str]:
     """Every permission `caller` holds in a project whose settings carry `acl`."""
     if caller.open_access or any(directory.is_member(caller, m) for m in directory.admins):
         return {READ, TRIGGER, OWN}

@@ -5,7 +5,10 @@ The changes are in web/api_jobs.py, /validate and /openapi.json in web/api_meta.
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Blueprint, jsonify, request
+from flask.typing import ResponseReturnValue
 
 from config.limits import MAX_PAGE_SIZE
 from config.model import JOB_ID
@@ -23,7 +26,7 @@ DEFAULT_JOBS_PAGE_SIZE = 100
 DEFAULT_AUDIT_PAGE_SIZE = 100
 
 
-def refuse_bad_job_id(endpoint, values) -> None:
+def refuse_bad_job_id(endpoint: str | None, values: dict[str, Any] | None) -> None:
     """Every job path, whatever its method: an id no job can have is a 400 (as the
     OpenAPI document says), never a 404 or a 204 that reads as "done"."""
     job_id = (values or {}).get("job_id")
@@ -47,12 +50,12 @@ def job_or_404(project: str, job_id: str, permission: str = READ) -> StoredJob:
     return queries().job(project, job_id)
 
 
-def full_job_view(job: StoredJob) -> dict:
+def full_job_view(job: StoredJob) -> dict[str, Any]:
     return job_view(job, queries().last_invocation(job), current_engine().clock.now())
 
 
 @api.get("/projects")
-def list_projects():
+def list_projects() -> ResponseReturnValue:
     projects = []
     for row in filter(readable, queries().projects()):
         projects.append({"id": row.id, "job_count": queries().job_count(row.id),
@@ -61,7 +64,7 @@ def list_projects():
 
 
 @api.get("/projects/<project>/jobs")
-def list_jobs(project: str):
+def list_jobs(project: str) -> ResponseReturnValue:
     """One page of jobs in id order (like the invocations: page_size, page_token); each
     job's last invocation comes from one query for the whole page."""
     project_or_404(project)
@@ -79,12 +82,12 @@ def list_jobs(project: str):
 
 
 @api.get("/projects/<project>/jobs/<id:job_id>")
-def get_job(project: str, job_id: str):
+def get_job(project: str, job_id: str) -> ResponseReturnValue:
     return jsonify(full_job_view(job_or_404(project, job_id)))
 
 
 @api.get("/projects/<project>/jobs/<id:job_id>/invocations")
-def list_invocations(project: str, job_id: str):
+def list_invocations(project: str, job_id: str) -> ResponseReturnValue:
     job_or_404(project, job_id)
     scope = f"invocations/{project}/{job_id}"
     page, token = queries().invocations(project, job_id, _page_size(), _position(scope))
@@ -105,14 +108,14 @@ def _page_size(default: int = DEFAULT_PAGE_SIZE) -> int:
 
 
 @api.get("/projects/<project>/jobs/<id:job_id>/invocations/<id:invocation_id>")
-def get_invocation(project: str, job_id: str, invocation_id: str):
+def get_invocation(project: str, job_id: str, invocation_id: str) -> ResponseReturnValue:
     job_or_404(project, job_id)
     row = queries().invocation(project, job_id, invocation_id)
     return jsonify(invocation_view(row, with_log=True))
 
 
 @api.get("/projects/<project>/audit")
-def list_audit(project: str):
+def list_audit(project: str) -> ResponseReturnValue:
     """The project's operator actions, newest first (?job=J: that job's only); readers of
     the project may read them, entries of deleted jobs included."""
     project_or_404(project)

@@ -4,7 +4,10 @@ reads requests, asks web/access.py, and shapes answers."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Blueprint, current_app, jsonify, request, url_for
+from flask.typing import ResponseReturnValue
 
 from config.limits import MAX_JOBS_PER_PROJECT, MAX_MESSAGE_CHARS, MAX_REASON_CHARS, MAX_REQUEST_ID_CHARS
 from config.loader import ProjectConfigError, parse_job_entry
@@ -29,7 +32,7 @@ COMPLETION_HEADER = "X-Sundial-Completion-Token"
 
 
 @jobs_api.put(JOB)
-def put_job(project: str, job_id: str):
+def put_job(project: str, job_id: str) -> ResponseReturnValue:
     row = project_or_404(project, OWN)
     entry = _unmasked(project, job_id, json_object())
     settings = current_app.config["SUNDIAL_SETTINGS"]
@@ -51,7 +54,7 @@ def put_job(project: str, job_id: str):
     return response
 
 
-def _unmasked(project: str, job_id: str, entry: dict) -> dict:
+def _unmasked(project: str, job_id: str, entry: dict[str, Any]) -> dict[str, Any]:
     """The body with the stored values back for the masks a GET showed (engine/masking.py),
     so that an owner's GET and PUT of the same job sends what it sent before."""
     stored = queries().find_job(project, job_id)
@@ -73,14 +76,14 @@ def _refuse_unknown_secrets(project: str, definition: JobDefinition) -> None:
 
 
 @jobs_api.delete(JOB)
-def delete_job(project: str, job_id: str):
+def delete_job(project: str, job_id: str) -> ResponseReturnValue:
     project_or_404(project, OWN)
     ops.delete_job(current_engine(), project, job_id, allow_missing=_flag("allow_missing"), actor=actor())
     return "", 204
 
 
 @jobs_api.post(JOB + ":pause")
-def pause(project: str, job_id: str):
+def pause(project: str, job_id: str) -> ResponseReturnValue:
     project_or_404(project, TRIGGER)
     body = fields(json_object(optional=True), {"reason": str})
     reason = text(body, "reason", MAX_REASON_CHARS)
@@ -88,14 +91,14 @@ def pause(project: str, job_id: str):
 
 
 @jobs_api.post(JOB + ":resume")
-def resume(project: str, job_id: str):
+def resume(project: str, job_id: str) -> ResponseReturnValue:
     project_or_404(project, TRIGGER)
     fields(json_object(optional=True), {})
     return jsonify(full_job_view(ops.resume(current_engine(), project, job_id, actor=actor())))
 
 
 @jobs_api.post(JOB + ":abort")
-def abort(project: str, job_id: str):
+def abort(project: str, job_id: str) -> ResponseReturnValue:
     project_or_404(project, OWN)
     body = fields(json_object(optional=True), {"reason": str})
     reason = text(body, "reason", MAX_REASON_CHARS)
@@ -103,7 +106,7 @@ def abort(project: str, job_id: str):
 
 
 @jobs_api.post(JOB + ":trigger")
-def trigger(project: str, job_id: str):
+def trigger(project: str, job_id: str) -> ResponseReturnValue:
     project_or_404(project, TRIGGER)
     body = fields(json_object(optional=True), {"request_id": str, "scheduled_time": str})
     request_id = text(body, "request_id", MAX_REQUEST_ID_CHARS)
@@ -114,7 +117,7 @@ def trigger(project: str, job_id: str):
 
 
 @jobs_api.post(JOB + ":backfill")
-def backfill(project: str, job_id: str):
+def backfill(project: str, job_id: str) -> ResponseReturnValue:
     project_or_404(project, TRIGGER)  # the same role as a trigger: it is many triggers
     body = fields(json_object(), {"start": str, "end": str, "request_id": str})
     done = backfill_job(current_engine(), project, job_id, instant(body, "start"), instant(body, "end"),
@@ -123,7 +126,7 @@ def backfill(project: str, job_id: str):
 
 
 @jobs_api.post(JOB + "/invocations/<id:invocation_id>:complete")
-def complete(project: str, job_id: str, invocation_id: str):
+def complete(project: str, job_id: str, invocation_id: str) -> ResponseReturnValue:
     # No access check: the caller is a target, and the token is its proof.
     token = _completion_token()
     body = fields(json_object(), {"status": str, "message": str})

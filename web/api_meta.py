@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flask import Blueprint, current_app, jsonify, request
+from flask.typing import ResponseReturnValue
 
 from config.loader import validate_text
 from config.model import PROJECT_ID
@@ -17,7 +18,7 @@ meta_api = Blueprint("api_meta", __name__, url_prefix="/api/v1")
 
 
 @meta_api.post("/validate")
-def validate():
+def validate() -> ResponseReturnValue:
     """Every error of a project config (YAML, or JSON, which YAML reads too), by line.
 
     `?project=ID` also checks the id, as the file name `ID.yaml` would be checked, and,
@@ -44,5 +45,5 @@ def _readable(project: str | None) -> bool:
 
 
 @meta_api.get("/openapi.json")
-def openapi():
+def openapi() -> ResponseReturnValue:
     return jsonify(openapi_document())

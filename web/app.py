@@ -7,10 +7,11 @@ import hmac
 import ipaddress
 import secrets
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Mapping
 
-from flask import Flask, jsonify, request
+from flask import Flask, Response, jsonify, request
 from flask.json.provider import DefaultJSONProvider
+from flask.typing import ResponseReturnValue
 from werkzeug.routing import BaseConverter
 
 from config.limits import MAX_REQUEST_BYTES
@@ -52,9 +53,9 @@ def gatekeepers_from_settings(settings: Settings) -> Gatekeepers:
                        guard_from_settings(settings))
 
 
-def create_app(engine: Engine, settings: Settings, cron_jobs: dict | None = None,
+def create_app(engine: Engine, settings: Settings, cron_jobs: Mapping[str, Callable[[], object]] | None = None,
                queue_depth: Callable[[], int] | None = None, gatekeepers: Gatekeepers | None = None,
-               readiness: Callable[[], tuple[bool, dict]] | None = None) -> Flask:
+               readiness: Callable[[], tuple[bool, dict[str, Any]]] | None = None) -> Flask:
     """An app over a built engine; `cron_jobs` maps cron names to callables;
     `queue_depth` counts waiting tasks where the queue is ours to count; `gatekeepers`
     are made from the settings unless given; `readiness` answers GET /readyz (ready,
@@ -90,23 +91,23 @@ def create_app(engine: Engine, settings: Settings, cron_jobs: dict | None = None
 
     if settings.demo_echo:
         @app.post("/demo/echo")
-        def demo_echo():
+        def demo_echo() -> ResponseReturnValue:
             # The examples' heartbeat target, so that `make run` shows deliveries at once.
             return jsonify({"received": request.headers.get("X-Sundial-Invocation")})
 
     return app
 
 
-def _install_health(app: Flask, readiness: Callable[[], tuple[bool, dict]] | None) -> None:
+def _install_health(app: Flask, readiness: Callable[[], tuple[bool, dict[str, Any]]] | None) -> None:
     # Liveness: the process answers. Nothing here touches storage, so it answers while
     # another process holds the database's write lock.
     @app.get("/healthz")
-    def health():
+    def health() -> ResponseReturnValue:
         return jsonify({"ok": True})
 
     # Readiness: writes succeed and the dispatch loop goes round (503 naming what is wrong).
     @app.get("/readyz")
-    def ready():
+    def ready() -> ResponseReturnValue:
         is_ready, checks = readiness() if readiness is not None else (True, {})
         return jsonify({"ready": is_ready, "checks": checks}), 200 if is_ready else 503
 
@@ -123,13 +124,13 @@ SAFETY_HEADERS = {
 }
 
 
-def _page_safety_headers(response):
+def _page_safety_headers(response: Response) -> Response:
     for name, value in SAFETY_HEADERS.items():
         response.headers.setdefault(name, value)
     return response
 
 
-def _cookie_needs_https(settings) -> bool:
+def _cookie_needs_https(settings: Settings) -> bool:
     """The session cookie travels only over HTTPS unless the server listens on loopback
     (where there is no network to read it on, and no TLS to ask for)."""
     if getattr(settings, "on_app_engine", False):
@@ -141,7 +142,7 @@ def _cookie_needs_https(settings) -> bool:
         return host != "localhost"
 
 
-def install_ui(app: Flask, settings) -> None:
+def install_ui(app: Flask, settings: Settings) -> None:
     """Register the UI's blueprints on `app` and key its session cookie (CSRF tokens)."""
     # Every process on one database shares the task secret, so a form rendered by one
     # server may be posted to another; without one, a key of this process only.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from flask import request
 
@@ -21,7 +21,7 @@ from statemachine.durations import parse_instant
 from web.errors import ApiError
 
 
-def _no_constants(name: str):
+def _no_constants(name: str) -> NoReturn:
     # Python's json reads NaN and Infinity; JSON has neither.
     raise ValueError(f"{name} is not JSON")
 
@@ -33,7 +33,7 @@ def raw_text() -> str:
         raise ApiError("INVALID_ARGUMENT", f"the request body is not UTF-8: {error}") from None
 
 
-def json_object(optional: bool = False) -> dict:
+def json_object(optional: bool = False) -> dict[str, Any]:
     """The body as a JSON object; an empty body is `{}` when `optional`."""
     text = raw_text()
     if not text.strip():
@@ -69,7 +69,7 @@ def nesting_depth(text: str) -> int:
     return deepest
 
 
-def fields(body: dict, allowed: dict[str, type]) -> dict:
+def fields(body: dict[str, Any], allowed: dict[str, type]) -> dict[str, Any]:
     """`body` checked to have only `allowed` fields, each of its type (or null)."""
     unknown = sorted(set(body) - set(allowed))
     if unknown:
@@ -83,16 +83,16 @@ def fields(body: dict, allowed: dict[str, type]) -> dict:
     return body
 
 
-def text(body: dict, name: str, limit: int) -> str:
+def text(body: dict[str, Any], name: str, limit: int) -> str:
     """A string field, at most `limit` characters; '' when absent."""
-    value: Any = body.get(name) or ""
+    value: str = body.get(name) or ""  # a str: `fields` has checked the body's types
     if len(value) > limit:
         raise ApiError("INVALID_ARGUMENT", f"{name}: {len(value):,} characters; at most "
                                            f"{limit:,} are allowed")
     return value
 
 
-def instant(body: dict, name: str) -> datetime:
+def instant(body: dict[str, Any], name: str) -> datetime:
     """A required RFC 3339 field (with an offset or Z), in UTC."""
     found = optional_instant(body, name)
     if found is None:
@@ -100,7 +100,7 @@ def instant(body: dict, name: str) -> datetime:
     return found
 
 
-def optional_instant(body: dict, name: str) -> datetime | None:
+def optional_instant(body: dict[str, Any], name: str) -> datetime | None:
     """An RFC 3339 field (with an offset or Z), in UTC; None when absent."""
     value = body.get(name)
     if value is None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, jsonify, request
+from flask import Flask, Response, jsonify, request
+from flask.typing import ResponseReturnValue
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from config.limits import MAX_REQUEST_BYTES
@@ -70,14 +71,14 @@ def http_code(error: HTTPException) -> str:
     return "INVALID_ARGUMENT" if (error.code or 500) < 500 else "INTERNAL"
 
 
-def error_response(code: str, message: str, details: list[str] | None = None):
+def error_response(code: str, message: str, details: list[str] | None = None) -> tuple[Response, int]:
     body: dict[str, str | list[str]] = {"code": code, "message": message}
     if details:
         body["details"] = details
     return jsonify({"error": body}), STATUS.get(code, 500)
 
 
-def _http_error(error: HTTPException):
+def _http_error(error: HTTPException) -> ResponseReturnValue:
     if isinstance(error, MethodNotAllowed):  # 405
         # A method the path does not have: HTTP's own answer, with its Allow header.
         response, _ = error_response("METHOD_NOT_ALLOWED", f"{request.method} is not allowed here")
@@ -88,10 +89,11 @@ def _http_error(error: HTTPException):
                                                    f"{MAX_REQUEST_BYTES:,} bytes, the limit")
     message = "no such resource" if error.code == 404 else (error.description or error.name)
     response, _ = error_response(http_code(error), message)
-    return response, error.code
+    # An HTTPException of no code keeps the response's own status, as Flask does with None.
+    return response if error.code is None else (response, error.code)
 
 
-def _unexpected(error: Exception):
+def _unexpected(error: Exception) -> tuple[Response, int]:
     # With the traceback: this is a bug to fix, not a request to refuse.
     log.error("api error", exc_info=error, extra={"fields": {"path": request.path}})
     return error_response("INTERNAL", "internal error; the server's log has the details")

@@ -31,12 +31,29 @@ from __future__ import annotations
 import hmac
 import threading
 import time
-from typing import Callable, Mapping, Union
+from typing import Callable, Mapping, Protocol, Union
 
 from werkzeug.datastructures import Headers
 
+from config.settings import Settings
+
 # A request's headers: Werkzeug's, or a plain mapping (tests, tasks built by hand).
 RequestHeaders = Union[Mapping[str, str], Headers]
+
+
+class CertsResponse(Protocol):
+    """What the certificate fetch reads of a google-auth transport `Response`."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def data(self) -> bytes: ...
+
+
+# google-auth's transport `Request`: called with a URL, a method and its keyword options
+# (body, headers, timeout), it answers a transport `Response`. google-auth types neither.
+CertsRequest = Callable[..., CertsResponse]
 
 SECRET_HEADER = "X-Sundial-Task-Secret"
 TASK_HEADER = "X-AppEngine-QueueName"
@@ -50,12 +67,13 @@ class CachedCerts:
     verify_oauth2_token fetches Google's certificates on every call, which would make
     every task cost a round trip to Google."""
 
-    def __init__(self, fetch: Callable, ttl: float = CERTS_TTL_SECONDS, clock=time.monotonic):
+    def __init__(self, fetch: CertsRequest, ttl: float = CERTS_TTL_SECONDS,
+                 clock: Callable[[], float] = time.monotonic):
         self._fetch, self._ttl, self._clock = fetch, ttl, clock
-        self._cache: dict[str, tuple[float, object]] = {}
+        self._cache: dict[str, tuple[float, CertsResponse]] = {}
         self._lock = threading.Lock()
 
-    def __call__(self, url, method="GET", **kwargs):
+    def __call__(self, url: str, method: str = "GET", **kwargs: object) -> CertsResponse:
         now = self._clock()
         with self._lock:
             cached = self._cache.get(url)
@@ -78,7 +96,7 @@ class OidcVerifier:
     """Checks a bearer token: signed by Google, unexpired, for `audience`, and issued
     to `service_account` with a verified email."""
 
-    def __init__(self, service_account: str, audience: str, certs_request: Callable | None = None):
+    def __init__(self, service_account: str, audience: str, certs_request: CertsRequest | None = None):
         self.service_account = service_account
         self.audience = audience
         self._request = certs_request
@@ -89,7 +107,7 @@ class OidcVerifier:
         from google.oauth2 import id_token
 
         try:
-            claims = id_token.verify_oauth2_token(
+            claims = id_token.verify_oauth2_token(  # type: ignore[no-untyped-call]  # unannotated there
                 token, self._certs(), audience=self.audience,
                 clock_skew_in_seconds=CLOCK_SKEW_SECONDS,
             )
@@ -99,7 +117,7 @@ class OidcVerifier:
             return False
         return claims.get("email") == self.service_account and claims.get("email_verified") is True
 
-    def _certs(self) -> Callable:
+    def _certs(self) -> CertsRequest:
         with self._lock:
             if self._request is None:
                 self._request = default_certs_request()
@@ -142,7 +160,7 @@ class Guard:
         return scheme.lower() == "bearer" and bool(token.strip()) and self._verify_token(token.strip())
 
 
-def guard_from_settings(settings) -> Guard:
+def guard_from_settings(settings: Settings) -> Guard:
     """The guard for a running app: App Engine or not, the task secret, and for cron OIDC
     when a service account is configured (audience: the service URL)."""
     account = settings.tasks_service_account

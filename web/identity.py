@@ -23,9 +23,10 @@ import hmac
 import json
 import threading
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
-from web.guard import RequestHeaders, default_certs_request
+from config.settings import Settings
+from web.guard import CertsRequest, RequestHeaders, default_certs_request
 
 ANONYMOUS = "anonymous"
 IAP_HEADER = "X-Goog-IAP-JWT-Assertion"
@@ -89,23 +90,23 @@ class JwtChecker:
     id to PEM certificate or public key, as Google and IAP publish them)."""
 
     def __init__(self, certs_url: str, audience: str, issuers: tuple[str, ...],
-                 fetch: Callable | None = None):
+                 fetch: CertsRequest | None = None):
         self.certs_url, self.audience, self.issuers = certs_url, audience, issuers
         self._fetch = fetch
         self._lock = threading.Lock()
 
-    def claims(self, token: str) -> dict | None:
+    def claims(self, token: str) -> dict[str, Any] | None:
         from google.auth import exceptions as auth_exceptions
         from google.auth import jwt
 
         try:
-            claims = jwt.decode(token, certs=self._certs(), audience=self.audience,
-                                clock_skew_in_seconds=CLOCK_SKEW_SECONDS)
+            claims: dict[str, Any] = jwt.decode(  # type: ignore[no-untyped-call]  # unannotated there
+                token, certs=self._certs(), audience=self.audience, clock_skew_in_seconds=CLOCK_SKEW_SECONDS)
         except (ValueError, KeyError, TypeError, auth_exceptions.GoogleAuthError):
             return None  # bad signature, expired, wrong audience, malformed, keys out of reach
         return claims if claims.get("iss") in self.issuers else None
 
-    def _certs(self) -> dict:
+    def _certs(self) -> dict[str, str]:
         with self._lock:
             if self._fetch is None:
                 self._fetch = default_certs_request()
@@ -113,7 +114,8 @@ class JwtChecker:
         response = fetch(self.certs_url, method="GET")
         if getattr(response, "status", None) != 200:
             raise ValueError(f"certificates unavailable from {self.certs_url}")
-        return json.loads(response.data)
+        certs: dict[str, str] = json.loads(response.data)  # key id -> PEM
+        return certs
 
 
 class Identifier:
@@ -172,7 +174,7 @@ class Identifier:
         raise Unauthenticated("the bearer token is not known or does not verify")
 
 
-def identifier_from_settings(settings, fetch: Callable | None = None) -> Identifier:
+def identifier_from_settings(settings: Settings, fetch: CertsRequest | None = None) -> Identifier:
     """The running app's identifier. Audiences come from the settings:
     `SUNDIAL_IAP_AUDIENCE` (`/projects/NUMBER/apps/PROJECT_ID` behind IAP) and
     `SUNDIAL_ID_TOKEN_AUDIENCE` (default on App Engine: the service URL)."""

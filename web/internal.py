@@ -9,13 +9,14 @@ refused), and a cron call that secret or an OIDC token of the configured service
 from __future__ import annotations
 
 from flask import Blueprint, current_app, jsonify, request
+from flask.typing import ResponseReturnValue
 
 from engine.ports import RetryTask, StoreError, Task
 from statemachine.durations import parse_instant, rfc3339_millis
 from statemachine.vocabulary import TaskKind
 from web.context import current_engine
 from web.errors import classify, error_response
-from web.guard import Guard
+from web.guard import Guard, RequestHeaders
 
 TASK_KINDS = {kind.handler_path: kind for kind in TaskKind}
 
@@ -27,12 +28,12 @@ def _allowed(cron: bool) -> bool:
     return guard.admits(request.headers, cron)
 
 
-def _forbidden():
+def _forbidden() -> ResponseReturnValue:
     return error_response("PERMISSION_DENIED", "internal endpoint")
 
 
 @internal.post("/tasks/<kind>")
-def run_task(kind: str):
+def run_task(kind: str) -> ResponseReturnValue:
     if not _allowed(cron=False):
         return _forbidden()
     if kind not in TASK_KINDS:
@@ -59,7 +60,7 @@ def run_task(kind: str):
     return jsonify({"done": True})
 
 
-def _retried(headers) -> bool:
+def _retried(headers: RequestHeaders) -> bool:
     """Whether Cloud Tasks ran this task before without a 2xx answer: its retry count
     (HTTP tasks, or App Engine tasks) is above 0. Only the queue reaches this
     handler (guard.py), so the header is the queue's."""
@@ -71,7 +72,7 @@ def _retried(headers) -> bool:
 
 
 @internal.get("/cron/<name>")
-def run_cron(name: str):
+def run_cron(name: str) -> ResponseReturnValue:
     if not _allowed(cron=True):
         return _forbidden()
     jobs = current_app.config["SUNDIAL_CRON"]

@@ -8,8 +8,9 @@ from __future__ import annotations
 from functools import partial
 
 from flask import Blueprint, Response, current_app
+from flask.typing import ResponseReturnValue
 
-from engine.metrics import JobSeriesCache, job_gauges
+from engine.metrics import JobSeriesCache, Series, job_gauges
 from engine.ports import StoredJob
 from web.access import readable
 from web.context import current_engine, queries
@@ -20,8 +21,8 @@ JOB_SERIES_TTL = 60.0  # seconds the per-job series of a project are reused (eng
 
 
 @metrics_page.get("/metrics")
-def metrics():
-    gauges: list[tuple[str, dict, float]] = []
+def metrics() -> ResponseReturnValue:
+    gauges: list[Series] = []
     depth = current_app.config.get("SUNDIAL_QUEUE_DEPTH")
     if depth is not None:  # the cloud backend's queue is Cloud Tasks' to report
         gauges.append(("sundial_queue_depth", {}, depth()))
@@ -48,7 +49,7 @@ def _job_series() -> JobSeriesCache:
     if cache is None:
         clock = current_engine().clock
 
-        def summarize(jobs: list[StoredJob]) -> list:
+        def summarize(jobs: list[StoredJob]) -> list[Series]:
             return job_gauges(jobs, clock.now())
         cache = current_app.extensions.setdefault("sundial_job_series", JobSeriesCache(JOB_SERIES_TTL,
                                                                                        summarize=summarize))

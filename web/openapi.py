@@ -32,18 +32,19 @@ _JOB = {"name": "job", "in": "path", "required": True, "example": "reminder-42",
 _INVOCATION = {"name": "invocation", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
 
 
-def _json(schema_name: str) -> dict:
+def _json(schema_name: str) -> dict[str, Any]:
     return {"application/json": {"schema": ref(schema_name)}}
 
 
-def _operation(summary: str, ok: dict, errors: tuple[int, ...], *, params=(), body: str | None = None,
-               body_required: bool = False, description: str = "", secured: bool = True) -> dict:
+def _operation(summary: str, ok: dict[str, Any], errors: tuple[int, ...], *,
+               params: tuple[dict[str, Any], ...] = (), body: str | None = None,
+               body_required: bool = False, description: str = "", secured: bool = True) -> dict[str, Any]:
     responses = dict(ok)
     if _JOB in params:  # an id outside the job id pattern is a 400 on every job path
         errors = (*errors, 400)
     for status in sorted(set(errors) | (set(SECURED) if secured else set())):
         responses[str(status)] = {"description": ERRORS[status], "content": _json("Error")}
-    operation = {"summary": summary, "responses": responses}
+    operation: dict[str, Any] = {"summary": summary, "responses": responses}
     if description:
         operation["description"] = description
     if params:
@@ -53,14 +54,15 @@ def _operation(summary: str, ok: dict, errors: tuple[int, ...], *, params=(), bo
     return operation
 
 
-def _ok(status: int, schema: str | None, description: str) -> dict:
+def _ok(status: int, schema: str | None, description: str) -> dict[str, Any]:
     response: dict[str, object] = {"description": description}
     if schema:
         response["content"] = _json(schema)
     return {str(status): response}
 
 
-def _job_action(summary: str, description: str, body: str | None, errors=(400, 404, 409, 413)) -> dict:
+def _job_action(summary: str, description: str, body: str | None,
+                errors: tuple[int, ...] = (400, 404, 409, 413)) -> dict[str, Any]:
     return {"post": _operation(summary, _ok(200, "Job", "the job afterwards"), errors,
                                params=(_PROJECT, _JOB), body=body, description=description)}
 
@@ -72,7 +74,7 @@ _LABEL = {"name": "label", "in": "query", "schema": {"type": "array", "items": {
                          "within each page, so a page may hold fewer jobs than page_size"}
 
 
-def _paths() -> dict:
+def _paths() -> dict[str, Any]:
     job = "/projects/{project}/jobs/{job}"
     page: tuple[dict[str, Any], ...] = ({"name": "page_size", "in": "query", "schema": {
                 "type": "integer", "minimum": 1, "maximum": limits.MAX_PAGE_SIZE, "default": 50}},
@@ -92,7 +94,7 @@ def _paths() -> dict:
     }
 
 
-def _job_methods() -> dict:
+def _job_methods() -> dict[str, Any]:
     return {
         "get": _operation("Get a job", _ok(200, "Job", "the job"), (404,), params=(_PROJECT, _JOB),
                           description="Also a job removed from its config file (state DISABLED)."),
@@ -113,7 +115,7 @@ def _job_methods() -> dict:
     }
 
 
-def _job_actions(job: str) -> dict:
+def _job_actions(job: str) -> dict[str, Any]:
     return {
     job + ":pause": _job_action("Pause a job", "No occurrence is delivered while paused; occurrences "
                                 "meanwhile are SKIPPED/paused, not caught up.", "PauseRequest"),
@@ -138,7 +140,7 @@ def _job_actions(job: str) -> dict:
     }
 
 
-def _invocation_paths(job: str, page: tuple[dict[str, Any], ...]) -> dict:
+def _invocation_paths(job: str, page: tuple[dict[str, Any], ...]) -> dict[str, Any]:
     invocation = job + "/invocations/{invocation}"
     return {
     job + "/invocations": {"get": _operation(
@@ -162,7 +164,7 @@ def _invocation_paths(job: str, page: tuple[dict[str, Any], ...]) -> dict:
     }
 
 
-def _audit_paths(page: tuple[dict[str, Any], ...]) -> dict:
+def _audit_paths(page: tuple[dict[str, Any], ...]) -> dict[str, Any]:
     size = {**page[0], "schema": {**page[0]["schema"], "default": 100}}
     only_job = {"name": "job", "in": "query", "schema": {"type": "string", "pattern": JOB_ID_PATTERN},
                 "description": "only this job's entries (also a job deleted since)"}
@@ -173,7 +175,7 @@ def _audit_paths(page: tuple[dict[str, Any], ...]) -> dict:
                     "with who did it. Kept as long as invocation history (SUNDIAL_HISTORY_DAYS).")}}
 
 
-def _meta_paths() -> dict:
+def _meta_paths() -> dict[str, Any]:
     return {
     "/validate": {"post": {**_operation(
         "Validate a project config", _ok(200, "ValidationResult", "the errors, by line (none: valid)"),
@@ -197,7 +199,7 @@ def _description() -> str:
 
 
 @lru_cache(maxsize=1)
-def openapi_document() -> dict:
+def openapi_document() -> dict[str, Any]:
     return {
         "openapi": "3.0.3",
         "info": {"title": "Sundial", "version": "1", "description": _description()},

@@ -31,7 +31,7 @@ def install(app: Flask, open_access: bool) -> None:
         return  # callers prove who they are; the ACL decides
 
     @app.before_request
-    def _only_this_machine():
+    def _only_this_machine() -> None:
         host, port = _host_and_port(request.host)
         if not _is_loopback(host):
             raise ApiError("PERMISSION_DENIED", f"host {request.host[:100]!r} is not served: with "

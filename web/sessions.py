@@ -25,8 +25,9 @@ from datetime import timedelta
 
 from flask import current_app, request, session
 
+from engine.ports import MetaStore
 from web.context import current_engine
-from web.identity import Caller, Unauthenticated
+from web.identity import Caller, Identifier, Unauthenticated
 
 SESSION_KEY = "sundial_signed_in"
 SESSION_HOURS = 12
@@ -60,7 +61,7 @@ def sign_out() -> None:
     session.clear()
 
 
-def session_caller(identifier) -> Caller | None:
+def session_caller(identifier: Identifier) -> Caller | None:
     """The caller this request's session cookie signs in, None without one.
 
     :raises Unauthenticated: the session was signed out, or its token is no longer configured.
@@ -104,5 +105,5 @@ def _meta_key(digest: str) -> str:
     return f"ui_signout/{digest[:32]}"
 
 
-def _store():
+def _store() -> MetaStore:
     return current_engine().meta

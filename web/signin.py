@@ -10,6 +10,7 @@ Both forms carry the UI's CSRF token, so no other site can sign a browser in or 
 from __future__ import annotations
 
 from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 
 from web import sessions
 from web.identity import Unauthenticated
@@ -20,12 +21,12 @@ error_pages(signin)
 
 
 @signin.get("/signin")
-def form():
+def form() -> ResponseReturnValue:
     return render_template("ui/signin.html")
 
 
 @signin.post("/signin")
-def sign_in():
+def sign_in() -> ResponseReturnValue:
     if not sessions.csrf_matches():
         flash("The form's security token is missing or stale; try again.", "error")
         return redirect(url_for("signin.form"), code=303)
@@ -41,7 +42,7 @@ def sign_in():
 
 
 @signin.post("/signout")
-def sign_out():
+def sign_out() -> ResponseReturnValue:
     if not sessions.csrf_matches():
         flash("The form's security token is missing or stale; try again.", "error")
         return redirect(url_for("signin.form"), code=303)

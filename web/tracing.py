@@ -9,21 +9,22 @@ request's first hook runs and cleared when it ends (waitress reuses its threads)
 from __future__ import annotations
 
 from flask import Flask, g, request
+from werkzeug.datastructures import Headers
 
 from engine.logs import trace_fields, trace_of
 
 
-def _trace_headers(headers) -> dict[str, str]:
+def _trace_headers(headers: Headers) -> dict[str, str]:
     return {name: headers.get(name, "") for name in ("X-Cloud-Trace-Context", "traceparent")}
 
 
 def install(app: Flask, project: str) -> None:
     """`project`: the Google Cloud project traces are named in (GOOGLE_CLOUD_PROJECT)."""
 
-    def _start_trace():
+    def _start_trace() -> None:
         g.sundial_trace = trace_fields.set(trace_of(_trace_headers(request.headers), project))
 
-    def _end_trace(error=None):
+    def _end_trace(error: BaseException | None = None) -> None:
         token = g.pop("sundial_trace", None)
         if token is not None:
             trace_fields.reset(token)

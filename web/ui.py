@@ -13,13 +13,16 @@ costs a bounded number of reads, whatever the size of the project or the history
 from __future__ import annotations
 
 import logging
+from datetime import datetime
+from typing import Any
 
 from flask import Blueprint, current_app, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from werkzeug.exceptions import HTTPException
 
 from engine.masking import masked_definition
 from engine.metrics import JobSeriesCache
-from engine.ports import ProjectRow
+from engine.ports import InvocationRow, ProjectRow, StoredJob
 from statemachine.shown import shown_state
 from web import access, attention, labels, ui_charts, ui_filters, ui_format
 from web.access import OWN, READ, TRIGGER
@@ -47,13 +50,13 @@ def readable_project(project: str, permission: str = READ) -> ProjectRow:
     return row
 
 
-def buttons(row: ProjectRow) -> dict:
+def buttons(row: ProjectRow) -> dict[str, bool]:
     """Which actions the caller may take: the template shows only these."""
     return {"trigger": access.may(row, TRIGGER), "own": access.may(row, OWN)}
 
 
 @ui.get("/")
-def projects():
+def projects() -> ResponseReturnValue:
     # A project the caller may not read does not exist for them.
     rows = [row for row in queries().projects() if access.may(row, READ)]
     shown = [{"row": row, "job_count": queries().job_count(row.id)} for row in rows]
@@ -71,7 +74,7 @@ def _job_facts(rows: list[ProjectRow]) -> list[attention.JobFacts]:
 
 
 @ui.get("/p/<project>")
-def jobs(project: str):
+def jobs(project: str) -> ResponseReturnValue:
     row = readable_project(project)
     prefix = request.args.get("q", "").strip()
     token = request.args.get("page_token") or None
@@ -80,7 +83,10 @@ def jobs(project: str):
         raise ApiError("INVALID_ARGUMENT", f"no state filter {state!r}; choose one of "
                                            + ", ".join(ui_filters.JOB_FILTERS))
     now = current_engine().clock.now()
-    read = lambda at: queries().jobs_page(project, JOBS_PAGE_SIZE, at, prefix)  # noqa: E731
+
+    def read(at: str | None) -> tuple[list[StoredJob], str | None]:
+        return queries().jobs_page(project, JOBS_PAGE_SIZE, at, prefix)
+
     if state:
         page, next_token = ui_filters.filtered_page(read, token, lambda job: ui_filters.JOB_FILTERS[state](job, now),
                                                     JOBS_PAGE_SIZE)
@@ -98,7 +104,7 @@ def jobs(project: str):
                            job_count=queries().job_count(project), now=now)
 
 
-def _job_line(job, recent, now) -> dict:
+def _job_line(job: StoredJob, recent: list[InvocationRow], now: datetime) -> dict[str, Any]:
     definition = job.definition
     return {
         "job": job,
@@ -117,7 +123,7 @@ def _job_line(job, recent, now) -> dict:
 
 
 @ui.get("/p/<project>/<id:job_id>")
-def job_page(project: str, job_id: str):
+def job_page(project: str, job_id: str) -> ResponseReturnValue:
     row = readable_project(project)
     job = queries().job(project, job_id)
     status = request.args.get("status", "")
@@ -141,7 +147,7 @@ def job_page(project: str, job_id: str):
     )
 
 
-def _view_choices(project: str, job_id: str, timezone: str) -> dict:
+def _view_choices(project: str, job_id: str, timezone: str) -> dict[str, Any]:
     """`?tz=utc|job` (UTC by default, as every other time in the UI and the logs) and
     `?refresh=SECONDS` (off by default), and `here(**changes)`: this page's URL with
     some query parameters changed (None drops one)."""
@@ -154,16 +160,17 @@ def _view_choices(project: str, job_id: str, timezone: str) -> dict:
         raise ApiError("INVALID_ARGUMENT", str(error)) from None
     zone = timezone if tz == "job" else "UTC"
 
-    def here(**changes) -> str:
+    def here(**changes: str | None) -> str:
         args = {**request.args.to_dict(), **changes}
-        return url_for("ui.job_page", project=project, job_id=job_id,
-                       **{key: value for key, value in args.items() if value is not None})
+        # Any: url_for's keywords mix its own options with the route's values.
+        kept: dict[str, Any] = {key: value for key, value in args.items() if value is not None}
+        return url_for("ui.job_page", project=project, job_id=job_id, **kept)
 
     return {"tz": tz, "refresh": refresh, "here": here, "at": lambda value: ui_filters.zoned_text(value, zone)}
 
 
 @ui.get("/p/<project>/<id:job_id>/<id:invocation_id>")
-def invocation_page(project: str, job_id: str, invocation_id: str):
+def invocation_page(project: str, job_id: str, invocation_id: str) -> ResponseReturnValue:
     row = readable_project(project)
     job = queries().job(project, job_id)
     invocation = queries().invocation(project, job_id, invocation_id)
@@ -177,7 +184,7 @@ def invocation_page(project: str, job_id: str, invocation_id: str):
 
 # --- errors as pages ------------------------------------------------------------------------
 
-def _page(code: str, message: str):
+def _page(code: str, message: str) -> ResponseReturnValue:
     status = STATUS.get(code, 500)
     return render_template("ui/error.html", code=code, status=status, message=message), status
 
@@ -190,7 +197,7 @@ def error_pages(blueprint: Blueprint) -> None:
     blueprint.register_error_handler(Exception, _unexpected)
 
 
-def _unexpected(error: Exception):
+def _unexpected(error: Exception) -> ResponseReturnValue:
     log.error("ui error", exc_info=error, extra={"fields": {"path": request.path}})
     return _page("INTERNAL", "internal error; the server's log has the details")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from flask import Blueprint, flash, redirect, request, url_for
+from flask.typing import ResponseReturnValue
 
 from config.limits import MAX_REASON_CHARS
 from engine import operations as ops
@@ -38,7 +39,7 @@ JOB = "/p/<project>/<id:job_id>"
 
 
 @actions.before_request
-def check_csrf():
+def check_csrf() -> None:
     if not csrf_matches():
         raise ApiError("PERMISSION_DENIED", "the form's security token is missing or stale; "
                                             "reload the page and try again")
@@ -51,13 +52,13 @@ def _reason() -> str:
     return reason
 
 
-def _back(project: str, job_id: str, message: str, category: str = "ok"):
+def _back(project: str, job_id: str, message: str, category: str = "ok") -> ResponseReturnValue:
     flash(message, category)
     return redirect(url_for("ui.job_page", project=project, job_id=job_id), code=303)
 
 
 @actions.post(JOB + ":pause")
-def pause(project: str, job_id: str):
+def pause(project: str, job_id: str) -> ResponseReturnValue:
     readable_project(project, TRIGGER)
     reason = _reason()
     ops.pause(current_engine(), project, job_id, reason, actor=actor())
@@ -65,14 +66,14 @@ def pause(project: str, job_id: str):
 
 
 @actions.post(JOB + ":resume")
-def resume(project: str, job_id: str):
+def resume(project: str, job_id: str) -> ResponseReturnValue:
     readable_project(project, TRIGGER)
     ops.resume(current_engine(), project, job_id, actor=actor())
     return _back(project, job_id, "Resumed.")
 
 
 @actions.post(JOB + ":trigger")
-def trigger(project: str, job_id: str):
+def trigger(project: str, job_id: str) -> ResponseReturnValue:
     readable_project(project, TRIGGER)
     try:
         row = ops.trigger(current_engine(), project, job_id, actor=actor())
@@ -84,7 +85,7 @@ def trigger(project: str, job_id: str):
 
 
 @actions.post(JOB + ":abort")
-def abort(project: str, job_id: str):
+def abort(project: str, job_id: str) -> ResponseReturnValue:
     readable_project(project, OWN)
     ops.abort(current_engine(), project, job_id, _reason() or "aborted from the web UI", actor=actor())
     return _back(project, job_id, "Aborted the active invocations.")
@@ -92,7 +93,7 @@ def abort(project: str, job_id: str):
 
 
 @actions.post(JOB + "/<id:invocation_id>:rerun")
-def rerun(project: str, job_id: str, invocation_id: str):
+def rerun(project: str, job_id: str, invocation_id: str) -> ResponseReturnValue:
     """A new invocation with this one's scheduled time; the answer is the new one's page."""
     readable_project(project, TRIGGER)
     engine = current_engine()
@@ -108,7 +109,7 @@ def rerun(project: str, job_id: str, invocation_id: str):
 
 
 @actions.post(JOB + ":backfill")
-def backfill(project: str, job_id: str):
+def backfill(project: str, job_id: str) -> ResponseReturnValue:
     readable_project(project, TRIGGER)
     try:
         done = backfill_job(current_engine(), project, job_id, _utc_field("start"), _utc_field("end"), actor=actor())

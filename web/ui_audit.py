@@ -8,6 +8,8 @@ more bounded read (AUDIT_ROWS entries of one job).
 
 from __future__ import annotations
 
+from typing import Any
+
 from engine.audit import summary
 from web.context import queries
 
@@ -24,7 +26,7 @@ def actor_name(actor: str) -> str:
     return actor
 
 
-def job_audit(project: str, job_id: str) -> list[dict]:
+def job_audit(project: str, job_id: str) -> list[dict[str, Any]]:
     """The job's newest entries, newest first, as the section shows them. The page has
     checked that the caller may read the project."""
     entries, _ = queries().audit(project, job_id, AUDIT_ROWS, None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Callable
 
 from engine.ports import InvocationRow
 from web.ui_filters import duration_text, lateness
@@ -50,7 +51,8 @@ def duration_of(row: InvocationRow) -> timedelta | None:
     return row.finished_time - row.started_time
 
 
-def chart(chart_id: str, title: str, rows: list[InvocationRow], value) -> Chart:
+def chart(chart_id: str, title: str, rows: list[InvocationRow],
+          value: Callable[[InvocationRow], timedelta | None]) -> Chart:
     """`rows` newest first (as the history reads); `value(row)`: a timedelta or None."""
     rows = list(reversed(rows))
     values = [value(row) for row in rows]

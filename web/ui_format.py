@@ -10,6 +10,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import yaml
 
@@ -123,7 +124,8 @@ def last_result(recent: list[InvocationRow]) -> InvocationRow | None:
 
 
 def definition_yaml(definition: JobDefinition) -> str:
-    return yaml.safe_dump(definition.to_dict(), sort_keys=False, allow_unicode=True, default_flow_style=False)
+    text: str = yaml.safe_dump(definition.to_dict(), sort_keys=False, allow_unicode=True, default_flow_style=False)
+    return text
 
 
 def policies(definition: JobDefinition) -> list[tuple[str, str]]:
@@ -132,7 +134,7 @@ def policies(definition: JobDefinition) -> list[tuple[str, str]]:
     return [(name, _short(shown[name])) for name in POLICY_FIELDS if name in shown]
 
 
-def _short(value) -> str:
+def _short(value: object) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{key}: {_short(item)}" for key, item in value.items()) or "—"
     if isinstance(value, (list, tuple)):
@@ -154,7 +156,7 @@ class Attempt:
     notes: list[str] = field(default_factory=list)
 
 
-def attempts(log: list[dict]) -> list[Attempt]:
+def attempts(log: list[dict[str, Any]]) -> list[Attempt]:
     """The attempts a log tells of: when each started, how it ended, what the target answered."""
     found: dict[tuple[int, int], Attempt] = {}
     for entry in log:
@@ -175,7 +177,7 @@ def attempts(log: list[dict]) -> list[Attempt]:
     return sorted(found.values(), key=lambda a: (a.number, a.event))
 
 
-def request_sent(job: StoredJob, row: InvocationRow, service_host: str = "") -> dict:
+def request_sent(job: StoredJob, row: InvocationRow, service_host: str = "") -> dict[str, Any]:
     """The request of the invocation's latest recorded attempt as it was sent
     (engine/sent.py); for an invocation older than that record, its latest attempt
     (event 0) as the job's current definition renders it (without `recorded`).
@@ -186,7 +188,7 @@ def request_sent(job: StoredJob, row: InvocationRow, service_host: str = "") -> 
     return _rendered_request(job, row, service_host)
 
 
-def _recorded_request(record: dict) -> dict:
+def _recorded_request(record: dict[str, Any]) -> dict[str, Any]:
     kind = str(record.get("kind", ""))
     if kind != "http":
         shown = {key: value for key, value in shown_request(record).items() if key != "kind"}
@@ -199,7 +201,7 @@ def _recorded_request(record: dict) -> dict:
             "async": record.get("async", False), "recorded": True}
 
 
-def _rendered_request(job: StoredJob, row: InvocationRow, service_host: str) -> dict:
+def _rendered_request(job: StoredJob, row: InvocationRow, service_host: str) -> dict[str, Any]:
     target = job.definition.target
     context = TemplateContext(
         scheduled_time=row.scheduled_time, timezone=job.definition.timezone,
@@ -224,6 +226,6 @@ def _rendered_request(job: StoredJob, row: InvocationRow, service_host: str) -> 
             "headers": headers, "body": spec.get("body", ""), "async": spec.get("async", False)}
 
 
-def log_extras(entry: dict) -> list[tuple[str, str]]:
+def log_extras(entry: dict[str, Any]) -> list[tuple[str, str]]:
     """An entry's fields besides its time, message and detail."""
     return [(key, _short(value)) for key, value in entry.items() if key not in ("time", "message", "detail", "request")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from engine.masking import masked_definition
 from engine.ports import AuditEntry, InvocationRow, StoredJob
@@ -11,7 +12,7 @@ from statemachine.durations import rfc3339_millis
 from statemachine.shown import next_run, shown_state
 
 
-def time_or_none(value):
+def time_or_none(value: datetime | None) -> str | None:
     return None if value is None else rfc3339_millis(value)
 
 
@@ -20,13 +21,13 @@ JOB_DEFINITION_FIELDS = ("schedule", "at", "overlap", "max_concurrent", "catchup
                          "throttle", "triggers", "disabled", "description", "labels", "jitter", "start", "end")
 
 
-def job_view(job: StoredJob, last: InvocationRow | None, now: datetime) -> dict:
+def job_view(job: StoredJob, last: InvocationRow | None, now: datetime) -> dict[str, Any]:
     """The Job as a reader sees it at `now` (the engine's clock): an occurrence committed
     ahead of its time counts as not started, and as the next run (statemachine/shown.py)."""
     # Credentials are masked for every reader, owners too (engine/masking.py); a PUT of what
     # this shows keeps the stored values for the masks on the same host.
     record, definition = job.record, masked_definition(job.definition)
-    view = {
+    view: dict[str, Any] = {
         "id": record.job_id,
         "project": record.project,
         "source": job.source,
@@ -48,8 +49,8 @@ def job_view(job: StoredJob, last: InvocationRow | None, now: datetime) -> dict:
     return view
 
 
-def invocation_view(row: InvocationRow, with_log: bool = False) -> dict:
-    view = {
+def invocation_view(row: InvocationRow, with_log: bool = False) -> dict[str, Any]:
+    view: dict[str, Any] = {
         "id": row.id,
         "job": row.job_id,
         "project": row.project,
@@ -68,6 +69,6 @@ def invocation_view(row: InvocationRow, with_log: bool = False) -> dict:
     return view
 
 
-def audit_view(entry: AuditEntry) -> dict:
+def audit_view(entry: AuditEntry) -> dict[str, Any]:
     return {"time": rfc3339_millis(entry.time), "actor": entry.actor, "action": entry.action, "job": entry.job_id,
             "detail": entry.detail}

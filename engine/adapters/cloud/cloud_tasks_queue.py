@@ -57,6 +57,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Callable
 
 from google.api_core import exceptions as gexc
 from google.api_core import retry as gretry
@@ -141,7 +142,7 @@ class CloudTasksQueue:
 
     def __init__(
         self,
-        client,
+        client: tasks_v2.CloudTasksClient,
         project: str,
         location: str,
         queue: str,
@@ -166,7 +167,7 @@ class CloudTasksQueue:
         self.client = client
         self.shard_paths = [client.queue_path(project, location, one) for one in chain_queue_ids(queue, shards)]
         self.queue_path = self.shard_paths[0]
-        self._queue_path_of = lambda logical: client.queue_path(
+        self._queue_path_of: Callable[[str], str] = lambda logical: client.queue_path(
             project, location, throttle_queue_id(queue, logical))
         self.service_url = service_url.rstrip("/")
         self.secret = secret
@@ -282,7 +283,7 @@ class QueueSpec:
     max_backoff: timedelta = timedelta(seconds=60)
     max_doublings: int = 10
 
-    def queue(self, client, project: str, location: str) -> tasks_v2.Queue:
+    def queue(self, client: tasks_v2.CloudTasksClient, project: str, location: str) -> tasks_v2.Queue:
         return tasks_v2.Queue(
             name=client.queue_path(project, location, self.queue_id),
             rate_limits=tasks_v2.RateLimits(
@@ -308,7 +309,8 @@ _SETTINGS_MASK = [
 ]
 
 
-def ensure_queue(client, project: str, location: str, spec: QueueSpec, update: bool = True) -> str:
+def ensure_queue(client: tasks_v2.CloudTasksClient, project: str, location: str, spec: QueueSpec,
+                 update: bool = True) -> str:
     """Create the queue, or (with `update`) bring an existing one to `spec`. Idempotent.
 
     Returns "created", "updated" or "exists". (gcloud-tasks-emulator never says
@@ -342,7 +344,8 @@ def throttle_specs(chain_queue: str, throttles: dict[str, int]) -> list[QueueSpe
     ]
 
 
-def provision_queues(client, project: str, location: str, specs: list[QueueSpec]) -> list[tuple[str, str]]:
+def provision_queues(client: tasks_v2.CloudTasksClient, project: str, location: str,
+                     specs: list[QueueSpec]) -> list[tuple[str, str]]:
     """`main.py queues`: create or update each queue; (queue path, what happened) each:
     the chain's queues (every shard) and one per throttle."""
     return [

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any
 
 from google.cloud import ndb
 
@@ -100,15 +101,15 @@ def shard_range(shard: int, before: datetime) -> tuple[str, str]:
     return shard_prefix(shard), f"{shard_prefix(shard)}{before.astimezone(UTC):%Y-%m-%dT%H:%M:%S.%f}"
 
 
-def _json(value) -> str:
+def _json(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _loads(text: str | None, default):
+def _loads(text: str | None, default: Any) -> Any:  # JSON: any value
     return default if not text else json.loads(text)
 
 
-class JobEntity(ndb.Model):
+class JobEntity(ndb.Model):  # type: ignore[misc]  # ndb has no type information
     project = ndb.StringProperty()  # indexed: list_jobs
     job_id = ndb.TextProperty()
     record = ndb.TextProperty()  # record_to_dict(record) as JSON
@@ -126,7 +127,7 @@ class JobEntity(ndb.Model):
         return "Job"
 
 
-class InvocationEntity(ndb.Model):
+class InvocationEntity(ndb.Model):  # type: ignore[misc]  # ndb has no type information
     status = ndb.StringProperty()  # indexed: a job's history by status (index.yaml)
     reason = ndb.TextProperty()
     scheduled_time = ndb.DateTimeProperty(tzinfo=UTC, indexed=False)
@@ -149,7 +150,7 @@ class InvocationEntity(ndb.Model):
         return "Invocation"
 
 
-class ProgressEntity(ndb.Model):
+class ProgressEntity(ndb.Model):  # type: ignore[misc]  # ndb has no type information
     """One part of a fan-out invocation's progress (engine/event_rows.py)."""
 
     value = ndb.TextProperty()  # the part as JSON
@@ -163,7 +164,7 @@ class ProgressEntity(ndb.Model):
         return "Progress"
 
 
-class AuditEntity(ndb.Model):
+class AuditEntity(ndb.Model):  # type: ignore[misc]  # ndb has no type information
     """One operator action (engine/audit.py), a child of its job."""
 
     project = ndb.StringProperty()  # indexed: a project's entries (with entry_id, index.yaml)
@@ -178,7 +179,7 @@ class AuditEntity(ndb.Model):
         return "Audit"
 
 
-class ProjectEntity(ndb.Model):
+class ProjectEntity(ndb.Model):  # type: ignore[misc]  # ndb has no type information
     config_hash = ndb.TextProperty()
     config_error = ndb.TextProperty()
     job_errors = ndb.TextProperty()  # JSON list of strings
@@ -189,7 +190,7 @@ class ProjectEntity(ndb.Model):
         return "Project"
 
 
-class MetaEntity(ndb.Model):
+class MetaEntity(ndb.Model):  # type: ignore[misc]  # ndb has no type information
     value = ndb.TextProperty()
 
     @classmethod
@@ -217,7 +218,7 @@ def progress_key(project: str, job_id: str, invocation_id: str, part: str) -> nd
     return ndb.Key(JobEntity, f"{project}/{job_id}", InvocationEntity, invocation_id, ProgressEntity, part)
 
 
-def progress_entity(key: ndb.Key, value: dict, shards: int = INDEX_SHARDS) -> ProgressEntity:
+def progress_entity(key: ndb.Key, value: dict[str, Any], shards: int = INDEX_SHARDS) -> ProgressEntity:
     scheduled = datetime.fromtimestamp(scheduled_millis(key.parent().id()) / 1000, UTC)
     project, job_id = split_job_name(key.parent().parent().id())
     return ProgressEntity(key=key, value=_json(value), scheduled_time=scheduled,

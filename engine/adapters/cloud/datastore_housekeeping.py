@@ -59,11 +59,11 @@ OLD_CREATED_TIME = ndb.GenericProperty("created_time")
 OLD_SCHEDULED_TIME = ndb.GenericProperty("scheduled_time")
 
 
-def _cursor(token: str | None):
+def _cursor(token: str | None) -> _datastore_query.Cursor | None:
     return _datastore_query.Cursor(urlsafe=token.encode()) if token else None
 
 
-def _token(cursor, more: bool, full: bool) -> str | None:
+def _token(cursor: _datastore_query.Cursor | None, more: bool, full: bool) -> str | None:
     # ndb's fetch_page fills a page while the query has more, so a short page was the
     # last (`more` alone is often True at the end: Datastore cannot always tell).
     return cursor.urlsafe().decode() if more and full and cursor is not None else None

@@ -125,7 +125,7 @@ class DatastoreJobStore:
         committed: list[DatastoreTransaction] = []
         runs = 0
 
-        def run_once():
+        def run_once() -> T:
             nonlocal runs
             runs += 1
             tx = DatastoreTransaction(self)
@@ -136,7 +136,7 @@ class DatastoreJobStore:
 
         try:
             with self.call("transaction"):
-                result = ndb.transaction(run_once, retries=self.retries)
+                result: T = ndb.transaction(run_once, retries=self.retries)
         finally:
             self.count(retries=max(runs - 1, 0))
         tx = committed[-1]
@@ -185,7 +185,7 @@ class DatastoreJobStore:
         with self.context(), storage_errors(what):
             yield
 
-    def _lookup(self, key: ndb.Key):
+    def _lookup(self, key: ndb.Key) -> ndb.Model | None:
         entity = key.get()
         self.count(reads=1)
         return entity
@@ -213,8 +213,8 @@ class DatastoreJobStore:
         self.count(reads=len(keys), lookups=1)
         return {key: invocation_row(entity) for key, entity in zip(keys, entities) if entity is not None}
 
-    def _fetch(self, query: ndb.Query, **options) -> list:
-        results = query.fetch(**options)
+    def _fetch(self, query: ndb.Query, **options: object) -> list[ndb.Model]:
+        results: list[ndb.Model] = query.fetch(**options)
         self.count(queries=1, reads=0 if options.get("keys_only") else len(results))
         return results
 

@@ -49,7 +49,7 @@ class DatastoreTransaction:
         self.tasks: list[Task] = []
         self._task_names: set[str] = set()
 
-    def _get(self, key: ndb.Key):
+    def _get(self, key: ndb.Key) -> ndb.Model | None:
         if key in self.writes:
             return self.writes[key]
         if key not in self._read:

@@ -23,7 +23,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Protocol
 
 from engine.secrets import SecretError, UnknownSecret, secret_manager_id
 
@@ -57,11 +57,25 @@ class _Flight:
         return self.value
 
 
+class SessionResponse(Protocol):
+    """What is read of an answer: a requests `Response`'s."""
+
+    status_code: int
+
+    def json(self) -> Any: ...  # the decoded JSON body: any value
+
+
+class Session(Protocol):
+    """What is used of a google-auth AuthorizedSession: its `get`."""
+
+    def get(self, url: str, *, timeout: float) -> SessionResponse: ...
+
+
 class SecretManagerSecrets:
     """Reads `latest` versions through Secret Manager's REST API; `session` is a
     google-auth AuthorizedSession (or anything with its `get`)."""
 
-    def __init__(self, project: str, session=None, base_url: str = SECRET_MANAGER_URL,
+    def __init__(self, project: str, session: Session | None = None, base_url: str = SECRET_MANAGER_URL,
                  clock: Callable[[], float] = time.monotonic):
         self._project, self._session, self._base = project, session, base_url.rstrip("/")
         self._clock = clock
@@ -128,11 +142,11 @@ class SecretManagerSecrets:
         except (KeyError, ValueError, UnicodeDecodeError):
             raise SecretError(f"secret {name!r}: not UTF-8 text") from None
 
-    def _authorized(self):
+    def _authorized(self) -> Session:
         if self._session is None:
             import google.auth
             from google.auth.transport.requests import AuthorizedSession
 
             credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
-            self._session = AuthorizedSession(credentials)
+            self._session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]  # unannotated there
         return self._session

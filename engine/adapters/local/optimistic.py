@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 from engine.adapters.local import sqlite_rows as sql
+from engine.adapters.local.record_cache import RecordCache
 from engine.ports import AuditEntry, InvocationRow, ProjectRow, StoredJob, Task
 
 
@@ -41,7 +42,7 @@ class BufferedTransaction:
     (`reader`); it has no connection to offer a body (see `conn`).
     """
 
-    def __init__(self, reader: sqlite3.Connection, records: sql.RecordCache):
+    def __init__(self, reader: sqlite3.Connection, records: RecordCache):
         self._reader, self._records = reader, records
         self.earliest_eta: datetime | None = None
         self._reads: dict[sql.Row, sql.Row | None] = {}  # (kind, key...) -> the row as first read

@@ -16,7 +16,7 @@ import sqlite3
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from engine.logs import log_event
 from engine.metrics import Metrics
@@ -68,7 +68,7 @@ class StorageHealth:
                   thread=threading.current_thread().name,
                   hint="nothing of this transaction was stored; its work is tried again later")
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         """{"ok": ..., "seconds_ago": ..., "error": ...} of the latest write, on the readyz page."""
         with self._lock:
             last, oldest = self._last, min(self._writing.values(), default=None)
@@ -112,11 +112,11 @@ class Readiness:
         """`seconds_since_round`: the dispatcher's (None before its first round)."""
         self.storage, self._seconds_since_round = storage, seconds_since_round
 
-    def report(self) -> tuple[bool, dict]:
+    def report(self) -> tuple[bool, dict[str, Any]]:
         checks = {"storage": self.storage.state(), "dispatcher": self._dispatcher_state()}
         return all(check["ok"] for check in checks.values()), checks
 
-    def _dispatcher_state(self) -> dict:
+    def _dispatcher_state(self) -> dict[str, Any]:
         seconds = self._seconds_since_round()
         if seconds is None:
             return {"ok": False, "error": "the dispatch loop has not run yet"}

@@ -77,7 +77,7 @@ def _middle(policy: JobPolicy) -> str:
     return text
 
 
-_MIDDLES: dict[tuple, str] = {}
+_MIDDLES: dict[tuple[object, ...], str] = {}
 
 
 def _spell_middle(policy: JobPolicy) -> str:

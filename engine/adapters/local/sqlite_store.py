@@ -22,11 +22,12 @@ from typing import Callable, Iterator, Mapping, TypeVar
 
 from engine.adapters.local.commits import CommitStrategy, LockedCommits
 from engine.adapters.local.readiness import StorageHealth
+from engine.adapters.local.record_cache import RecordCache
 from engine.adapters.local.schema import create_private, migrate
 from engine.adapters.local.sqlite_rows import (
     IDS_PER_QUERY,
     JOB_COLUMNS,
-    RecordCache,
+    Row,
     SqliteFile,
     SqliteTransaction,
     audit_from_row,
@@ -230,7 +231,7 @@ class SqliteJobStore:
                         job_from_row(row[1:], self.records)
         return found
 
-    def _holds_still(self, row: tuple, job: StoredJob, record_text: str) -> bool:
+    def _holds_still(self, row: Row, job: StoredJob, record_text: str) -> bool:
         """Whether a row (JOB_COLUMNS) is `job` as written with `record_text`."""
         text, definition, source, config_error, deleted = row
         return (text == record_text and definition == self.records.definition_text(job.definition)
