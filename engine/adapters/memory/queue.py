@@ -80,10 +80,18 @@ class MemoryTaskQueue:
             return sorted(self._ids)
 
     def clear(self) -> None:
-        """Lose every task (a test of what the watchdog repairs)."""
+        """Lose every task: a fault to simulate (what the watchdog repairs)."""
         with self._lock:
             self._tasks.clear()
             self._ids.clear()
+
+    def shift_etas(self, by: timedelta) -> None:
+        """Move every task's ETA by `by`: a fault to simulate (a negative `by` is a
+        queue handing tasks over early, as Cloud Tasks' inexact ETA or another
+        machine's clock would)."""
+        with self._lock:
+            for queued in self._tasks.values():
+                queued.eta += by
 
     def _drop(self, task_id: int) -> None:
         queued = self._tasks.pop(task_id, None)

@@ -55,7 +55,11 @@ class MemoryTransaction:
                 if invocation_id in stored or (project, job_id, invocation_id) in self.writes.invocations}
 
     def get_progress(self, project: str, job_id: str, invocation_id: str, part: str) -> dict[str, Any] | None:
-        return self.list_progress(project, job_id, invocation_id).get(part)
+        key = (project, job_id, invocation_id)
+        value = self.writes.progress.get(key, {}).get(part)
+        if value is None:
+            value = self.tables.progress.get(key, {}).get(part)
+        return None if value is None else copy_value(value)
 
     def put_progress(self, project: str, job_id: str, invocation_id: str, part: str, value: dict[str, Any]) -> None:
         self.writes.progress.setdefault((project, job_id, invocation_id), {})[part] = copy_value(value)
