@@ -22,7 +22,7 @@ def make_harness(request, backend_name, tmp_path):
 
     def make(tuning=None) -> Harness:
         if backend_name == "sqlite":
-            return Harness(tmp_path, tuning)
+            return Harness(tmp_path, tuning, sqlite=True)
         from tests.contract.backends import DatastoreBackend, FirestoreBackend
 
         kind = FirestoreBackend if backend_name == "firestore" else DatastoreBackend
