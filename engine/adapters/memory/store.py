@@ -66,7 +66,9 @@ class MemoryJobStore:
     def shared_secret(self, generate: Callable[[], str]) -> str:
         """The secret this process puts on its tasks: made once, then kept."""
         with self.tables.lock:
-            return self.tables.meta.setdefault("task_secret", generate())
+            if "task_secret" not in self.tables.meta:
+                self.tables.meta["task_secret"] = generate()
+            return self.tables.meta["task_secret"]
 
     # --- the watchdog's index ----------------------------------------------------------
 
