@@ -81,3 +81,18 @@ def test_the_watchdog_pages_by_a_cursor_that_a_deferral_does_not_shift():
     page, cursor = store.jobs_due_for_watchdog(now, 2, cursor)
     assert page == [("proj", "job-2"), ("proj", "job-3")]
     assert store.jobs_due_for_watchdog(now, 2, cursor) == ([("proj", "job-4")], None)
+
+
+def test_reading_one_progress_part_copies_that_part_alone(monkeypatch):
+    # A fan-out's event reads its own part: copying all of them made a 600-event
+    # completion report quadratic (3 s instead of 0.4 s).
+    from engine.adapters.memory import transaction
+
+    store, _ = build_memory_backend()
+    parts = {f"event/{i}": {"state": i} for i in range(50)}
+    store.run_in_transaction(lambda tx: [tx.put_progress("proj", "job", "inv", p, v) for p, v in parts.items()])
+    copied = []
+    real = transaction.copy_value
+    monkeypatch.setattr(transaction, "copy_value", lambda value: copied.append(value) or real(value))
+    assert store.run_in_transaction(lambda tx: tx.get_progress("proj", "job", "inv", "event/7")) == {"state": 7}
+    assert len(copied) == 1
