@@ -96,3 +96,15 @@ def test_reading_one_progress_part_copies_that_part_alone(monkeypatch):
     monkeypatch.setattr(transaction, "copy_value", lambda value: copied.append(value) or real(value))
     assert store.run_in_transaction(lambda tx: tx.get_progress("proj", "job", "inv", "event/7")) == {"state": 7}
     assert len(copied) == 1
+
+
+def test_the_shared_secret_is_made_once_and_its_maker_not_called_again():
+    store, _ = build_memory_backend()
+    made = []
+
+    def generate() -> str:
+        made.append(1)
+        return f"secret-{len(made)}"
+
+    assert store.shared_secret(generate) == store.shared_secret(generate) == "secret-1"
+    assert made == [1]
