@@ -20,6 +20,7 @@ from engine.adapters.cloud.datastore_store import DatastoreJobStore
 from engine.adapters.local.dispatcher import InlineDispatcher
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.adapters.memory import build_memory_backend
 from tests.contract.queues import EtaQueue
 
 # Fewer shards of the indexed times than production's 256 (datastore_entities.py): each
@@ -53,6 +54,31 @@ class SqliteBackend:
             return sorted(name for (name,) in conn.execute("SELECT name FROM tasks"))
         finally:
             conn.close()
+
+    def run_due(self, now: datetime, handle) -> int:
+        return InlineDispatcher(self.queue, handle, FixedClock(now)).run_due_now()
+
+    def next_wake(self) -> datetime | None:
+        # The epoch as "now": only unleased tasks count as free, as in the ETA queue.
+        return self.queue.next_wake(datetime.fromtimestamp(0, timezone.utc))
+
+    def interfere(self, project: str, job_id: str) -> bool:
+        return False  # another writer would wait for the running transaction
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryBackend:
+    name = "memory"
+    # Its transactions are serialized under one lock: a body never runs twice.
+    reruns_on_conflict = False
+
+    def __init__(self):
+        self.store, self.queue = build_memory_backend()
+
+    def queued_names(self) -> list[str]:
+        return self.queue.names()
 
     def run_due(self, now: datetime, handle) -> int:
         return InlineDispatcher(self.queue, handle, FixedClock(now)).run_due_now()

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.contract.backends import DatastoreBackend, FirestoreBackend, SqliteBackend
+from tests.contract.backends import DatastoreBackend, FirestoreBackend, MemoryBackend, SqliteBackend
 
 
-@pytest.fixture(params=["sqlite", "datastore", "firestore"])
+@pytest.fixture(params=["sqlite", "memory", "datastore", "firestore"])
 def backend(request, tmp_path):
     if request.param == "sqlite":
         made = SqliteBackend(tmp_path)
+    elif request.param == "memory":
+        made = MemoryBackend()
     elif request.param == "firestore":
         made = FirestoreBackend(request.getfixturevalue("firestore"))
     else:

@@ -1,4 +1,8 @@
-"""A real SQLite store and queue, a fake clock, tasks run inline: the engine in milliseconds.
+"""The in-memory store and queue (engine/adapters/memory), a fake clock, tasks run
+inline: the engine in milliseconds.
+
+- `Harness(tmp_path, sqlite=True)` runs it on a real SQLite store and queue in
+  `tmp_path` instead, for what is about that backend (its file, its processes).
 
 The fault-injection suite (tests/faults) drives the same harness harder:
 - `Harness(tmp_path, backend=...)` runs it on another store and queue (a backend
@@ -26,6 +30,7 @@ from typing import Callable
 from engine.adapters.local.dispatcher import InlineDispatcher
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.adapters.memory import build_memory_backend
 from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.ports import ConflictError, DeliveryResult, StoreError
 from engine.service import build_engine
@@ -102,7 +107,7 @@ LOSE_TASKS = "lose-tasks"
 
 
 class FlakyStore:
-    """Wraps a real store (SQLite, Datastore): fails or re-runs transactions on demand.
+    """Wraps a store (in-memory, SQLite, Datastore): fails or re-runs transactions on demand.
 
     `fault(step)` is asked before every transaction, with the step of the chain
     it belongs to (see `Harness.tag_steps`; "" when untagged), and answers None
@@ -230,12 +235,19 @@ class Periodic:
 
 
 class Harness:
-    def __init__(self, tmp_path, tuning: Tuning | None = None, backend=None, defer_finishes: bool | None = None):
-        """On the real SQLite store and queue, or on `backend` (see the module's doc);
-        `defer_finishes` as build_engine takes it."""
+    def __init__(self, tmp_path=None, tuning: Tuning | None = None, backend=None, defer_finishes: bool | None = None,
+                 sqlite: bool = False):
+        """On the in-memory store and queue, on SQLite in `tmp_path` (`sqlite`), or on
+        `backend` (see the module's doc); `defer_finishes` as build_engine takes it."""
         self.clock = FakeClock()
         self.backend = backend
-        inner = backend.store if backend is not None else SqliteJobStore(tmp_path / "sundial.db")
+        if backend is not None:
+            inner = backend.store
+        elif sqlite:
+            inner = SqliteJobStore(tmp_path / "sundial.db")
+            self.queue = SqliteTaskQueue(inner)
+        else:
+            inner, self.queue = build_memory_backend()
         self.store = FlakyStore(inner)
         self.target = RecordingTarget()
         targets = {"http": self.target, "noop": self.target}
@@ -243,7 +255,6 @@ class Harness:
                                    defer_finishes=defer_finishes, sleep=self.clock.sleep)
         self.sources: list = []  # more things with next_wake() and run_due(now)
         if backend is None:
-            self.queue = SqliteTaskQueue(self.store.inner)
             self.dispatcher = InlineDispatcher(self.queue, self.engine.tasks.handle, self.clock)
         else:
             self.handle = self.engine.tasks.handle

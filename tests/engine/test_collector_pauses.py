@@ -10,7 +10,7 @@ import gc
 import pytest
 
 from app.importer import import_directory
-from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.adapters.memory import build_memory_backend
 from engine.collector import BulkPause, collector_paused, settle_collector
 from tests.engine.test_import_batches import engine_on
 
@@ -51,7 +51,7 @@ def test_an_import_pauses_the_collector_only_while_it_parses_and_applies(tmp_pat
     configs = tmp_path / "configs"
     configs.mkdir()
     (configs / "p.yaml").write_text("jobs:\n  - id: a\n    schedule: '0 9 * * *'\n    target: {noop: {}}\n")
-    engine = engine_on(SqliteJobStore(tmp_path / "s.db"))
+    engine = engine_on(build_memory_backend()[0])
     seen = []
     real = engine.configs.import_project
     monkeypatch.setattr(engine.configs, "import_project",

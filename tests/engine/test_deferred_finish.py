@@ -160,7 +160,7 @@ def test_the_sqlite_store_writes_every_finish_to_the_job_record_at_once(tmp_path
     # Leaving a finish to its row spares a Datastore entity write; on SQLite it cost more
     # (the step replayed twice: to check the deferral, and at the job's next step) than
     # the row write it spared, so the embedded backend does not defer.
-    h = Harness(tmp_path)
+    h = Harness(tmp_path, sqlite=True)
     h.define()
     h.run_until(START + timedelta(minutes=1, seconds=5))
     [row] = h.invocations()
@@ -171,14 +171,14 @@ def test_the_sqlite_store_writes_every_finish_to_the_job_record_at_once(tmp_path
 def test_a_database_left_with_deferred_finishes_has_them_settled_by_a_store_that_writes_at_once(tmp_path):
     # A finish an earlier version left to its row must still be replayed at the job's next
     # step; the store looks for any when it opens, and replays nothing once none is left.
-    before = Harness(tmp_path, defer_finishes=True)
+    before = Harness(tmp_path, defer_finishes=True, sqlite=True)
     before.define()
     before.run_until(START + timedelta(minutes=1, seconds=5))
     [first] = before.invocations()
     assert _raw_active(before) == [first.id]
     assert SqliteJobStore(tmp_path / "sundial.db").holds_deferred_finishes
 
-    after = Harness(tmp_path)  # the same file, opened as this version opens it
+    after = Harness(tmp_path, sqlite=True)  # the same file, opened as this version opens it
     after.clock.current = before.clock.now()
     after.run_until(START + timedelta(minutes=2, seconds=5))
     rows = after.invocations()

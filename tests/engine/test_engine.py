@@ -107,7 +107,7 @@ def test_a_failure_between_delivery_and_result_redelivers_under_the_same_id(h):
 def test_watchdog_repairs_a_job_whose_tasks_were_purged(h):
     h.define()
     h.run_until(START + timedelta(minutes=1, seconds=5))
-    h.store.inner.connection().execute("DELETE FROM tasks")
+    h.queue.clear()
     h.clock.advance(minutes=1)  # the 10:02 tick is lost
     assert h.dispatcher.run_due_now() == 0
     h.clock.advance(seconds=30)  # past tick time + grace
@@ -134,7 +134,7 @@ def test_catch_up_after_downtime_follows_the_policy(tmp_path):
 def test_an_early_tick_goes_back_to_the_queue(h):
     h.define()
     h.clock.advance(seconds=59, milliseconds=800)  # 200 ms early
-    h.store.inner.connection().execute("UPDATE tasks SET eta = eta - 1")
+    h.queue.shift_etas(timedelta(seconds=-1))
     assert h.dispatcher.run_due_now() == 1
     assert h.invocations() == []
     assert h.queue.next_wake(h.clock.current) > h.clock.current
@@ -151,10 +151,9 @@ def test_retention_removes_old_finished_history_only(h):
 
 def test_reimporting_an_unchanged_project_writes_nothing(h):
     h.define(content="v1")
-    conn = h.store.inner.connection()
-    before = conn.total_changes
+    before = h.store.counters["writes"]
     h.define(content="v1")
-    assert conn.total_changes == before
+    assert h.store.counters["writes"] == before
 
 
 def test_a_job_removed_from_its_config_is_disabled_and_keeps_history(h):
@@ -191,7 +190,7 @@ def test_failed_attempts_are_retried_and_logged(h):
 def test_a_short_tuning_is_honoured_by_the_watchdog(tmp_path):
     h = Harness(tmp_path, Tuning(tick_grace=timedelta(seconds=2)))
     h.define()
-    h.store.inner.connection().execute("DELETE FROM tasks")
+    h.queue.clear()
     h.clock.advance(minutes=1, seconds=3)
     assert h.engine.maintenance.run_watchdog() == 1
     h.run_until(h.clock.current + timedelta(seconds=1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from app.importer import import_directory
 from engine import config_import
-from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.adapters.memory import build_memory_backend
 from engine.clock import SystemClock
 from engine.service import build_engine
 from engine.targets import build_targets
@@ -20,7 +20,7 @@ def test_a_long_import_shows_progress_and_a_broken_file_is_an_error(tmp_path, lo
                    for i in range(5))
     (configs / "big.yaml").write_text("jobs:\n" + jobs)
     (configs / "broken.yaml").write_text("jobs: [\n")
-    store = SqliteJobStore(tmp_path / "s.db")
+    store, _ = build_memory_backend()
     store.jobs_per_commit = 1  # progress is counted per transaction: one job each here
     built = build_engine(store, build_targets("local"), SystemClock(), Tuning(), secret=b"t")
     import_directory(built.configs, configs)

@@ -12,7 +12,7 @@ import pytest
 
 from app.file_signatures import DOUBT_SECONDS, FileSignatures
 from app.importer import import_directory
-from engine.adapters.local.sqlite_store import SqliteJobStore
+from engine.adapters.memory import build_memory_backend
 from engine.clock import SystemClock
 from engine.service import build_engine
 from engine.targets import build_targets
@@ -33,13 +33,13 @@ def _project(schedule: str) -> str:
 
 @pytest.fixture
 def setup(tmp_path, monkeypatch):
-    """A real store and engine, a configs directory with one project file, and a count
+    """An in-memory store, a real engine, a configs directory with one project file, and a count
     of the files read."""
     configs = tmp_path / "configs"
     configs.mkdir()
     path = configs / "p.yaml"
     path.write_text(_project("0 0 3 * * ?"))
-    store = SqliteJobStore(tmp_path / "s.db")
+    store, _ = build_memory_backend()
     engine = build_engine(store, build_targets("local"), SystemClock(), Tuning(), secret=b"t")
     reads = []
     real_read = pathlib.Path.read_bytes

@@ -81,7 +81,7 @@ def holds(h: Harness) -> list[tuple]:
 
 @pytest.fixture
 def h(tmp_path):
-    return Harness(tmp_path)
+    return Harness(tmp_path, sqlite=True)  # the process registry and attempt holds are SQLite's
 
 
 def _in_flight_at_a_kill(h: Harness, retry: RetryPolicy, identity: ProcessIdentity):

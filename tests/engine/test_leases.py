@@ -52,7 +52,7 @@ class Process:
 
 @pytest.fixture
 def h(tmp_path):
-    harness = Harness(tmp_path)
+    harness = Harness(tmp_path, sqlite=True)  # the process registry and attempt holds are SQLite's
     harness.clock = MonoClock()
     harness.define()  # every minute
     return harness

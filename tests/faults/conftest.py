@@ -1,7 +1,8 @@
-"""Each engine-level fault runs on the embedded backend (SQLite store and queue)
-and on the cloud store through the emulators: Datastore, and in long runs the Firestore
-emulator in Datastore mode (tests/support/cloud_stores.py), with the contract suite's
-EtaQueue standing in for Cloud Tasks (tests/contract/backends.py)."""
+"""Each engine-level fault runs on the embedded backend (SQLite store and queue), on
+the in-memory one (engine/adapters/memory, at the emulators' small scale) and on the
+cloud store through the emulators: Datastore, and in long runs the Firestore emulator
+in Datastore mode (tests/support/cloud_stores.py), with the contract suite's EtaQueue
+standing in for Cloud Tasks (tests/contract/backends.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from tests.engine.harness import Harness
 from tests.support.cloud_stores import FIRESTORE_IN_LONG_RUNS
 
 
-@pytest.fixture(params=["sqlite", "datastore", FIRESTORE_IN_LONG_RUNS])
+@pytest.fixture(params=["sqlite", "memory", "datastore", FIRESTORE_IN_LONG_RUNS])
 def backend_name(request):
     return request.param
 
@@ -22,6 +23,8 @@ def make_harness(request, backend_name, tmp_path):
 
     def make(tuning=None) -> Harness:
         if backend_name == "sqlite":
+            return Harness(tmp_path, tuning, sqlite=True)
+        if backend_name == "memory":
             return Harness(tmp_path, tuning)
         from tests.contract.backends import DatastoreBackend, FirestoreBackend
 

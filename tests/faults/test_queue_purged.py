@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta
 
+from engine.adapters.memory import MemoryTaskQueue
 from statemachine.policy import Catchup, Tuning
 from tests.engine.harness import START, Harness
 from tests.faults.support import (
@@ -33,7 +34,9 @@ TUNING = Tuning(tick_grace=timedelta(seconds=30), late_tolerance=timedelta(secon
 
 
 def purge(h: Harness) -> None:
-    if h.backend is None:
+    if h.backend is None and isinstance(h.queue, MemoryTaskQueue):
+        h.queue.clear()
+    elif h.backend is None:
         h.store.inner.connection().execute("DELETE FROM tasks")
     else:
         h.backend.queue.__init__()  # the stand-in for Cloud Tasks forgets everything

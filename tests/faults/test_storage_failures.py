@@ -53,7 +53,13 @@ DATASTORE_STEPS = (EVERY_STEP,) + (STEPS if SCALE >= 2 else ())
 
 @pytest.mark.parametrize("step", STEPS + (EVERY_STEP,))
 def test_storage_failing_at_one_step_of_the_chain(tmp_path, step):
-    run_storage_trial(Harness(tmp_path), step, sqlite=True)
+    run_storage_trial(Harness(tmp_path, sqlite=True), step, sqlite=True)
+
+
+@pytest.mark.parametrize("step", STEPS + (EVERY_STEP,))
+def test_storage_failing_at_one_step_of_the_chain_in_memory(step):
+    # The in-memory backend commits its tasks with its writes, as SQLite does.
+    run_storage_trial(Harness(), step, sqlite=True)
 
 
 @pytest.mark.parametrize("step", DATASTORE_STEPS)

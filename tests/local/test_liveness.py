@@ -76,7 +76,7 @@ def test_a_database_of_the_schema_before_holds_is_upgraded_in_place_and_works(tm
     # The database as today's release makes it: schema 6 (this branch writes the same
     # rows into the tables both have), with an attempt in flight when the process died.
     monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:6])
-    old = Harness(tmp_path)
+    old = Harness(tmp_path, sqlite=True)
     old.define(retry=RetryPolicy(2))
     old.run_until(START + timedelta(seconds=59))
     old.clock.current = START + timedelta(minutes=1)

@@ -16,6 +16,7 @@ grows with fan-out, buffered occurrences, catch-up backlog or history shows.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -61,17 +62,33 @@ def largest_in_datastore(client) -> LargestRecord:
     return largest
 
 
+def largest_in_memory(store) -> LargestRecord:
+    """The largest record of a MemoryJobStore, as the other stores would hold its text."""
+    from statemachine.record import record_to_dict
+
+    largest = LargestRecord()
+    for job in store.tables.jobs.values():
+        size = len(json.dumps(record_to_dict(job.record), separators=(",", ":")).encode("utf-8"))
+        if size > largest.bytes:
+            largest = LargestRecord(size, f"{job.record.project}/{job.record.job_id}")
+    return largest
+
+
 def largest_job_record(store) -> LargestRecord:
-    """The largest record in `store`: a SqliteJobStore, a DatastoreJobStore, or a
-    wrapper of one that has it as `inner` (tests/engine/harness.py's FlakyStore)."""
+    """The largest record in `store`: a SqliteJobStore, a DatastoreJobStore, a
+    MemoryJobStore, or a wrapper of one that has it as `inner` (tests/engine/harness.py's
+    FlakyStore)."""
     from engine.adapters.cloud.datastore_store import DatastoreJobStore
     from engine.adapters.local.sqlite_store import SqliteJobStore
+    from engine.adapters.memory import MemoryJobStore
 
     store = getattr(store, "inner", store)
     if isinstance(store, SqliteJobStore):
         return largest_in_sqlite(store.path)
     if isinstance(store, DatastoreJobStore):
         return largest_in_datastore(store.client)
+    if isinstance(store, MemoryJobStore):
+        return largest_in_memory(store)
     raise TypeError(f"no way to measure the job records of a {type(store).__name__}")
 
 

@@ -69,7 +69,7 @@ def open_sqlite(release: str, directory: Path) -> Opened:
     shutil.copyfile(FIXTURES / release / "sqlite.db", path)
     before = schema_version(path)
     records_at_open, keys_at_open = sqlite_records(path), sqlite_keys(path)
-    harness = Harness(directory)  # SqliteJobStore(directory / "sundial.db"): migrates
+    harness = Harness(directory, sqlite=True)  # SqliteJobStore(directory / "sundial.db"): migrates
     return Opened(facts_of(release, "sqlite"), harness, lambda: sqlite_records(path), records_at_open,
                   lambda: sqlite_keys(path), keys_at_open, (before, schema_version(path)))
 
