@@ -16,6 +16,7 @@ _POINTER = re.compile(r"`([A-Za-z_]\w*)\.([A-Za-z_]\w*)`")
 # (`retry.max_attempts`, `app.yaml`, `http.client`).
 NOT_CODE = {"retry", "fanout", "catchup", "app", "cron", "http"}
 OUTSIDE_FILES = {"dev_appserver.py"}  # the Google Cloud CLI's
+FILE_KINDS = {"py", "yaml", "json", "md", "txt", "toml", "ini", "db"}  # `queue.yaml` names a file
 
 
 def _python_files() -> list[Path]:
@@ -48,7 +49,7 @@ def _missing_files(text: str, modules: dict[str, list[Path]]) -> list[str]:
 def _missing_pointers(text: str, modules: dict[str, list[Path]], classes: dict[str, list[Path]]) -> list[str]:
     missing = []
     for owner, name in sorted(set(_POINTER.findall(text))):
-        places = [] if owner in NOT_CODE or name == "py" else modules.get(owner) or classes.get(owner) or []
+        places = [] if owner in NOT_CODE or name in FILE_KINDS else modules.get(owner) or classes.get(owner) or []
         if places and not any(_defines(path, name) for path in places):
             missing.append(f"{owner}.{name}")
     return missing
