@@ -18,7 +18,6 @@ from app.loops import PeriodicLoop
 from app.processes import DispatcherProcesses
 from app.stopping import StopTimes
 from config.settings import Settings
-from engine.adapters.local.commits import GroupCommits, LockedCommits
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
 from engine.adapters.local.early_ticks import local_tuning
 from engine.adapters.local.integrity import backup_database as backup_database  # for cli/backup.py
@@ -158,10 +157,6 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     """The embedded backend: SQLite store and queue, in-process dispatcher; with
     `children`, a server gets settings.processes - 1 dispatcher-only processes beside it."""
     clock = clock or SystemClock()
-    # With several processes on the database, each holds its write lock only to commit,
-    # for many threads at once; in one process that costs more than it saves
-    # (engine/adapters/local/commits.py).
-    commits = GroupCommits if settings.processes > 1 else LockedCommits
     if role is Role.SERVER:  # (a child starts once its server has checked the file)
         refuse_damaged_database(settings.db_path)
     wakeup = Wakeup()  # the dispatcher's, woken by this process's commits of earlier tasks
@@ -169,7 +164,7 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     # /metrics in the server counts what its children did too (their snapshots).
     metrics = Metrics(other_processes=[lambda: extra.snapshots() if extra is not None else []])
     health = StorageHealth(metrics)
-    store = SqliteJobStore(settings.db_path, commits, on_enqueue=wakeup.task_enqueued, health=health)
+    store = SqliteJobStore(settings.db_path, on_enqueue=wakeup.task_enqueued, health=health)
     settings = _with_secret(settings, store.shared_secret)
     extra = _children(settings) if role is Role.SERVER and children else None
     targets = build_targets("local", settings.own_service, google_access(settings))

@@ -9,8 +9,7 @@ import pytest
 
 from app.bootstrap import build, build_local
 from config.settings import from_environment
-from engine.adapters.local.commits import GroupCommits, LockedCommits, OptimisticCommits
-from engine.adapters.local.optimistic import BufferedTransaction
+from engine.adapters.local.commits import LockedCommits
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
 from engine.adapters.local.sqlite_rows import RecordCache, SqliteTransaction
 from engine.adapters.local.sqlite_store import SqliteJobStore
@@ -26,26 +25,21 @@ def _job() -> StoredJob:
     return StoredJob(new_record("p", "j"), JobDefinition(id="j", schedule="* * * * * ?", target={"noop": {}}))
 
 
-@pytest.mark.parametrize("commits, view", [
-    (LockedCommits, SqliteTransaction),
-    (OptimisticCommits, BufferedTransaction),
-    (GroupCommits, BufferedTransaction),
-])
-def test_the_strategy_given_at_construction_runs_every_body(tmp_path, commits, view):
-    store = SqliteJobStore(tmp_path / "s.db", commits)
+def test_the_strategy_given_at_construction_runs_every_body(tmp_path):
+    store = SqliteJobStore(tmp_path / "s.db", LockedCommits)
     seen = store.run_in_transaction(lambda tx: (tx.put_job(_job()), type(tx))[1])
-    assert seen is view
+    assert seen is SqliteTransaction
     assert store.get_job("p", "j") is not None
 
 
-@pytest.mark.parametrize("processes, view", [("1", SqliteTransaction), ("2", BufferedTransaction)])
-def test_the_composition_root_locks_for_one_process_and_groups_commits_for_several(tmp_path, processes, view):
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_the_composition_root_locks_whatever_the_processes(tmp_path, processes):
     (tmp_path / "configs").mkdir()
     settings = from_environment({"SUNDIAL_PROCESSES": processes, "SUNDIAL_DB": str(tmp_path / "db"),
                                  "SUNDIAL_CONFIG_DIR": str(tmp_path / "configs"),
                                  "SUNDIAL_TASK_SECRET": "secret"})
     store = build_local(settings).engine.queries.store
-    assert store.run_in_transaction(type) is view
+    assert store.run_in_transaction(type) is SqliteTransaction
 
 
 def test_a_stores_transactions_share_its_record_cache_and_no_other_store_does(tmp_path):

@@ -17,7 +17,6 @@ import pytest
 from app.importer import snapshot_of
 from config.settings import Heartbeat, from_environment
 from engine.adapters.local import schema
-from engine.adapters.local.commits import GroupCommits
 from engine.adapters.local.dispatcher import Dispatcher, InlineDispatcher, Wakeup
 from engine.adapters.local.liveness import ProcessIdentity, ProcessRegistry, SqliteAttemptHolds, is_alive, this_process
 from engine.adapters.local.sqlite_queue import SqliteTaskQueue
@@ -118,10 +117,10 @@ def test_a_database_of_the_schema_before_holds_is_upgraded_in_place_and_works(tm
     assert conn.execute("SELECT count(*) FROM held_attempts").fetchone() == (0,)
 
 
-def test_the_batched_pipeline_on_group_commits_holds_each_attempt_while_it_is_out(tmp_path):
-    # serve --processes N: optimistic bodies, many threads' writes in one commit.
+def test_the_batched_pipeline_holds_each_attempt_while_it_is_out(tmp_path):
+    # Many jobs' attempts committed as starting in one transaction, then sent.
     wakeup = Wakeup()
-    store = SqliteJobStore(tmp_path / "s.db", GroupCommits, on_enqueue=wakeup.task_enqueued)
+    store = SqliteJobStore(tmp_path / "s.db", on_enqueue=wakeup.task_enqueued)
     registry = ProcessRegistry(store, this_process(), _SystemClock(), TIMEOUT)
     target = RecordingTarget()
     engine = build_engine(store, {"noop": target}, _SystemClock(), Tuning(), secret=b"s",

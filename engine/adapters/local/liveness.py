@@ -31,7 +31,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable, Protocol, cast
 
-from engine.adapters.local.optimistic import BufferedTransaction
 from engine.adapters.local.release_marks import ReleaseMarks, read_marks, released_until
 from engine.adapters.local.sqlite_queue import Share
 from engine.adapters.local.sqlite_rows import Row, SqliteTransaction
@@ -110,8 +109,7 @@ def is_alive(identity: ProcessIdentity, machine: str) -> bool | None:
 
 
 class HoldingTransaction(Protocol):
-    """What the holds need of the store's transactions (sqlite_rows.SqliteTransaction,
-    optimistic.BufferedTransaction)."""
+    """What the holds need of the store's transactions (sqlite_rows.SqliteTransaction)."""
 
     def get_hold(self, key: Row) -> Row | None: ...
 
@@ -251,6 +249,6 @@ def _key(key: AttemptKey) -> Row:
 
 def _holding(tx: Transaction) -> HoldingTransaction:
     """The store's own transaction behind the port's (this adapter's store made it)."""
-    if not isinstance(tx, (SqliteTransaction, BufferedTransaction)):
+    if not isinstance(tx, SqliteTransaction):
         raise TypeError(f"{type(tx).__name__} is not a transaction of the SQLite store")
     return cast(HoldingTransaction, tx)

@@ -2,7 +2,7 @@
 and the transaction object that reads and writes them.
 
 A leaf of the adapter: the store (sqlite_store.py) and its commit strategies
-(commits.py, optimistic.py, group_commit.py) build on it, and it imports none of them.
+(commits.py) builds on it, and it imports none of them.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def instant(value: float) -> datetime:
 
 
 class SqliteFile(Protocol):
-    """The store as its commit strategies see it (commits.py, group_commit.py)."""
+    """The store as its commit strategy sees it (commits.py)."""
 
     records: RecordCache
 
