@@ -1,6 +1,6 @@
 """The batch writer of staged requests (engine/targets/http_batch.py) against a real
-HTTP server on 127.0.0.1: answers read on its own thread or handed to http.client,
-the check right before each write, a bounded number of connections per host."""
+HTTP server on 127.0.0.1: every answer read on its own thread (h11), the check right
+before each write, a bounded number of connections per host."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def test_a_request_whose_check_says_no_is_not_written(server):
     assert outcomes == [None] * 3 and server.paths == []
 
 
-def test_an_answer_without_a_length_is_read_by_http_client(server):
+def test_a_chunked_answer_is_read_on_the_writers_thread(server):
     (answer,), _ = _send(server, ["/chunked"])
     assert isinstance(answer, Answer) and (answer.status, answer.body) == (500, b"hello world")
 
@@ -111,8 +111,8 @@ def test_requests_waiting_for_a_connection_of_their_host_time_out_from_their_own
 
 
 def test_an_interim_answer_and_then_silence_times_out_at_the_deadline(server):
-    """A 100 Continue is read by http.client on another thread (not this loop's
-    framing); that read stops at the request's deadline too."""
+    """A 100 Continue is an interim answer: the final one is waited for until the
+    request's deadline, no longer."""
     began = time.monotonic()
     (outcome,), _ = _send(server, ["/continue"], timeout=0.3)
     assert isinstance(outcome, TimeoutError), outcome
