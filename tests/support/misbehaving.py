@@ -56,6 +56,7 @@ CASES = [
     Case("tls-expired", "FAILED", "certificate has expired", "TLS with a certificate that has expired"),
     Case("redirect-loop", "FAILED", "too many redirects", "answers 302 to itself"),
     Case("huge-answer", "FAILED", "http 500", "answers 500 with an endless chunked body"),
+    Case("cut-body", "FAILED", "http 500", "answers 500, then closes after 7 of the body's 100 bytes"),
 ]
 
 
@@ -188,6 +189,12 @@ def _trickle(head: bytes, drip: bytes) -> Callable[[socket.socket], None]:
     return behave
 
 
+def _cut_body(conn: socket.socket) -> None:
+    _read_request(conn)
+    conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 100\r\n\r\npartial")
+    conn.close()
+
+
 def _silent(conn: socket.socket) -> None:
     _read_request(conn)
     time.sleep(60)
@@ -228,6 +235,7 @@ class Targets:
             "tls-expired": Listener(_silent, tls=self.authority.context("expired")),
             "redirect-loop": Listener(_redirect_loop),
             "huge-answer": Listener(_endless),
+            "cut-body": Listener(_cut_body),
         }
 
     def _full_queue(self) -> Listener:
