@@ -40,7 +40,8 @@ def describe(error: BaseException, timeout: float) -> tuple[str, str]:
     if isinstance(error, TimeoutError):  # before OSError, of which it is one
         return "timeout", f"no answer within {timeout:g}s"
     cause = cause_of(error)
-    if isinstance(error, ValueError):  # e.g. a header value with a line break
+    # OSError first: a refused TLS certificate (ssl.SSLCertVerificationError) is a ValueError too.
+    if isinstance(error, ValueError) and not isinstance(error, OSError):  # e.g. a header with a line break
         return f"invalid request: {cause}", cause
     return f"connection error: {cause}", cause
 
