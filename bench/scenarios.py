@@ -76,13 +76,13 @@ def burst(args, workdir: Path, receiver=None) -> dict:
     try:
         fire_at = math.ceil(time.time() + args.lead)
         stamp = iso_z(fire_at)
-        digest = write_config(server.configs, [
+        write_config(server.configs, [
             f"  - id: {job}\n    at: [\"{stamp}\"]\n    target: {{http: {{url: \"{receiver.url}/burst\"}}}}\n"
             for job in burst_jobs(n, bare=True)
         ])
         server.start()
         ready = server.wait_ready()
-        imported = server.wait_imported(digest, timeout=fire_at - time.time() + 600)
+        imported = server.wait_imported(timeout=fire_at - time.time() + 600)
         import_s = imported - server.spawned_at
         records = watch_records(server)
         line("burst: jobs", f"{n:,} one-off jobs, all at T = {stamp} (T - spawn = {fire_at - server.spawned_at:.1f} s)")
@@ -150,14 +150,14 @@ def steady(args, workdir: Path, receiver=None, variant: str = "aligned") -> dict
     prefix = f"steady {variant}:"
     server, records = Fleet(workdir, server_env(args), args.servers), None
     try:
-        digest = write_config(server.configs, [
+        write_config(server.configs, [
             f"  - id: {job}\n    schedule: \"{schedule(i)}\"\n"
             f"    target: {{http: {{url: \"{receiver.url}/steady\"}}}}\n"
             for i, job in enumerate(steady_jobs(n, bare=True))
         ])
         server.start()
         server.wait_ready()
-        imported = server.wait_imported(digest, timeout=600)
+        imported = server.wait_imported(timeout=600)
         records = watch_records(server)
         start, end = steady_window(args, imported)
         line(f"{prefix} jobs", f"{n:,} jobs on '{schedule(0)}'{'...' if variant == 'spread' else ''} "
@@ -209,14 +209,14 @@ def overlap(args, workdir: Path, receiver=None) -> dict:
     receiver.clear()
     server, records = Fleet(workdir, server_env(args), args.servers), None
     try:
-        digest = write_config(server.configs, [
+        write_config(server.configs, [
             f"  - id: {job}\n    schedule: \"* * * * * ?\"\n    overlap: skip\n"
             f"    target: {{http: {{url: \"{receiver.url}/slow?ms={slow_ms}\"}}}}\n"
             for job in overlap_jobs(n, bare=True)
         ])
         server.start()
         server.wait_ready()
-        imported = server.wait_imported(digest, timeout=600)
+        imported = server.wait_imported(timeout=600)
         records = watch_records(server)
         start = math.ceil(imported + args.warmup)
         end = start + int(args.overlap_seconds)

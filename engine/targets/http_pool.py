@@ -275,36 +275,30 @@ def _read_answer(sock, response: http.client.HTTPResponse, deadline: float, limi
     return Answer(response.status, response.reason, body, complete, response.getheader("Location"))
 
 
-def bounded_response(sock: socket.socket, method: str | None = None, *, deadline: float,
-                     head: bytes = b"") -> http.client.HTTPResponse:
-    """An HTTPResponse that reads `sock` (after `head`, bytes already read from it) only
-    until `deadline` (time.monotonic()); past it a read raises TimeoutError."""
-    return http.client.HTTPResponse(_Bounded(sock, head, deadline), method=method)  # type: ignore[arg-type]
+def bounded_response(sock: socket.socket, method: str | None = None, *, deadline: float) -> http.client.HTTPResponse:
+    """An HTTPResponse that reads `sock` only until `deadline` (time.monotonic()); past it
+    a read raises TimeoutError."""
+    return http.client.HTTPResponse(_Bounded(sock, deadline), method=method)  # type: ignore[arg-type]
 
 
 class _Bounded:
     """A socket as HTTPResponse uses it (only makefile), its reads bounded by a deadline."""
 
-    def __init__(self, sock: socket.socket, head: bytes, deadline: float):
-        self.raw = _BoundedRaw(sock, head, deadline)
+    def __init__(self, sock: socket.socket, deadline: float):
+        self.raw = _BoundedRaw(sock, deadline)
 
     def makefile(self, mode: str) -> io.BufferedReader:
         return io.BufferedReader(self.raw)
 
 
 class _BoundedRaw(io.RawIOBase):
-    def __init__(self, sock: socket.socket, head: bytes, deadline: float):
-        self.sock, self.head, self.deadline = sock, head, deadline
+    def __init__(self, sock: socket.socket, deadline: float):
+        self.sock, self.deadline = sock, deadline
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:
-        if self.head:
-            count = min(len(buffer), len(self.head))
-            buffer[:count] = self.head[:count]
-            self.head = self.head[count:]
-            return count
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError("timed out")
