@@ -12,7 +12,7 @@ import hashlib
 import hmac
 import logging
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from engine.changes import Change, Note
@@ -22,7 +22,7 @@ from engine.logs import log_event
 from engine.metrics import Metrics
 from engine.ports import Clock, DeliveryResult, JobStore, SecretReader, StoredJob, Target
 from engine.recording import tells_history
-from engine.staging_ports import BatchWriter
+from engine.staging_ports import BatchWriter, HandOff
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import occurrence_delay
@@ -60,7 +60,7 @@ class Deliveries:
         return stage(self.staging, job, action, self.allowed_hosts(job.record.project),
                      self._completion(job, action), self.secrets, self.service_host)
 
-    def batch_writer(self, hand_off: Callable[[Callable[[], None]], None]) -> BatchWriter | None:
+    def batch_writer(self, hand_off: HandOff) -> BatchWriter | None:
         """The HTTP target's writer of staged requests (engine/targets/http_batch.py), or
         None where there is no HTTP target that stages."""
         http = self.staging.get(TargetKind.HTTP)

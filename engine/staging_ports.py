@@ -23,6 +23,8 @@ T = TypeVar("T")
 JobKey = tuple[str, str]  # (project, job id)
 # Jobs as the caller staged them, with their record's stored text (JobsReader.get_jobs).
 KnownJobs = Mapping[JobKey, tuple[StoredJob, str]]
+# `hand_off(work)`: run `work` on another thread (the pipeline's send pool).
+HandOff = Callable[[Callable[[], None]], None]
 
 
 class StagedRequest(Protocol):
@@ -68,7 +70,7 @@ class StagingTarget(Target, Protocol):
         """deliver() up to the write; None when any of it fails (deliver() at the
         time then fails the same way)."""
 
-    def batch_writer(self, hand_off: Callable[[Callable[[], None]], None]) -> BatchWriter:
+    def batch_writer(self, hand_off: HandOff) -> BatchWriter:
         """The writer of this target's staged requests; `hand_off(work)` runs, on another
         thread, an answer the writer will not read itself."""
 

@@ -40,7 +40,7 @@ from engine.delivery import Staged
 from engine.holds import AttemptHolds
 from engine.logs import log_event
 from engine.ports import Clock, DeliveryResult, LeasedTask, StoredJob
-from engine.staging_ports import BatchWriter
+from engine.staging_ports import BatchWriter, HandOff
 from engine.tasks import Sent, Stepped, TaskRunner
 from statemachine.actions import Deliver
 from statemachine.record import JobRecord
@@ -59,7 +59,7 @@ class StagingParts:
     at T decodes every job it reads)."""
 
     clock: Clock
-    batch_writer: Callable[[Callable[[Callable[[], None]], None]], BatchWriter | None] | None = None
+    batch_writer: Callable[[HandOff], BatchWriter | None] | None = None
     holds: AttemptHolds | None = None
     written_text: Callable[[JobRecord], str | None] | None = None
 
