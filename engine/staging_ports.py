@@ -1,6 +1,7 @@
 """The ports of staging (statemachine/staging.py): what a sender that can make an
 attempt's request ready ahead of its time offers, and what the embedded backend's
-staged path (engine/adapters/local/staged_sends.py) asks of it and of the store.
+staged path (engine/adapters/local/staged_sends.py) asks of it and of the store; and the
+transaction runner the staged checks take, which the notifications take too.
 
 Beside engine/ports.py, which is at the module size cap. The composition root
 (app/bootstrap.py) hands the targets that stage to the engine by name

@@ -232,7 +232,7 @@ class TokenMinter:
 
     def _http(self) -> requests.Session:
         """One requests session that reads no proxy or netrc settings from the environment."""
-        import requests  # untyped (no stubs installed): the import at the top says so to mypy
+        import requests  # no stubs: the ignore is on the TYPE_CHECKING import above
 
         with self._lock:
             if self._session is None:
