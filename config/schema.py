@@ -45,9 +45,10 @@ from statemachine.policy import Catchup, Overlap
 from statemachine.target_kinds import TARGET_KIND_SPECS
 from statemachine.vocabulary import TargetKind
 
-__all__ = ["project_schema", "target_schema", "main"]
+__all__ = ["Schema", "project_schema", "target_schema", "main"]
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
+Schema = dict[str, Any]  # one JSON Schema object, JSON-ready
 DURATION = r"^\s*(\d+(\.\d+)?(ms|s|m|h|d))+\s*$"
 
 
@@ -56,11 +57,11 @@ def _anchored(pattern: str) -> str:
     return f"^(?:{pattern})$"
 
 
-def _text(description: str, **more: Any) -> dict:
+def _text(description: str, **more: Any) -> Schema:
     return {"type": "string", "description": description, **more}
 
 
-def _duration(description: str, default: Any = None) -> dict:
+def _duration(description: str, default: Any = None) -> Schema:
     schema = _text(description + " A duration: <number><unit>..., units ms s m h d (e.g. 90s, 1h30m).",
                    pattern=DURATION)
     if default is not None:
@@ -68,8 +69,8 @@ def _duration(description: str, default: Any = None) -> dict:
     return schema
 
 
-def _integer(description: str, low: int, high: int | None = None, default: Any = None) -> dict:
-    schema: dict = {"type": "integer", "description": description, "minimum": low}
+def _integer(description: str, low: int, high: int | None = None, default: Any = None) -> Schema:
+    schema: Schema = {"type": "integer", "description": description, "minimum": low}
     if high is not None:
         schema["maximum"] = high
     if default is not None:
@@ -77,20 +78,20 @@ def _integer(description: str, low: int, high: int | None = None, default: Any =
     return schema
 
 
-def _nullable(schema: dict) -> dict:
+def _nullable(schema: Schema) -> Schema:
     """The validator reads null as "not set" for this field."""
     return {"anyOf": [schema, {"type": "null"}], "description": schema.get("description", "")}
 
 
-def _closed(properties: dict, description: str, required: tuple[str, ...] = (), **more: Any) -> dict:
-    schema: dict = {"type": "object", "description": description, "properties": properties,
+def _closed(properties: dict[str, Schema], description: str, required: tuple[str, ...] = (), **more: Any) -> Schema:
+    schema: Schema = {"type": "object", "description": description, "properties": properties,
                     "additionalProperties": False, **more}
     if required:
         schema["required"] = list(required)
     return schema
 
 
-def _checked(where: str, described: dict, names: tuple[str, ...] | list[str]) -> dict:
+def _checked(where: str, described: dict[str, Schema], names: tuple[str, ...] | list[str]) -> dict[str, Schema]:
     """`described`, after checking it covers exactly the field names the validator knows."""
     missing, extra = set(names) - set(described), set(described) - set(names)
     if missing or extra:
@@ -101,11 +102,11 @@ def _checked(where: str, described: dict, names: tuple[str, ...] | list[str]) ->
 
 # --- targets -------------------------------------------------------------------------
 
-def _template(description: str, limit: int) -> dict:
+def _template(description: str, limit: int) -> Schema:
     return _text(description + " May use ${variables}; $${ is a literal ${.", maxLength=limit)
 
 
-def _headers() -> dict:
+def _headers() -> Schema:
     secret = _closed({
         "secret": _text("Name of a secret of the job's project, read at delivery.",
                         pattern=_anchored(SECRET_NAME.pattern)),
@@ -118,16 +119,16 @@ def _headers() -> dict:
             "additionalProperties": value, "default": {}}
 
 
-def _method() -> dict:
+def _method() -> Schema:
     methods = list(HTTP_METHODS) + [method.lower() for method in HTTP_METHODS]
     return {"type": "string", "enum": methods, "default": "POST", "description": "HTTP method."}
 
 
-def _url(description: str) -> dict:
+def _url(description: str) -> Schema:
     return _template(description, limits.MAX_URL_BYTES) | {"pattern": "^[Hh][Tt][Tt][Pp][Ss]?://"}
 
 
-def _auth() -> dict:
+def _auth() -> Schema:
     account = _text("The service account's email, e.g. sa@PROJECT.iam.gserviceaccount.com; one the "
                     "server's operator granted to the project (SUNDIAL_IDENTITIES).")
     oidc = _closed(_checked("auth.oidc fields", {
@@ -144,14 +145,14 @@ def _auth() -> dict:
                    "Authorization: Bearer. Exactly one of oidc, oauth.", minProperties=1, maxProperties=1)
 
 
-def _kind(kind: TargetKind, described: dict, description: str) -> dict:
+def _kind(kind: TargetKind, described: dict[str, Schema], description: str) -> Schema:
     """One kind's closed object: exactly its spec's fields (statemachine/target_kinds.py),
     its required ones required."""
     spec = TARGET_KIND_SPECS[kind]
     return _closed(_checked(f"{kind} target fields", described, spec.names), description, spec.required)
 
 
-def _target_kinds() -> dict:
+def _target_kinds() -> dict[str, Schema]:
     http = _kind(TargetKind.HTTP, {
         "url": _url("The URL called, http:// or https://."),
         "method": _method(),
@@ -186,20 +187,20 @@ def _target_kinds() -> dict:
                     [kind.value for kind in TARGET_KINDS])
 
 
-def target_schema() -> dict:
+def target_schema() -> Schema:
     """A target: exactly one kind, each with exactly its spec's fields."""
     return {"type": "object", "description": "Exactly one of " + ", ".join(kind.value for kind in TARGET_KINDS) + ".",
             "properties": _target_kinds(), "additionalProperties": False,
             "minProperties": 1, "maxProperties": 1}
 
 
-def _target(description: str) -> dict:
+def _target(description: str) -> Schema:
     return {"$ref": "#/$defs/target", "description": description}
 
 
 # --- job fields ----------------------------------------------------------------------
 
-def _shared_fields() -> dict:
+def _shared_fields() -> dict[str, Schema]:
     """The fields a job sets or takes from the project's `defaults`."""
     builtin = BUILTIN_DEFAULTS
     catchup, retry, fanout = builtin["catchup"], builtin["retry"], builtin["fanout"]
@@ -249,7 +250,7 @@ _INSTANT = {"type": "string", "pattern": r"^\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d(:\d\d(
                                         r"\s*([Zz]|[+-]\d\d(:?\d\d)?)$"}
 
 
-def _job_fields() -> dict:
+def _job_fields() -> dict[str, Schema]:
     shared = _shared_fields()
     per_job = _checked("per-job fields", {
         "id": _text("The job's id, unique in the project.", pattern=_anchored(JOB_ID.pattern)),
@@ -271,7 +272,7 @@ def _job_fields() -> dict:
                                    for name, field in fields.items()}, JOB_FIELDS)
 
 
-def _top_fields() -> dict:
+def _top_fields() -> dict[str, Schema]:
     member = {"type": "string", "pattern": _anchored(_MEMBER.pattern)}
     acl = _closed({role: {"type": "array", "items": member} for role in ACL_ROLES},
                   "Who may do what: user:EMAIL, group:NAME, serviceAccount:EMAIL or anonymous.")
@@ -291,7 +292,7 @@ def _top_fields() -> dict:
     }, TOP_FIELDS)
 
 
-def project_schema() -> dict:
+def project_schema() -> Schema:
     """The schema of `<configs>/<project>.yaml` (a project id is the file's stem,
     matching PROJECT_ID; JSON Schema cannot see file names)."""
     job = _closed(_job_fields(), "One job.", ("id", "target"),

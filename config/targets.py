@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from config import limits
 from config.addresses import BACKENDS, canonical_host, refusal, scheme_and_host
@@ -33,6 +33,7 @@ from config.auth import parse_auth
 from config.checks import Checker
 from config.settings import own_service
 from config.yamlsource import Path
+from statemachine.definition import TargetSpec
 from statemachine.durations import format_duration
 from statemachine.safety import OwnService, is_framing_header, masked_url
 from statemachine.target_kinds import TARGET_KIND_SPECS, FieldShape
@@ -68,13 +69,14 @@ class TargetRules:
     project: str | None = None
 
     @classmethod
-    def of(cls, allowed_hosts, backend: str, own: OwnService | None, project: str | None = None) -> "TargetRules":
+    def of(cls, allowed_hosts: Iterable[str], backend: str, own: OwnService | None,
+           project: str | None = None) -> "TargetRules":
         """Rules for a project; `own` None reads Sundial's service from the environment."""
         return cls(tuple(allowed_hosts), backend, own_service() if own is None else own, project)
 
 
 def parse_target(check: Checker, path: Path, value: Any, rules: TargetRules,
-                 hook: bool = False) -> tuple[dict, timedelta]:
+                 hook: bool = False) -> tuple[TargetSpec, timedelta]:
     """The normalized target ({kind: {...}}) and the timeout of one attempt. `hook`: an
     `on_failure` or `on_recovery` target, whose templates may also use HOOK_VARIABLES."""
     target, timeout = _parse_target(check, path, value, rules)
@@ -83,7 +85,7 @@ def parse_target(check: Checker, path: Path, value: Any, rules: TargetRules,
     return target, timeout
 
 
-def _refuse_hook_variables(check: Checker, path: Path, target: dict) -> None:
+def _refuse_hook_variables(check: Checker, path: Path, target: TargetSpec) -> None:
     """A job's own target has no ended invocation to describe: `${reason}` there is an error."""
     for kind, spec in target.items():
         fields = TARGET_KIND_SPECS[kind].fields  # the texts first, then the maps' values
@@ -97,7 +99,7 @@ def _refuse_hook_variables(check: Checker, path: Path, target: dict) -> None:
                                                     "templates, not for a job's target")
 
 
-def _parse_target(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple[dict, timedelta]:
+def _parse_target(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple[TargetSpec, timedelta]:
     if value is None:
         check.fail(path, f"is required: one of {', '.join(TARGET_KINDS)}, "
                          "e.g. {http: {url: https://example.com/run}}")
@@ -112,20 +114,20 @@ def _parse_target(check: Checker, path: Path, value: Any, rules: TargetRules) ->
     return {kind.value: spec}, timeout
 
 
-def _fields(check: Checker, path: Path, value: Any, kind: TargetKind, example: str) -> dict:
+def _fields(check: Checker, path: Path, value: Any, kind: TargetKind, example: str) -> dict[str, Any]:
     """The kind's fields as given, after refusing a name its spec does not have."""
     fields = check.mapping(path, value, example)
     check.known_fields(path, fields, TARGET_KIND_SPECS[kind].names)
     return fields
 
 
-def _given(fields: dict, key: str, default: Any) -> Any:
+def _given(fields: dict[str, Any], key: str, default: Any) -> Any:
     """The field's value; `default` when it is absent or null."""
     value = fields.get(key)
     return default if value is None else value
 
 
-def _http(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple[dict, timedelta]:
+def _http(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple[dict[str, Any], timedelta]:
     fields = _fields(check, path, value, TargetKind.HTTP, "{url: https://example.com/run}")
     url = check.attempt(lambda: _url(check, path + ("url",), fields.get("url"), rules), "")
     timeout = check.attempt(lambda: _attempt_timeout(check, path + ("timeout",),
@@ -145,7 +147,8 @@ def _http(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple[d
     return _with_auth(check, path, fields, spec, rules), timeout
 
 
-def _with_auth(check: Checker, path: Path, fields: dict, spec: dict, rules: TargetRules) -> dict:
+def _with_auth(check: Checker, path: Path, fields: dict[str, Any], spec: dict[str, Any],
+               rules: TargetRules) -> dict[str, Any]:
     """`spec` with the target's `auth` (config/auth.py), when it has one."""
     if fields.get("auth") is not None:
         spec["auth"] = check.attempt(lambda: parse_auth(check, path + ("auth",), fields["auth"], fields,
@@ -163,7 +166,7 @@ def _attempt_timeout(check: Checker, path: Path, value: Any, backend: str) -> ti
     return timeout
 
 
-def _pubsub(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple[dict, timedelta]:
+def _pubsub(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple[dict[str, Any], timedelta]:
     fields = _fields(check, path, value, TargetKind.PUBSUB, "{topic: projects/P/topics/T}")
     return {
         "topic": check.attempt(lambda: _resource(
@@ -175,7 +178,7 @@ def _pubsub(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple
     }, DEFAULT_ATTEMPT_TIMEOUT
 
 
-def _cloud_tasks(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple[dict, timedelta]:
+def _cloud_tasks(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple[dict[str, Any], timedelta]:
     fields = _fields(check, path, value, TargetKind.CLOUD_TASKS,
                      "{queue: projects/P/locations/L/queues/Q, url: ...}")
     queue_form = "projects/P/locations/L/queues/Q"
@@ -201,14 +204,14 @@ def _cloud_tasks(check: Checker, path: Path, value: Any, rules: TargetRules) -> 
     return _with_auth(check, path, fields, spec, rules), DEFAULT_ATTEMPT_TIMEOUT
 
 
-def _noop(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple[dict, timedelta]:
+def _noop(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple[dict[str, Any], timedelta]:
     if value not in (None, {}):
         check.fail(path, "takes no fields; write noop: {}")
     return {}, DEFAULT_ATTEMPT_TIMEOUT
 
 
 # Each kind's validator: the normalized spec of `{kind: value}` and the timeout of one attempt.
-VALIDATORS: dict[TargetKind, Callable[[Checker, Path, Any, TargetRules], tuple[dict, timedelta]]] = {
+VALIDATORS: dict[TargetKind, Callable[[Checker, Path, Any, TargetRules], tuple[dict[str, Any], timedelta]]] = {
     TargetKind.HTTP: _http,
     TargetKind.PUBSUB: _pubsub,
     TargetKind.CLOUD_TASKS: _cloud_tasks,
@@ -216,7 +219,7 @@ VALIDATORS: dict[TargetKind, Callable[[Checker, Path, Any, TargetRules], tuple[d
 }
 
 
-def _task_template_bytes(spec: dict) -> int:
+def _task_template_bytes(spec: dict[str, Any]) -> int:
     parts = [spec["url"] or "", spec["body"] or ""]
     parts += [f"{name}{value}" for name, value in (spec["headers"] or {}).items()]
     return sum(len(part.encode("utf-8", "surrogatepass")) for part in parts)
@@ -263,14 +266,14 @@ def _url(check: Checker, path: Path, value: Any, rules: TargetRules | None) -> s
     return text
 
 
-def _method(check: Checker, path: Path, fields: dict) -> str:
+def _method(check: Checker, path: Path, fields: dict[str, Any]) -> str:
     value = _given(fields, "method", "POST")
     if isinstance(value, str):
         value = value.upper()  # `post` means POST: methods are case-sensitive, users are not
     return check.choice(path + ("method",), value, HTTP_METHODS)
 
 
-def _headers(check: Checker, path: Path, fields: dict) -> dict:
+def _headers(check: Checker, path: Path, fields: dict[str, Any]) -> dict[str, Any]:
     path = path + ("headers",)
     headers = check.mapping(path, _given(fields, "headers", {}),
                             "{Content-Type: application/json}")
@@ -307,7 +310,7 @@ def _breaks_header(text: str) -> bool:
     return any(char in text for char in "\r\n\0")
 
 
-def _secret_header(check: Checker, path: Path, value: dict) -> None:
+def _secret_header(check: Checker, path: Path, value: dict[str, Any]) -> None:
     """`{secret: NAME, prefix: "Bearer "}`: the value is the secret's, read at delivery
     time, so that it never sits in a config file, the store or an invocation's log."""
     check.known_fields(path, value, ("secret", "prefix"))
@@ -320,7 +323,7 @@ def _secret_header(check: Checker, path: Path, value: dict) -> None:
         check.fail(path + ("prefix",), _BREAKS_HEADER)
 
 
-def _attributes(check: Checker, path: Path, fields: dict) -> dict:
+def _attributes(check: Checker, path: Path, fields: dict[str, Any]) -> dict[str, Any]:
     path = path + ("attributes",)
     attributes = check.mapping(path, _given(fields, "attributes", {}), "{origin: sundial}")
     _check_sizes(check, path, attributes, "attributes", limits.MAX_ATTRIBUTES, None)
@@ -335,7 +338,7 @@ def _attributes(check: Checker, path: Path, fields: dict) -> dict:
     return dict(attributes)
 
 
-def _check_sizes(check: Checker, path: Path, entries: dict, what: str, most: int,
+def _check_sizes(check: Checker, path: Path, entries: dict[str, Any], what: str, most: int,
                  total_limit: int | None) -> None:
     """At most `most` entries, and names plus values of at most `total_limit` bytes."""
     if len(entries) > most:
@@ -348,7 +351,7 @@ def _check_sizes(check: Checker, path: Path, entries: dict, what: str, most: int
         check.report(path, limits.size_error(f"all {what} together", total, total_limit))
 
 
-def _resource(check: Checker, path: Path, value: Any, form: re.Pattern, shown: str) -> str:
+def _resource(check: Checker, path: Path, value: Any, form: re.Pattern[str], shown: str) -> str:
     if value is None:
         check.fail(path, f"is required, in the form {shown}")
     text = check.string(path, value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Callable, TypeVar
 
 from engine.audit import Audit, log_entry, new_entry
@@ -257,7 +258,8 @@ class JobChanges:
         audited = _write_audit(tx, change, now) if changed or transition.actions else None
         return Applied(transition, stored, audited)
 
-    def _defers(self, tx: Transaction, stored: StoredJob, event: JobEvent, now, transition: Transition) -> bool:
+    def _defers(self, tx: Transaction, stored: StoredJob, event: JobEvent, now: datetime,
+                transition: Transition) -> bool:
         """Whether this finish is left to its invocation's row (engine/deferred_finish.py);
         never for a job being created or redefined in the same step."""
         if not isinstance(event, ev.InvocationFinished):
@@ -266,7 +268,7 @@ class JobChanges:
         return may_defer(stored.record, event, now, transition, row, self.tuning)
 
 
-def _write_audit(tx: Transaction, change: Change, now) -> AuditEntry | None:
+def _write_audit(tx: Transaction, change: Change, now: datetime) -> AuditEntry | None:
     """The operator's action, recorded with the change it made. One that changed nothing
     (the same PUT again, resuming a job that is not paused) leaves no entry: the audit
     log answers who changed what."""
@@ -292,7 +294,7 @@ def _materialize_deferred(tx: Transaction, before: JobRecord, transition: Transi
             materialize(tx, before.project, before.job_id, entry)
 
 
-def _write_note(tx: Transaction, project: str, job_id: str, note: Note, now) -> None:
+def _write_note(tx: Transaction, project: str, job_id: str, note: Note, now: datetime) -> None:
     row = tx.get_invocation(project, job_id, note.invocation_id)
     if row is not None:
         append_log(row, now, note.message, **note.fields)

@@ -197,7 +197,7 @@ def masked_answer(result: DeliveryResult, credentials: frozenset[str]) -> Delive
 
 
 def _request(context: TemplateContext, rendered: dict[str, Any], allowed_hosts: tuple[str, ...],
-             completion: tuple[str, str], secret_headers: frozenset) -> DeliveryRequest:
+             completion: tuple[str, str], secret_headers: frozenset[str]) -> DeliveryRequest:
     return DeliveryRequest(
         project=context.project,
         job_id=context.job_id,

@@ -20,26 +20,18 @@ whatever the target says.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Any, Callable
 
 from engine.logs import log_event
-from engine.ports import Clock, DeliveryResult, StoredJob, Transaction
+from engine.ports import Clock, DeliveryResult, StoredJob
 from engine.recording import hook_of, record_notification
+from engine.staging_ports import RunTransaction
 from statemachine import notification as note
 from statemachine.vocabulary import DeliveryOutcome
 
 log = logging.getLogger("sundial.notify")
 
-T = TypeVar("T")
 NO_TARGET = "the job no longer has an {hook} target"
-
-
-class RunTransaction(Protocol):
-    def __call__(self, body: Callable[[Transaction], T]) -> T:
-        """Run `body(tx)` in one transaction, again when its commit loses a race.
-
-        :raises StoreError: storage is failing; the task is retried.
-        """
 
 
 # (job, its hook's target, the invocation's summary, attempt) -> the result

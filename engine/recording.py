@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from engine.ports import InvocationRow, Task, Transaction
 from engine.sent import prune_requests
@@ -28,7 +28,7 @@ def millis(instant: datetime) -> int:
     return int(instant.timestamp() * 1000)
 
 
-def task_name(kind: str, *parts) -> str:
+def task_name(kind: str, *parts: object) -> str:
     """A task's name; `/` appears in no project or job id, so names cannot collide."""
     return "/".join((kind, *map(str, parts)))
 
@@ -86,7 +86,7 @@ def start_task(project: str, job_id: str, action: act.EnqueueAttempt, queue: str
     return Task(name, TaskKind.START, payload, action.at, queue)
 
 
-def notify_task(project: str, job_id: str, summary: dict, attempt: int, at: datetime) -> Task:
+def notify_task(project: str, job_id: str, summary: dict[str, Any], attempt: int, at: datetime) -> Task:
     """One attempt to notify the job's hook (`hook_of(summary)`) of how an invocation
     ended; one name per (invocation, attempt), so a replayed enqueue makes no second task
     (an invocation ends once, so it has at most one hook to tell)."""
@@ -95,7 +95,7 @@ def notify_task(project: str, job_id: str, summary: dict, attempt: int, at: date
                 payload, at)
 
 
-def failure_summary(project: str, job_id: str, action: act.NotifyFailure | act.NotifyRecovery) -> dict:
+def failure_summary(project: str, job_id: str, action: act.NotifyFailure | act.NotifyRecovery) -> dict[str, Any]:
     """What the hook (`on_failure` or `on_recovery`) is told about the invocation; its
     `status` says which hook it is for (`hook_of`)."""
     reason = action.reason if isinstance(action, act.NotifyFailure) else ""
@@ -131,9 +131,9 @@ def trigger_task(project: str, source_job: str, target_job: str, source_invocati
     return Task(task_name(TaskKind.TRIGGER, project, target_job, source_invocation), TaskKind.TRIGGER, payload, now)
 
 
-def append_log(row: InvocationRow, now: datetime, message: str, /, **fields) -> None:
+def append_log(row: InvocationRow, now: datetime, message: str, /, **fields: object) -> None:
     """Add one entry; a field named like an entry's own key is kept as `field_<name>`."""
-    entry = {"time": rfc3339_millis(now), "message": message}
+    entry: dict[str, Any] = {"time": rfc3339_millis(now), "message": message}
     for name, value in fields.items():
         entry[f"field_{name}" if name in entry else name] = value
     row.log.append(entry)
@@ -170,7 +170,8 @@ def record_actions(tx: Transaction, project: str, job_id: str, actions: tuple[ac
             record_action(tx, project, job_id, action, now, queue)
 
 
-def record_action(tx: Transaction, project: str, job_id: str, action, now: datetime, queue: str = "") -> None:
+def record_action(tx: Transaction, project: str, job_id: str, action: act.Action, now: datetime,
+                  queue: str = "") -> None:
     """Write one action (other than Deliver and RetryLater, which the caller handles).
 
     `queue`: where the job's start tasks go (its throttle's queue, or "")."""
@@ -225,7 +226,7 @@ def tells_history(action: act.Deliver) -> bool:
     return action.event_count == 1 or (action.event_index, action.attempt) == (0, 1)
 
 
-def _record_skipped(tx: Transaction, project: str, job_id: str, action: act.RecordSkipped, now,
+def _record_skipped(tx: Transaction, project: str, job_id: str, action: act.RecordSkipped, now: datetime,
                     known: set[str]) -> None:
     """`known`: the invocations that have a record; this one joins them."""
     if action.invocation_id in known:
@@ -269,7 +270,8 @@ def _withdrawn(row: InvocationRow, now: datetime) -> None:
                          " time, and nothing of it had been sent")
 
 
-def _update(tx: Transaction, project: str, job_id: str, invocation_id: str, change) -> None:
+def _update(tx: Transaction, project: str, job_id: str, invocation_id: str,
+            change: Callable[[InvocationRow], None]) -> None:
     row = tx.get_invocation(project, job_id, invocation_id)
     if row is not None:
         change(row)

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from engine.ports import SecretReader
+from statemachine.definition import TargetSpec
 from statemachine.target_kinds import FieldShape, TargetField, kind_spec
 from statemachine.template import TemplateContext, json_escape, render
 
@@ -33,7 +34,7 @@ class HeaderInjectionError(ValueError):
     """A rendered header value would split the HTTP header block (CR or LF in it)."""
 
 
-def render_target(target: dict, context: TemplateContext, secrets: SecretReader | None = None) -> dict:
+def render_target(target: TargetSpec, context: TemplateContext, secrets: SecretReader | None = None) -> TargetSpec:
     """A deep copy of `target` ({kind: {...}}) with its templated fields rendered, and
     header values that name a secret (`{secret: NAME, prefix: P}`) replaced by P + the
     value of the job's project's secret NAME, read as `secrets(context.project, NAME)`.
@@ -49,7 +50,8 @@ def render_target(target: dict, context: TemplateContext, secrets: SecretReader 
     }
 
 
-def _render_spec(kind: str, spec: dict, context: TemplateContext, secrets: SecretReader | None) -> dict:
+def _render_spec(kind: str, spec: dict[str, Any], context: TemplateContext,
+                 secrets: SecretReader | None) -> dict[str, object]:
     hook = context.hook is not None
     json_payload = hook and json_body(spec)
     fields = kind_spec(kind)
@@ -70,7 +72,8 @@ def _render_spec(kind: str, spec: dict, context: TemplateContext, secrets: Secre
     return out
 
 
-def _render_map(values: dict, secret: bool, context: TemplateContext, secrets: SecretReader | None) -> dict:
+def _render_map(values: Mapping[str, object], secret: bool, context: TemplateContext,
+                secrets: SecretReader | None) -> dict[str, object]:
     """A templated map's values rendered. A secret-bearing one holds header values: a
     value may name a secret, and in a hook each is kept to one line."""
     if not secret:
@@ -80,7 +83,7 @@ def _render_map(values: dict, secret: bool, context: TemplateContext, secrets: S
             else _render_value(item, context, one_line) for key, item in values.items()}
 
 
-def json_body(spec: dict) -> bool:
+def json_body(spec: Mapping[str, object]) -> bool:
     """Whether a hook's `body` (or Pub/Sub `data`) template is JSON: its Content-Type
     header says so (`application/json`, `…+json`), or, without one, the template's
     first non-blank character is `{` or `[`."""
@@ -95,7 +98,7 @@ def json_body(spec: dict) -> bool:
     return template.lstrip()[:1] in ("{", "[")
 
 
-def _content_type(headers: dict) -> object:
+def _content_type(headers: Mapping[str, object]) -> object:
     return next((value for name, value in headers.items() if str(name).lower() == "content-type"), None)
 
 
@@ -110,7 +113,7 @@ def _render_value(value: object, context: TemplateContext, escape: Callable[[str
     return render(value, context, escape) if isinstance(value, str) else copy.deepcopy(value)
 
 
-def _secret_value(reference: dict, project: str, secrets: SecretReader | None) -> str:
+def _secret_value(reference: Mapping[str, object], project: str, secrets: SecretReader | None) -> str:
     # Never templated: a secret's text is sent as it is, and a `${` in it means nothing.
     from engine.secrets import UnknownSecret
 
@@ -120,14 +123,14 @@ def _secret_value(reference: dict, project: str, secrets: SecretReader | None) -
     return str(reference.get("prefix", "")) + secrets(project, name)
 
 
-def secret_backed_headers(target: dict) -> frozenset:
+def secret_backed_headers(target: Mapping[str, object]) -> frozenset[str]:
     """The names of the headers whose values come from secrets, for redaction."""
     spec = next(iter(target.values()), None) if target else None
     headers = spec.get("headers") if isinstance(spec, dict) else None
     return frozenset(name for name, value in (headers or {}).items() if isinstance(value, dict))
 
 
-def _refuse_line_breaks(headers: dict) -> None:
+def _refuse_line_breaks(headers: Mapping[str, object]) -> None:
     """Refuse CR/LF in header names and values: they would let text forge headers."""
     for name, value in headers.items():
         for part, text in (("name", str(name)), ("value", str(value))):

@@ -23,7 +23,7 @@ credential.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from engine.secrets import REDACTED, redact_headers
 from statemachine.safety import masked_url, redact_echoes
@@ -36,7 +36,7 @@ SENT_ENTRIES = 32  # headers or attributes kept per attempt
 REQUESTS_KEPT = 10  # log entries that keep their request record; older ones drop it
 
 
-def sent_record(target: dict[str, Any], secret_headers: frozenset = frozenset(),
+def sent_record(target: dict[str, Any], secret_headers: frozenset[str] = frozenset(),
                 credentials: Iterable[str] = ()) -> dict[str, Any]:
     """The stored form of a rendered target ({kind: spec}) as one attempt sent it;
     `credentials`: what the attempt sent that is masked wherever it occurs."""
@@ -67,12 +67,12 @@ def sent_record(target: dict[str, Any], secret_headers: frozenset = frozenset(),
 _PLAIN = TargetField("", FieldShape.TEXT)  # a field the kind's spec does not have: kept as plain text
 
 
-def _cut_map(values: dict, mask: frozenset) -> dict[str, str]:
+def _cut_map(values: Mapping[str, object], mask: frozenset[str]) -> dict[str, str]:
     return {str(key)[:SENT_VALUE_CHARS]: redact_echoes(str(item), mask)[:SENT_VALUE_CHARS]
             for key, item in list(values.items())[:SENT_ENTRIES]}
 
 
-def masked_headers(headers: dict, secret_headers: frozenset = frozenset()) -> dict[str, str]:
+def masked_headers(headers: Mapping[str, object], secret_headers: frozenset[str] = frozenset()) -> dict[str, str]:
     """Header values fit to store or show: all but harmless ones, and every secret-backed
     one, as `<redacted>`."""
     shown = redact_headers(headers, secret_headers)

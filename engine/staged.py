@@ -24,7 +24,7 @@ from typing import Callable
 from engine.holds import AttemptHolds, AttemptKey, HeldAttempt
 from engine.logs import log_event
 from engine.ports import Clock, StoredJob
-from engine.staging_ports import JobsReader, KnownJobs
+from engine.staging_ports import JobsReader, KnownJobs, RunTransaction
 from statemachine import actions as act
 
 log = logging.getLogger("sundial.engine")
@@ -46,7 +46,7 @@ def staged_in(current: StoredJob | None, job: StoredJob, action: act.Deliver) ->
     )
 
 
-def give_up_staged(write: Callable, holds, job: StoredJob, action: act.Deliver) -> None:
+def give_up_staged(write: RunTransaction, holds: AttemptHolds | None, job: StoredJob, action: act.Deliver) -> None:
     """The request is not sent: release this process's hold on the attempt (if it still
     has it; a re-issue elsewhere replaced it). A failure here leaves the hold to be
     settled as any orphan is, which changes nothing once the attempt has moved on."""
@@ -78,7 +78,7 @@ class StagedChecks:
     request's time passes (a test's clock moves on instead).
     """
 
-    def __init__(self, jobs: JobsReader, write: Callable, holds: AttemptHolds | None,
+    def __init__(self, jobs: JobsReader, write: RunTransaction, holds: AttemptHolds | None,
                  sleep: Callable[[float], None] = time.sleep):
         self._jobs, self._write, self._holds, self._sleep = jobs, write, holds, sleep
 

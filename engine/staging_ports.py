@@ -1,6 +1,7 @@
 """The ports of staging (statemachine/staging.py): what a sender that can make an
 attempt's request ready ahead of its time offers, and what the embedded backend's
-staged path (engine/adapters/local/staged_sends.py) asks of it and of the store.
+staged path (engine/adapters/local/staged_sends.py) asks of it and of the store; and the
+transaction runner the staged checks take, which the notifications take too.
 
 Beside engine/ports.py, which is at the module size cap. The composition root
 (app/bootstrap.py) hands the targets that stage to the engine by name
@@ -9,14 +10,16 @@ Beside engine/ports.py, which is at the module size cap. The composition root
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, TypeVar
 
-from engine.ports import DeliveryRequest, DeliveryResult, JobStore, StoredJob, Target
+from engine.ports import DeliveryRequest, DeliveryResult, JobStore, StoredJob, Target, Transaction
 
 # A writer's own work item and its answer: made by a StagedRequest, read by the writer
 # of the same target only (engine/targets/http_batch.py Outgoing and Answer).
 WriterItem = Any
 WriterOutcome = Any
+
+T = TypeVar("T")
 
 JobKey = tuple[str, str]  # (project, job id)
 # Jobs as the caller staged them, with their record's stored text (JobsReader.get_jobs).
@@ -78,6 +81,17 @@ class JobsReader(Protocol):
         unchanged since the caller staged it may hand back the caller's own object.
 
         :raises StoreError: storage is failing.
+        """
+
+
+class RunTransaction(Protocol):
+    """JobChanges.write as the staged checks (engine/staged.py) and the notifications
+    (engine/notify.py) take it: a write of their own."""
+
+    def __call__(self, body: Callable[[Transaction], T]) -> T:
+        """Run `body(tx)` in one transaction, again when its commit loses a race.
+
+        :raises StoreError: storage is failing (a task is retried).
         """
 
 

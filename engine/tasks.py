@@ -13,7 +13,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Callable
+from typing import Any, Callable
 
 from engine.changes import Applied, Change, JobChanges, Refusal
 from engine.deliveries import Deliveries, outcome_change
@@ -70,7 +70,7 @@ class Sent:
 
 
 class TaskRunner:
-    def __init__(self, changes: JobChanges, deliveries: Deliveries, notify: Callable[[dict], None],
+    def __init__(self, changes: JobChanges, deliveries: Deliveries, notify: Callable[[dict[str, Any]], None],
                  task_lease: timedelta | None = None, staged: StagedChecks | None = None,
                  monotonic: Monotonic = time.monotonic):
         """`notify` runs one on_failure notification task (engine/notify.py); `task_lease`:

@@ -4,10 +4,12 @@ real answers against these, and schemathesis checks the live server)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from config import limits
 from config.job_extras import MAX_DESCRIPTION, MAX_LABEL_VALUE, MAX_LABELS
 from config.model import JOB_ID
-from config.schema import target_schema
+from config.schema import Schema, target_schema
 from engine.ports import JobSource
 from statemachine.backfill import MAX_BACKFILL
 from statemachine.policy import Catchup, Overlap
@@ -24,16 +26,17 @@ DURATION = {"type": "string", "description": "`<number><unit>`, units ms s m h d
             "example": "10m"}
 
 
-def ref(name: str) -> dict:
+def ref(name: str) -> Schema:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def nullable(schema: dict) -> dict:
+def nullable(schema: Schema) -> Schema:
     return {**schema, "nullable": True}
 
 
-def _obj(properties: dict, required: list[str] | None = None, closed: bool = False, **extra) -> dict:
-    schema = {"type": "object", "properties": properties, **extra}
+def _obj(properties: dict[str, Schema], required: list[str] | None = None, closed: bool = False,
+         **extra: Any) -> Schema:
+    schema: Schema = {"type": "object", "properties": properties, **extra}
     if required:
         schema["required"] = required
     if closed:
@@ -41,28 +44,31 @@ def _obj(properties: dict, required: list[str] | None = None, closed: bool = Fal
     return schema
 
 
-def _openapi_3_0(schema: object) -> object:
-    """A JSON Schema (draft 2020-12) part in OpenAPI 3.0's dialect: `anyOf` with null
+def _openapi_3_0(schema: Schema) -> Schema:
+    """A JSON Schema (draft 2020-12) in OpenAPI 3.0's dialect: `anyOf` with null
     becomes `nullable`, and `propertyNames`, which 3.0 lacks, is left to validation."""
-    if isinstance(schema, list):
-        return [_openapi_3_0(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
     branches = schema.get("anyOf")
     if isinstance(branches, list) and {"type": "null"} in branches and len(branches) == 2:
         other = next(branch for branch in branches if branch != {"type": "null"})
         rest = {key: value for key, value in schema.items() if key != "anyOf"}
-        return nullable({**_openapi_3_0(other), **rest})  # type: ignore[dict-item]
-    return {key: _openapi_3_0(value) for key, value in schema.items() if key != "propertyNames"}
+        return nullable({**_openapi_3_0(other), **rest})
+    return {key: _openapi_3_0_part(value) for key, value in schema.items() if key != "propertyNames"}
 
 
-def _targets() -> dict:
+def _openapi_3_0_part(part: object) -> object:
+    """A value inside a schema: a schema or a list of them converted, anything else as it is."""
+    if isinstance(part, list):
+        return [_openapi_3_0_part(item) for item in part]
+    return _openapi_3_0(part) if isinstance(part, dict) else part
+
+
+def _targets() -> Schema:
     """The project file's target schema (config/schema.py, itself built on each kind's
     spec in statemachine/target_kinds.py): the API takes the targets a file does."""
-    return _openapi_3_0(target_schema())  # type: ignore[return-value]
+    return _openapi_3_0(target_schema())
 
 
-def _job_entry() -> dict:
+def _job_entry() -> Schema:
     return _obj({
         "id": {"type": "string", "pattern": JOB_ID_PATTERN, "description": "optional; must equal the path's job id"},
         "schedule": {"type": "string", "description": "cron (5, 6 or 7 fields), `@daily`, `every 10m`, "
@@ -99,7 +105,7 @@ def _job_entry() -> dict:
                  "target": {"http": {"url": "https://example.com/remind", "body": '{"at":"${scheduledTime}"}'}}})
 
 
-def _extras() -> dict:
+def _extras() -> dict[str, Schema]:
     """The optional fields of docs/REFERENCE.md section 2.2 that describe and bound a job."""
     return {
         "description": {"type": "string", "maxLength": MAX_DESCRIPTION},
@@ -114,9 +120,9 @@ def _extras() -> dict:
     }
 
 
-def _invocation(with_log: bool) -> dict:
+def _invocation(with_log: bool) -> Schema:
     time = {"type": "string", "format": "date-time"}
-    properties = {
+    properties: dict[str, Schema] = {
         "id": {"type": "string"}, "job": {"type": "string"}, "project": {"type": "string"},
         "status": {"type": "string", "enum": STATUSES},
         "reason": {"type": "string", "description": "why it ended: `overlap`, `missed`, `paused`, "
@@ -140,7 +146,7 @@ def _invocation(with_log: bool) -> dict:
     return _obj(properties, required)
 
 
-def _job() -> dict:
+def _job() -> Schema:
     return _obj({
         "id": {"type": "string"}, "project": {"type": "string"},
         "source": {"type": "string", "enum": [source.value for source in JobSource]},
@@ -171,7 +177,7 @@ def _job() -> dict:
         "target"])
 
 
-def _project_config() -> dict:
+def _project_config() -> Schema:
     entry = {**_job_entry(), "required": ["id", "target"]}
     entry.pop("example")
     return _obj({
@@ -186,7 +192,7 @@ def _project_config() -> dict:
                    "other problem) as errors in its answer rather than refusing the request.")
 
 
-def schemas() -> dict:
+def schemas() -> dict[str, Schema]:
     return {
         "Error": _obj({"error": _obj({
             "code": {"type": "string", "enum": ERROR_CODES},
@@ -233,7 +239,7 @@ def schemas() -> dict:
     }
 
 
-def _backfill_schemas() -> dict:
+def _backfill_schemas() -> dict[str, Schema]:
     time = {"type": "string", "format": "date-time"}
     return {
         "BackfillRequest": _obj({
@@ -252,7 +258,7 @@ def _backfill_schemas() -> dict:
     }
 
 
-def _audit_schemas() -> dict:
+def _audit_schemas() -> dict[str, Schema]:
     """The audit log's page (`GET .../audit`)."""
     return {
         "AuditEntry": _obj({

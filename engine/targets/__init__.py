@@ -17,7 +17,7 @@ and the Google libraries, are imported only when such a target is built.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 from engine.ports import DeliveryRequest, Target
 from engine.staging_ports import StagingTarget
@@ -99,7 +99,7 @@ def staging_targets(targets: dict[str, Target]) -> dict[str, StagingTarget]:
     return {kind: target for kind, target in targets.items() if isinstance(target, HttpTarget)}
 
 
-def target_kind(target: dict) -> str:
+def target_kind(target: Mapping[str, object]) -> str:
     """The kind of a `{kind: {...}}` target definition ("" if it is not one)."""
     return next(iter(target)) if isinstance(target, dict) and len(target) == 1 else ""
 

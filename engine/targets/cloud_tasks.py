@@ -25,6 +25,7 @@ import re
 import threading
 import time
 from datetime import timedelta
+from typing import Any, Callable
 
 from google.api_core import exceptions as gexc
 from google.auth import exceptions as auth_exceptions
@@ -64,7 +65,9 @@ def task_id(request: DeliveryRequest) -> str:
 class CloudTasksTarget:
     """Delivers `{"cloud_tasks": {queue, url, method, headers, body}}` targets."""
 
-    def __init__(self, client=None, make_client=None, own: OwnService = OwnService(), emulator_host: str = ""):
+    def __init__(self, client: tasks_v2.CloudTasksClient | None = None,
+                 make_client: Callable[[], tasks_v2.CloudTasksClient] | None = None,
+                 own: OwnService = OwnService(), emulator_host: str = ""):
         self._client = client
         self._make_client = make_client or (lambda: _default_client(emulator_host))
         self._own = own  # Sundial's own service and queues, and the grant of identities: as at validation
@@ -106,7 +109,7 @@ class CloudTasksTarget:
             return DeliveryOutcome.FAILED, text, text
         return DeliveryOutcome.SUCCEEDED, "", f"created task {task.name}"
 
-    def _task(self, request: DeliveryRequest, spec: dict, queue: str) -> tasks_v2.Task:
+    def _task(self, request: DeliveryRequest, spec: dict[str, Any], queue: str) -> tasks_v2.Task:
         method = str(spec.get("method") or "POST").upper()
         if method not in tasks_v2.HttpMethod.__members__:
             raise ValueError(f"Cloud Tasks cannot send method {method}")
@@ -133,14 +136,14 @@ class CloudTasksTarget:
                              f"{CLOUD_TASK_MAX_BYTES:,} bytes")
         return task
 
-    def _get_client(self):
+    def _get_client(self) -> tasks_v2.CloudTasksClient:
         with self._lock:
             if self._client is None:
                 self._client = self._make_client()
             return self._client
 
 
-def _token(spec: dict) -> dict:
+def _token(spec: dict[str, Any]) -> dict[str, tasks_v2.OidcToken | tasks_v2.OAuthToken]:
     """The task's `oidc_token` or `oauth_token` for the target's `auth`: Cloud Tasks mints
     the token itself at each dispatch, so Sundial never holds it. The audience is the
     same default as an http target's (the URL's origin)."""

@@ -32,11 +32,16 @@ import json
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 from urllib.parse import quote
 
 from statemachine.identities import origin_text
 from statemachine.safety import OwnService
+
+if TYPE_CHECKING:  # google-auth and requests load on the first mint
+    import requests  # type: ignore[import-untyped]  # no stubs installed; google-auth uses it too
+    from google.auth.credentials import Credentials
+    from google.auth.transport.requests import Request
 
 REFRESH_MARGIN = timedelta(minutes=5)
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
@@ -63,7 +68,7 @@ def default_audience(url: str) -> str:
     return origin_text(url)
 
 
-def refusal(own: OwnService, project: str, auth: dict, url: str) -> str | None:
+def refusal(own: OwnService, project: str, auth: Mapping[str, Any], url: str) -> str | None:
     """The attempt's reason (`forbidden identity: ...`) when a target of `project` at
     `url` may not carry the token `auth` asks for, else None."""
     kind = next(iter(auth), "")
@@ -73,7 +78,7 @@ def refusal(own: OwnService, project: str, auth: dict, url: str) -> str | None:
     return f"forbidden identity: {refused[0]}: {refused[1]}" if refused else None
 
 
-def describe(auth: dict, url: str) -> tuple[str, str, str]:
+def describe(auth: Mapping[str, Any], url: str) -> tuple[str, str, str]:
     """(kind, account, audience or scope) of an `auth` spec for a target URL."""
     kind = next(iter(auth), "")
     spec = auth.get(kind) or {}
@@ -98,11 +103,11 @@ class TokenMinter:
         self._tokens: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._key_locks: dict[tuple[str, str, str], threading.Lock] = {}
         self._runtime: tuple[str, float] | None = None  # (email or "", asked at)
-        self._file_credentials: Any = None
-        self._session: Any = None
+        self._file_credentials: Credentials | None = None
+        self._session: requests.Session | None = None
         self._own = own  # Sundial's own service, and the identities it grants each project
 
-    def bearer(self, auth: dict, url: str, project: str) -> str:
+    def bearer(self, auth: Mapping[str, Any], url: str, project: str) -> str:
         """A valid token for `auth` ({oidc: {...}} or {oauth: {...}}) of a target of
         `project` at `url`, checked against the operator's grant first.
 
@@ -157,14 +162,13 @@ class TokenMinter:
     def _own_email(self) -> str:
         """The runtime's own account, or "" off Google Cloud (asked again after a while)."""
         from google.auth import exceptions as auth_exceptions
-        from google.auth.compute_engine import _metadata
 
         now = self._clock()
         known = self._runtime
         if known is not None and (known[0] or now - known[1] < NOT_ON_GCE_FOR):
             return known[0]
         try:
-            email = str(_metadata.get(self._request(), "instance/service-accounts/default/email",
+            email = str(_metadata_get(self._request(), "instance/service-accounts/default/email",
                                       root=self._metadata_root, retry_count=1, timeout=TIMEOUT))
         except auth_exceptions.TransportError:
             email = ""
@@ -172,38 +176,34 @@ class TokenMinter:
         return email.strip()
 
     def _from_metadata(self, kind: str, aim: str) -> tuple[str, float]:
-        from google.auth import jwt
-        from google.auth.compute_engine import _metadata
-
         base = "instance/service-accounts/default/"
         if kind == "oidc":
-            token = str(_metadata.get(self._request(), base + "identity", root=self._metadata_root,
+            token = str(_metadata_get(self._request(), base + "identity", root=self._metadata_root,
                                       params={"audience": aim, "format": "full"}, timeout=TIMEOUT))
-            return token, float(jwt.decode(token, verify=False)["exp"])
-        answer = _metadata.get(self._request(), base + "token", root=self._metadata_root,
+            return token, _expiry_of(token)
+        answer = _metadata_get(self._request(), base + "token", root=self._metadata_root,
                                params={"scopes": ",".join(aim.split())}, timeout=TIMEOUT)
         return str(answer["access_token"]), self._clock() + float(answer["expires_in"])
 
     # --- IAM Credentials ----------------------------------------------------------
 
     def _from_iam(self, kind: str, account: str, aim: str) -> tuple[str, float]:
-        from google.auth import jwt
-
         if kind == "oidc":
             answer = self._iam_call(account, "generateIdToken", {"audience": aim, "includeEmail": True})
             token = str(answer["token"])
-            return token, float(jwt.decode(token, verify=False)["exp"])
+            return token, _expiry_of(token)
         answer = self._iam_call(account, "generateAccessToken", {"scope": aim.split(), "lifetime": _LIFETIME})
         return str(answer["accessToken"]), _rfc3339_seconds(str(answer["expireTime"]))
 
-    def _iam_call(self, account: str, method: str, body: dict) -> dict:
+    def _iam_call(self, account: str, method: str, body: dict[str, object]) -> dict[str, Any]:
         url = f"{self._iam_url}/v1/projects/-/serviceAccounts/{quote(account, safe='@')}:{method}"
         headers = {"Authorization": f"Bearer {self._runtime_token()}", "Content-Type": "application/json"}
         response = self._http().post(url, data=json.dumps(body), headers=headers, timeout=TIMEOUT,
                                      allow_redirects=False)
         if response.status_code != 200:
             raise MintError(f"{response.status_code} {_short(_error_text(response))} (IAM Credentials {method})")
-        return response.json()
+        answer: dict[str, Any] = response.json()
+        return answer
 
     def _runtime_token(self) -> str:
         """The runtime's own access token, which IAM Credentials is called with."""
@@ -224,15 +224,15 @@ class TokenMinter:
             # else gcloud's), so it does not go on to ask a metadata server.
             self._file_credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM])
         credentials = self._file_credentials
-        credentials.refresh(self._request())
+        credentials.refresh(self._request())  # type: ignore[no-untyped-call]  # unannotated in google-auth
         expiry = credentials.expiry  # naive UTC in google-auth
         return str(credentials.token), _utc_seconds(expiry) if expiry else self._clock()
 
     # --- transport ----------------------------------------------------------------
 
-    def _http(self):
+    def _http(self) -> requests.Session:
         """One requests session that reads no proxy or netrc settings from the environment."""
-        import requests  # type: ignore[import-untyped]  # no stubs installed; google-auth uses it too
+        import requests  # no stubs: the ignore is on the TYPE_CHECKING import above
 
         with self._lock:
             if self._session is None:
@@ -240,7 +240,7 @@ class TokenMinter:
                 self._session.trust_env = False
             return self._session
 
-    def _request(self):
+    def _request(self) -> Request:
         from google.auth.transport.requests import Request
 
         return Request(self._http())
@@ -257,12 +257,27 @@ def _utc_seconds(moment: datetime) -> float:
     return moment.replace(tzinfo=timezone.utc).timestamp()
 
 
-def _error_text(response) -> str:
+def _error_text(response: requests.Response) -> str:
     try:
         error = response.json().get("error", {})
         return str(error.get("message") or error) if isinstance(error, dict) else str(error)
     except ValueError:
-        return response.text
+        return str(response.text)
+
+
+def _metadata_get(request: Request, path: str, **options: Any) -> Any:
+    """google-auth's read of the metadata server: its text, or its JSON parsed."""
+    from google.auth.compute_engine import _metadata
+
+    return _metadata.get(request, path, **options)  # type: ignore[no-untyped-call]  # unannotated in google-auth
+
+
+def _expiry_of(token: str) -> float:
+    """The `exp` of an ID token Google just handed over (its signature is not checked:
+    it is ours to send, not to trust)."""
+    from google.auth import jwt
+
+    return float(jwt.decode(token, verify=False)["exp"])  # type: ignore[no-untyped-call]  # unannotated in google-auth
 
 
 def _short(error: object) -> str:

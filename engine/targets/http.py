@@ -13,13 +13,14 @@ import ipaddress
 import socket
 import time
 from datetime import timedelta
+from typing import Any, Callable, Iterable
 from urllib.parse import urljoin
 
 from engine.ports import DeliveryRequest, DeliveryResult
 from engine.targets.google_tokens import MintError, TokenMinter
 from engine.targets.http_batch import PARALLEL, BatchWriter, Outgoing
 from engine.targets.http_failures import ATTEMPT_FAILURES, cause_of, describe
-from engine.targets.http_pool import Answer, ConnectionPool, Endpoint, encode_request, parse_endpoint
+from engine.targets.http_pool import Answer, ConnectionPool, Endpoint, PoolKey, encode_request, parse_endpoint
 from statemachine.durations import parse_duration, rfc3339_millis
 from statemachine.safety import (
     COMPLETION_TOKEN_HEADER,
@@ -39,6 +40,8 @@ SNIPPET_CHARS = 500  # of the response body, for the invocation log
 _READ_LIMIT = 4 * SNIPPET_CHARS  # bytes read for the snippet; the rest is never read
 _RESERVED_PREFIX = "x-sundial-"
 METADATA_HOSTS = frozenset({"metadata.google.internal"})
+
+_NextHop = tuple[Endpoint, str | None, str, bytes | None, dict[str, str]]  # endpoint, address, method, body, headers
 
 
 class ForbiddenTarget(Exception):
@@ -62,7 +65,7 @@ def refused_ip(address: str, backend: str) -> str | None:
     return address_refusal(ipaddress.ip_address(address.split("%", 1)[0]), backend)  # no zone id
 
 
-def check_address(host: str, allowed_hosts, backend: str, port: int = 80) -> str | None:
+def check_address(host: str, allowed_hosts: Iterable[str], backend: str, port: int = 80) -> str | None:
     """Refuse a host that is, or resolves to, an address this backend may not call;
     return the address to connect to (None for a host of `allowed_hosts`, which is
     never refused and connects as it resolves).
@@ -174,9 +177,9 @@ class HttpTarget:
                 return DeliveryOutcome.FAILED, str(error), str(error)
         return self._send(request, spec, endpoint, timeout, address, headers)
 
-    def _send(self, request: DeliveryRequest, spec: dict, endpoint: Endpoint, timeout: float,
+    def _send(self, request: DeliveryRequest, spec: dict[str, Any], endpoint: Endpoint, timeout: float,
               address: str | None, headers: dict[str, str], first: Answer | BaseException | None = None,
-              deadline: float | None = None):
+              deadline: float | None = None) -> tuple[DeliveryOutcome, str, str]:
         """Send, following up to MAX_REDIRECTS redirects, each checked like the first
         URL; the whole chain shares the target's timeout. A credential header, the
         minted token's too, is not sent on to another host. `first`: the first hop's
@@ -214,7 +217,8 @@ class HttpTarget:
                 return DeliveryOutcome.FAILED, "connection error: cannot resolve the redirect's host", cause_of(error)
         return _ending(answer, spec, sent)
 
-    def _redirect(self, request, endpoint: Endpoint, answer: Answer, method: str, payload, headers):
+    def _redirect(self, request: DeliveryRequest, endpoint: Endpoint, answer: Answer, method: str,
+                  payload: bytes | None, headers: dict[str, str]) -> _NextHop:
         """The next hop: its endpoint (checked), address, method, body and headers."""
         here = f"{endpoint.scheme}://{endpoint.host}:{endpoint.port}{endpoint.target}"
         target = parse_endpoint(urljoin(here, answer.location))
@@ -235,13 +239,13 @@ def _to_follow(answer: Answer) -> str | None:
     return answer.location if answer.status in _REDIRECTS and answer.location else None
 
 
-def _ending(answer: Answer, spec: dict, sent: dict[str, str]) -> tuple[DeliveryOutcome, str, str]:
+def _ending(answer: Answer, spec: dict[str, Any], sent: dict[str, str]) -> tuple[DeliveryOutcome, str, str]:
     """The outcome, reason and detail of an answer that ends the attempt (`sent`: the headers)."""
     outcome, reason = _classify(answer.status, bool(spec.get("async")))
     return outcome, reason, _detail(answer, sent)
 
 
-def _without_credentials(headers: dict[str, str], secret_backed: frozenset) -> dict[str, str]:
+def _without_credentials(headers: dict[str, str], secret_backed: frozenset[str]) -> dict[str, str]:
     """Credentials were meant for the first host only: every credential header, every
     secret-backed header and the completion token stay behind on another host."""
     secret_names = {name.lower() for name in secret_backed}
@@ -250,7 +254,7 @@ def _without_credentials(headers: dict[str, str], secret_backed: frozenset) -> d
                     or name.lower() == COMPLETION_TOKEN_HEADER.lower())}
 
 
-def _timeout_seconds(value) -> float:
+def _timeout_seconds(value: Any) -> float:
     if value is None or value == "":
         seconds = DEFAULT_TIMEOUT.total_seconds()
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -262,7 +266,7 @@ def _timeout_seconds(value) -> float:
     return seconds
 
 
-def _headers(request: DeliveryRequest, spec: dict, endpoint: Endpoint) -> dict[str, str]:
+def _headers(request: DeliveryRequest, spec: dict[str, Any], endpoint: Endpoint) -> dict[str, str]:
     """Ours, then the user's, then Sundial's; no user header can replace a Sundial one."""
     headers = {"User-Agent": "Sundial", "Accept": "*/*"}
     if endpoint.authorization:  # user:password@ in the URL, sent as requests did
@@ -317,9 +321,9 @@ def _detail(answer: Answer, sent: dict[str, str]) -> str:
 class StagedHttp:
     """A request of a staged attempt, ready to be written (http_batch.Outgoing)."""
 
-    def __init__(self, target: HttpTarget, request: DeliveryRequest, spec: dict, endpoint: Endpoint,
+    def __init__(self, target: HttpTarget, request: DeliveryRequest, spec: dict[str, Any], endpoint: Endpoint,
                  address: str | None, headers: dict[str, str], method: str, payload: bytes | None,
-                 timeout: float, key: tuple, data: bytes):
+                 timeout: float, key: PoolKey, data: bytes) -> None:
         self.target, self.request, self.spec, self.endpoint = target, request, spec, endpoint
         self.address, self.headers, self.method, self.payload = address, headers, method, payload
         self.timeout, self.key, self.data = timeout, key, data
@@ -332,7 +336,7 @@ class StagedHttp:
         except OSError:
             pass  # the write connects again, and a failure then is the attempt's
 
-    def outgoing(self, ready, done) -> Outgoing:
+    def outgoing(self, ready: Callable[[], bool], done: Callable[[Answer | BaseException | None], None]) -> Outgoing:
         """This request as the writer takes it: `ready()` is asked right before the write
         (False: not sent), `done(outcome)` gets the answer, an error, or None if not sent."""
         return Outgoing(self.key, self.data, self.method, self.timeout, self.read_limit, ready=ready, done=done)

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from engine.targets.http_framing import AnswerReader
-from engine.targets.http_pool import Answer, ConnectionPool, dropped_while_idle
+from engine.targets.http_pool import Answer, ConnectionPool, PoolKey, dropped_while_idle
 
 PARALLEL = 64  # connections per host at once (the pool keeps as many idle)
 # How long a request whose connection is being opened counts as backlog (what the record
@@ -58,7 +58,7 @@ _LATER = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 
 @dataclass(eq=False)
 class Outgoing:
-    key: tuple  # ConnectionPool.key_of
+    key: PoolKey  # ConnectionPool.key_of
     data: bytes  # the whole request, encoded
     method: str
     timeout: float
@@ -85,8 +85,8 @@ class BatchWriter:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._lock = threading.Lock()
         self._incoming: list[Outgoing] = []
-        self._waiting: dict[tuple, deque[Outgoing]] = {}
-        self._in_use: dict[tuple, int] = {}
+        self._waiting: dict[PoolKey, deque[Outgoing]] = {}
+        self._in_use: dict[PoolKey, int] = {}
         self._busy: dict[int, _Busy] = {}  # by socket fd
         self._connected: list[tuple[Outgoing, http.client.HTTPConnection | BaseException]] = []
         self._connecting: dict[int, float] = {}  # id(item) -> when its connection began to be opened elsewhere
@@ -190,7 +190,7 @@ class BatchWriter:
             nearest = min([nearest, *(item.deadline for item in waiting)])
         self._timeouts_at = nearest
 
-    def _start_some(self, key: tuple) -> None:
+    def _start_some(self, key: PoolKey) -> None:
         waiting = self._waiting.get(key)
         while waiting and self._in_use.get(key, 0) < self.parallel:
             item = waiting.popleft()
@@ -301,7 +301,7 @@ class BatchWriter:
         except (KeyError, ValueError):
             pass
 
-    def _release(self, key: tuple, conn: http.client.HTTPConnection | None = None) -> None:
+    def _release(self, key: PoolKey, conn: http.client.HTTPConnection | None = None) -> None:
         """A connection of `key` is free: back to the pool (if given), and the next waits less."""
         self._in_use[key] = max(self._in_use.get(key, 1) - 1, 0)
         if conn is not None:

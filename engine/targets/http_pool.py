@@ -30,6 +30,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
+from typing import Callable
 from urllib.parse import quote, unquote, urlsplit
 
 from engine.targets.fence import check as check_fence
@@ -77,12 +78,15 @@ def parse_endpoint(url: str) -> Endpoint:
     return Endpoint(parts.scheme, parts.hostname, port, target, authorization)
 
 
+PoolKey = tuple[str, str, int, str | None, str]  # key_of: scheme, host, port, address, owner
+
+
 class ConnectionPool:
     """Idle connections by (scheme, host, port); thread-safe."""
 
     def __init__(self, max_idle_per_host: int = MAX_IDLE_PER_HOST, max_hosts: int = MAX_HOSTS):
         self.max_idle_per_host, self.max_hosts = max_idle_per_host, max_hosts
-        self._idle: OrderedDict[tuple, list[tuple[float, http.client.HTTPConnection]]] = OrderedDict()
+        self._idle: OrderedDict[PoolKey, list[tuple[float, http.client.HTTPConnection]]] = OrderedDict()
         self._lock = threading.Lock()
         self._tls = ssl.create_default_context()  # verifies certificates and host names
         self.opened = 0  # connections opened so far (tests read it)
@@ -140,10 +144,10 @@ class ConnectionPool:
     # --- for the batch writer (http_batch.py): connections by key, opened ahead --------
 
     @staticmethod
-    def key_of(endpoint: Endpoint, address: str | None, owner: str) -> tuple:
+    def key_of(endpoint: Endpoint, address: str | None, owner: str) -> PoolKey:
         return (endpoint.scheme, endpoint.host, endpoint.port, address, owner)
 
-    def take_idle(self, key: tuple, timeout: float) -> http.client.HTTPConnection | None:
+    def take_idle(self, key: PoolKey, timeout: float) -> http.client.HTTPConnection | None:
         """An idle connection still open, or None: never connects (the batch writer's
         thread must not wait on a host that is slow to accept)."""
         now = time.monotonic()
@@ -161,13 +165,13 @@ class ConnectionPool:
             conn.sock.settimeout(timeout)
             return conn
 
-    def open(self, key: tuple, timeout: float) -> http.client.HTTPConnection:
+    def open(self, key: PoolKey, timeout: float) -> http.client.HTTPConnection:
         return self._open(key, timeout)
 
-    def give_back(self, key: tuple, conn: http.client.HTTPConnection) -> None:
+    def give_back(self, key: PoolKey, conn: http.client.HTTPConnection) -> None:
         self._give_back(key, conn)
 
-    def warm(self, key: tuple, timeout: float, most: int) -> None:
+    def warm(self, key: PoolKey, timeout: float, most: int) -> None:
         """Open one connection for `key` ahead of need, unless `most` are idle already.
 
         :raises OSError: connecting failed.
@@ -177,11 +181,11 @@ class ConnectionPool:
         if idle < min(most, self.max_idle_per_host):
             self._give_back(key, self._open(key, timeout))
 
-    def _take(self, key: tuple, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+    def _take(self, key: PoolKey, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
         conn = self.take_idle(key, timeout)
         return (conn, True) if conn is not None else (self._open(key, timeout), False)
 
-    def _open(self, key: tuple, timeout: float) -> http.client.HTTPConnection:
+    def _open(self, key: PoolKey, timeout: float) -> http.client.HTTPConnection:
         scheme, host, port, address, _ = key
         conn: http.client.HTTPConnection
         if scheme == "https":
@@ -196,7 +200,7 @@ class ConnectionPool:
         self.opened += 1
         return conn
 
-    def _give_back(self, key: tuple, conn: http.client.HTTPConnection) -> None:
+    def _give_back(self, key: PoolKey, conn: http.client.HTTPConnection) -> None:
         evicted: list[http.client.HTTPConnection] = []
         with self._lock:
             conns = self._idle.setdefault(key, [])
@@ -220,9 +224,10 @@ def _write(conn: http.client.HTTPConnection, method: str, target: str, body: byt
     conn.request(method, target, body=body, headers=headers)
 
 
-def _connect_to(address: str):
+def _connect_to(address: str) -> Callable[..., socket.socket]:
     """http.client's connection factory, with the host name replaced by `address`."""
-    def create(host_and_port, timeout=socket.getdefaulttimeout(), source_address=None):
+    def create(host_and_port: tuple[str, int], timeout: float | None = socket.getdefaulttimeout(),
+               source_address: tuple[str, int] | None = None) -> socket.socket:
         return socket.create_connection((address, host_and_port[1]), timeout, source_address)
     return create
 
@@ -250,7 +255,7 @@ def dropped_while_idle(conn: http.client.HTTPConnection) -> bool:
         return True
 
 
-def _read_answer(sock, response: http.client.HTTPResponse, deadline: float, limit: int) -> Answer:
+def _read_answer(sock: socket.socket, response: http.client.HTTPResponse, deadline: float, limit: int) -> Answer:
     """Read up to `limit` bytes of the body, stopping at `deadline` too, so that a huge
     or trickling body costs neither memory nor a dispatcher thread's time."""
     body = b""
@@ -298,7 +303,7 @@ class _BoundedRaw(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]  # RawIOBase's Buffer
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError("timed out")
@@ -315,7 +320,7 @@ class _Encoder(http.client.HTTPConnection):
         self.default_port = 443 if endpoint.scheme == "https" else 80  # Host omits the default port
         self.captured: list[bytes] = []
 
-    def send(self, data) -> None:
+    def send(self, data: bytes | bytearray) -> None:  # type: ignore[override]  # only bytes reach it here
         self.captured.append(bytes(data))
 
 

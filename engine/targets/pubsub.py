@@ -18,6 +18,7 @@ import concurrent.futures
 import threading
 import time
 from datetime import timedelta
+from typing import TYPE_CHECKING, Callable
 
 from google.api_core import exceptions as gexc
 from google.api_core import retry as gretry
@@ -26,6 +27,9 @@ from google.auth import exceptions as auth_exceptions
 from engine.ports import DeliveryRequest, DeliveryResult
 from statemachine.durations import rfc3339_millis
 from statemachine.vocabulary import DeliveryOutcome
+
+if TYPE_CHECKING:  # the client library loads on first publish
+    from google.cloud.pubsub_v1 import PublisherClient
 
 PUBLISH_TIMEOUT = timedelta(seconds=60)
 # The client's own retries of a failed publish: a blip is retried for two seconds, after
@@ -51,7 +55,7 @@ def sundial_attributes(request: DeliveryRequest) -> dict[str, str]:
     return attributes
 
 
-def _default_publisher():
+def _default_publisher() -> PublisherClient:
     import google.cloud.pubsub_v1 as pubsub_v1
 
     return pubsub_v1.PublisherClient()
@@ -60,7 +64,8 @@ def _default_publisher():
 class PubSubTarget:
     """Delivers `{"pubsub": {topic, data, attributes}}` targets."""
 
-    def __init__(self, publisher=None, timeout: timedelta = PUBLISH_TIMEOUT, make_publisher=_default_publisher):
+    def __init__(self, publisher: PublisherClient | None = None, timeout: timedelta = PUBLISH_TIMEOUT,
+                 make_publisher: Callable[[], PublisherClient] = _default_publisher):
         self._publisher = publisher
         self._make_publisher = make_publisher
         self._timeout = timeout.total_seconds()
@@ -100,7 +105,7 @@ class PubSubTarget:
             return DeliveryOutcome.FAILED, text, text
         return DeliveryOutcome.SUCCEEDED, "", f"published message {message_id} to {topic}"
 
-    def _client(self):
+    def _client(self) -> PublisherClient:
         with self._lock:
             if self._publisher is None:
                 self._publisher = self._make_publisher()

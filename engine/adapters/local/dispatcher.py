@@ -92,7 +92,7 @@ class Dispatcher:
         self._metrics = metrics if metrics is not None else Metrics()  # counts the leases it gives up
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
-        self._running: set[futures.Future] = set()  # the pool's tasks not yet done
+        self._running: set[futures.Future[None]] = set()  # the pool's tasks not yet done
         self._released = False  # stopped: every lease was handed back (_release_unstarted)
         self._threads: list[threading.Thread] = []
         self._pipeline = TaskPipeline(runner, workers, self._settle, self._task_until, self._room_freed,
@@ -260,7 +260,7 @@ class Dispatcher:
             self._running.add(future)
         future.add_done_callback(self._ran)
 
-    def _ran(self, future: futures.Future) -> None:
+    def _ran(self, future: futures.Future[None]) -> None:
         with self._lock:
             self._running.discard(future)
 

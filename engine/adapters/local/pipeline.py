@@ -94,7 +94,8 @@ class TaskPipeline:
         COMMIT, WAL pages and wakeups are shared five times as widely (docs/PERFORMANCE.md)."""
         self.runner, self.settle, self._owns, self._tuning = runner, settle, owns, tuning
         # A staged request issued by a result's step (ticks.stage_pending) has no task.
-        self.task_until = lambda item: NEVER if item is None else task_until(item)
+        self.task_until: Callable[[LeasedTask | None], float] = (
+            lambda item: NEVER if item is None else task_until(item))
         self._steps: Inbox[LeasedTask] = Inbox()
         self._results: Inbox[_Result] = Inbox(linger=tuning.record_linger.total_seconds())
         # A request may wait for a sender a quarter of the start grace at most (and 5 s).
