@@ -26,6 +26,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import time
 
 from engine.errors import WriteLockBusy
 
@@ -117,13 +118,12 @@ class WriteLock:
             self._file = _FileLock(self._fd)
 
     def __enter__(self) -> "WriteLock":
+        deadline = time.monotonic() + self.wait  # one bound for both waits together
         if not self._threads.acquire(timeout=self.wait):
             raise WriteLockBusy(f"another thread of this process has held the write lock over {self.wait:g}s")
         if self._file is not None:
             try:
-                # The thread lock's own wait counts against the bound too, but a second
-                # full wait is simpler and still bounded (2 x wait at the most).
-                if not self._file.acquire(self.wait):
+                if not self._file.acquire(max(0.0, deadline - time.monotonic())):
                     raise WriteLockBusy(f"another process has held the database's write lock over {self.wait:g}s"
                                         " (a stalled process?)")
             except BaseException:
