@@ -36,6 +36,11 @@ class ConflictError(StoreError):
     """Another writer changed the data this transaction read; retry it."""
 
 
+class WriteLockBusy(StoreError):
+    """The embedded database's write lock stayed taken past the bound a writer waits
+    (engine/adapters/local/write_lock.py); nothing was written; retry in a moment."""
+
+
 class CommitTooLarge(StoreError):
     """A transaction would write more entities than legacy Datastore takes in one
     commit (statemachine/budget.py). Every store refuses it before anything is

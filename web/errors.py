@@ -11,7 +11,7 @@ from flask.typing import ResponseReturnValue
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from config.limits import MAX_REQUEST_BYTES
-from engine.errors import NotFound, Refused, StoreError
+from engine.errors import NotFound, Refused, StoreError, WriteLockBusy
 from statemachine.backfill import BackfillError
 from statemachine.errors import SundialError
 from statemachine.machine import InvalidTransition
@@ -49,8 +49,12 @@ ANSWERS: tuple[tuple[type[SundialError], str, str], ...] = (
     (InvalidTransition, "FAILED_PRECONDITION", "{}"),
     (NotFound, "NOT_FOUND", "{}"),
     (BackfillError, "INVALID_ARGUMENT", "{}"),  # a backfill's range or a re-run's time
+    (WriteLockBusy, "UNAVAILABLE", "the database is busy: {}; try again in a moment"),
     (StoreError, "UNAVAILABLE", "storage is failing: {}; try again in a moment"),
 )
+# Seconds a caller told UNAVAILABLE should wait before it tries again: about a write
+# lock's bounded wait, so a retry lands after a stalled holder lost its turn.
+RETRY_AFTER_SECONDS = 2
 KNOWN_ERRORS = (SundialError,)
 
 
@@ -75,7 +79,10 @@ def error_response(code: str, message: str, details: list[str] | None = None) ->
     body: dict[str, str | list[str]] = {"code": code, "message": message}
     if details:
         body["details"] = details
-    return jsonify({"error": body}), STATUS.get(code, 500)
+    response = jsonify({"error": body})
+    if code == "UNAVAILABLE":
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response, STATUS.get(code, 500)
 
 
 def _http_error(error: HTTPException) -> ResponseReturnValue:

@@ -7,7 +7,10 @@ its process, written in the transaction that records it as starting and deleted 
 the one that records its result (engine/changes.py, through `SqliteAttemptHolds`).
 
 A process is gone when
-- its heartbeat is older than `timeout` (a few heartbeat periods): it died, or hangs; or
+- its heartbeat is older than `timeout` (a few heartbeat periods): it died, or hangs;
+  its heartbeat is the later of its row's and its file's (heartbeat_files.py), and the
+  file needs no write lock, so a process that waits on a lock another process holds is
+  not taken for gone; or
 - at once, when it ran on this machine and its pid is no longer alive with the start
   time it registered (a kill -9, a crash, an OOM kill). SQLite is a local database: the
   processes sharing a file share a kernel (a network filesystem does not give SQLite
@@ -17,6 +20,13 @@ A process is gone when
 - it is not registered at all (it stopped cleanly and deregistered, leaving a hold
   whose result it could not record).
 The attempts such a process held are `orphaned`; engine/interruptions.py settles them.
+
+A process that itself stalled past its heartbeat timeout (its own lease, counted on
+its monotonic clock, ran out between two heartbeats) may find its row still there:
+nobody could write to take it for gone, e.g. because it was frozen holding the write
+lock. It still gives up what it held before (others may have judged it gone from its
+file meanwhile), and counts those holds among the orphans, so that they are settled
+and sent again at once rather than left to the watchdog.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable, Protocol, cast
 
+from engine.adapters.local.heartbeat_files import HeartbeatFiles
 from engine.adapters.local.release_marks import ReleaseMarks, read_marks, released_until
 from engine.adapters.local.sqlite_queue import Share
 from engine.adapters.local.sqlite_rows import Row, SqliteTransaction
@@ -133,7 +144,9 @@ class ProcessRegistry:
         self._monotonic = monotonic
         self._held_until: float | None = None  # see AttemptHolds.held_until
         self._revoked_before = float("-inf")  # what it held before it was taken for gone is lost
+        self._revoked_since: float | None = None  # its holds older than this (store time) are orphans
         self._share: Share | None = None  # see share()
+        self._files = HeartbeatFiles.beside(store.path)
 
     def heartbeat(self) -> None:
         """Register, or say this process is still here; and forget the processes that
@@ -144,6 +157,11 @@ class ProcessRegistry:
         # Read before the heartbeat's time: the others count the timeout from that time.
         taken = self._monotonic()
         me, now = self.me, self.clock.now().timestamp()
+        kept_up = self._held_until is not None and taken < self._held_until  # no stall since the last one
+        if self._beat_file(now) and self._registered and kept_up:
+            # The others judge it by the file too: its lease holds on even if the row
+            # below cannot be written (the write lock held by a stalled process).
+            self._held_until = held_until(taken, self.timeout)
         registered = self._registered_ids()
         gone = self.gone_among(registered)
         with self.store.transaction() as tx:
@@ -158,10 +176,43 @@ class ProcessRegistry:
             self._revoked_before = taken
             log_event(log, "this process was taken for gone; registered again", level=logging.WARNING,
                       process=me.id)
+        elif self._registered and not kept_up:
+            self._lapsed(taken)
+        self._forget(gone)
         self._registered = True
         self._held_until = held_until(taken, self.timeout)
         members = sorted((registered | {me.id}) - gone)
         self._share = Share(members.index(me.id), len(members))
+
+    def _beat_file(self, now: float) -> bool:
+        if self._files is None:
+            return False
+        try:
+            self._files.write(self.me.id, now)
+        except OSError as error:  # the row still says it is here
+            log_event(log, "heartbeat file not written", level=logging.WARNING, error=str(error))
+            return False
+        return True
+
+    def _lapsed(self, taken: float) -> None:
+        """It stalled past its own lease and nobody took it for gone: what it held before
+        is given up all the same, and settled as orphans (`revoked_since`)."""
+        self._revoked_before = taken
+        self._revoked_since = self.clock.now().timestamp()
+        log_event(log, "this process stalled past its heartbeat timeout; what it held is settled again",
+                  level=logging.WARNING, process=self.me.id)
+
+    def _forget(self, gone: set[str]) -> None:
+        """Remove the heartbeat files of the processes whose rows are gone."""
+        if self._files is None or not gone:
+            return
+        for process_id in gone - self._registered_ids():
+            self._files.remove(process_id)
+
+    def revoked_since(self) -> float | None:
+        """The store time before which this process's own holds are orphans (it stalled
+        past its lease, `_lapsed`); None when none are."""
+        return self._revoked_since
 
     def share(self) -> Share | None:
         """This process's share of the chain queue among the processes serving the
@@ -178,6 +229,8 @@ class ProcessRegistry:
         """This process stops: what it still holds is settled by the next process to look."""
         with self.store.transaction() as tx:
             tx.conn.execute("DELETE FROM processes WHERE id = ?", (self.me.id,))
+        if self._files is not None:
+            self._files.remove(self.me.id)
 
     def gone_among(self, ids: set[str]) -> set[str]:
         """Those of `ids` whose process is gone (never this process itself)."""
@@ -190,7 +243,8 @@ class ProcessRegistry:
         if row is None:
             return True  # deregistered (or never registered): it is not running here
         process_id, machine, pid, started, heartbeat = row
-        if heartbeat < stale_before:
+        beat_file = self._files.read(process_id) if self._files is not None else None
+        if max(heartbeat, beat_file or heartbeat) < stale_before:
             return True
         token = process_id.rsplit(".", 1)[-1]
         return self._alive(ProcessIdentity(machine, pid, started, token), self.me.machine) is False
@@ -231,13 +285,16 @@ class SqliteAttemptHolds:
         # hold, so every holder read here is either in the registry read next, or gone.
         holders = {row[0] for row in conn.execute("SELECT DISTINCT holder FROM held_attempts")}
         gone = sorted(self.registry.gone_among(holders)) if holders else []
-        if not gone:
+        # Its own holds from before a stall past its lease (ProcessRegistry._lapsed).
+        me, revoked_since = self.registry.me.id, self.registry.revoked_since()
+        if not gone and revoked_since is None:
             return []
         rows = conn.execute(
             "SELECT project, job_id, invocation_id, event, attempt, holder, since FROM held_attempts"
-            f" WHERE holder IN ({','.join('?' * len(gone))}) ORDER BY since LIMIT ?", (*gone, limit),
+            f" WHERE holder IN ({','.join('?' * len(gone))}) OR (holder = ? AND since < ?) ORDER BY since LIMIT ?",
+            (*gone, me, revoked_since if revoked_since is not None else float("-inf"), limit),
         ).fetchall()
-        marks = read_marks(self.store, gone)  # how far each got with its staged requests
+        marks = read_marks(self.store, [*gone, me])  # how far each got with its staged requests
         return [HeldAttempt(AttemptKey(project, job_id, invocation, event, attempt), holder,
                             released_until(since, marks.get(holder)))
                 for project, job_id, invocation, event, attempt, holder, since in rows]

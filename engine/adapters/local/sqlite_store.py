@@ -35,7 +35,8 @@ from engine.adapters.local.sqlite_rows import (
     job_from_row,
     project_from_row,
 )
-from engine.adapters.local.write_lock import WriteLock
+from engine.adapters.local.write_lock import LOCK_WAIT, WriteLock
+from engine.errors import WriteLockBusy
 from engine.metrics import Metrics
 from engine.ports import AuditEntry, InvocationRow, ProjectRow, StoredJob, StoreError, Transaction
 from statemachine.budget import JOBS_PER_COMMIT
@@ -94,21 +95,27 @@ class SqliteJobStore:
     def connection(self) -> sqlite3.Connection:
         conn = self._local.conn
         if conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            # SQLite's own lock (a writer outside the flock, the file's recovery) is waited
+            # for as long as the flock is, no longer: a stalled holder costs a bounded pause.
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=LOCK_WAIT)
             conn.execute("PRAGMA journal_mode=WAL")
             # NORMAL in WAL mode: a commit survives a killed process; only a power
             # loss may drop the newest commits, and never corrupts the file.
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute(f"PRAGMA busy_timeout={int(LOCK_WAIT * 1000)}")
             self._local.conn = conn
         return conn
 
     @contextmanager
     def transaction(self) -> Iterator[SqliteTransaction]:
         conn = self.connection()
-        with self._health.writing(), self._write_lock:
+        with self._health.writing(), self._locked():
             try:
                 conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as error:
+                self._failed("begin", error)
+                kind = WriteLockBusy if _is_busy(error) else StoreError
+                raise kind(f"sqlite: cannot begin: {error}") from error
             except sqlite3.Error as error:
                 self._failed("begin", error)
                 raise StoreError(f"sqlite: cannot begin: {error}") from error
@@ -127,6 +134,18 @@ class SqliteJobStore:
         self._health.succeeded()
         if tx.earliest_eta is not None and self._on_enqueue is not None:
             self._on_enqueue(tx.earliest_eta)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        try:
+            self._write_lock.__enter__()
+        except WriteLockBusy as error:
+            self._health.failed("begin", error)
+            raise
+        try:
+            yield
+        finally:
+            self._write_lock.__exit__()
 
     def _failed(self, operation: str, error: sqlite3.Error) -> None:
         self._health.failed(operation, error)
@@ -356,3 +375,8 @@ def _rollback(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
     except sqlite3.Error:
         pass  # the transaction is gone already (e.g. the database went away)
+
+
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    """SQLite's own lock stayed taken past the busy timeout ("database is locked")."""
+    return error.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
