@@ -3,7 +3,7 @@
 #
 #   docker build -t sundial .
 #   docker run -p 8080:8080 -e SUNDIAL_API_TOKENS=TOKEN=user:you@example.com \
-#       -v "$PWD/examples/configs:/app/configs:ro" sundial
+#       -e SUNDIAL_ADMINS=user:you@example.com -v "$PWD/examples/configs:/app/configs:ro" sundial
 #
 # The server listens on 0.0.0.0 (loopback would be out of reach from outside the
 # container), which `serve` allows only when callers must prove who they are:
@@ -13,6 +13,11 @@
 # The base is an argument so that a build can name a mirror of the same image.
 ARG PYTHON_IMAGE=python:3.13-slim
 FROM ${PYTHON_IMAGE}
+
+LABEL org.opencontainers.image.title="Sundial" \
+      org.opencontainers.image.description="A durable job scheduler: cron with seconds and time zones, one-off jobs, fan-out, HTTP, Pub/Sub and Cloud Tasks deliveries; SQLite or Cloud Datastore and Cloud Tasks" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.documentation="docs/CLOUD_RUN.md"
 
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

@@ -25,9 +25,11 @@ from web.sessions import SAFE_METHODS, csrf_matches, session_caller
 __all__ = ["OWN", "READ", "TRIGGER", "actor", "authorize", "caller", "install", "may", "readable"]
 
 # Paths whose callers are not users, or not yet: the queue and cron (web/guard.py), the
-# health and readiness checks, the UI's stylesheet and sign-in form; the async
-# completion carries its own token.
-_NOT_USERS = ("/internal/", "/healthz", "/readyz", "/static/", "/signin", "/signout")
+# health and readiness checks, the UI's stylesheet and sign-in form, the example
+# projects' echo (it answers only the invocation id it was sent, and exists only on the
+# embedded backend: the demo heartbeat carries no token); the async completion carries
+# its own token.
+_NOT_USERS = ("/internal/", "/healthz", "/readyz", "/static/", "/signin", "/signout", "/demo/echo")
 
 
 def install(app: Flask, identifier: Identifier, directory: Directory) -> None:

@@ -148,3 +148,13 @@ def test_the_async_completion_needs_its_token_not_a_caller_identity(secured):
                                    json={"status": "SUCCEEDED"},
                                    headers={"X-Sundial-Completion-Token": "wrong"})
     assert response.status_code == 403  # the token check, not the caller check (401)
+
+
+def test_the_demo_echo_answers_the_demo_heartbeat_without_a_token(secured):
+    # The example projects' heartbeat calls the server's own echo with no token: with API
+    # tokens set (the container try-out), it was refused 401 at every beat.
+    app = create_app(secured.engine, Settings(task_secret="t", demo_echo=True, api_tokens=TOKENS))
+    client = app.test_client()
+    answer = client.post("/demo/echo", headers={"X-Sundial-Invocation": "inv-1"})
+    assert (answer.status_code, answer.get_json()) == (200, {"received": "inv-1"})
+    assert client.get("/api/v1/projects").status_code == 401  # everything else still asks who
