@@ -19,17 +19,19 @@ defaults included; the canonical JSON of its `to_dict()` hashes to `policy.revis
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from functools import cached_property, partial
-from typing import Any, Collection
+from typing import Any, Collection, Mapping
 
 from config import job_extras, limits
+from config.calendars import parse_exclude
 from config.checks import Checker, Invalid, Parser
 from config.job_results import build_definition, build_policy, revision_of
 from config.model import BUILTIN_DEFAULTS, JOB_ID, JobConfig
 from config.targets import TargetRules, parse_target
 from config.yamlsource import Path
+from statemachine.calendars import Calendar, calendars_to_list
 from statemachine.durations import UTC, format_duration, parse_instant
 from statemachine.policy import Catchup, Overlap
 from statemachine.schedule import AtSchedule, ScheduleError, load_zone, parse_schedule
@@ -41,9 +43,9 @@ __all__ = [
 
 JOB_FIELDS = ("id", "schedule", "at", "timezone", "disabled", "overlap", "max_concurrent",
               "catchup", "timeout", "retry", "fanout", "throttle", "triggers", "target",
-              "pause_after_failures", "on_failure", "on_recovery") + job_extras.EXTRA_FIELDS
+              "pause_after_failures", "on_failure", "on_recovery", "exclude") + job_extras.EXTRA_FIELDS
 HOOK_FIELDS = ("on_failure", "on_recovery")
-PER_JOB_FIELDS = ("id", "schedule", "at", "target", *HOOK_FIELDS) + job_extras.PER_JOB
+PER_JOB_FIELDS = ("id", "schedule", "at", "target", *HOOK_FIELDS, "exclude") + job_extras.PER_JOB
 _NESTED = ("catchup", "retry", "fanout")
 
 
@@ -55,6 +57,7 @@ class JobContext:
     rules: TargetRules
     throttles: Collection[str] | None = None  # None: references are not checked
     known_jobs: Collection[str] | None = None  # None: triggers are not checked
+    calendars: Mapping[str, Calendar] = field(default_factory=dict)  # what `exclude` may name
 
     @cached_property
     def resolved(self) -> dict[str, Any]:
@@ -269,11 +272,14 @@ def parse_entry(check: Checker, path: Path, entry: dict[str, Any], job_id: str,
                      f"(this job's overlap is {resolved['overlap'].value})")
     _check_references(check, path, entry, own, context)
     extras = job_extras.parse_extras(check, path, entry, own, context.defaults, timing, resolved["timezone"], _instant)
+    exclude = () if entry.get("exclude") is None else check.attempt(
+        lambda: parse_exclude(check, path + ("exclude",), entry["exclude"], context.calendars), ())
     if check.errors or timing is None or target is None:
         return None
     definition = build_definition(job_id, timing, resolved, target[0], {n: h[0] for n, h in hooks.items()},
-                             extras.definition_fields())
-    policy = build_policy(timing, resolved, target[1], revision_of(definition), hooks, extras.policy_fields())
+                             {**extras.definition_fields(), "exclude": tuple(calendars_to_list(exclude)) or None})
+    policy = build_policy(timing, resolved, target[1], revision_of(definition), hooks,
+                          {**extras.policy_fields(), "exclude": exclude})
     return JobConfig(job_id, policy, definition, resolved["disabled"], check.lines.line(path))
 
 

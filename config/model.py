@@ -17,6 +17,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from statemachine.calendars import Calendar
 from statemachine.definition import JobDefinition
 from statemachine.policy import JobPolicy
 
@@ -103,6 +104,8 @@ class ProjectConfig:
     """The `defaults` block, normalized and JSON-ready (only the fields it sets)."""
     content_hash: str
     """sha256 hex of the file's bytes: an unchanged file needs no import."""
+    calendars: dict[str, Calendar] = field(default_factory=dict)
+    """Exclusion calendar name -> calendar (the `calendars` block)."""
 
     @property
     def broken_job_ids(self) -> frozenset[str]:
@@ -119,4 +122,7 @@ class ProjectConfig:
             "allowed_hosts": list(self.allowed_hosts),
             "throttles": dict(self.throttles),
             "defaults": self.defaults,
+            # Only when set, so the stored settings of a project without calendars stay as they were.
+            **({"calendars": {name: calendar.to_dict() for name, calendar in self.calendars.items()}}
+               if self.calendars else {}),
         }

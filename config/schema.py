@@ -28,6 +28,7 @@ from typing import Any
 
 from config import job_extras, limits
 from config.auth import AUTH_KINDS, DEFAULT_SCOPE, OAUTH_FIELDS, OIDC_FIELDS
+from config.calendars import CALENDAR_FIELDS
 from config.jobs import _SHARED, JOB_FIELDS, PER_JOB_FIELDS
 from config.model import BUILTIN_DEFAULTS, JOB_ID, PROJECT_ID
 from config.targets import (
@@ -249,6 +250,35 @@ _INSTANT = {"type": "string", "pattern": r"^\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d(:\d\d(
                                         r"\s*([Zz]|[+-]\d\d(:?\d\d)?)$"}
 
 
+_DATE = {"type": "string", "pattern": r"^\d{4}-\d\d-\d\d$"}
+_LOCAL_TIME = {"type": "string", "pattern": r"^\d{4}-\d\d-\d\d([Tt ]\d\d:\d\d(:\d\d(\.\d+)?)?)?$"}
+
+
+def _calendar(named: bool) -> dict:
+    """An exclusion calendar: in the `calendars` block, or inline in a job's `exclude` (`named`)."""
+    span = _closed({"start": _LOCAL_TIME | {"description": "First excluded wall time (no offset)."},
+                    "end": _LOCAL_TIME | {"description": "First wall time no longer excluded."}},
+                   "Local wall times [start, end) in the calendar's zone.", ("start", "end"))
+    fields = _checked("calendar fields", {
+        "timezone": _text("IANA time zone its dates and ranges are read in.", default="UTC"),
+        "dates": {"type": "array", "items": _DATE, "maxItems": limits.MAX_CALENDAR_ENTRIES,
+                  "description": "Whole local days excluded (YYYY-MM-DD)."},
+        "ranges": {"type": "array", "items": span, "maxItems": limits.MAX_CALENDAR_ENTRIES,
+                   "description": "Local time ranges excluded."},
+    }, CALENDAR_FIELDS)
+    if not named:
+        return _closed(fields, "Dates and time ranges in which a job's scheduled occurrences are SKIPPED/excluded.")
+    name = _text("The calendar's name, shown as the reason's source.", pattern=_anchored(JOB_ID.pattern))
+    return _closed({"name": name, **fields}, "A calendar of this job's own.", ("name",))
+
+
+def _exclude() -> dict:
+    named = _text("Name of a calendar of the project's `calendars`.", pattern=_anchored(JOB_ID.pattern))
+    return {"type": "array", "maxItems": limits.MAX_EXCLUDE_CALENDARS, "items": {"anyOf": [named, _calendar(True)]},
+            "description": "Exclusion calendars: an occurrence of the schedule whose time falls in one is "
+                           "SKIPPED/excluded."}
+
+
 def _job_fields() -> dict:
     shared = _shared_fields()
     per_job = _checked("per-job fields", {
@@ -265,6 +295,7 @@ def _job_fields() -> dict:
         "target": _target("Where each occurrence is delivered: exactly one kind."),
         "on_failure": _target("Where a FAILED invocation's notification goes."),
         "on_recovery": _target("Where the notification of the first SUCCEEDED invocation after FAILED ones goes."),
+        "exclude": _exclude(),
     }, PER_JOB_FIELDS)
     fields = {**shared, **per_job}
     return _checked("job fields", {name: field if name in ("id", "target") else _nullable(field)
@@ -287,6 +318,9 @@ def _top_fields() -> dict:
         "throttles": {"type": "object", "description": "Named limits shared by jobs.",
                       "propertyNames": {"pattern": _anchored(JOB_ID.pattern)},
                       "additionalProperties": throttle},
+        "calendars": {"type": "object", "description": "Named exclusion calendars the jobs' `exclude` names.",
+                      "propertyNames": {"pattern": _anchored(JOB_ID.pattern)},
+                      "additionalProperties": _calendar(False)},
         "jobs": {"type": "array", "items": {"$ref": "#/$defs/job"}, "description": "The jobs."},
     }, TOP_FIELDS)
 

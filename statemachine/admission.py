@@ -12,7 +12,7 @@ from datetime import datetime
 from statemachine import actions as act
 from statemachine import waiting
 from statemachine.budget import STARTS_PER_STEP
-from statemachine.invocations import Result, start
+from statemachine.invocations import Result, excluded, start
 from statemachine.policy import Catchup, JobPolicy, Overlap, Tuning
 from statemachine.record import JobRecord, Occurrence
 from statemachine.runs import Run
@@ -27,8 +27,8 @@ def admit(
     `inline`: the caller will deliver right after its commit (see `start`).
     """
     policy = record.live_policy
-    if len(record.active) < policy.concurrency_limit():
-        return start(record, occurrence, now, tuning, inline)
+    if len(record.active) < policy.concurrency_limit() or excluded(record, occurrence):
+        return start(record, occurrence, now, tuning, inline)  # an excluded one is recorded SKIPPED there
     if _trigger_storm(record, occurrence, policy):
         return record, [act.RecordSkipped.of(occurrence, SkipReason.OVERLAP)]
     # A caught-up occurrence under `catchup: all` is never dropped for overlap:

@@ -5,7 +5,7 @@ config/jobs.py builds one from a job entry with every default applied. Its JSON 
 `JobPolicy.revision` hashes, so that form must not drift: `from_dict(d).to_dict() == d`,
 key order included, for every `d` config/jobs.py makes or has made. (The fields added
 after the first release, `pause_after_failures`, `on_failure`, `on_recovery`, `description`,
-`labels`, `jitter`, `start` and `end`, are written only when set, so that a job which does
+`labels`, `jitter`, `start`, `end` and `exclude`, are written only when set, so that a job which does
 not use them keeps its revision.)
 
 Values keep their JSON spelling where that spelling is what is stored and shown:
@@ -90,6 +90,9 @@ class JobDefinition:
     jitter: str | None = None  # each occurrence's delivery is delayed up to this; None: not at all
     start: str | None = None  # RFC 3339 UTC: no occurrence before it; None: unbounded
     end: str | None = None  # RFC 3339 UTC: no occurrence after it (then the job is DONE)
+    # The exclusion calendars the job names, each copied in full ({name, timezone, dates,
+    # ranges}: statemachine/calendars.py), so that a change to one changes the revision.
+    exclude: tuple[dict[str, Any], ...] | None = None
 
     def __post_init__(self) -> None:
         if (self.schedule is None) == (self.at is None):
@@ -144,6 +147,8 @@ class JobDefinition:
         for key in _OPTIONAL_TEXT:
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
+        if self.exclude is not None:
+            data["exclude"] = list(self.exclude)
         return data
 
     @classmethod
@@ -180,12 +185,14 @@ class JobDefinition:
             jitter=fields.optional("jitter", str),
             start=fields.optional("start", str),
             end=fields.optional("end", str),
+            exclude=tuple(fields.items("exclude", dict)) if "exclude" in data else None,
         )
 
 
 _KEYS = frozenset({"id", "schedule", "at", "timezone", "disabled", "overlap", "max_concurrent", "catchup",
                    "timeout", "retry", "fanout", "throttle", "triggers", "target", "pause_after_failures",
-                   "on_failure", "on_recovery", "description", "labels", "jitter", "start", "end"})
+                   "on_failure", "on_recovery", "description", "labels", "jitter", "start", "end",
+                   "exclude"})
 # Written only when set (as pause_after_failures and on_failure), in this order.
 # json.dumps builds an encoder per call when given options: this one is built once.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -215,7 +222,8 @@ def _spelled(d: JobDefinition) -> str:
     text = ("{" if d.at is None else '{"at":' + _strings(d.at) + ",") + \
         f'"catchup":{{"policy":{_string(catchup.policy.value)},"window":{_string(catchup.window)}}},'
     text += _optional("description", d.description) + f'"disabled":{"true" if d.disabled else "false"},'
-    text += _optional("end", d.end) + f'"fanout":{{"count":{fanout.count:d},"spread":{_string(fanout.spread)}}},'
+    text += _optional("end", d.end) + _optional("exclude", d.exclude, _CANONICAL.encode)
+    text += f'"fanout":{{"count":{fanout.count:d},"spread":{_string(fanout.spread)}}},'
     text += f'"id":{_string(d.id)},' + _optional("jitter", d.jitter) + _optional("labels", d.labels, _CANONICAL.encode)
     text += f'"max_concurrent":{d.max_concurrent:d},' + _optional("on_failure", d.on_failure, _CANONICAL.encode)
     text += _optional("on_recovery", d.on_recovery, _CANONICAL.encode) + f'"overlap":{_string(d.overlap.value)},'

@@ -15,6 +15,7 @@ from enum import Enum
 
 from statemachine import schedule as schedules
 from statemachine.budget import ROWS_PER_STEP
+from statemachine.calendars import Calendar
 from statemachine.vocabulary import Trigger
 
 
@@ -137,6 +138,9 @@ class JobPolicy:
     # No occurrence of a clock-driven schedule before `start` nor after `end` (both fire).
     start: datetime | None = None
     end: datetime | None = None
+    # Exclusion calendars: an occurrence of the schedule (on time or caught up) whose time
+    # falls in one is recorded SKIPPED/excluded instead of starting (statemachine/calendars.py).
+    exclude: tuple[Calendar, ...] = ()
     # Identifies the definition this policy came from (a hash of the whole job
     # entry, target included); equal revisions mean nothing to do.
     revision: str = ""

@@ -47,6 +47,7 @@ class SkipReason(StrEnum):
     # Committed ahead of its time, and the job's new timing has no fire time then
     # (statemachine/staging.py); only an invocation that already had a history row gets it.
     RESCHEDULED = "rescheduled"
+    EXCLUDED = "excluded"  # its time falls in one of the job's exclusion calendars (`exclude`)
 
 
 class AbortReason(StrEnum):

@@ -19,6 +19,7 @@ from engine.ports import InvocationRow, StoredJob
 from engine.rendering import render_target, secret_backed_headers
 from engine.secrets import REDACTED
 from engine.sent import masked_headers, shown_request
+from statemachine.calendars import next_included
 from statemachine.definition import JobDefinition
 from statemachine.describe import describe_at, describe_schedule
 from statemachine.record import ActiveInvocation
@@ -100,7 +101,8 @@ def active_since(entry: ActiveInvocation, now: datetime) -> tuple[str, datetime]
 
 
 def next_fire_times(job: StoredJob, now: datetime, count: int = 5) -> list[datetime]:
-    """The schedule's next `count` fire times after now (what a resume would follow)."""
+    """The schedule's next `count` fire times after now (what a resume would follow),
+    without those the job's exclusion calendars hold."""
     policy = job.record.policy
     if policy is None or job.record.disabled:
         return []
@@ -113,7 +115,7 @@ def next_fire_times(job: StoredJob, now: datetime, count: int = 5) -> list[datet
     times: list[datetime] = []
     moment: datetime | None = now
     while moment is not None and len(times) < count:
-        moment = next_fire(schedule, moment)
+        moment = next_included(schedule, policy.exclude, next_fire(schedule, moment))
         if moment is not None:
             times.append(moment)
     return times
