@@ -46,7 +46,7 @@ from statemachine.policy import Catchup, Overlap
 from statemachine.target_kinds import TARGET_KIND_SPECS
 from statemachine.vocabulary import TargetKind
 
-__all__ = ["project_schema", "target_schema", "main"]
+__all__ = ["exclude_schema", "project_schema", "target_schema", "main"]
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 DURATION = r"^\s*(\d+(\.\d+)?(ms|s|m|h|d))+\s*$"
@@ -272,7 +272,8 @@ def _calendar(named: bool) -> dict:
     return _closed({"name": name, **fields}, "A calendar of this job's own.", ("name",))
 
 
-def _exclude() -> dict:
+def exclude_schema() -> dict:
+    """A job's `exclude` (the OpenAPI document's JobEntry reuses it)."""
     named = _text("Name of a calendar of the project's `calendars`.", pattern=_anchored(JOB_ID.pattern))
     return {"type": "array", "maxItems": limits.MAX_EXCLUDE_CALENDARS, "items": {"anyOf": [named, _calendar(True)]},
             "description": "Exclusion calendars: an occurrence of the schedule whose time falls in one is "
@@ -295,7 +296,7 @@ def _job_fields() -> dict:
         "target": _target("Where each occurrence is delivered: exactly one kind."),
         "on_failure": _target("Where a FAILED invocation's notification goes."),
         "on_recovery": _target("Where the notification of the first SUCCEEDED invocation after FAILED ones goes."),
-        "exclude": _exclude(),
+        "exclude": exclude_schema(),
     }, PER_JOB_FIELDS)
     fields = {**shared, **per_job}
     return _checked("job fields", {name: field if name in ("id", "target") else _nullable(field)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from config import limits
 from config.job_extras import MAX_DESCRIPTION, MAX_LABEL_VALUE, MAX_LABELS
 from config.model import JOB_ID
-from config.schema import target_schema
+from config.schema import exclude_schema, target_schema
 from engine.ports import JobSource
 from statemachine.backfill import MAX_BACKFILL
 from statemachine.policy import Catchup, Overlap
@@ -111,7 +111,17 @@ def _extras() -> dict:
         "start": {"type": "string", "format": "date-time", "description": "no occurrence before this instant"},
         "end": {"type": "string", "format": "date-time",
                 "description": "no occurrence after this instant; then the job is DONE"},
+        "exclude": _exclude(),
     }
+
+
+def _exclude() -> dict:
+    """A job's exclusion calendars: the project file's schema for them (config/schema.py)."""
+    calendar = _openapi_3_0(exclude_schema()["items"]["anyOf"][1])  # the inline calendar
+    return {"type": "array", "items": {"anyOf": [{"type": "string", "pattern": JOB_ID_PATTERN}, calendar]},
+            "description": "exclusion calendars: names of the project file's `calendars`, or calendars of the "
+                           "job's own; an occurrence of the schedule inside one is SKIPPED/`excluded`. A Job "
+                           "shows each in full"}
 
 
 def _invocation(with_log: bool) -> dict:
@@ -119,7 +129,7 @@ def _invocation(with_log: bool) -> dict:
     properties = {
         "id": {"type": "string"}, "job": {"type": "string"}, "project": {"type": "string"},
         "status": {"type": "string", "enum": STATUSES},
-        "reason": {"type": "string", "description": "why it ended: `overlap`, `missed`, `paused`, "
+        "reason": {"type": "string", "description": "why it ended: `overlap`, `missed`, `paused`, `excluded`, "
                                                     "`http 500`, `timeout`, ...; `buffered` while waiting"},
         "scheduled_time": time, "created_time": nullable(time),
         "started_time": nullable(time), "finished_time": nullable(time),

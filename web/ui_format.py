@@ -38,7 +38,7 @@ STATUS_FILTERS = {
 TERMINAL = TERMINAL_STATUSES
 # The definition's policy fields, in the order a reader looks for them.
 POLICY_FIELDS = ("overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout", "throttle",
-                 "triggers", "pause_after_failures", "on_failure", "on_recovery")
+                 "triggers", "pause_after_failures", "on_failure", "on_recovery", "exclude")
 _ATTEMPT = re.compile(r"attempt (\d+)(.*)", re.DOTALL)
 
 
@@ -133,6 +133,8 @@ def definition_yaml(definition: JobDefinition) -> str:
 def policies(definition: JobDefinition) -> list[tuple[str, str]]:
     """(name, value) of every policy the definition sets, as it spells them."""
     shown = definition.to_dict()
+    if "exclude" in shown:  # a calendar's dates would fill the page: its name and zone say which it is
+        shown["exclude"] = [f"{calendar['name']} ({calendar['timezone']})" for calendar in shown["exclude"]]
     return [(name, _short(shown[name])) for name in POLICY_FIELDS if name in shown]
 
 
