@@ -19,6 +19,7 @@ defaults included; the canonical JSON of its `to_dict()` hashes to `policy.revis
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from functools import cached_property, partial
@@ -28,7 +29,7 @@ from config import job_extras, limits
 from config.calendars import parse_exclude
 from config.checks import Checker, Invalid, Parser
 from config.job_results import build_definition, build_policy, revision_of
-from config.model import BUILTIN_DEFAULTS, JOB_ID, JobConfig
+from config.model import BUILTIN_DEFAULTS, JOB_ID, SUCCEEDED, TRIGGER_CONDITIONS, JobConfig
 from config.targets import TargetRules, parse_target
 from config.yamlsource import Path
 from statemachine.calendars import Calendar, calendars_to_list
@@ -38,7 +39,7 @@ from statemachine.schedule import AtSchedule, ScheduleError, load_zone, parse_sc
 
 __all__ = [
     "JOB_FIELDS", "JobContext", "PER_JOB_FIELDS", "defaults_json", "entry_id",
-    "parse_defaults", "parse_entry", "revision_of",
+    "parse_defaults", "parse_entry", "revision_of", "trigger_name",
 ]
 
 JOB_FIELDS = ("id", "schedule", "at", "timezone", "disabled", "overlap", "max_concurrent",
@@ -85,11 +86,28 @@ def _name(check: Checker, path: Path, value: Any) -> str:
     return name
 
 
-def _triggers(check: Checker, path: Path, value: Any) -> tuple[str, ...]:
+def _triggers(check: Checker, path: Path, value: Any) -> tuple[str | dict[str, str], ...]:
+    """Each entry an id (`on: succeeded`, as before conditions existed) or {job, on}; kept
+    as an id when its condition is `succeeded`, so such a job's definition is unchanged."""
     items = check.listing(path, value)
-    names = [check.attempt(lambda: _name(check, path + (index,), item))
-             for index, item in enumerate(items)]
-    return tuple(dict.fromkeys(name for name in names if name is not None))
+    edges = [check.attempt(lambda: _trigger(check, path + (index,), item)) for index, item in enumerate(items)]
+    kept = {json.dumps(edge, sort_keys=True): edge for edge in edges if edge is not None}
+    return tuple(kept.values())
+
+
+def _trigger(check: Checker, path: Path, item: Any) -> str | dict[str, str]:
+    if not isinstance(item, dict):
+        return _name(check, path, item)
+    check.known_fields(path, item, ("job", "on"))
+    if item.get("job") is None:
+        check.fail(path, "needs job, e.g. {job: notify-failure, on: failed}")
+    name = _name(check, path + ("job",), item["job"])
+    on = check.choice(path + ("on",), item.get("on", SUCCEEDED), TRIGGER_CONDITIONS)
+    return name if on == SUCCEEDED else {"job": name, "on": on}
+
+
+def trigger_name(edge: str | dict[str, str]) -> str:
+    return edge if isinstance(edge, str) else edge["job"]
 
 
 def _submap(fields: dict[str, Parser], example: str) -> Parser:
@@ -345,7 +363,8 @@ def _check_references(check: Checker, path: Path, entry: dict[str, Any], own: di
     if context.known_jobs is None:
         return
     raw = entry.get("triggers") or []
-    for name in own.get("triggers", ()):
+    for edge in own.get("triggers", ()):
+        name = trigger_name(edge)
         if name not in context.known_jobs:
-            check.report(path + ("triggers", raw.index(name)),
-                         f"unknown job '{name}' in this project")
+            index = next(i for i, item in enumerate(raw) if name in (item, isinstance(item, dict) and item.get("job")))
+            check.report(path + ("triggers", index), f"unknown job '{name}' in this project")

@@ -26,6 +26,9 @@ __all__ = [
     "ProjectConfig", "ProjectConfigError",
 ]
 
+# A `triggers` entry's `on`: when the triggering invocation's end starts the job.
+SUCCEEDED, FAILED, FINISHED = "succeeded", "failed", "finished"
+TRIGGER_CONDITIONS = (SUCCEEDED, FAILED, FINISHED)
 PROJECT_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 # Not only dots: `.` and `..` are path segments no browser or HTTP client sends as a name.
 JOB_ID = re.compile(r"(?!\.+$)[A-Za-z0-9_.-]{1,100}")

@@ -30,7 +30,7 @@ from config import job_extras, limits
 from config.auth import AUTH_KINDS, DEFAULT_SCOPE, OAUTH_FIELDS, OIDC_FIELDS
 from config.calendars import CALENDAR_FIELDS
 from config.jobs import _SHARED, JOB_FIELDS, PER_JOB_FIELDS
-from config.model import BUILTIN_DEFAULTS, JOB_ID, PROJECT_ID
+from config.model import BUILTIN_DEFAULTS, JOB_ID, PROJECT_ID, TRIGGER_CONDITIONS
 from config.targets import (
     _HEADER_NAME,
     _QUEUE,
@@ -46,7 +46,7 @@ from statemachine.policy import Catchup, Overlap
 from statemachine.target_kinds import TARGET_KIND_SPECS
 from statemachine.vocabulary import TargetKind
 
-__all__ = ["exclude_schema", "project_schema", "target_schema", "main"]
+__all__ = ["exclude_schema", "project_schema", "target_schema", "trigger_edge", "main"]
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 DURATION = r"^\s*(\d+(\.\d+)?(ms|s|m|h|d))+\s*$"
@@ -234,8 +234,9 @@ def _shared_fields() -> dict:
                                 format_duration(fanout["spread"])),
         }, "Several events per occurrence, staggered."),
         "throttle": _text("Name of a throttle of the project.", pattern=_anchored(JOB_ID.pattern)),
-        "triggers": names | {"description": "Jobs of the project triggered when this one succeeds.",
-                             "default": []},
+        "triggers": {"type": "array", "items": {"anyOf": [names["items"], trigger_edge()]}, "default": [],
+                     "description": "Jobs of the project started when an invocation of this one ends: an id "
+                                    "alone when it succeeds, {job, on} for another condition."},
         "pause_after_failures": _integer("Pause the job after this many FAILED invocations in a row.", 1),
         "jitter": _duration(f"Each occurrence is delivered up to this long after its time (at most "
                             f"{format_duration(job_extras.MAX_JITTER)}), by a fixed amount per scheduled time."),
@@ -248,6 +249,15 @@ def _shared_fields() -> dict:
 
 _INSTANT = {"type": "string", "pattern": r"^\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d(:\d\d(\.\d+)?)?"
                                         r"\s*([Zz]|[+-]\d\d(:?\d\d)?)$"}
+
+
+def trigger_edge() -> dict:
+    """A `triggers` entry with its condition (the OpenAPI document's JobEntry reuses it)."""
+    return _closed({"job": _text("A job of the project.", pattern=_anchored(JOB_ID.pattern)),
+                    "on": {"type": "string", "enum": list(TRIGGER_CONDITIONS), "default": "succeeded",
+                           "description": "When the invocation's end starts the job: succeeded, failed, "
+                                          "or finished (either)."}},
+                   "A job started on a condition.", ("job",))
 
 
 _DATE = {"type": "string", "pattern": r"^\d{4}-\d\d-\d\d$"}

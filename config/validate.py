@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from config.calendars import parse_calendars
 from config.checks import Checker, describe_value
-from config.jobs import JobContext, defaults_json, entry_id, parse_defaults, parse_entry
+from config.jobs import JobContext, defaults_json, entry_id, parse_defaults, parse_entry, trigger_name
 from config.model import JOB_ID, PROJECT_ID, ConfigError, JobConfig, ProjectConfig, ProjectConfigError
 from config.targets import TargetRules
 from config.yamlsource import LineMap, Path
@@ -153,7 +153,7 @@ def _check_default_references(top: Checker, context: JobContext) -> None:
         top.report(("defaults", "throttle"), f"unknown throttle '{throttle}'")
     if context.known_jobs is None:
         return  # triggers are not checked
-    for name in context.defaults.get("triggers", ()):
+    for name in map(trigger_name, context.defaults.get("triggers", ())):
         if name not in context.known_jobs:
             top.report(("defaults", "triggers"), f"unknown job '{name}' in this project")
 
@@ -204,16 +204,16 @@ def _break_cycles(filename: str, lines: LineMap, entries: list[Any],
     """Skip the job closing each cycle of triggers until none is left; their errors."""
     errors: list[ConfigError] = []
     while True:
-        graph = {job_id: job.policy.triggers for job_id, (_, job) in loaded.items()}
+        graph = {job_id: job.definition.trigger_targets for job_id, (_, job) in loaded.items()}
         cycle = trigger_cycle(graph)
         if cycle is None:
             return errors
         closer, target = cycle[-2], cycle[-1]
         index = loaded.pop(closer)[0]
         raw = entries[index].get("triggers")
+        named = [item.get("job") if isinstance(item, dict) else item for item in raw] if isinstance(raw, list) else []
         # The edge may come from the defaults block; then the entry itself is the place.
-        where = ("jobs", index, "triggers", raw.index(target)) \
-            if isinstance(raw, list) and target in raw else ("jobs", index)
+        where = ("jobs", index, "triggers", named.index(target)) if target in named else ("jobs", index)
         errors.append(ConfigError(filename, lines.line(where),
                                   f"job '{closer}': trigger cycle: {' -> '.join(cycle)}",
                                   job=closer))

@@ -81,7 +81,9 @@ class JobDefinition:
     retry: RetrySpec = RetrySpec()  # how a failed attempt is tried again
     fanout: FanoutSpec = FanoutSpec()  # events per occurrence
     throttle: str | None = None  # the project throttle its deliveries count against; None: none
-    triggers: tuple[str, ...] = ()  # the project's jobs a success of this one starts
+    # The project's jobs an invocation of this one starts when it ends: an id for "when it
+    # succeeds" (as before conditions existed), {"job": id, "on": "failed"|"finished"} otherwise.
+    triggers: tuple[str | dict[str, str], ...] = ()
     pause_after_failures: int | None = None  # pause after this many FAILED invocations in a row; None: never
     on_failure: TargetSpec | None = None  # where a FAILED invocation's notification goes; None: nowhere
     on_recovery: TargetSpec | None = None  # where the first success after failures is told; None: nowhere
@@ -101,6 +103,11 @@ class JobDefinition:
         for name, hook in (("on_failure", self.on_failure), ("on_recovery", self.on_recovery)):
             if hook is not None:
                 _target_kind(name, hook)
+
+    @property
+    def trigger_targets(self) -> tuple[str, ...]:
+        """The ids of the jobs it may trigger, whatever the condition."""
+        return tuple(dict.fromkeys(item if isinstance(item, str) else item["job"] for item in self.triggers))
 
     @property
     def target_kind(self) -> TargetKind:
@@ -175,7 +182,7 @@ class JobDefinition:
                             retry.get("max_backoff", str)),
             fanout=FanoutSpec(fanout.get("count", int), fanout.get("spread", str)),
             throttle=fields.nullable("throttle", str),
-            triggers=tuple(fields.items("triggers", str)),
+            triggers=tuple(_trigger(item) for item in fields.get("triggers", list)),
             target=fields.get("target", dict),
             pause_after_failures=fields.optional("pause_after_failures", int),
             on_failure=fields.optional("on_failure", dict),
@@ -233,7 +240,7 @@ def _spelled(d: JobDefinition) -> str:
     text += _optional("schedule", d.schedule) + _optional("start", d.start)  # schedule: when there is no `at`
     throttle = "null" if d.throttle is None else _string(d.throttle)
     return text + (f'"target":{_target(d.target)},"throttle":{throttle},"timeout":{_string(d.timeout)},'
-                   f'"timezone":{_string(d.timezone)},"triggers":{_strings(d.triggers)}}}')
+                   f'"timezone":{_string(d.timezone)},"triggers":{_triggers(d.triggers)}}}')
 
 
 _HTTP_KEYS = frozenset({"async", "body", "headers", "method", "timeout", "url"})
@@ -262,8 +269,21 @@ def _optional(key: str, value: Any, spell: Callable[[Any], str] = encode_basestr
     return "" if value is None else f'"{key}":{spell(value)},'
 
 
+def _triggers(values: tuple[str | dict[str, str], ...]) -> str:
+    """Ids spelled here; an entry with a condition (a map) through the encoder."""
+    return "[" + ",".join(_string(value) if isinstance(value, str) else _CANONICAL.encode(value)
+                          for value in values) + "]"
+
+
 def _strings(values: tuple[str, ...]) -> str:
     return "[" + ",".join(_string(value) for value in values) + "]"
+
+
+def _trigger(item: Any) -> str | dict[str, str]:
+    if isinstance(item, str) or (isinstance(item, dict) and item.keys() == {"job", "on"}
+                                 and all(isinstance(value, str) for value in item.values())):
+        return item
+    raise ValueError(f"job definition: triggers is {item!r}, not a str nor {{job, on}}")
 
 
 def _target_kind(name: str, spec: TargetSpec) -> TargetKind:

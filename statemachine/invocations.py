@@ -309,8 +309,11 @@ def finish(record: JobRecord, entry: ActiveInvocation, status: str, reason: str,
         last_finished_at=now,
     )
     actions: list[act.Action] = [act.FinishInvocation(entry.invocation_id, status, reason)]
-    if status == SUCCEEDED and record.live_policy.triggers:
-        actions.append(act.TriggerJobs(record.live_policy.triggers, entry.invocation_id, entry.scheduled_time))
+    # `triggers` with their condition: on success (a plain id), on failure, or on either.
+    policy = record.live_policy
+    following = policy.triggers if status == SUCCEEDED else policy.triggers_on_failure if status == FAILED else ()
+    if following:
+        actions.append(act.TriggerJobs(following, entry.invocation_id, entry.scheduled_time))
     actions += hooks.on_finish(record, entry, status, reason, attempts or max(entry.attempts, default=1))
     record, paused = count_outcome(record, status, reason, now)
     record, started = drain_buffer(record, now, tuning)

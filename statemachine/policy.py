@@ -120,7 +120,10 @@ class JobPolicy:
     attempt_timeout: timedelta = timedelta(seconds=60)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     fanout: FanoutPolicy = field(default_factory=FanoutPolicy)
+    # Jobs started when an invocation ends SUCCEEDED (`triggers`), and when it ends FAILED
+    # (`triggers` entries with `on: failed` or `on: finished`; those with `finished` are in both).
     triggers: tuple[str, ...] = ()
+    triggers_on_failure: tuple[str, ...] = ()
     # The project throttle this job's deliveries count against ("" for none). A
     # throttled job never delivers inline after a tick: every attempt goes through
     # a start task on the throttle's queue, whose concurrency is the throttle.

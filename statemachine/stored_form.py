@@ -54,6 +54,8 @@ def policy_to_dict(policy: JobPolicy) -> Data:
         data["end"] = stored_time(policy.end)
     if policy.exclude:
         data["exclude"] = calendars_to_list(policy.exclude)
+    if policy.triggers_on_failure:
+        data["triggers_on_failure"] = list(policy.triggers_on_failure)
     return data
 
 
@@ -108,5 +110,6 @@ def policy_from_dict(data: Data) -> JobPolicy:
         start=parse_stored_time(data.get("start")),
         end=parse_stored_time(data.get("end")),
         exclude=calendars_from_list(data.get("exclude", ())),
+        triggers_on_failure=tuple(data.get("triggers_on_failure", ())),
         revision=data["revision"],
     )

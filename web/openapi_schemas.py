@@ -7,7 +7,7 @@ from __future__ import annotations
 from config import limits
 from config.job_extras import MAX_DESCRIPTION, MAX_LABEL_VALUE, MAX_LABELS
 from config.model import JOB_ID
-from config.schema import exclude_schema, target_schema
+from config.schema import exclude_schema, target_schema, trigger_edge
 from engine.ports import JobSource
 from statemachine.backfill import MAX_BACKFILL
 from statemachine.policy import Catchup, Overlap
@@ -82,7 +82,10 @@ def _job_entry() -> dict:
         "fanout": _obj({"count": {"type": "integer", "minimum": 1, "maximum": 10_000},
                         "spread": DURATION}, closed=True),
         "throttle": {"type": "string", "minLength": 1},
-        "triggers": {"type": "array", "items": {"type": "string", "pattern": JOB_ID_PATTERN}},
+        "triggers": {"type": "array", "items": {"anyOf": [{"type": "string", "pattern": JOB_ID_PATTERN},
+                                                          _openapi_3_0(trigger_edge())]},
+                     "description": "jobs started when an invocation ends: an id alone on success, "
+                                    "`{job, on: succeeded|failed|finished}` otherwise"},
         "pause_after_failures": {"type": "integer", "minimum": 1,
                                  "description": "pause the job after this many consecutive FAILED invocations"},
         "target": ref("Target"),

@@ -135,6 +135,8 @@ def policies(definition: JobDefinition) -> list[tuple[str, str]]:
     shown = definition.to_dict()
     if "exclude" in shown:  # a calendar's dates would fill the page: its name and zone say which it is
         shown["exclude"] = [f"{calendar['name']} ({calendar['timezone']})" for calendar in shown["exclude"]]
+    shown["triggers"] = [edge if isinstance(edge, str) else f"{edge['job']} (on {edge['on']})"
+                         for edge in shown["triggers"]]
     return [(name, _short(shown[name])) for name in POLICY_FIELDS if name in shown]
 
 

@@ -64,6 +64,8 @@ def policy_text(policy: JobPolicy) -> str:
         text += f',"end":{_time(policy.end)}'
     if policy.exclude:  # rare, and lists of maps: the encoder spells them
         text += ',"exclude":' + json.dumps(calendars_to_list(policy.exclude), separators=(",", ":"))
+    if policy.triggers_on_failure:
+        text += f',"triggers_on_failure":{_strings(policy.triggers_on_failure)}'
     return text + "}"
 
 
