@@ -26,6 +26,7 @@ class Overlap(str, Enum):
     BUFFER_ONE = "buffer_one"
     BUFFER_ALL = "buffer_all"
     ALLOW = "allow"
+    REPLACE = "replace"  # abort the active invocation (ABORTED/replaced) and start the new one
 
 
 class Catchup(str, Enum):

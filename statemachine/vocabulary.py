@@ -54,6 +54,7 @@ class AbortReason(StrEnum):
     """Why Sundial itself aborted an invocation (a user's abort carries the user's words)."""
 
     DELETED = "deleted"  # its job was deleted through the API
+    REPLACED = "replaced"  # a newer occurrence of its job took its place (`overlap: replace`)
 
 
 class Trigger(StrEnum):
