@@ -133,6 +133,7 @@ def _invocation(with_log: bool) -> dict:
         "id": {"type": "string"}, "job": {"type": "string"}, "project": {"type": "string"},
         "status": {"type": "string", "enum": STATUSES},
         "reason": {"type": "string", "description": "why it ended: `overlap`, `missed`, `paused`, `excluded`, "
+                                                    "`replaced`, "
                                                     "`http 500`, `timeout`, ...; `buffered` while waiting"},
         "scheduled_time": time, "created_time": nullable(time),
         "started_time": nullable(time), "finished_time": nullable(time),
