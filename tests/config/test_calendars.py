@@ -117,3 +117,18 @@ def test_next_leaves_out_the_times_a_calendar_of_a_file_holds(tmp_path):
     assert sundial(*args).stdout.splitlines()[2] == "2026-12-24T09:00:00+01:00"
     assert_usage_error(sundial(*args, "--calendars", str(path), "--exclude", "nope"),
                        f"main.py next: error: --exclude: no calendar nope in {path} (it has: holidays)")
+
+
+def test_the_job_pages_next_runs_step_over_the_calendar():
+    from dataclasses import replace
+
+    from engine.ports import StoredJob
+    from statemachine.durations import UTC
+    from statemachine.record import new_record
+    from web.ui_format import next_fire_times
+
+    job = project(_with_job("[holidays]")).jobs[0]
+    stored = StoredJob(replace(new_record("p", "payroll"), policy=job.policy, disabled=False), job.definition)
+    shown = next_fire_times(stored, datetime(2026, 12, 22, tzinfo=UTC), count=3)
+    assert [moment.astimezone(UTC).isoformat() for moment in shown] == [
+        "2026-12-22T09:00:00+00:00", "2026-12-23T09:00:00+00:00", "2026-12-26T09:00:00+00:00"]
