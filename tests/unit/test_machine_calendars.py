@@ -2,13 +2,13 @@
 the job's calendars holds is recorded SKIPPED/excluded; readers are shown the next run
 after the exclusion. Explicit `now` throughout."""
 
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.calendars import Calendar, calendars_from_list, calendars_to_list, next_included
 from statemachine.durations import UTC
-from statemachine.policy import Catchup, Overlap
+from statemachine.policy import Catchup, Overlap, Tuning
 from statemachine.schedule import parse_schedule
 from statemachine.shown import next_run
 from statemachine.stored_form import policy_from_dict, policy_to_dict
@@ -97,3 +97,13 @@ def test_a_stored_policy_without_exclusions_reads_as_none_and_writes_no_key():
     assert policy_from_dict(stored).exclude == ()
     job.enable("10:08", exclude=(MORNING,), revision="r2")
     assert policy_from_dict(policy_to_dict(job.record.policy)).exclude == (MORNING,)
+
+
+def test_an_excluded_occurrence_is_not_staged_ahead_but_skipped_at_its_time():
+    """Staging commits an occurrence up to `stage_ahead` early; an excluded one waits for
+    its time, so its SKIPPED row is not written before it (nor before a calendar edit)."""
+    staged = Tuning(stage_ahead=timedelta(seconds=1))
+    job = Scenario(staged)
+    job.enable("10:07", exclude=(MORNING,))
+    assert job.tick("10:14:59.200") == [act.RetryLater(timedelta(milliseconds=800))]
+    assert job.tick("10:15")[1:] == [skipped(clock("10:15"), SkipReason.EXCLUDED)]
