@@ -115,7 +115,7 @@ CASES = [
         defaults:
           overlap: queue
         """, ["p.yaml:2: defaults.overlap: 'queue' is not one of skip, buffer_one, "
-              "buffer_all, allow"]),
+              "buffer_all, allow, replace"]),
     ("defaults whose min_backoff passes the built-in max_backoff", """
         defaults:
           retry: {min_backoff: 10m}
