@@ -155,12 +155,7 @@ def snapshot_of(project: str, path: Path, data: bytes, digest: str, backend: str
         jobs=tuple(JobSnapshot(j.id, j.policy, j.definition, j.disabled) for j in config.jobs),
         job_errors=tuple(str(e) for e in config.job_errors),
         broken_jobs=broken_jobs(config.job_errors),
-        settings={
-            "acl": config.acl,
-            "allowed_hosts": list(config.allowed_hosts),
-            "throttles": config.throttles,
-            "defaults": config.defaults,
-        },
+        settings=config.settings(),
     )
 
 

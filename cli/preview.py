@@ -15,6 +15,9 @@ from cli.common import (
     positive_int,
     time_zone,
 )
+from config.loader import load_project_file
+from config.model import ProjectConfigError
+from statemachine.calendars import Calendar, next_included
 from statemachine.durations import UTC
 from statemachine.schedule import (
     Schedule,
@@ -38,12 +41,16 @@ A schedule that never fires again prints nothing. Schedules that are not driven
 by the clock ('with 10m interval', 'continuously', 'triggered') print nothing
 and explain why on stderr. Exit status 2 for a bad argument.
 
+With --exclude, the fire times that the named calendars of the project file
+--calendars hold are left out, as the job's next runs leave them out.
+
 Environment: none is read; no server or database is needed.
 
 Examples:
   main.py next '*/5 * * * *'                          the next 5 times, in UTC
   main.py next '0 30 2 * * ?' --tz America/New_York -n 3
   main.py next 'every 1h offset 15m' --after 2026-03-08T00:00:00Z
+  main.py next '0 0 9 * * MON-FRI' --calendars configs/demo.yaml --exclude holidays
 """
 
 
@@ -69,6 +76,13 @@ def add_next(subparsers: Subparsers) -> None:
         "--after", metavar="ISO-8601",
         help="start strictly after this instant, which must carry an offset or Z (default now)",
     )
+    parser.add_argument(
+        "--calendars", metavar="FILE", help="a project file whose `calendars` --exclude names",
+    )
+    parser.add_argument(
+        "--exclude", action="append", default=[], metavar="NAME",
+        help="leave out the times this calendar of --calendars holds (repeatable)",
+    )
     parser.set_defaults(run=run_next)
 
 
@@ -83,7 +97,8 @@ def run_next(args: argparse.Namespace) -> int:
     if not is_clock_driven(schedule):
         print(_not_clock_driven(args.schedule), file=sys.stderr)
         return 0
-    fire_times = list(_next_fire_times(schedule, after, args.count))
+    exclude = _calendars(args.calendars, args.exclude)
+    fire_times = list(_next_fire_times(schedule, after, args.count, exclude))
     # One precision for the whole list, so that the lines line up: seconds, unless a
     # sub-second schedule (`every 1500ms`) needs milliseconds.
     timespec = "milliseconds" if any(t.microsecond for t in fire_times) else "seconds"
@@ -92,9 +107,26 @@ def run_next(args: argparse.Namespace) -> int:
     return 0
 
 
-def _next_fire_times(schedule: Schedule, after: datetime, count: int) -> Iterator[datetime]:
+def _calendars(path: str | None, names: list[str]) -> tuple[Calendar, ...]:
+    if names and path is None:
+        raise UsageError("--exclude: needs --calendars FILE, the project file that defines the calendars")
+    if path is None:
+        return ()
+    try:
+        calendars = load_project_file(path).calendars
+    except (OSError, ProjectConfigError) as error:
+        raise UsageError(f"--calendars: {error}") from None
+    unknown = [name for name in names if name not in calendars]
+    if unknown:
+        raise UsageError(f"--exclude: no calendar {', '.join(unknown)} in {path} "
+                         f"(it has: {', '.join(sorted(calendars)) or 'none'})")
+    return tuple(calendars[name] for name in names)
+
+
+def _next_fire_times(schedule: Schedule, after: datetime, count: int,
+                     exclude: tuple[Calendar, ...] = ()) -> Iterator[datetime]:
     for _ in range(count):
-        following = next_fire(schedule, after)
+        following = next_included(schedule, exclude, next_fire(schedule, after))
         if following is None:
             return
         yield following
@@ -117,6 +149,9 @@ ${{project}}, ${{jobId}} and ${{invocationId}} default to '{PREVIEW_ID}'.
 ${{serviceHost}} (the server's own host:port) is known only to a running server and
 renders empty here. Write $${{ for a literal ${{. The result is printed followed by a
 newline. Exit status 2 for an unknown variable or a bad argument.
+
+With --exclude, the fire times that the named calendars of the project file
+--calendars hold are left out, as the job's next runs leave them out.
 
 Environment: none is read; no server or database is needed.
 

@@ -64,7 +64,8 @@ def build_policy(timing: tuple[str, Any], resolved: dict[str, Any], attempt_time
         attempt_timeout=attempt_timeout,
         retry=_shared(RetryPolicy, **resolved["retry"]),
         fanout=_shared(FanoutPolicy, **resolved["fanout"]),
-        triggers=tuple(resolved["triggers"]),
+        triggers=_following(resolved["triggers"], ("succeeded", "finished")),
+        triggers_on_failure=_following(resolved["triggers"], ("failed", "finished")),
         throttle=resolved["throttle"] or "",
         pause_after_failures=resolved["pause_after_failures"] or 0,
         notify_failures="on_failure" in hooks,
@@ -72,6 +73,14 @@ def build_policy(timing: tuple[str, Any], resolved: dict[str, Any], attempt_time
         revision=revision,
         **extras,
     )
+
+
+def _following(edges: Any, conditions: tuple[str, ...]) -> tuple[str, ...]:
+    """The ids of the `triggers` entries whose condition is one of `conditions` (an id alone
+    is `succeeded`)."""
+    names = (edge if isinstance(edge, str) else edge["job"] for edge in edges
+             if (edge["on"] if isinstance(edge, dict) else "succeeded") in conditions)
+    return tuple(dict.fromkeys(names))
 
 
 @lru_cache(maxsize=256)  # one frozen part for the jobs that spell it alike: fewer objects to build and send

@@ -19,31 +19,34 @@ defaults included; the canonical JSON of its `to_dict()` hashes to `policy.revis
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from functools import cached_property, partial
-from typing import Any, Collection
+from typing import Any, Collection, Mapping
 
 from config import job_extras, limits
+from config.calendars import parse_exclude
 from config.checks import Checker, Invalid, Parser
 from config.job_results import build_definition, build_policy, revision_of
-from config.model import BUILTIN_DEFAULTS, JOB_ID, JobConfig
+from config.model import BUILTIN_DEFAULTS, JOB_ID, SUCCEEDED, TRIGGER_CONDITIONS, JobConfig
 from config.targets import TargetRules, parse_target
 from config.yamlsource import Path
+from statemachine.calendars import Calendar, calendars_to_list
 from statemachine.durations import UTC, format_duration, parse_instant
 from statemachine.policy import Catchup, Overlap
 from statemachine.schedule import AtSchedule, ScheduleError, load_zone, parse_schedule
 
 __all__ = [
     "JOB_FIELDS", "JobContext", "PER_JOB_FIELDS", "defaults_json", "entry_id",
-    "parse_defaults", "parse_entry", "revision_of",
+    "parse_defaults", "parse_entry", "revision_of", "trigger_name",
 ]
 
 JOB_FIELDS = ("id", "schedule", "at", "timezone", "disabled", "overlap", "max_concurrent",
               "catchup", "timeout", "retry", "fanout", "throttle", "triggers", "target",
-              "pause_after_failures", "on_failure", "on_recovery") + job_extras.EXTRA_FIELDS
+              "pause_after_failures", "on_failure", "on_recovery", "exclude") + job_extras.EXTRA_FIELDS
 HOOK_FIELDS = ("on_failure", "on_recovery")
-PER_JOB_FIELDS = ("id", "schedule", "at", "target", *HOOK_FIELDS) + job_extras.PER_JOB
+PER_JOB_FIELDS = ("id", "schedule", "at", "target", *HOOK_FIELDS, "exclude") + job_extras.PER_JOB
 _NESTED = ("catchup", "retry", "fanout")
 
 
@@ -55,6 +58,7 @@ class JobContext:
     rules: TargetRules
     throttles: Collection[str] | None = None  # None: references are not checked
     known_jobs: Collection[str] | None = None  # None: triggers are not checked
+    calendars: Mapping[str, Calendar] = field(default_factory=dict)  # what `exclude` may name
 
     @cached_property
     def resolved(self) -> dict[str, Any]:
@@ -82,11 +86,28 @@ def _name(check: Checker, path: Path, value: Any) -> str:
     return name
 
 
-def _triggers(check: Checker, path: Path, value: Any) -> tuple[str, ...]:
+def _triggers(check: Checker, path: Path, value: Any) -> tuple[str | dict[str, str], ...]:
+    """Each entry an id (`on: succeeded`, as before conditions existed) or {job, on}; kept
+    as an id when its condition is `succeeded`, so such a job's definition is unchanged."""
     items = check.listing(path, value)
-    names = [check.attempt(lambda: _name(check, path + (index,), item))
-             for index, item in enumerate(items)]
-    return tuple(dict.fromkeys(name for name in names if name is not None))
+    edges = [check.attempt(lambda: _trigger(check, path + (index,), item)) for index, item in enumerate(items)]
+    kept = {json.dumps(edge, sort_keys=True): edge for edge in edges if edge is not None}
+    return tuple(kept.values())
+
+
+def _trigger(check: Checker, path: Path, item: Any) -> str | dict[str, str]:
+    if not isinstance(item, dict):
+        return _name(check, path, item)
+    check.known_fields(path, item, ("job", "on"))
+    if item.get("job") is None:
+        check.fail(path, "needs job, e.g. {job: notify-failure, on: failed}")
+    name = _name(check, path + ("job",), item["job"])
+    on = check.choice(path + ("on",), item.get("on", SUCCEEDED), TRIGGER_CONDITIONS)
+    return name if on == SUCCEEDED else {"job": name, "on": on}
+
+
+def trigger_name(edge: str | dict[str, str]) -> str:
+    return edge if isinstance(edge, str) else edge["job"]
 
 
 def _submap(fields: dict[str, Parser], example: str) -> Parser:
@@ -269,11 +290,14 @@ def parse_entry(check: Checker, path: Path, entry: dict[str, Any], job_id: str,
                      f"(this job's overlap is {resolved['overlap'].value})")
     _check_references(check, path, entry, own, context)
     extras = job_extras.parse_extras(check, path, entry, own, context.defaults, timing, resolved["timezone"], _instant)
+    exclude = () if entry.get("exclude") is None else check.attempt(
+        lambda: parse_exclude(check, path + ("exclude",), entry["exclude"], context.calendars), ())
     if check.errors or timing is None or target is None:
         return None
     definition = build_definition(job_id, timing, resolved, target[0], {n: h[0] for n, h in hooks.items()},
-                             extras.definition_fields())
-    policy = build_policy(timing, resolved, target[1], revision_of(definition), hooks, extras.policy_fields())
+                             {**extras.definition_fields(), "exclude": tuple(calendars_to_list(exclude)) or None})
+    policy = build_policy(timing, resolved, target[1], revision_of(definition), hooks,
+                          {**extras.policy_fields(), "exclude": exclude})
     return JobConfig(job_id, policy, definition, resolved["disabled"], check.lines.line(path))
 
 
@@ -339,7 +363,8 @@ def _check_references(check: Checker, path: Path, entry: dict[str, Any], own: di
     if context.known_jobs is None:
         return
     raw = entry.get("triggers") or []
-    for name in own.get("triggers", ()):
+    for edge in own.get("triggers", ()):
+        name = trigger_name(edge)
         if name not in context.known_jobs:
-            check.report(path + ("triggers", raw.index(name)),
-                         f"unknown job '{name}' in this project")
+            index = next(i for i, item in enumerate(raw) if name in (item, isinstance(item, dict) and item.get("job")))
+            check.report(path + ("triggers", index), f"unknown job '{name}' in this project")

@@ -32,6 +32,10 @@ MAX_PAGE_SIZE = 1_000  # invocations per page of history
 MAX_REASON_CHARS = 1_000  # a pause or abort reason
 MAX_REQUEST_ID_CHARS = 128  # a trigger's idempotency key
 MAX_MESSAGE_CHARS = 4_000  # an async completion's message
+# Exclusion calendars: each job copies the calendars it names into its definition and its
+# stored policy, so these bound the job's row (5 full calendars stay under 150 KB of it).
+MAX_CALENDAR_ENTRIES = 500  # dates, and ranges, of one calendar
+MAX_EXCLUDE_CALENDARS = 5  # calendars one job's `exclude` names
 
 LIMITS = {
     "request_body_bytes": MAX_REQUEST_BYTES,
@@ -50,6 +54,8 @@ LIMITS = {
     "reason_chars": MAX_REASON_CHARS,
     "request_id_chars": MAX_REQUEST_ID_CHARS,
     "completion_message_chars": MAX_MESSAGE_CHARS,
+    "calendar_entries": MAX_CALENDAR_ENTRIES,
+    "calendars_per_job": MAX_EXCLUDE_CALENDARS,
 }
 
 

@@ -28,6 +28,7 @@ from config.model import JOB_ID, ConfigError, JobConfig, ProjectConfig, ProjectC
 from config.targets import BACKENDS, TargetRules
 from config.validate import validate_project
 from config.yamlsource import LineMap, load_yaml
+from statemachine.calendars import Calendar
 from statemachine.safety import OwnService
 
 __all__ = [
@@ -146,7 +147,9 @@ def _context(project: ProjectConfig | Mapping[str, Any] | None, backend: str, kn
     return JobContext(defaults,
                       TargetRules.of(settings.get("allowed_hosts") or (), backend, own, project_id),
                       throttles=set(settings.get("throttles") or {}),
-                      known_jobs=known_jobs)
+                      known_jobs=known_jobs,
+                      calendars={name: Calendar.from_dict(data)
+                                 for name, data in (settings.get("calendars") or {}).items()})
 
 
 def validate_text(text: str, filename: str = "<request>", project_id: str | None = None,

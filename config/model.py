@@ -17,6 +17,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from statemachine.calendars import Calendar
 from statemachine.definition import JobDefinition
 from statemachine.policy import JobPolicy
 
@@ -25,6 +26,9 @@ __all__ = [
     "ProjectConfig", "ProjectConfigError",
 ]
 
+# A `triggers` entry's `on`: when the triggering invocation's end starts the job.
+SUCCEEDED, FAILED, FINISHED = "succeeded", "failed", "finished"
+TRIGGER_CONDITIONS = (SUCCEEDED, FAILED, FINISHED)
 PROJECT_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 # Not only dots: `.` and `..` are path segments no browser or HTTP client sends as a name.
 JOB_ID = re.compile(r"(?!\.+$)[A-Za-z0-9_.-]{1,100}")
@@ -103,6 +107,8 @@ class ProjectConfig:
     """The `defaults` block, normalized and JSON-ready (only the fields it sets)."""
     content_hash: str
     """sha256 hex of the file's bytes: an unchanged file needs no import."""
+    calendars: dict[str, Calendar] = field(default_factory=dict)
+    """Exclusion calendar name -> calendar (the `calendars` block)."""
 
     @property
     def broken_job_ids(self) -> frozenset[str]:
@@ -119,4 +125,7 @@ class ProjectConfig:
             "allowed_hosts": list(self.allowed_hosts),
             "throttles": dict(self.throttles),
             "defaults": self.defaults,
+            # Only when set, so the stored settings of a project without calendars stay as they were.
+            **({"calendars": {name: calendar.to_dict() for name, calendar in self.calendars.items()}}
+               if self.calendars else {}),
         }

@@ -28,8 +28,9 @@ from typing import Any
 
 from config import job_extras, limits
 from config.auth import AUTH_KINDS, DEFAULT_SCOPE, OAUTH_FIELDS, OIDC_FIELDS
+from config.calendars import CALENDAR_FIELDS
 from config.jobs import _SHARED, JOB_FIELDS, PER_JOB_FIELDS
-from config.model import BUILTIN_DEFAULTS, JOB_ID, PROJECT_ID
+from config.model import BUILTIN_DEFAULTS, JOB_ID, PROJECT_ID, TRIGGER_CONDITIONS
 from config.targets import (
     _HEADER_NAME,
     _QUEUE,
@@ -45,7 +46,7 @@ from statemachine.policy import Catchup, Overlap
 from statemachine.target_kinds import TARGET_KIND_SPECS
 from statemachine.vocabulary import TargetKind
 
-__all__ = ["Schema", "project_schema", "target_schema", "main"]
+__all__ = ["Schema", "exclude_schema", "project_schema", "target_schema", "trigger_edge", "main"]
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 Schema = dict[str, Any]  # one JSON Schema object, JSON-ready
@@ -234,8 +235,9 @@ def _shared_fields() -> dict[str, Schema]:
                                 format_duration(fanout["spread"])),
         }, "Several events per occurrence, staggered."),
         "throttle": _text("Name of a throttle of the project.", pattern=_anchored(JOB_ID.pattern)),
-        "triggers": names | {"description": "Jobs of the project triggered when this one succeeds.",
-                             "default": []},
+        "triggers": {"type": "array", "items": {"anyOf": [names["items"], trigger_edge()]}, "default": [],
+                     "description": "Jobs of the project started when an invocation of this one ends: an id "
+                                    "alone when it succeeds, {job, on} for another condition."},
         "pause_after_failures": _integer("Pause the job after this many FAILED invocations in a row.", 1),
         "jitter": _duration(f"Each occurrence is delivered up to this long after its time (at most "
                             f"{format_duration(job_extras.MAX_JITTER)}), by a fixed amount per scheduled time."),
@@ -248,6 +250,45 @@ def _shared_fields() -> dict[str, Schema]:
 
 _INSTANT = {"type": "string", "pattern": r"^\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d(:\d\d(\.\d+)?)?"
                                         r"\s*([Zz]|[+-]\d\d(:?\d\d)?)$"}
+
+
+def trigger_edge() -> Schema:
+    """A `triggers` entry with its condition (the OpenAPI document's JobEntry reuses it)."""
+    return _closed({"job": _text("A job of the project.", pattern=_anchored(JOB_ID.pattern)),
+                    "on": {"type": "string", "enum": list(TRIGGER_CONDITIONS), "default": "succeeded",
+                           "description": "When the invocation's end starts the job: succeeded, failed, "
+                                          "or finished (either)."}},
+                   "A job started on a condition.", ("job",))
+
+
+_DATE = {"type": "string", "pattern": r"^\d{4}-\d\d-\d\d$"}
+_LOCAL_TIME = {"type": "string", "pattern": r"^\d{4}-\d\d-\d\d([Tt ]\d\d:\d\d(:\d\d(\.\d+)?)?)?$"}
+
+
+def _calendar(named: bool) -> Schema:
+    """An exclusion calendar: in the `calendars` block, or inline in a job's `exclude` (`named`)."""
+    span = _closed({"start": _LOCAL_TIME | {"description": "First excluded wall time (no offset)."},
+                    "end": _LOCAL_TIME | {"description": "First wall time no longer excluded."}},
+                   "Local wall times [start, end) in the calendar's zone.", ("start", "end"))
+    fields = _checked("calendar fields", {
+        "timezone": _text("IANA time zone its dates and ranges are read in.", default="UTC"),
+        "dates": {"type": "array", "items": _DATE, "maxItems": limits.MAX_CALENDAR_ENTRIES,
+                  "description": "Whole local days excluded (YYYY-MM-DD)."},
+        "ranges": {"type": "array", "items": span, "maxItems": limits.MAX_CALENDAR_ENTRIES,
+                   "description": "Local time ranges excluded."},
+    }, CALENDAR_FIELDS)
+    if not named:
+        return _closed(fields, "Dates and time ranges in which a job's scheduled occurrences are SKIPPED/excluded.")
+    name = _text("The calendar's name, shown as the reason's source.", pattern=_anchored(JOB_ID.pattern))
+    return _closed({"name": name, **fields}, "A calendar of this job's own.", ("name",))
+
+
+def exclude_schema() -> Schema:
+    """A job's `exclude` (the OpenAPI document's JobEntry reuses it)."""
+    named = _text("Name of a calendar of the project's `calendars`.", pattern=_anchored(JOB_ID.pattern))
+    return {"type": "array", "maxItems": limits.MAX_EXCLUDE_CALENDARS, "items": {"anyOf": [named, _calendar(True)]},
+            "description": "Exclusion calendars: an occurrence of the schedule whose time falls in one is "
+                           "SKIPPED/excluded."}
 
 
 def _job_fields() -> dict[str, Schema]:
@@ -266,6 +307,7 @@ def _job_fields() -> dict[str, Schema]:
         "target": _target("Where each occurrence is delivered: exactly one kind."),
         "on_failure": _target("Where a FAILED invocation's notification goes."),
         "on_recovery": _target("Where the notification of the first SUCCEEDED invocation after FAILED ones goes."),
+        "exclude": exclude_schema(),
     }, PER_JOB_FIELDS)
     fields = {**shared, **per_job}
     return _checked("job fields", {name: field if name in ("id", "target") else _nullable(field)
@@ -288,6 +330,9 @@ def _top_fields() -> dict[str, Schema]:
         "throttles": {"type": "object", "description": "Named limits shared by jobs.",
                       "propertyNames": {"pattern": _anchored(JOB_ID.pattern)},
                       "additionalProperties": throttle},
+        "calendars": {"type": "object", "description": "Named exclusion calendars the jobs' `exclude` names.",
+                      "propertyNames": {"pattern": _anchored(JOB_ID.pattern)},
+                      "additionalProperties": _calendar(False)},
         "jobs": {"type": "array", "items": {"$ref": "#/$defs/job"}, "description": "The jobs."},
     }, TOP_FIELDS)
 

@@ -2,7 +2,7 @@
 
 Two kinds of error, as the import rules need:
 - file level: the top level is not a map, or a top-level field (allowed_hosts, acl,
-  defaults, throttles, jobs) is unknown or wrong. The whole project changes nothing:
+  defaults, throttles, calendars, jobs) is unknown or wrong. The whole project changes nothing:
   ProjectConfigError, carrying every error found, job errors included, by line.
 - job level: one entry is wrong, or duplicates another entry's id (then no entry with
   that id is loaded: there is no telling which one was meant), or closes a cycle of
@@ -19,8 +19,9 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+from config.calendars import parse_calendars
 from config.checks import Checker, describe_value
-from config.jobs import JobContext, defaults_json, entry_id, parse_defaults, parse_entry
+from config.jobs import JobContext, defaults_json, entry_id, parse_defaults, parse_entry, trigger_name
 from config.model import JOB_ID, PROJECT_ID, ConfigError, JobConfig, ProjectConfig, ProjectConfigError
 from config.targets import TargetRules
 from config.yamlsource import LineMap, Path
@@ -28,7 +29,7 @@ from statemachine.safety import OwnService
 
 __all__ = ["ACL_ROLES", "TOP_FIELDS", "trigger_cycle", "validate_project"]
 
-TOP_FIELDS = ("allowed_hosts", "acl", "defaults", "throttles", "jobs")
+TOP_FIELDS = ("allowed_hosts", "acl", "defaults", "throttles", "calendars", "jobs")
 ACL_ROLES = ("readers", "triggerers", "owners")
 _MEMBER = re.compile(r"(user|serviceAccount):[^@\s]+@[^@\s]+|group:\S+|anonymous")
 _NOT_A_HOST = re.compile(r"[\s/@?#]")
@@ -48,18 +49,19 @@ def validate_project(project: str | None, document: Any, lines: LineMap, filenam
     if not isinstance(document, dict):
         raise ProjectConfigError(top.errors + [ConfigError(filename, lines.line(()), (
             "the top level must be a map of project fields (allowed_hosts, acl, defaults, "
-            f"throttles, jobs), got {describe_value(document)}"))])
+            f"throttles, calendars, jobs), got {describe_value(document)}"))])
     top.known_fields((), document, TOP_FIELDS)
     allowed_hosts = top.attempt(lambda: _allowed_hosts(top, document.get("allowed_hosts")), ())
     acl = top.attempt(lambda: _acl(top, document.get("acl")), _empty_acl())
     throttles = top.attempt(lambda: _throttles(top, document.get("throttles")))
+    calendars = top.attempt(lambda: parse_calendars(top, document.get("calendars")), {})
     defaults = top.attempt(lambda: parse_defaults(top, ("defaults",), document.get("defaults")),
                            {})
     entries = top.attempt(lambda: _entries(top, document.get("jobs")), [])
     known = _ids(entries)
     context = JobContext(defaults, TargetRules.of(allowed_hosts, backend, own, project),
                          throttles=None if throttles is None else set(throttles),
-                         known_jobs=set(known))
+                         known_jobs=set(known), calendars=calendars)
     _check_default_references(top, context)
     jobs, job_errors = _jobs(filename, lines, entries, context)
     if top.errors:
@@ -67,7 +69,7 @@ def validate_project(project: str | None, document: Any, lines: LineMap, filenam
     return ProjectConfig(
         project=project or "", path=path, jobs=tuple(jobs), job_errors=tuple(job_errors),
         acl=acl, allowed_hosts=tuple(allowed_hosts), throttles=dict(throttles or {}),
-        defaults=defaults_json(defaults), content_hash=content_hash,
+        defaults=defaults_json(defaults), content_hash=content_hash, calendars=calendars,
     )
 
 
@@ -151,7 +153,7 @@ def _check_default_references(top: Checker, context: JobContext) -> None:
         top.report(("defaults", "throttle"), f"unknown throttle '{throttle}'")
     if context.known_jobs is None:
         return  # triggers are not checked
-    for name in context.defaults.get("triggers", ()):
+    for name in map(trigger_name, context.defaults.get("triggers", ())):
         if name not in context.known_jobs:
             top.report(("defaults", "triggers"), f"unknown job '{name}' in this project")
 
@@ -202,16 +204,16 @@ def _break_cycles(filename: str, lines: LineMap, entries: list[Any],
     """Skip the job closing each cycle of triggers until none is left; their errors."""
     errors: list[ConfigError] = []
     while True:
-        graph = {job_id: job.policy.triggers for job_id, (_, job) in loaded.items()}
+        graph = {job_id: job.definition.trigger_targets for job_id, (_, job) in loaded.items()}
         cycle = trigger_cycle(graph)
         if cycle is None:
             return errors
         closer, target = cycle[-2], cycle[-1]
         index = loaded.pop(closer)[0]
         raw = entries[index].get("triggers")
+        named = [item.get("job") if isinstance(item, dict) else item for item in raw] if isinstance(raw, list) else []
         # The edge may come from the defaults block; then the entry itself is the place.
-        where = ("jobs", index, "triggers", raw.index(target)) \
-            if isinstance(raw, list) and target in raw else ("jobs", index)
+        where = ("jobs", index, "triggers", named.index(target)) if target in named else ("jobs", index)
         errors.append(ConfigError(filename, lines.line(where),
                                   f"job '{closer}': trigger cycle: {' -> '.join(cycle)}",
                                   job=closer))

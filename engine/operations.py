@@ -78,7 +78,7 @@ def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, defini
     if stored is None and engine.queries.job_count(project) >= max_jobs:
         raise Refused("FAILED_PRECONDITION", f"project {project} has {max_jobs:,} jobs, the "
                                              "most a project may have; delete some first")
-    _check_triggers(engine, project, job_id, definition.triggers)
+    _check_triggers(engine, project, job_id, definition.trigger_targets)
     event = ev.JobDisabled() if disabled else ev.JobEnabled(policy)
     created = stored is None or stored.source != JobSource.API or not visible(stored)
     detail = {"created": created, "after": described(definition)}
@@ -138,7 +138,7 @@ def _cycle_through(engine: Engine, project: str, job_id: str,
         if name == job_id:
             return paths[name]
         stored = engine.queries.find_job(project, name)
-        for following in stored.definition.triggers if stored else ():
+        for following in stored.definition.trigger_targets if stored else ():
             if following not in paths:
                 paths[following] = paths[name] + [following]
                 frontier.append(following)

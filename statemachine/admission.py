@@ -12,11 +12,11 @@ from datetime import datetime
 from statemachine import actions as act
 from statemachine import waiting
 from statemachine.budget import STARTS_PER_STEP
-from statemachine.invocations import Result, start
+from statemachine.invocations import Result, excluded, finish, start
 from statemachine.policy import Catchup, JobPolicy, Overlap, Tuning
 from statemachine.record import JobRecord, Occurrence
 from statemachine.runs import Run
-from statemachine.vocabulary import JOB_PREFIX, SkipReason, Trigger
+from statemachine.vocabulary import JOB_PREFIX, AbortReason, InvocationStatus, SkipReason, Trigger
 
 
 def admit(
@@ -27,14 +27,16 @@ def admit(
     `inline`: the caller will deliver right after its commit (see `start`).
     """
     policy = record.live_policy
-    if len(record.active) < policy.concurrency_limit():
-        return start(record, occurrence, now, tuning, inline)
+    if len(record.active) < policy.concurrency_limit() or excluded(record, occurrence):
+        return start(record, occurrence, now, tuning, inline)  # an excluded one is recorded SKIPPED there
     if _trigger_storm(record, occurrence, policy):
         return record, [act.RecordSkipped.of(occurrence, SkipReason.OVERLAP)]
     # A caught-up occurrence under `catchup: all` is never dropped for overlap:
     # the policy promises each one is delivered, so they wait their turn.
     if policy.overlap is Overlap.BUFFER_ALL or _kept_in_order(occurrence.trigger, policy):
         return waiting.push(record, occurrence, policy)
+    if policy.overlap is Overlap.REPLACE:
+        return _replace(record, occurrence, now, tuning, inline)
     if policy.overlap is Overlap.BUFFER_ONE:
         # The newest replaces what waits, except the caught-up and backfilled ones promised above.
         record, dropped = waiting.drop_unless(record, lambda trigger: _kept_in_order(trigger, policy),
@@ -42,6 +44,24 @@ def admit(
         record, pushed = waiting.push(record, occurrence, policy)
         return record, dropped + pushed
     return record, [act.RecordSkipped.of(occurrence, SkipReason.OVERLAP)]
+
+
+def _replace(record: JobRecord, occurrence: Occurrence, now: datetime, tuning: Tuning, inline: bool) -> Result:
+    """`overlap: replace`: abort what is active (ABORTED/replaced, as a user's abort would:
+    its late answers are refused) and start the occurrence at once. Should the aborts let
+    an occurrence kept in order start (a caught-up one under `catchup: all`, a backfill's),
+    this one waits behind it instead of replacing that too."""
+    actions: list[act.Action] = []
+    for entry in record.active:
+        current = record.find_active(entry.invocation_id)
+        if current is not None:
+            record, finished = finish(record, current, InvocationStatus.ABORTED, AbortReason.REPLACED, now, tuning)
+            actions += finished
+    if len(record.active) >= record.live_policy.concurrency_limit():
+        record, pushed = waiting.push(record, occurrence, record.live_policy)
+        return record, actions + pushed
+    record, started = start(record, occurrence, now, tuning, inline)
+    return record, actions + started
 
 
 def admit_run(record: JobRecord, run: Run, now: datetime, tuning: Tuning, inline: bool = False) -> Result:

@@ -5,7 +5,7 @@ config/jobs.py builds one from a job entry with every default applied. Its JSON 
 `JobPolicy.revision` hashes, so that form must not drift: `from_dict(d).to_dict() == d`,
 key order included, for every `d` config/jobs.py makes or has made. (The fields added
 after the first release, `pause_after_failures`, `on_failure`, `on_recovery`, `description`,
-`labels`, `jitter`, `start` and `end`, are written only when set, so that a job which does
+`labels`, `jitter`, `start`, `end` and `exclude`, are written only when set, so that a job which does
 not use them keeps its revision.)
 
 Values keep their JSON spelling where that spelling is what is stored and shown:
@@ -81,7 +81,9 @@ class JobDefinition:
     retry: RetrySpec = RetrySpec()  # how a failed attempt is tried again
     fanout: FanoutSpec = FanoutSpec()  # events per occurrence
     throttle: str | None = None  # the project throttle its deliveries count against; None: none
-    triggers: tuple[str, ...] = ()  # the project's jobs a success of this one starts
+    # The project's jobs an invocation of this one starts when it ends: an id for "when it
+    # succeeds" (as before conditions existed), {"job": id, "on": "failed"|"finished"} otherwise.
+    triggers: tuple[str | dict[str, str], ...] = ()
     pause_after_failures: int | None = None  # pause after this many FAILED invocations in a row; None: never
     on_failure: TargetSpec | None = None  # where a FAILED invocation's notification goes; None: nowhere
     on_recovery: TargetSpec | None = None  # where the first success after failures is told; None: nowhere
@@ -90,6 +92,9 @@ class JobDefinition:
     jitter: str | None = None  # each occurrence's delivery is delayed up to this; None: not at all
     start: str | None = None  # RFC 3339 UTC: no occurrence before it; None: unbounded
     end: str | None = None  # RFC 3339 UTC: no occurrence after it (then the job is DONE)
+    # The exclusion calendars the job names, each copied in full ({name, timezone, dates,
+    # ranges}: statemachine/calendars.py), so that a change to one changes the revision.
+    exclude: tuple[dict[str, Any], ...] | None = None
 
     def __post_init__(self) -> None:
         if (self.schedule is None) == (self.at is None):
@@ -98,6 +103,11 @@ class JobDefinition:
         for name, hook in (("on_failure", self.on_failure), ("on_recovery", self.on_recovery)):
             if hook is not None:
                 _target_kind(name, hook)
+
+    @property
+    def trigger_targets(self) -> tuple[str, ...]:
+        """The ids of the jobs it may trigger, whatever the condition."""
+        return tuple(dict.fromkeys(item if isinstance(item, str) else item["job"] for item in self.triggers))
 
     @property
     def target_kind(self) -> TargetKind:
@@ -144,6 +154,8 @@ class JobDefinition:
         for key in _OPTIONAL_TEXT:
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
+        if self.exclude is not None:
+            data["exclude"] = list(self.exclude)
         return data
 
     @classmethod
@@ -170,7 +182,7 @@ class JobDefinition:
                             retry.get("max_backoff", str)),
             fanout=FanoutSpec(fanout.get("count", int), fanout.get("spread", str)),
             throttle=fields.nullable("throttle", str),
-            triggers=tuple(fields.items("triggers", str)),
+            triggers=tuple(_trigger(item) for item in fields.get("triggers", list)),
             target=fields.get("target", dict),
             pause_after_failures=fields.optional("pause_after_failures", int),
             on_failure=fields.optional("on_failure", dict),
@@ -180,12 +192,14 @@ class JobDefinition:
             jitter=fields.optional("jitter", str),
             start=fields.optional("start", str),
             end=fields.optional("end", str),
+            exclude=tuple(fields.items("exclude", dict)) if "exclude" in data else None,
         )
 
 
 _KEYS = frozenset({"id", "schedule", "at", "timezone", "disabled", "overlap", "max_concurrent", "catchup",
                    "timeout", "retry", "fanout", "throttle", "triggers", "target", "pause_after_failures",
-                   "on_failure", "on_recovery", "description", "labels", "jitter", "start", "end"})
+                   "on_failure", "on_recovery", "description", "labels", "jitter", "start", "end",
+                   "exclude"})
 # Written only when set (as pause_after_failures and on_failure), in this order.
 # json.dumps builds an encoder per call when given options: this one is built once.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -215,7 +229,8 @@ def _spelled(d: JobDefinition) -> str:
     text = ("{" if d.at is None else '{"at":' + _strings(d.at) + ",") + \
         f'"catchup":{{"policy":{_string(catchup.policy.value)},"window":{_string(catchup.window)}}},'
     text += _optional("description", d.description) + f'"disabled":{"true" if d.disabled else "false"},'
-    text += _optional("end", d.end) + f'"fanout":{{"count":{fanout.count:d},"spread":{_string(fanout.spread)}}},'
+    text += _optional("end", d.end) + _optional("exclude", d.exclude, _CANONICAL.encode)
+    text += f'"fanout":{{"count":{fanout.count:d},"spread":{_string(fanout.spread)}}},'
     text += f'"id":{_string(d.id)},' + _optional("jitter", d.jitter) + _optional("labels", d.labels, _CANONICAL.encode)
     text += f'"max_concurrent":{d.max_concurrent:d},' + _optional("on_failure", d.on_failure, _CANONICAL.encode)
     text += _optional("on_recovery", d.on_recovery, _CANONICAL.encode) + f'"overlap":{_string(d.overlap.value)},'
@@ -225,7 +240,7 @@ def _spelled(d: JobDefinition) -> str:
     text += _optional("schedule", d.schedule) + _optional("start", d.start)  # schedule: when there is no `at`
     throttle = "null" if d.throttle is None else _string(d.throttle)
     return text + (f'"target":{_target(d.target)},"throttle":{throttle},"timeout":{_string(d.timeout)},'
-                   f'"timezone":{_string(d.timezone)},"triggers":{_strings(d.triggers)}}}')
+                   f'"timezone":{_string(d.timezone)},"triggers":{_triggers(d.triggers)}}}')
 
 
 _HTTP_KEYS = frozenset({"async", "body", "headers", "method", "timeout", "url"})
@@ -254,8 +269,21 @@ def _optional(key: str, value: Any, spell: Callable[[Any], str] = encode_basestr
     return "" if value is None else f'"{key}":{spell(value)},'
 
 
+def _triggers(values: tuple[str | dict[str, str], ...]) -> str:
+    """Ids spelled here; an entry with a condition (a map) through the encoder."""
+    return "[" + ",".join(_string(value) if isinstance(value, str) else _CANONICAL.encode(value)
+                          for value in values) + "]"
+
+
 def _strings(values: tuple[str, ...]) -> str:
     return "[" + ",".join(_string(value) for value in values) + "]"
+
+
+def _trigger(item: Any) -> str | dict[str, str]:
+    if isinstance(item, str) or (isinstance(item, dict) and item.keys() == {"job", "on"}
+                                 and all(isinstance(value, str) for value in item.values())):
+        return item
+    raise ValueError(f"job definition: triggers is {item!r}, not a str nor {{job, on}}")
 
 
 def _target_kind(name: str, spec: TargetSpec) -> TargetKind:

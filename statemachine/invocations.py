@@ -14,6 +14,7 @@ from statemachine import actions as act
 from statemachine import events as ev
 from statemachine import hooks, staging, waiting
 from statemachine.budget import STARTS_PER_STEP
+from statemachine.calendars import excluded_by
 from statemachine.pausing import count_outcome
 from statemachine.policy import (
     INTERRUPTED,
@@ -24,7 +25,7 @@ from statemachine.policy import (
     occurrence_delay,
 )
 from statemachine.record import ActiveInvocation, JobRecord, Occurrence, evolve
-from statemachine.vocabulary import InvocationStatus, SkipReason
+from statemachine.vocabulary import ON_THE_CLOCK, InvocationStatus, SkipReason
 
 SUCCEEDED, FAILED = InvocationStatus.SUCCEEDED, InvocationStatus.FAILED
 ABORTED, SKIPPED = InvocationStatus.ABORTED, InvocationStatus.SKIPPED
@@ -45,6 +46,8 @@ def start(
     `redeliver_inline`), at the latest re-issued by the watchdog after its lease.
     """
     policy = record.live_policy
+    if excluded(record, occurrence):
+        return record, [act.RecordSkipped.of(occurrence, SkipReason.EXCLUDED)]
     fanout = policy.fanout
     # The first attempt is due at the nominal time plus the occurrence's jitter; what it
     # sends (headers, templates) keeps the nominal time.
@@ -74,6 +77,15 @@ def start(
     ]
     actions += [act.EnqueueAttempt(entry.invocation_id, index, 1, at) for index, at in enumerate(due)]
     return evolve(record, active=record.active + (entry,)), actions
+
+
+def excluded(record: JobRecord, occurrence: Occurrence) -> bool:
+    """Whether one of the job's exclusion calendars holds the occurrence's time. Only an
+    occurrence of the schedule (on time or caught up) is excluded: a manual trigger, a
+    backfill or another job's trigger asked for its invocation by name."""
+    exclude = record.live_policy.exclude
+    return bool(exclude) and occurrence.trigger in ON_THE_CLOCK and \
+        excluded_by(exclude, occurrence.scheduled_time) is not None
 
 
 def _start_inline(record: JobRecord, occurrence: Occurrence, now: datetime, tuning: Tuning,
@@ -297,8 +309,11 @@ def finish(record: JobRecord, entry: ActiveInvocation, status: str, reason: str,
         last_finished_at=now,
     )
     actions: list[act.Action] = [act.FinishInvocation(entry.invocation_id, status, reason)]
-    if status == SUCCEEDED and record.live_policy.triggers:
-        actions.append(act.TriggerJobs(record.live_policy.triggers, entry.invocation_id, entry.scheduled_time))
+    # `triggers` with their condition: on success (a plain id), on failure, or on either.
+    policy = record.live_policy
+    following = policy.triggers if status == SUCCEEDED else policy.triggers_on_failure if status == FAILED else ()
+    if following:
+        actions.append(act.TriggerJobs(following, entry.invocation_id, entry.scheduled_time))
     actions += hooks.on_finish(record, entry, status, reason, attempts or max(entry.attempts, default=1))
     record, paused = count_outcome(record, status, reason, now)
     record, started = drain_buffer(record, now, tuning)

@@ -15,6 +15,7 @@ from enum import Enum
 
 from statemachine import schedule as schedules
 from statemachine.budget import ROWS_PER_STEP
+from statemachine.calendars import Calendar
 from statemachine.vocabulary import Trigger
 
 
@@ -25,6 +26,7 @@ class Overlap(str, Enum):
     BUFFER_ONE = "buffer_one"
     BUFFER_ALL = "buffer_all"
     ALLOW = "allow"
+    REPLACE = "replace"  # abort the active invocation (ABORTED/replaced) and start the new one
 
 
 class Catchup(str, Enum):
@@ -119,7 +121,10 @@ class JobPolicy:
     attempt_timeout: timedelta = timedelta(seconds=60)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     fanout: FanoutPolicy = field(default_factory=FanoutPolicy)
+    # Jobs started when an invocation ends SUCCEEDED (`triggers`), and when it ends FAILED
+    # (`triggers` entries with `on: failed` or `on: finished`; those with `finished` are in both).
     triggers: tuple[str, ...] = ()
+    triggers_on_failure: tuple[str, ...] = ()
     # The project throttle this job's deliveries count against ("" for none). A
     # throttled job never delivers inline after a tick: every attempt goes through
     # a start task on the throttle's queue, whose concurrency is the throttle.
@@ -137,6 +142,9 @@ class JobPolicy:
     # No occurrence of a clock-driven schedule before `start` nor after `end` (both fire).
     start: datetime | None = None
     end: datetime | None = None
+    # Exclusion calendars: an occurrence of the schedule (on time or caught up) whose time
+    # falls in one is recorded SKIPPED/excluded instead of starting (statemachine/calendars.py).
+    exclude: tuple[Calendar, ...] = ()
     # Identifies the definition this policy came from (a hash of the whole job
     # entry, target included); equal revisions mean nothing to do.
     revision: str = ""

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from statemachine.calendars import next_included
 from statemachine.record import JobRecord, JobState
+from statemachine.schedule import is_clock_driven
 from statemachine.staging import ahead_of_time, staged
 
 __all__ = ["shown_state", "next_run", "under_way"]
@@ -56,10 +58,15 @@ def shown_state(record: JobRecord, now: datetime) -> JobState:
 def next_run(record: JobRecord, now: datetime) -> datetime | None:
     """When the job next runs, as a reader sees it at `now`: the earliest nominal
     scheduled time among its occurrences committed ahead of their time, else its next
-    tick; None while it is paused or disabled, or has nothing left to run."""
+    tick; None while it is paused or disabled, or has nothing left to run. A tick whose
+    time an exclusion calendar holds is not a run: the first fire time after it is."""
     if record.paused or record.disabled:
         return None
     ahead = [entry.scheduled_time for entry in record.active if ahead_of_time(entry, now)]
-    if record.tick_at is not None:
-        ahead.append(record.tick_at)
+    tick_at = record.tick_at
+    if tick_at is not None and record.policy is not None and record.policy.exclude \
+            and is_clock_driven(record.policy.schedule):
+        tick_at = next_included(record.policy.schedule, record.policy.exclude, tick_at)
+    if tick_at is not None:
+        ahead.append(tick_at)
     return min(ahead, default=None)

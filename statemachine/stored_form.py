@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
+from statemachine.calendars import calendars_from_list, calendars_to_list
 from statemachine.durations import UTC, parse_instant
 from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
 
@@ -51,6 +52,10 @@ def policy_to_dict(policy: JobPolicy) -> Data:
         data["start"] = stored_time(policy.start)
     if policy.end is not None:
         data["end"] = stored_time(policy.end)
+    if policy.exclude:
+        data["exclude"] = calendars_to_list(policy.exclude)
+    if policy.triggers_on_failure:
+        data["triggers_on_failure"] = list(policy.triggers_on_failure)
     return data
 
 
@@ -104,5 +109,7 @@ def policy_from_dict(data: Data) -> JobPolicy:
         jitter=timedelta(milliseconds=data.get("jitter_ms", 0)),
         start=parse_stored_time(data.get("start")),
         end=parse_stored_time(data.get("end")),
+        exclude=calendars_from_list(data.get("exclude", ())),
+        triggers_on_failure=tuple(data.get("triggers_on_failure", ())),
         revision=data["revision"],
     )

@@ -16,6 +16,7 @@ from statemachine import admission, runs, staging, waiting
 from statemachine import events as ev
 from statemachine import invocations as inv
 from statemachine.budget import ROWS_PER_STEP
+from statemachine.calendars import excluded_by
 from statemachine.catchup import DuePlan, plan_due
 from statemachine.chain import arm
 from statemachine.invocations import Result
@@ -85,7 +86,8 @@ def stage_pending(record: JobRecord, now: datetime, tuning: Tuning) -> Result:
     if tick_at is None or not nonce:
         return record, []
     early = tick_at - now
-    if early <= tuning.accept_early or early > tuning.stage_ahead or not staging.may_stage_now(record, tuning):
+    if early <= tuning.accept_early or early > tuning.stage_ahead or not staging.may_stage_now(record, tuning) \
+            or _excluded(record, tick_at):
         return record, []
     record, actions = _on_current_tick(record, tick_at, now, tuning)
     return record, actions + [act.CancelTick(nonce, tick_at)]
@@ -96,7 +98,8 @@ def _on_current_tick(record: JobRecord, tick_at: datetime, now: datetime, tuning
     if early > tuning.accept_early and staging.stageable(record.policy, tuning):
         # Queued ahead to stage its occurrence (staging.py); when something else of the
         # job is under way it waits for its time instead, as an unstaged tick would.
-        if early > tuning.stage_ahead + tuning.early_slack or not staging.may_stage_now(record, tuning):
+        if early > tuning.stage_ahead + tuning.early_slack or not staging.may_stage_now(record, tuning) \
+                or _excluded(record, tick_at):
             return record, [act.RetryLater(early)]
         record, handled, plan = _handle_due(record, tick_at, now, tuning)
         return _arm_after(record, handled, plan, now)
@@ -120,6 +123,13 @@ def _on_current_tick(record: JobRecord, tick_at: datetime, now: datetime, tuning
         return after_invocations(record, now, actions + started)
     record, handled, plan = _handle_due(record, horizon, now, tuning)
     return _arm_after(record, handled, plan, now)
+
+
+def _excluded(record: JobRecord, moment: datetime) -> bool:
+    """Whether an exclusion calendar holds the tick's time: its SKIPPED row is written at
+    that time, as an unstaged tick would write it, not up to `stage_ahead` before."""
+    exclude = record.live_policy.exclude
+    return bool(exclude) and excluded_by(exclude, moment) is not None
 
 
 def _arm_after(record: JobRecord, handled: list[act.Action], plan: DuePlan, now: datetime) -> Result:

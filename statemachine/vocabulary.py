@@ -47,12 +47,14 @@ class SkipReason(StrEnum):
     # Committed ahead of its time, and the job's new timing has no fire time then
     # (statemachine/staging.py); only an invocation that already had a history row gets it.
     RESCHEDULED = "rescheduled"
+    EXCLUDED = "excluded"  # its time falls in one of the job's exclusion calendars (`exclude`)
 
 
 class AbortReason(StrEnum):
     """Why Sundial itself aborted an invocation (a user's abort carries the user's words)."""
 
     DELETED = "deleted"  # its job was deleted through the API
+    REPLACED = "replaced"  # a newer occurrence of its job took its place (`overlap: replace`)
 
 
 class Trigger(StrEnum):

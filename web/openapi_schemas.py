@@ -9,7 +9,7 @@ from typing import Any
 from config import limits
 from config.job_extras import MAX_DESCRIPTION, MAX_LABEL_VALUE, MAX_LABELS
 from config.model import JOB_ID
-from config.schema import Schema, target_schema
+from config.schema import Schema, exclude_schema, target_schema, trigger_edge
 from engine.ports import JobSource
 from statemachine.backfill import MAX_BACKFILL
 from statemachine.policy import Catchup, Overlap
@@ -88,7 +88,10 @@ def _job_entry() -> Schema:
         "fanout": _obj({"count": {"type": "integer", "minimum": 1, "maximum": 10_000},
                         "spread": DURATION}, closed=True),
         "throttle": {"type": "string", "minLength": 1},
-        "triggers": {"type": "array", "items": {"type": "string", "pattern": JOB_ID_PATTERN}},
+        "triggers": {"type": "array", "items": {"anyOf": [{"type": "string", "pattern": JOB_ID_PATTERN},
+                                                          _openapi_3_0(trigger_edge())]},
+                     "description": "jobs started when an invocation ends: an id alone on success, "
+                                    "`{job, on: succeeded|failed|finished}` otherwise"},
         "pause_after_failures": {"type": "integer", "minimum": 1,
                                  "description": "pause the job after this many consecutive FAILED invocations"},
         "target": ref("Target"),
@@ -117,7 +120,17 @@ def _extras() -> dict[str, Schema]:
         "start": {"type": "string", "format": "date-time", "description": "no occurrence before this instant"},
         "end": {"type": "string", "format": "date-time",
                 "description": "no occurrence after this instant; then the job is DONE"},
+        "exclude": _exclude(),
     }
+
+
+def _exclude() -> Schema:
+    """A job's exclusion calendars: the project file's schema for them (config/schema.py)."""
+    calendar = _openapi_3_0(exclude_schema()["items"]["anyOf"][1])  # the inline calendar
+    return {"type": "array", "items": {"anyOf": [{"type": "string", "pattern": JOB_ID_PATTERN}, calendar]},
+            "description": "exclusion calendars: names of the project file's `calendars`, or calendars of the "
+                           "job's own; an occurrence of the schedule inside one is SKIPPED/`excluded`. A Job "
+                           "shows each in full"}
 
 
 def _invocation(with_log: bool) -> Schema:
@@ -125,7 +138,8 @@ def _invocation(with_log: bool) -> Schema:
     properties: dict[str, Schema] = {
         "id": {"type": "string"}, "job": {"type": "string"}, "project": {"type": "string"},
         "status": {"type": "string", "enum": STATUSES},
-        "reason": {"type": "string", "description": "why it ended: `overlap`, `missed`, `paused`, "
+        "reason": {"type": "string", "description": "why it ended: `overlap`, `missed`, `paused`, `excluded`, "
+                                                    "`replaced`, "
                                                     "`http 500`, `timeout`, ...; `buffered` while waiting"},
         "scheduled_time": time, "created_time": nullable(time),
         "started_time": nullable(time), "finished_time": nullable(time),

@@ -19,6 +19,7 @@ from engine.ports import InvocationRow, StoredJob
 from engine.rendering import render_target, secret_backed_headers
 from engine.secrets import REDACTED
 from engine.sent import masked_headers, shown_request
+from statemachine.calendars import next_included
 from statemachine.definition import JobDefinition
 from statemachine.describe import describe_at, describe_schedule
 from statemachine.record import ActiveInvocation
@@ -37,7 +38,7 @@ STATUS_FILTERS = {
 TERMINAL = TERMINAL_STATUSES
 # The definition's policy fields, in the order a reader looks for them.
 POLICY_FIELDS = ("overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout", "throttle",
-                 "triggers", "pause_after_failures", "on_failure", "on_recovery")
+                 "triggers", "pause_after_failures", "on_failure", "on_recovery", "exclude")
 _ATTEMPT = re.compile(r"attempt (\d+)(.*)", re.DOTALL)
 
 
@@ -100,7 +101,8 @@ def active_since(entry: ActiveInvocation, now: datetime) -> tuple[str, datetime]
 
 
 def next_fire_times(job: StoredJob, now: datetime, count: int = 5) -> list[datetime]:
-    """The schedule's next `count` fire times after now (what a resume would follow)."""
+    """The schedule's next `count` fire times after now (what a resume would follow),
+    without those the job's exclusion calendars hold."""
     policy = job.record.policy
     if policy is None or job.record.disabled:
         return []
@@ -113,7 +115,7 @@ def next_fire_times(job: StoredJob, now: datetime, count: int = 5) -> list[datet
     times: list[datetime] = []
     moment: datetime | None = now
     while moment is not None and len(times) < count:
-        moment = next_fire(schedule, moment)
+        moment = next_included(schedule, policy.exclude, next_fire(schedule, moment))
         if moment is not None:
             times.append(moment)
     return times
@@ -131,6 +133,10 @@ def definition_yaml(definition: JobDefinition) -> str:
 def policies(definition: JobDefinition) -> list[tuple[str, str]]:
     """(name, value) of every policy the definition sets, as it spells them."""
     shown = definition.to_dict()
+    if "exclude" in shown:  # a calendar's dates would fill the page: its name and zone say which it is
+        shown["exclude"] = [f"{calendar['name']} ({calendar['timezone']})" for calendar in shown["exclude"]]
+    shown["triggers"] = [edge if isinstance(edge, str) else f"{edge['job']} (on {edge['on']})"
+                         for edge in shown["triggers"]]
     return [(name, _short(shown[name])) for name in POLICY_FIELDS if name in shown]
 
 

@@ -18,7 +18,8 @@ def time_or_none(value: datetime | None) -> str | None:
 
 # The definition's fields a Job shows after the record's, in this order (docs/REFERENCE.md section 5).
 JOB_DEFINITION_FIELDS = ("schedule", "at", "overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout",
-                         "throttle", "triggers", "disabled", "description", "labels", "jitter", "start", "end")
+                         "throttle", "triggers", "disabled", "description", "labels", "jitter", "start", "end",
+                         "exclude")
 
 
 def job_view(job: StoredJob, last: InvocationRow | None, now: datetime) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from tests.config.helpers import NAME, errors, text
 # Every test here runs on both YAML paths (conftest.py): the error texts must not depend on libyaml.
 pytestmark = pytest.mark.usefixtures("yaml_path")
 
-TOP = "allowed_hosts, acl, defaults, throttles, jobs"
+TOP = "allowed_hosts, acl, defaults, throttles, calendars, jobs"
 
 CASES = [
     # --- the document ------------------------------------------------------------------
@@ -115,7 +115,7 @@ CASES = [
         defaults:
           overlap: queue
         """, ["p.yaml:2: defaults.overlap: 'queue' is not one of skip, buffer_one, "
-              "buffer_all, allow"]),
+              "buffer_all, allow, replace"]),
     ("defaults whose min_backoff passes the built-in max_backoff", """
         defaults:
           retry: {min_backoff: 10m}
@@ -219,7 +219,7 @@ def test_file_level_errors_come_with_the_job_errors_by_line():
     assert errors(source) == [
         "p.yaml:5: job 'a': unknown field 'colour'; expected one of: id, schedule, at, "
         "timezone, disabled, overlap, max_concurrent, catchup, timeout, retry, fanout, "
-        "throttle, triggers, target, pause_after_failures, on_failure, on_recovery, description, labels, "
+        "throttle, triggers, target, pause_after_failures, on_failure, on_recovery, exclude, description, labels, "
         "jitter, start, end",
         "p.yaml:6: unknown field 'owners'; expected one of: " + TOP,
     ]

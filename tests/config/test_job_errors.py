@@ -7,7 +7,7 @@ from tests.config.helpers import errors, project
 NOOP = "target: {noop: {}}"
 FIELDS = ("id, schedule, at, timezone, disabled, overlap, max_concurrent, catchup, timeout, "
           "retry, fanout, throttle, triggers, target, pause_after_failures, on_failure, on_recovery, "
-          "description, labels, jitter, start, end")
+          "exclude, description, labels, jitter, start, end")
 
 CASES = [
     # --- the entry and its id ----------------------------------------------------------
@@ -195,7 +195,7 @@ CASES = [
             overlap: queue
             {NOOP}
         """, ["p.yaml:4: job 'a': overlap: 'queue' is not one of skip, buffer_one, "
-              "buffer_all, allow"]),
+              "buffer_all, allow, replace"]),
     ("max_concurrent without allow", f"""
         jobs:
           - id: a
@@ -425,7 +425,7 @@ def test_every_error_of_one_entry_is_reported():
         """
     assert errors(source) == [
         "p.yaml:4: job 'a': overlap: 'never' is not one of skip, buffer_one, buffer_all, "
-        "allow",
+        "allow, replace",
         "p.yaml:5: job 'a': timeout: bad duration 'soon': use <number><unit> with units "
         "ms s m h d, e.g. '1h30m'",
         "p.yaml:6: job 'a': target.http.url: 'ftp://x.example.com' is not an http:// or "

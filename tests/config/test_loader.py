@@ -307,7 +307,7 @@ def test_a_bad_job_leaves_the_others_loaded():
     assert [job.id for job in config.jobs] == ["good", "also-good"]
     assert config.job_errors == (ConfigError(
         NAME, 7, "job 'bad': overlap: 'sometimes' is not one of skip, buffer_one, "
-                 "buffer_all, allow"),)
+                 "buffer_all, allow, replace"),)
     assert config.job_errors[0].job == "bad"
     assert config.broken_job_ids == {"bad"}
     assert config.job("also-good").line == 9 and config.job("bad") is None
@@ -402,7 +402,7 @@ def test_parse_job_entry_errors_have_line_zero():
         parse_job_entry(entry, config, "api-job", known_jobs={"exporter-hourly", "api-job"})
     assert [str(e) for e in failure.value.errors] == [
         "<api>:0: job 'api-job': overlap: 'x' is not one of skip, buffer_one, buffer_all, "
-        "allow",
+        "allow, replace",
         "<api>:0: job 'api-job': throttle: unknown throttle 'nope' (the project's throttles: "
         "backup-consumers)",
         "<api>:0: job 'api-job': triggers[0]: unknown job 'ghost' in this project",

@@ -79,10 +79,13 @@ EVERY_FIELD = JobDefinition(
                                       "auth": {"oidc": {"service_account": "s@p.iam", "audience": "a"}}}},
     schedule="0 9 * * *", timezone="Europe/Berlin", disabled=True, overlap=Overlap.ALLOW, max_concurrent=4,
     catchup=CatchupSpec(Catchup.ALL, "2h"), timeout="1h30m", retry=RetrySpec(5, "2s", "7m"),
-    fanout=FanoutSpec(100, "1m"), throttle="t\\", triggers=("b", "a"), pause_after_failures=3,
+    fanout=FanoutSpec(100, "1m"), throttle="t\\", triggers=("b", "a", {"job": "c", "on": "failed"}),
+    pause_after_failures=3,
     on_failure={"pubsub": {"topic": "projects/P/topics/T", "data": "", "attributes": {"k": "v"}}},
     on_recovery={"noop": {}}, description="line\nbreak \ud800", labels={"team": "data", "a": "1"},
-    jitter="30s", start="2026-01-01T00:00:00Z", end="2027-01-01T00:00:00Z")
+    jitter="30s", start="2026-01-01T00:00:00Z", end="2027-01-01T00:00:00Z",
+    exclude=({"name": "hé", "timezone": "UTC", "dates": ["2026-12-25"],
+              "ranges": [{"start": "2026-12-27T00:00:00", "end": "2026-12-28T00:00:00"}]},))
 
 
 def test_the_canonical_text_is_the_sorted_encoding_with_every_field_set_or_left_out():

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.adapters.local.record_text import policy_text, record_text
 from engine.adapters.local.sqlite_rows import RecordCache
+from statemachine.calendars import Calendar
 from statemachine.durations import UTC
 from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
 from statemachine.record import ActiveInvocation, JobRecord, JobState, Occurrence, evolve, new_record, record_to_dict
@@ -33,8 +34,11 @@ EVERY_POLICY_FIELD = JobPolicy(
     overlap=Overlap.ALLOW, max_concurrent=3, catchup=Catchup.ALL, catchup_window=timedelta(minutes=90),
     timeout=timedelta(hours=2, milliseconds=7), attempt_timeout=timedelta(seconds=30),
     retry=RetryPolicy(5, timedelta(seconds=2), timedelta(minutes=7)), fanout=FanoutPolicy(10_000, timedelta(days=1)),
-    triggers=("a", 'b"\u2028', ""), throttle="t\x00q", pause_after_failures=4, notify_failures=True,
+    triggers=("a", 'b"\u2028', ""), triggers_on_failure=("f", "\u00e9"),
+    throttle="t\x00q", pause_after_failures=4, notify_failures=True,
     notify_recoveries=True, jitter=timedelta(milliseconds=1500), start=T, end=datetime(2030, 1, 1, tzinfo=BERLIN),
+    exclude=(Calendar("h\u00e9", "Europe/Berlin", (date(2026, 12, 25),),
+                      ((datetime(2026, 12, 27), datetime(2026, 12, 28)),)),),
     revision="0123456789abcdef")
 
 EVERY_RECORD_FIELD = JobRecord(

@@ -161,7 +161,10 @@ SCENARIOS: dict[str, Scenario] = {
     "disable_enable": _stopped(ev.JobDisabled(), lambda sim: ev.JobEnabled(sim.record.policy)),
     "pause_resume_buffer_one": _stopped(ev.Paused("x"), ev.Resumed(), Overlap.BUFFER_ONE),
 }
-for _overlap in Overlap:
+# The overlap policies the golden machine had: `replace` came later, and a run of it has
+# no golden outcome to compare with (tests/unit/test_machine_replace.py covers it).
+GOLDEN_OVERLAPS = [Overlap.SKIP, Overlap.BUFFER_ONE, Overlap.BUFFER_ALL, Overlap.ALLOW]
+for _overlap in GOLDEN_OVERLAPS:
     for _catchup in Catchup:
         SCENARIOS[f"outages_{_overlap.value}_{_catchup.value}"] = _outages(_overlap, _catchup)
 SCENARIOS["outages_buffer_all_all_short_window"] = _outages(Overlap.BUFFER_ALL, Catchup.ALL, timedelta(minutes=20))
@@ -177,7 +180,7 @@ def _random(seed: int) -> Scenario:
     def build() -> tuple[Simulation, datetime]:
         rng = random.Random(seed)
         policy = make_policy(
-            schedule_text=rng.choice(SCHEDULES), overlap=rng.choice(list(Overlap)),
+            schedule_text=rng.choice(SCHEDULES), overlap=rng.choice(GOLDEN_OVERLAPS),
             catchup=rng.choice(list(Catchup)), catchup_window=rng.choice([timedelta(minutes=7), HOURS, 10 * HOURS]),
             max_concurrent=rng.choice([1, 2]), timeout=rng.choice([timedelta(minutes=10), 3 * HOURS]),
             retry=RetryPolicy(rng.choice([1, 2]), timedelta(seconds=5)),
@@ -196,7 +199,7 @@ def _random(seed: int) -> Scenario:
 
 
 def _random_events(sim: Simulation, rng: random.Random, policy: JobPolicy) -> None:
-    other = make_policy(schedule_text=rng.choice(SCHEDULES), overlap=rng.choice(list(Overlap)),
+    other = make_policy(schedule_text=rng.choice(SCHEDULES), overlap=rng.choice(GOLDEN_OVERLAPS),
                         catchup=rng.choice(list(Catchup)), revision="r2")
     for serial in range(rng.randint(3, 12)):
         when = at(rng.uniform(1, 180))

@@ -14,10 +14,12 @@ with every field set, so a field added to the dicts without its place here fails
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from json.encoder import encode_basestring_ascii as _string  # the encoder's own (C) function
 from typing import Iterable
 
+from statemachine.calendars import calendars_to_list
 from statemachine.policy import JobPolicy
 from statemachine.record import RECORD_VERSION, JobRecord
 from statemachine.stored_form import millis, stored_time
@@ -60,6 +62,10 @@ def policy_text(policy: JobPolicy) -> str:
         text += f',"start":{_time(policy.start)}'
     if policy.end is not None:
         text += f',"end":{_time(policy.end)}'
+    if policy.exclude:  # rare, and lists of maps: the encoder spells them
+        text += ',"exclude":' + json.dumps(calendars_to_list(policy.exclude), separators=(",", ":"))
+    if policy.triggers_on_failure:
+        text += f',"triggers_on_failure":{_strings(policy.triggers_on_failure)}'
     return text + "}"
 
 
