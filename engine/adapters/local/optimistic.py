@@ -114,6 +114,19 @@ class BufferedTransaction:
         added meanwhile would go unseen); the few bodies that list run under the lock."""
         raise NeedsLock()
 
+    def get_inbox(self, project: str, job_id: str, key: str) -> dict[str, Any] | None:
+        """:raises NeedsLock: the inbox's bodies (engine/inbox.py) are few, and run under the lock."""
+        raise NeedsLock()
+
+    def put_inbox(self, project: str, job_id: str, key: str, value: dict[str, Any]) -> None:
+        raise NeedsLock()
+
+    def list_inbox(self, project: str, job_id: str, limit: int) -> dict[str, dict[str, Any]]:
+        raise NeedsLock()
+
+    def delete_inbox(self, project: str, job_id: str, key: str) -> None:
+        raise NeedsLock()
+
     def get_hold(self, key: sql.Row) -> sql.Row | None:
         if key in self._holds:
             pending = self._holds[key]
