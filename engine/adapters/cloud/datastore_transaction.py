@@ -180,7 +180,7 @@ class DatastoreTransaction:
         self.writes[project_key(project)] = None
 
 
-@ndb.non_transactional()  # type: ignore[misc]  # ndb has no type information
+@ndb.non_transactional()  # type: ignore[untyped-decorator]  # ndb has no type information
 def _inbox_keys(ancestor: ndb.Key, limit: int) -> list[ndb.Key]:
     """The keys of a job's pending rows, read outside the caller's transaction
     (ancestor queries are strongly consistent, so a row committed before is listed)."""
