@@ -121,7 +121,7 @@ def test_a_job_gone_meanwhile_drops_its_rows(backend):
 
 def _skip_legacy_datastore(backend) -> None:
     if backend.name == "datastore":
-        pytest.skip("legacy Datastore serializes a job's entity group, inbox rows included (docs/SCALE.md)")
+        pytest.skip("legacy Datastore locks a job's entity group, inbox rows included (docs/ARCHITECTURE.md)")
 
 
 def test_200_api_triggers_of_one_job_at_once_are_answered_in_time_and_delivered_once(backend):
