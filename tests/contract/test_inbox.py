@@ -29,7 +29,10 @@ from statemachine.vocabulary import TaskKind, Trigger
 from tests.contract.backends import FixedClock
 from tests.contract.samples import T0
 
-ANSWER_WITHIN = 5.0  # seconds, each request
+# Seconds, each request, counted from the instant all are released together. The 200
+# come from threads of this one process (each trigger about 6 round trips to the store),
+# so on a loaded machine most of it is this process's own CPU, not the store's locks.
+ANSWER_WITHIN = 5.0
 
 
 class CountingTarget:
@@ -124,6 +127,7 @@ def _skip_legacy_datastore(backend) -> None:
         pytest.skip("legacy Datastore locks a job's entity group, inbox rows included (docs/ARCHITECTURE.md)")
 
 
+@pytest.mark.serial  # a latency bound: not beside another xdist worker's load
 def test_200_api_triggers_of_one_job_at_once_are_answered_in_time_and_delivered_once(backend):
     _skip_legacy_datastore(backend)
     target = CountingTarget()
@@ -144,6 +148,7 @@ def test_200_api_triggers_of_one_job_at_once_are_answered_in_time_and_delivered_
     assert count > FOLD_ROWS  # so the folds took more than one commit
 
 
+@pytest.mark.serial
 def test_50_upstream_jobs_trigger_one_downstream_job_at_the_same_instant(backend):
     _skip_legacy_datastore(backend)
     target = CountingTarget()
