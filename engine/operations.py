@@ -251,7 +251,7 @@ def _earlier_request(engine: Engine, stored: StoredJob, request_id: str) -> Invo
         at = _EPOCH + timedelta(milliseconds=ids.scheduled_millis(invocation_id), microseconds=500)
         return ids.invocation_id(project, job_id, at, ids.MANUAL, request_id) == invocation_id
 
-    rows, _ = engine.queries.invocations(project, job_id, REQUEST_LOOKBACK, None)
+    rows, _ = engine.queries.invocations(project, job_id, REQUEST_LOOKBACK, None, read=stored)
     for row in rows:
         if row.trigger == Trigger.MANUAL and made_by_request(row.id):
             return row
