@@ -83,17 +83,18 @@ class Inbox:
         """Add the trigger to the job's inbox, with its fold task, in a transaction that
         touches neither the job's record nor any other trigger's row. Returns the
         trigger as pending: a row of the same key pending already is kept as it was
-        (its time, hence its invocation's id), and nothing is written.
+        (its time, hence its invocation's id), and only the fold task is enqueued again.
 
         :raises StoreError: nothing was written.
         """
         def body(tx: Transaction) -> tuple[Pending, AuditEntry | None]:
             earlier = tx.get_inbox(project, job_id, pending.key)
+            now = self.changes.clock.now()
+            # Also for a row pending already: a client's retry re-arms a fold whose task was lost.
+            tx.enqueue(inbox_task(project, job_id, now))
             if earlier is not None:
                 return Pending.from_dict(earlier), None
-            now = self.changes.clock.now()
             tx.put_inbox(project, job_id, pending.key, pending.to_dict())
-            tx.enqueue(inbox_task(project, job_id, now))
             entry = new_entry(audit, project, job_id, now) if audit is not None else None
             if entry is not None:
                 tx.put_audit(entry)

@@ -166,3 +166,17 @@ def test_50_upstream_jobs_trigger_one_downstream_job_at_the_same_instant(backend
     rows, _ = backend.store.list_invocations("proj", "down", 100, None)
     assert sorted(row.trigger for row in rows) == sorted(f"job:up-{n}" for n in range(count))
     assert len(target.delivered) == count and set(target.delivered.values()) == {1}
+
+
+def test_a_retried_trigger_whose_fold_task_was_lost_arms_a_fold_again(backend):
+    engine = _engine(backend)
+    _enable(engine, "job")
+    pending = Pending("r-1", Trigger.MANUAL, T0)
+    # The row committed, its task lost (Cloud Tasks refused it for longer than its retries).
+    backend.store.run_in_transaction(lambda tx: tx.put_inbox("proj", "job", pending.key, pending.to_dict()))
+    _drain(backend, engine)
+    assert backend.store.list_invocations("proj", "job", 10, None)[0] == []
+    engine.inbox.append("proj", "job", pending)  # the client retries
+    _drain(backend, engine)
+    rows, _ = backend.store.list_invocations("proj", "job", 10, None)
+    assert [(row.trigger, row.status) for row in rows] == [("manual", "SUCCEEDED")]
