@@ -122,6 +122,10 @@ def test_a_job_gone_meanwhile_drops_its_rows(backend):
     assert backend.store.run_in_transaction(lambda tx: tx.list_inbox("proj", "nobody", 10)) == {}
 
 
+def warm_ups(backend) -> set[str]:
+    return {row.id for row in backend.store.list_invocations("proj", "warm-up", 100, None)[0]}
+
+
 def _skip_legacy_datastore(backend) -> None:
     if backend.name == "datastore":
         pytest.skip("legacy Datastore locks a job's entity group, inbox rows included (docs/ARCHITECTURE.md)")
@@ -133,6 +137,10 @@ def test_200_api_triggers_of_one_job_at_once_are_answered_in_time_and_delivered_
     target = CountingTarget()
     engine = _engine(backend, target)
     _enable(engine, "job")
+    _enable(engine, "warm-up")
+    # Untimed: an emulator just started answers its first requests several times slower (a
+    # cold JVM); the bound is about a burst on a store already serving.
+    _at_once(20, lambda number: operations.trigger(engine, "proj", "warm-up", f"w-{number}"))
     count, answers = 200, {}
 
     def trigger(number: int) -> None:
@@ -144,7 +152,7 @@ def test_200_api_triggers_of_one_job_at_once_are_answered_in_time_and_delivered_
     _drain(backend, engine)
     ids = {answer.id for answer in answers.values()}
     assert len(ids) == count  # one invocation per request, named in its answer
-    assert set(target.delivered) == ids and set(target.delivered.values()) == {1}
+    assert set(target.delivered) - warm_ups(backend) == ids and set(target.delivered.values()) == {1}
     assert count > FOLD_ROWS  # so the folds took more than one commit
 
 
