@@ -44,6 +44,8 @@ def backfill_job(engine: Engine, project: str, job_id: str, start: datetime, end
                                              "occurrences waiting; try again when some have run")
     invocations = planned.invocation_ids(project, job_id)
     detail = {"start": rfc3339_millis(start), "end": rfc3339_millis(end), "count": len(invocations)}
-    engine.changes.apply(project, job_id, ev.ManualTrigger(planned.run.key, Trigger.BACKFILL, backfill=planned.run),
-                         audit=Audit(actor, AuditAction.BACKFILL, detail))
+    with engine.writers.admit(project, job_id):
+        engine.changes.apply(project, job_id, ev.ManualTrigger(planned.run.key, Trigger.BACKFILL,
+                                                               backfill=planned.run),
+                             audit=Audit(actor, AuditAction.BACKFILL, detail))
     return Backfilled(invocations)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from engine.audit import Audit, log_entry, new_entry
 from engine.deferred_finish import may_defer, settle_deferred
@@ -143,6 +143,29 @@ class JobChanges:
                 self._count_outcomes(applied)
                 if applied.audited is not None:
                     log_entry(applied.audited)
+        return results
+
+    def fold(self, project: str, job_id: str,
+             take: Callable[[Transaction], Sequence[JobEvent]]) -> list[Applied | Refusal]:
+        """`apply_many` for the events `take(tx)` reads in the transaction (a job's inbox,
+        engine/inbox.py, whose rows it deletes there): the job stepped with each in
+        order, all in one commit, a refused one skipped.
+
+        :raises StoreError: nothing was committed.
+        """
+        def body(tx: Transaction) -> list[Applied | Refusal]:
+            results: list[Applied | Refusal] = []
+            for event in take(tx):
+                try:
+                    results.append(self._apply_in(tx, Change(project, job_id, event), None, None, False))
+                except (NotFound, InvalidTransition) as refused:
+                    results.append(refused)
+            return results
+
+        results = self.write(body)
+        for applied in results:
+            if isinstance(applied, Applied):
+                self._count_outcomes(applied)
         return results
 
     def set_config_error(self, project: str, job_id: str, error: str) -> bool:

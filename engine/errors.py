@@ -3,6 +3,7 @@
 - `NotFound`: the project, job or invocation does not exist (or is not visible).
 - `Refused`: a well-formed request that is not allowed; `code` names why in the API's
   words, because only the use cases (engine/operations.py) know which rule refused it.
+- `Refused` > `Busy`: too many writers of one job at once (engine/writers.py): 429.
 - `StoreError` > `ConflictError`: storage failed, nothing was committed; retryable.
 - `StoreError` > `CommitTooLarge`: a transaction would write more than one commit may.
 
@@ -26,6 +27,14 @@ class Refused(SundialError):
     def __init__(self, code: str, message: str):
         super().__init__(message)
         self.code = code
+
+
+class Busy(Refused):
+    """Too many requests are changing the job at once; try again in `retry_after` seconds."""
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__("RESOURCE_EXHAUSTED", message)
+        self.retry_after = retry_after
 
 
 class StoreError(SundialError):

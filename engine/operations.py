@@ -26,9 +26,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from engine.audit import UNKNOWN_ACTOR, Audit, described, write_audit
-from engine.changes import Note
+from engine.changes import Applied, Note
 from engine.delivery import target_credentials
 from engine.errors import NotFound, Refused
+from engine.inbox import INLINE_FOLD_ROWS, Pending
 from engine.ports import InvocationRow, JobSource, ProjectRow, StoredJob, Transaction
 from engine.queries import visible
 from engine.service import Engine
@@ -37,7 +38,7 @@ from statemachine import ids
 from statemachine.backfill import rerun_time
 from statemachine.definition import JobDefinition
 from statemachine.durations import UTC, rfc3339_millis
-from statemachine.machine import manual_invocation_id
+from statemachine.machine import manual_invocation_id, step
 from statemachine.policy import JobPolicy
 from statemachine.safety import redact_echoes
 from statemachine.vocabulary import TERMINAL_STATUSES, AbortReason, AuditAction, InvocationStatus, Trigger
@@ -45,6 +46,9 @@ from statemachine.vocabulary import TERMINAL_STATUSES, AbortReason, AuditAction,
 TERMINAL = TERMINAL_STATUSES
 # How many of a job's newest invocations a retried trigger request is looked for in.
 REQUEST_LOOKBACK = 100
+# The reason of a triggered invocation the API answers before the job's inbox was
+# folded (engine/inbox.py): accepted, and to be started under the overlap policy.
+ACCEPTED = "accepted"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -85,7 +89,9 @@ def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, defini
     if stored is not None and not created:
         detail["before"] = described(stored.definition)
     audit = Audit(actor, AuditAction.PUT, detail)
-    applied = engine.changes.apply(project, job_id, event, definition=definition, source=JobSource.API, audit=audit)
+    with engine.writers.admit(project, job_id):
+        applied = engine.changes.apply(project, job_id, event, definition=definition, source=JobSource.API,
+                                       audit=audit)
     return Put(applied.job, created)
 
 
@@ -101,11 +107,12 @@ def delete_job(engine: Engine, project: str, job_id: str, allow_missing: bool = 
     if config_defines(row, stored, job_id):
         raise Refused("FAILED_PRECONDITION", f"job {project}/{job_id} is defined in the "
                                              "project's config file; remove it there")
-    # The entry rides on the first step: from its commit on, the job is gone for readers.
-    engine.changes.apply(project, job_id, ev.JobDisabled(), definition=stored.definition, source=stored.source,
-                         deleted=True, audit=Audit(actor, AuditAction.DELETE))
-    engine.changes.apply(project, job_id, ev.Aborted(AbortReason.DELETED))
-    engine.changes.write(lambda tx: _remove_if_still_deleted(tx, project, job_id))
+    with engine.writers.admit(project, job_id):
+        # The entry rides on the first step: from its commit on, the job is gone for readers.
+        engine.changes.apply(project, job_id, ev.JobDisabled(), definition=stored.definition, source=stored.source,
+                             deleted=True, audit=Audit(actor, AuditAction.DELETE))
+        engine.changes.apply(project, job_id, ev.Aborted(AbortReason.DELETED))
+        engine.changes.write(lambda tx: _remove_if_still_deleted(tx, project, job_id))
 
 
 def _remove_if_still_deleted(tx: Transaction, project: str, job_id: str) -> None:
@@ -150,19 +157,22 @@ def _cycle_through(engine: Engine, project: str, job_id: str,
 def pause(engine: Engine, project: str, job_id: str, reason: str = "", actor: str = UNKNOWN_ACTOR) -> StoredJob:
     engine.queries.job(project, job_id)
     audit = Audit(actor, AuditAction.PAUSE, {"reason": reason})
-    return engine.changes.apply(project, job_id, ev.Paused(reason, by=actor), audit=audit).job
+    with engine.writers.admit(project, job_id):
+        return engine.changes.apply(project, job_id, ev.Paused(reason, by=actor), audit=audit).job
 
 
 def resume(engine: Engine, project: str, job_id: str, actor: str = UNKNOWN_ACTOR) -> StoredJob:
     engine.queries.job(project, job_id)
-    return engine.changes.apply(project, job_id, ev.Resumed(), audit=Audit(actor, AuditAction.RESUME)).job
+    with engine.writers.admit(project, job_id):
+        return engine.changes.apply(project, job_id, ev.Resumed(), audit=Audit(actor, AuditAction.RESUME)).job
 
 
 def abort(engine: Engine, project: str, job_id: str, reason: str = "", actor: str = UNKNOWN_ACTOR) -> StoredJob:
     engine.queries.job(project, job_id)
     reason = reason or "aborted"
     audit = Audit(actor, AuditAction.ABORT, {"reason": reason})
-    return engine.changes.apply(project, job_id, ev.Aborted(reason), audit=audit).job
+    with engine.writers.admit(project, job_id):
+        return engine.changes.apply(project, job_id, ev.Aborted(reason), audit=audit).job
 
 
 def record_audit(engine: Engine, project: str, job_id: str, actor: str, action: AuditAction,
@@ -183,9 +193,18 @@ def trigger(engine: Engine, project: str, job_id: str, request_id: str | None = 
     (past, and within `history` of now when given: the job's history window), the
     re-run of that occurrence: its scheduled time and template values.
 
-    The same `request_id` again (a client retrying) returns the invocation the first
-    request made, as long as it is among the job's newest REQUEST_LOOKBACK ones (a
-    re-run's id follows from its time and request id, so the store finds it anyway).
+    The trigger is appended to the job's inbox (engine/inbox.py), which waits for no
+    other writer of the job, and folded into the job's record at once when this
+    process has no other writer of the job at work (engine/writers.py); otherwise the
+    job's `inbox` task folds it within a moment. The answer is then the invocation as
+    far as it is known: its id, scheduled time and trigger, with status STARTING and
+    reason `accepted` until the fold has made it.
+
+    A job that refuses a person's trigger (paused, disabled) refuses it here, before
+    anything is written. The same `request_id` again (a client retrying) returns the
+    invocation the first request made, as long as it is pending or among the job's
+    newest REQUEST_LOOKBACK ones (a re-run's id follows from its time and request id,
+    so the store finds it anyway).
     """
     stored = engine.queries.job(project, job_id)
     if request_id and scheduled_time is None:
@@ -194,20 +213,33 @@ def trigger(engine: Engine, project: str, job_id: str, request_id: str | None = 
             return earlier
     now = engine.clock.now()
     at = now if scheduled_time is None else rerun_time(scheduled_time, now, history)
-    event = ev.ManualTrigger(request_id or uuid.uuid4().hex, Trigger.MANUAL, at)
+    pending = Pending(request_id or uuid.uuid4().hex, Trigger.MANUAL, at)
+    event = pending.event()
+    step(stored.record, event, now, engine.changes.tuning)  # :raises InvalidTransition: refused; nothing written
     invocation_id = manual_invocation_id(stored.record, event, at)
     detail = {"invocation": invocation_id}
     if scheduled_time is not None:  # a re-run: which occurrence it stands for
         detail["scheduled_time"] = rfc3339_millis(at)
-    engine.changes.apply(project, job_id, event, audit=Audit(actor, AuditAction.TRIGGER, detail))
+    pending = engine.inbox.append(project, job_id, pending, Audit(actor, AuditAction.TRIGGER, detail))
+    at = pending.at  # a retried request still pending keeps its first time, and so its id
+    invocation_id = manual_invocation_id(stored.record, pending.event(), at)
+    with engine.writers.may_write(project, job_id, alone=True) as admitted:
+        folded = engine.inbox.fold(project, job_id, INLINE_FOLD_ROWS) if admitted else []
+    if not admitted:  # the job's inbox task folds it; nothing more to read now
+        return _buffered(project, job_id, invocation_id, at, ACCEPTED)
     row = engine.queries.find_invocation(project, job_id, invocation_id)
-    # No row yet: the overlap policy buffered it behind an active invocation.
-    return row or _buffered(project, job_id, invocation_id, at)
+    if row is not None:
+        return row
+    # No row yet: the overlap policy buffered it behind an active invocation, or it
+    # was not among the rows this request folded.
+    records = [applied.job.record for applied in folded if isinstance(applied, Applied)]
+    waiting = bool(records) and any(entry.invocation_id == invocation_id for entry in records[-1].buffered)
+    return _buffered(project, job_id, invocation_id, at, "buffered" if waiting else ACCEPTED)
 
 
-def _buffered(project: str, job_id: str, invocation_id: str, at: datetime) -> InvocationRow:
+def _buffered(project: str, job_id: str, invocation_id: str, at: datetime, reason: str = "buffered") -> InvocationRow:
     return InvocationRow(project, job_id, invocation_id, InvocationStatus.STARTING, at, Trigger.MANUAL,
-                         reason="buffered", created_time=at)
+                         reason=reason, created_time=at)
 
 
 def _earlier_request(engine: Engine, stored: StoredJob, request_id: str) -> InvocationRow | None:
@@ -219,7 +251,7 @@ def _earlier_request(engine: Engine, stored: StoredJob, request_id: str) -> Invo
         at = _EPOCH + timedelta(milliseconds=ids.scheduled_millis(invocation_id), microseconds=500)
         return ids.invocation_id(project, job_id, at, ids.MANUAL, request_id) == invocation_id
 
-    rows, _ = engine.queries.invocations(project, job_id, REQUEST_LOOKBACK, None)
+    rows, _ = engine.queries.invocations(project, job_id, REQUEST_LOOKBACK, None, read=stored)
     for row in rows:
         if row.trigger == Trigger.MANUAL and made_by_request(row.id):
             return row

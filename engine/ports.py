@@ -1,7 +1,7 @@
 """The shell's ports: what the engine needs from storage, queues, targets and time.
 
-Adapters implement these for one technology each (SQLite, Cloud Datastore,
-Cloud Tasks, HTTP, ...). The engine core sees only these names.
+Adapters implement these for one technology each (SQLite, Cloud Datastore, Cloud
+Tasks, HTTP, ...); the engine core sees only these names and engine/inbox_ports.py's.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any, Callable, Protocol, TypeVar
 
 from engine.errors import ConflictError as ConflictError
 from engine.errors import StoreError as StoreError
+from engine.inbox_ports import InboxRows
 from statemachine.definition import JobDefinition
 from statemachine.notification import NO_NOTIFICATION, NotificationState
 from statemachine.record import JobRecord
@@ -99,12 +100,11 @@ class AuditEntry:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-class Transaction(Protocol):
+class Transaction(InboxRows, Protocol):
     """One unit of work, handed to the body of `JobStore.run_in_transaction`.
 
-    Reads see the transaction's own writes. Nothing is visible to others, and no task
-    is enqueued, until the body returns and the store commits. Every method may raise
-    StoreError (storage failing), which rolls the whole transaction back.
+    Reads see its own writes; nothing is visible to others, and no task enqueued, until the body
+    returns and the store commits. Any method may raise StoreError, which rolls it all back.
     """
 
     def get_job(self, project: str, job_id: str) -> StoredJob | None:

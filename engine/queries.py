@@ -144,10 +144,12 @@ class Queries:
         return page[0] if page else None
 
     def invocations(self, project: str, job_id: str, page_size: int, page_token: str | None,
-                    statuses: tuple[str, ...] = ()) -> tuple[list[InvocationRow], str | None]:
+                    statuses: tuple[str, ...] = (),
+                    read: StoredJob | None = None) -> tuple[list[InvocationRow], str | None]:
         """Newest first, one page; only those of `statuses` when given. The token is the
-        last id of the page, as the store's: ids sort newest first."""
-        stored = self.store.get_job(project, job_id)  # before the rows (see the module's doc)
+        last id of the page, as the store's: ids sort newest first. `read`: the job as the
+        caller read it just before (spares a read; a burst of triggers each asks)."""
+        stored = read if read is not None else self.store.get_job(project, job_id)  # before the rows (module doc)
         if statuses:
             page, token = self.store.list_invocations_with_status(project, job_id, statuses, page_size, page_token)
         else:

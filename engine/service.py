@@ -12,6 +12,9 @@
 - `configs` (engine/config_import.py): applies a project file's snapshot.
 - `meta`: small values beside the jobs (the web UI's sign-out generations).
 - `metrics`: the counters every part adds to.
+- `inbox` (engine/inbox.py): triggers appended as rows of their own, folded into
+  the job's record by its `inbox` task; `writers` (engine/writers.py): how many of
+  this process's requests may write one job's record at once.
 
 The use cases of the API (engine/operations.py) take the whole `Engine`; every other
 module takes only the parts it uses.
@@ -29,6 +32,7 @@ from engine.config_import import ConfigImport
 from engine.deliveries import Deliveries
 from engine.delivery import Staging
 from engine.holds import AttemptHolds
+from engine.inbox import Inbox
 from engine.interruptions import Interruptions
 from engine.leases import Monotonic
 from engine.maintenance import Maintenance
@@ -39,6 +43,7 @@ from engine.queries import Queries
 from engine.staged import StagedChecks
 from engine.staging_ports import JobsReader, OneByOne
 from engine.tasks import TaskRunner
+from engine.writers import DEFAULT_JOB_WRITERS, JobWriters
 from statemachine.policy import DEFAULT_TUNING, Tuning
 
 
@@ -53,6 +58,8 @@ class Engine:
     meta: MetaStore
     metrics: Metrics
     clock: Clock
+    inbox: Inbox
+    writers: JobWriters
     interruptions: Interruptions | None = None
 
 
@@ -62,7 +69,8 @@ def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuni
                  holds: AttemptHolds | None = None, repair_workers: int = 1,
                  task_lease: timedelta | None = None, defer_finishes: bool | None = None,
                  staging: Staging | None = None, jobs: JobsReader | None = None,
-                 sleep: Callable[[float], None] = time.sleep, monotonic: Monotonic = time.monotonic) -> Engine:
+                 sleep: Callable[[float], None] = time.sleep, monotonic: Monotonic = time.monotonic,
+                 job_writers: int = DEFAULT_JOB_WRITERS) -> Engine:
     """The engine over one store and one set of targets.
 
     `service_url` is where async targets send their completion; `secret` keys the
@@ -77,6 +85,7 @@ def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuni
     request ready ahead of its time, by kind; `jobs` the store's read of many jobs at
     once (by default one read per job); `sleep` how the wait for a request's time passes.
     `monotonic`: the clock the leases of tasks and attempts are counted on (engine/leases.py).
+    `job_writers`: the API requests of this process that may write one job's record at once.
     """
     metrics = metrics if metrics is not None else Metrics()
     changes = JobChanges(store, clock, metrics, tuning, holds, defer_finishes)
@@ -85,15 +94,18 @@ def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuni
                             secrets=secrets, staging=staging)
     staged = StagedChecks(jobs or OneByOne(store), changes.write, holds, sleep) if tuning.stages else None
     notifications = Notifications(changes.write, store.get_job, clock, deliveries.send_notification)
+    inbox = Inbox(changes)
     return Engine(
         changes=changes,
         deliveries=deliveries,
-        tasks=TaskRunner(changes, deliveries, notifications.run_task, task_lease, staged, monotonic),
+        tasks=TaskRunner(changes, deliveries, notifications.run_task, task_lease, staged, monotonic, inbox),
         maintenance=Maintenance(store, changes, clock, metrics, interruptions, repair_workers),
         queries=Queries(store, clock, tuning),
         configs=ConfigImport(changes, store),
         meta=store,
         metrics=metrics,
         clock=clock,
+        inbox=inbox,
+        writers=JobWriters(job_writers),
         interruptions=interruptions,
     )

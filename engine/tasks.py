@@ -18,6 +18,7 @@ from typing import Any, Callable
 from engine.changes import Applied, Change, JobChanges, Refusal
 from engine.deliveries import Deliveries, outcome_change
 from engine.errors import NotFound, StoreError
+from engine.inbox import Inbox, Pending
 from engine.interruptions import unsent_change
 from engine.leases import NEVER, Monotonic, first_lost, give_up, held_until
 from engine.logs import log_event
@@ -30,7 +31,6 @@ from statemachine import events as ev
 from statemachine.deadlines import DeadlineDue
 from statemachine.durations import parse_instant
 from statemachine.fanout_step import EventsCheckDue, JobEvent
-from statemachine.machine import InvalidTransition
 from statemachine.vocabulary import TaskKind
 
 log = logging.getLogger("sundial.engine")
@@ -72,13 +72,15 @@ class Sent:
 class TaskRunner:
     def __init__(self, changes: JobChanges, deliveries: Deliveries, notify: Callable[[dict[str, Any]], None],
                  task_lease: timedelta | None = None, staged: StagedChecks | None = None,
-                 monotonic: Monotonic = time.monotonic):
+                 monotonic: Monotonic = time.monotonic, inbox: Inbox | None = None):
         """`notify` runs one on_failure notification task (engine/notify.py); `task_lease`:
         how long a task handed to `handle` is its handler's (a Cloud Tasks request's
         dispatch deadline; None: unbounded); `staged`: the checks of a staged attempt at
         its time, where the backend stages (None: it never does); `monotonic`: the clock
-        leases are counted on (engine/leases.py; a test's may stall)."""
+        leases are counted on (engine/leases.py; a test's may stall); `inbox`: where
+        other jobs' triggers go, and what folds them (by default one over `changes`)."""
         self.changes, self.deliveries, self.notify = changes, deliveries, notify
+        self.inbox = inbox if inbox is not None else Inbox(changes)
         self.task_lease, self.staged = task_lease, staged
         self.monotonic = monotonic
         # The monotonic instant from which no request of this process leaves (stop_sending).
@@ -131,6 +133,8 @@ class TaskRunner:
             self.notify(task.payload)
         elif task.kind == TaskKind.TRIGGER:
             self._run_trigger(task)
+        elif task.kind == TaskKind.INBOX:
+            self.inbox.fold(task.payload["project"], task.payload["job"], due=task.eta)
         else:
             log_event(log, "unknown task kind", task=task.name, kind=task.kind)
 
@@ -276,13 +280,12 @@ class TaskRunner:
                               error=str(error))
 
     def _run_trigger(self, task: Task) -> None:
+        """Another job's trigger goes to this job's inbox (engine/inbox.py), keyed by the
+        source invocation: the 50 upstream jobs of one downstream job that finish together
+        append 50 rows rather than wait for its record one after another."""
         payload = task.payload
-        at = parse_instant(payload["at"]) if payload.get("at") else None
-        event = ev.ManualTrigger(payload["request"], payload["trigger"], at)
-        try:
-            self.changes.apply(payload["project"], payload["job"], event)
-        except (NotFound, InvalidTransition) as refused:
-            log_refused(task, refused)
+        at = parse_instant(payload["at"]) if payload.get("at") else self.changes.clock.now()
+        self.inbox.append(payload["project"], payload["job"], Pending(payload["request"], payload["trigger"], at))
 
 
 def task_event(task: Task) -> JobEvent:

@@ -86,6 +86,7 @@ class TaskKind(StrEnum):
     NOTIFY = "notify"  # an on_failure notification
     CHECK = "check"  # see whether every event of a fan-out has its outcome (statemachine/fanout.py)
     DEADLINE = "deadline"  # an invocation's deadline timer (statemachine/deadlines.py)
+    INBOX = "inbox"  # fold a job's pending triggers into its record (engine/inbox.py)
 
     @property
     def handler_path(self) -> str:

@@ -11,7 +11,7 @@ from flask.typing import ResponseReturnValue
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from config.limits import MAX_REQUEST_BYTES
-from engine.errors import NotFound, Refused, StoreError, WriteLockBusy
+from engine.errors import Busy, NotFound, Refused, StoreError, WriteLockBusy
 from statemachine.backfill import BackfillError
 from statemachine.errors import SundialError
 from statemachine.machine import InvalidTransition
@@ -27,6 +27,7 @@ STATUS = {
     "FAILED_PRECONDITION": 409,
     "METHOD_NOT_ALLOWED": 405,
     "PAYLOAD_TOO_LARGE": 413,
+    "RESOURCE_EXHAUSTED": 429,
     "INTERNAL": 500,
     "UNAVAILABLE": 503,
 }
@@ -106,8 +107,15 @@ def _unexpected(error: Exception) -> tuple[Response, int]:
     return error_response("INTERNAL", "internal error; the server's log has the details")
 
 
+def _busy(error: Busy) -> tuple[Response, int]:
+    response, status = error_response(*classify(error))
+    response.headers["Retry-After"] = str(error.retry_after)  # when to come back, not how often
+    return response, status
+
+
 def install(app: Flask) -> None:
     for kind in KNOWN_ERRORS:
         app.register_error_handler(kind, lambda e: error_response(*classify(e)))
+    app.register_error_handler(Busy, _busy)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected)

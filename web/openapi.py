@@ -22,6 +22,8 @@ ERRORS = {
     409: "ALREADY_EXISTS (the job is defined in a config file) or FAILED_PRECONDITION "
          "(the job's state refuses the action, e.g. triggering a paused job)",
     413: f"PAYLOAD_TOO_LARGE: the body is larger than {limits.MAX_REQUEST_BYTES:,} bytes",
+    429: "RESOURCE_EXHAUSTED: too many changes of this job are under way at once; try again after "
+         "the `Retry-After` header's seconds",
 }
 SECURED = (401,)  # every endpoint but the completion callback may answer these, once access exists
 
@@ -62,7 +64,7 @@ def _ok(status: int, schema: str | None, description: str) -> dict[str, Any]:
 
 
 def _job_action(summary: str, description: str, body: str | None,
-                errors: tuple[int, ...] = (400, 404, 409, 413)) -> dict[str, Any]:
+                errors: tuple[int, ...] = (400, 404, 409, 413, 429)) -> dict[str, Any]:
     return {"post": _operation(summary, _ok(200, "Job", "the job afterwards"), errors,
                                params=(_PROJECT, _JOB), body=body, description=description)}
 
@@ -102,12 +104,12 @@ def _job_methods() -> dict[str, Any]:
             "Create or replace an API-managed job",
             {**_ok(200, "Job", "replaced (or unchanged: the same body again changes nothing)"),
              **_ok(201, "Job", "created")},
-            (400, 404, 409, 413), params=(_PROJECT, _JOB), body="JobEntry", body_required=True,
+            (400, 404, 409, 413, 429), params=(_PROJECT, _JOB), body="JobEntry", body_required=True,
             description=f"Replacing the timing re-plans the job. 409 for a job its project's config "
                         f"file defines; 404 for a project without a config file. A project holds at "
                         f"most {limits.MAX_JOBS_PER_PROJECT:,} jobs (409 beyond)."),
         "delete": _operation(
-            "Delete an API-managed job", {"204": {"description": "deleted"}}, (400, 404, 409),
+            "Delete an API-managed job", {"204": {"description": "deleted"}}, (400, 404, 409, 429),
             params=(_PROJECT, _JOB, {"name": "allow_missing", "in": "query", "schema": {"type": "boolean"},
                                      "description": "204 also when there is no such job"}),
             description="Nothing pending is delivered afterwards: its invocations not yet finished "
@@ -123,13 +125,16 @@ def _job_actions(job: str) -> dict[str, Any]:
     job + ":abort": _job_action("Abort the job's active invocations", "They end ABORTED.", "AbortRequest"),
     job + ":trigger": {"post": _operation(
         "Start an invocation now", _ok(200, "Invocation", "the invocation (SKIPPED/overlap under "
-                                                          "`overlap: skip`; STARTING/buffered when queued)"),
+                                                          "`overlap: skip`; STARTING/buffered when queued; "
+                                                          "STARTING/accepted when the job starts it shortly)"),
         (400, 404, 409, 413), params=(_PROJECT, _JOB), body="TriggerRequest",
         description="The overlap policy applies. 409 for a paused or disabled job. With "
-                    "`scheduled_time`, the re-run of that past occurrence (trigger `manual`).")},
+                    "`scheduled_time`, the re-run of that past occurrence (trigger `manual`). While "
+                    "other requests are changing the job, the trigger is accepted (its id is final) "
+                    "and started within a moment, never refused for that.")},
     job + ":backfill": {"post": _operation(
         "Backfill a past range", _ok(200, "BackfillResult", "the invocations, in the order they start"),
-        (400, 404, 409, 413), params=(_PROJECT, _JOB), body="BackfillRequest", body_required=True,
+        (400, 404, 409, 413, 429), params=(_PROJECT, _JOB), body="BackfillRequest", body_required=True,
         description="One invocation per fire time of the job's schedule in [start, end), trigger "
                     "`backfill`, each with its own scheduled time and template values, started one "
                     "after another (as many at once as `allow` lets run) whatever the overlap policy. "

@@ -20,7 +20,7 @@ STATUSES = [status.value for status in InvocationStatus]
 JOB_STATES = [state.value for state in JobState]
 ERROR_CODES = ["INVALID_ARGUMENT", "UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND",
                "ALREADY_EXISTS", "FAILED_PRECONDITION", "METHOD_NOT_ALLOWED", "PAYLOAD_TOO_LARGE", "INTERNAL",
-               "UNAVAILABLE"]
+               "UNAVAILABLE", "RESOURCE_EXHAUSTED"]
 JOB_ID_PATTERN = f"^{JOB_ID.pattern}$"
 DURATION = {"type": "string", "description": "`<number><unit>`, units ms s m h d, e.g. `90s`, `1h30m`",
             "example": "10m"}

@@ -164,6 +164,17 @@ class ProgressEntity(ndb.Model):  # type: ignore[misc]  # ndb has no type inform
         return "Progress"
 
 
+class InboxEntity(ndb.Model):  # type: ignore[misc]  # ndb has no type information
+    """One pending trigger of a job (engine/inbox.py), a child of its job: its own
+    entity, so appending it locks nothing the job's steps hold; nothing indexed."""
+
+    value = ndb.TextProperty()  # the row as JSON
+
+    @classmethod
+    def _get_kind(cls) -> str:
+        return "Inbox"
+
+
 class AuditEntity(ndb.Model):  # type: ignore[misc]  # ndb has no type information
     """One operator action (engine/audit.py), a child of its job."""
 
@@ -223,6 +234,10 @@ def progress_entity(key: ndb.Key, value: dict[str, Any], shards: int = INDEX_SHA
     project, job_id = split_job_name(key.parent().parent().id())
     return ProgressEntity(key=key, value=_json(value), scheduled_time=scheduled,
                           retention_key=sharded_time(project, job_id, scheduled, shards))
+
+
+def inbox_key(project: str, job_id: str, key: str) -> ndb.Key:
+    return ndb.Key(JobEntity, f"{project}/{job_id}", InboxEntity, key)
 
 
 def audit_key(project: str, job_id: str, entry_id: str) -> ndb.Key:

@@ -9,8 +9,10 @@ from typing import Any, Protocol
 from google.cloud import ndb
 
 from engine.adapters.cloud.datastore_entities import (
+    InboxEntity,
     ProgressEntity,
     audit_entity,
+    inbox_key,
     invocation_entity,
     invocation_key,
     invocation_row,
@@ -128,6 +130,31 @@ class DatastoreTransaction:
                     found[key.id()] = json.loads(entity.value)
         return found
 
+    def get_inbox(self, project: str, job_id: str, key: str) -> dict[str, Any] | None:
+        entity = self._get(inbox_key(project, job_id, key))
+        return None if entity is None else dict(json.loads(entity.value))
+
+    def put_inbox(self, project: str, job_id: str, key: str, value: dict[str, Any]) -> None:
+        entity = InboxEntity(key=inbox_key(project, job_id, key), value=json.dumps(value, separators=(",", ":")))
+        self.writes[entity.key] = entity
+
+    def list_inbox(self, project: str, job_id: str, limit: int) -> dict[str, dict[str, Any]]:
+        ancestor = job_key(project, job_id)
+        # Keys by a query outside the transaction, then the rows by lookups in it: a
+        # query in a transaction locks its whole range on Firestore, and every append
+        # (a new key in it) would wait for the fold; a lookup locks only the rows read.
+        keys = [key for key in _inbox_keys(ancestor, limit) if key not in self.writes]
+        entities = ndb.get_multi(keys) if keys else []
+        self.store.count(queries=1, reads=max(1, len(keys)), lookups=1 if keys else 0)
+        found = {key.id(): json.loads(entity.value) for key, entity in zip(keys, entities) if entity is not None}
+        for key, written in self.writes.items():  # this run's own writes win
+            if key.kind() == "Inbox" and key.parent() == ancestor and written is not None:
+                found[key.id()] = json.loads(written.value)
+        return dict(sorted(found.items())[:limit])
+
+    def delete_inbox(self, project: str, job_id: str, key: str) -> None:
+        self.writes[inbox_key(project, job_id, key)] = None
+
     def put_audit(self, entry: AuditEntry) -> None:
         entity = audit_entity(entry)
         self.writes[entity.key] = entity
@@ -151,3 +178,11 @@ class DatastoreTransaction:
 
     def delete_project(self, project: str) -> None:
         self.writes[project_key(project)] = None
+
+
+@ndb.non_transactional()  # type: ignore[untyped-decorator]  # ndb has no type information
+def _inbox_keys(ancestor: ndb.Key, limit: int) -> list[ndb.Key]:
+    """The keys of a job's pending rows, read outside the caller's transaction
+    (ancestor queries are strongly consistent, so a row committed before is listed)."""
+    keys: list[ndb.Key] = InboxEntity.query(ancestor=ancestor).fetch(limit=limit, keys_only=True)
+    return keys

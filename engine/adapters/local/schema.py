@@ -160,6 +160,21 @@ MIGRATIONS: list[str] = [
     """,
 ]
 
+# Tables added without a new schema version, created if missing at every start: the
+# release before them refuses a database whose version is newer than its own, but
+# reads one with a table it does not know. The inbox (engine/inbox.py): a job's
+# pending triggers, one row each, folded into its record by its next fold. The
+# release before never reads it; its rows wait there for this one.
+ADDED_TABLES = """
+    CREATE TABLE IF NOT EXISTS inbox (
+        project TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (project, job_id, key)
+    )
+"""
+
 
 def migrate(conn: sqlite3.Connection) -> int:
     """Bring the database to the newest schema; returns the version it ends at."""
@@ -179,6 +194,7 @@ def migrate(conn: sqlite3.Connection) -> int:
             conn.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(number),)
             )
+        conn.execute(ADDED_TABLES)
         conn.execute("COMMIT")
         return len(MIGRATIONS)
     except BaseException:

@@ -51,6 +51,11 @@ DELETE_PROJECT = "DELETE FROM projects WHERE id = ?"
 SELECT_PROGRESS = "SELECT value FROM progress WHERE project = ? AND job_id = ? AND invocation_id = ? AND part = ?"
 LIST_PROGRESS = "SELECT part, value FROM progress WHERE project = ? AND job_id = ? AND invocation_id = ?"
 PUT_PROGRESS = "INSERT OR REPLACE INTO progress (project, job_id, invocation_id, part, value) VALUES (?, ?, ?, ?, ?)"
+INBOX_KEY = "project = ? AND job_id = ? AND key = ?"
+SELECT_INBOX = f"SELECT value FROM inbox WHERE {INBOX_KEY}"
+LIST_INBOX = "SELECT key, value FROM inbox WHERE project = ? AND job_id = ? ORDER BY key LIMIT ?"
+PUT_INBOX = "INSERT OR REPLACE INTO inbox (project, job_id, key, value) VALUES (?, ?, ?, ?)"
+DELETE_INBOX = f"DELETE FROM inbox WHERE {INBOX_KEY}"
 # Which process holds each event's attempt in flight (liveness.py), keyed by
 # (project, job_id, invocation_id, event).
 HOLD_KEY = "project = ? AND job_id = ? AND invocation_id = ? AND event = ?"
@@ -163,6 +168,21 @@ class SqliteTransaction:
     def list_progress(self, project: str, job_id: str, invocation_id: str) -> dict[str, dict[str, Any]]:
         rows = self.conn.execute(LIST_PROGRESS, (project, job_id, invocation_id))
         return {part: json.loads(value) for part, value in rows}
+
+    def get_inbox(self, project: str, job_id: str, key: str) -> dict[str, Any] | None:
+        row = self.conn.execute(SELECT_INBOX, (project, job_id, key)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def put_inbox(self, project: str, job_id: str, key: str, value: dict[str, Any]) -> None:
+        self.conn.execute(PUT_INBOX, (project, job_id, key, progress_text(value)))
+        self._written.add(("inbox", project, job_id, key))
+
+    def list_inbox(self, project: str, job_id: str, limit: int) -> dict[str, dict[str, Any]]:
+        return {key: json.loads(value) for key, value in self.conn.execute(LIST_INBOX, (project, job_id, limit))}
+
+    def delete_inbox(self, project: str, job_id: str, key: str) -> None:
+        self.conn.execute(DELETE_INBOX, (project, job_id, key))
+        self._written.add(("inbox", project, job_id, key))
 
     def get_hold(self, key: Row) -> Row | None:
         """(attempt, holder) of the event's attempt in flight (liveness.py); None if none is held."""

@@ -58,16 +58,17 @@ class Writes:
     progress: dict[InvocationKey, dict[str, dict[str, Any]]] = field(default_factory=dict)
     projects: dict[str, ProjectRow | None] = field(default_factory=dict)
     audit: dict[tuple[str, str], AuditEntry] = field(default_factory=dict)
+    inbox: dict[InvocationKey, dict[str, Any] | None] = field(default_factory=dict)  # (project, job, key)
     # In the order made: a Task is enqueued, a name (str) dequeued.
     queue_changes: list[Task | str] = field(default_factory=list)
 
     def entity_count(self) -> int:
         parts = sum(len(parts) for parts in self.progress.values())
-        return len(self.jobs) + len(self.invocations) + parts + len(self.projects) + len(self.audit)
+        return len(self.jobs) + len(self.invocations) + parts + len(self.projects) + len(self.audit) + len(self.inbox)
 
     def job_names(self) -> list[str]:
         keys = [*self.jobs, *((p, j) for p, j, _ in self.invocations), *((p, j) for p, j, _ in self.progress),
-                *((entry.project, entry.job_id) for entry in self.audit.values())]
+                *((entry.project, entry.job_id) for entry in self.audit.values()), *((p, j) for p, j, _ in self.inbox)]
         return list(dict.fromkeys(f"{project}/{job_id}" for project, job_id in keys))
 
 
@@ -83,6 +84,7 @@ class MemoryTables:
         self.progress: dict[InvocationKey, dict[str, dict[str, Any]]] = {}
         self.projects: dict[str, ProjectRow] = {}
         self.audit: dict[tuple[str, str], AuditEntry] = {}
+        self.inbox: dict[JobKey, dict[str, dict[str, Any]]] = {}  # a job's pending rows by key
         self.meta: dict[str, str] = {}
 
     def throttle_limit(self, queue: str) -> int | None:
@@ -119,6 +121,12 @@ class MemoryTables:
             else:
                 self.projects[project] = project_row
         self.audit.update(writes.audit)
+        for (project, job_id, row_name), value in writes.inbox.items():
+            rows = self.inbox.setdefault((project, job_id), {})
+            if value is None:
+                rows.pop(row_name, None)
+            else:
+                rows[row_name] = value
 
     def _put_job(self, key: JobKey, job: StoredJob | None) -> None:
         if job is None:

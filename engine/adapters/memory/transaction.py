@@ -69,6 +69,26 @@ class MemoryTransaction:
         parts = {**self.tables.progress.get(key, {}), **self.writes.progress.get(key, {})}
         return {part: copy_value(value) for part, value in parts.items()}
 
+    def get_inbox(self, project: str, job_id: str, key: str) -> dict[str, Any] | None:
+        row_key = (project, job_id, key)
+        value = self.writes.inbox[row_key] if row_key in self.writes.inbox else \
+            self.tables.inbox.get((project, job_id), {}).get(key)
+        return None if value is None else copy_value(value)
+
+    def put_inbox(self, project: str, job_id: str, key: str, value: dict[str, Any]) -> None:
+        self.writes.inbox[(project, job_id, key)] = copy_value(value)
+
+    def list_inbox(self, project: str, job_id: str, limit: int) -> dict[str, dict[str, Any]]:
+        rows: dict[str, dict[str, Any] | None] = dict(self.tables.inbox.get((project, job_id), {}))
+        for (row_project, row_job, key), value in self.writes.inbox.items():
+            if (row_project, row_job) == (project, job_id):
+                rows[key] = value  # None: deleted in this transaction
+        pending = [(key, value) for key, value in sorted(rows.items()) if value is not None]
+        return {key: copy_value(value) for key, value in pending[:limit]}
+
+    def delete_inbox(self, project: str, job_id: str, key: str) -> None:
+        self.writes.inbox[(project, job_id, key)] = None
+
     def put_audit(self, entry: AuditEntry) -> None:
         self.writes.audit[(entry.project, entry.id)] = entry
 
