@@ -6,8 +6,10 @@ landed) and from each send (`on_send`, called by the target as the request arriv
   of the schedule;
 - `overlap: skip`: never two invocations of the job active at once, nor a send for one
   while another is active;
-- nothing is sent that is not committed first: the committed row of the invocation is
-  active and at the attempt being sent;
+- nothing is sent that is not committed first: the stored job holds the invocation
+  active, at the attempt being sent, started and not settled;
+- each issue of an attempt (its fencing epoch) is sent once: a second send means a
+  process sent after its leases ran out, or an attempt was issued again while live;
 - history is never rewritten: a finished invocation keeps its status, reason, end
   and scheduled time;
 - a job's record stays within its size bound;
@@ -32,8 +34,10 @@ SCHEDULED_TRIGGERS = frozenset({"schedule", "catchup"})
 RECORD_BOUND = 64 * 1024  # bytes of a job's stored record, far below an entity's 1 MiB
 
 
-class Violation(AssertionError):
-    """An invariant broke: the message says which, and where."""
+class Violation(BaseException):
+    """An invariant broke: the message says which, and where. A BaseException, so
+    that no `except Exception` in the engine (a target that raises is a bug it
+    survives) hides it; `violations` keeps it anyway."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,7 @@ class Invariants:
     records: dict[tuple[str, str], JobRecord] = field(default_factory=dict)
     skip_jobs: set[tuple[str, str]] = field(default_factory=set)
     violations: list[str] = field(default_factory=list)
+    sent: set[tuple[str, str, str, int, int, int]] = field(default_factory=set)
 
     def fail(self, message: str) -> None:
         self.violations.append(message)
@@ -116,6 +121,11 @@ class Invariants:
                       f" started {entry.started_mask:b}")
         if entry.done_mask & bit:
             self.fail(f"send of a settled attempt: {where}")
+        issue = (request.project, request.job_id, request.invocation_id, request.event_index, request.attempt,
+                 entry.epoch)
+        if issue in self.sent:
+            self.fail(f"two sends of one issue of an attempt: {where}, epoch {entry.epoch}")
+        self.sent.add(issue)
 
     def check_end(self, due: dict[tuple[str, str], list[datetime]], cutoff: datetime) -> None:
         """Liveness: no invocation scheduled before `cutoff` still active, and each time

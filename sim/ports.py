@@ -39,6 +39,7 @@ class Fault(Enum):
     CRASH_BEFORE = "crash-before"  # the process dies before the commit
     CRASH_AFTER = "crash-after"  # the process dies right after the commit landed
     STALL = "stall"  # the process stalls after the commit; others run meanwhile
+    STALL_BEFORE = "stall-before"  # ... or before it, then commits what it had
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,13 @@ class FaultMix:
 
     commit: tuple[tuple[Fault, float], ...] = (
         (Fault.BEFORE, 0.02), (Fault.ROLLBACK, 0.02), (Fault.AFTER_COMMIT, 0.02),
-        (Fault.CRASH_BEFORE, 0.01), (Fault.CRASH_AFTER, 0.02), (Fault.STALL, 0.02))
-    duplicate_task: float = 0.03  # run a task twice, as Cloud Tasks rarely does
+        (Fault.CRASH_BEFORE, 0.01), (Fault.CRASH_AFTER, 0.02), (Fault.STALL, 0.02),
+        (Fault.STALL_BEFORE, 0.02))
+    duplicate_task: float = 0.03  # a second delivery of a task, while the first one runs
+    # ... carrying the retry count of the first, when that was itself a retry. Off by
+    # default: the engine takes it for a sign that the first delivery died
+    # (docs/RELIABILITY.md, "What the simulator found").
+    duplicate_keeps_retry: bool = False
     lost_ack: float = 0.03  # the handler's answer is lost: redelivered after its lease
     late_task: float = 0.05  # a task enqueued later than its ETA says
     early_task: float = 0.02  # handed over before its ETA (inexact ETAs, clock skew)
@@ -69,13 +75,15 @@ def pick(rng: random.Random, choices: tuple[tuple[T, float], ...], default: T) -
 
 class FaultyStore(MemoryJobStore):
     """The in-memory store; each commit asks `fault()` what goes wrong with it, and
-    hands what it wrote to `observe` (the invariants) once it landed."""
+    hands what it wrote to `observe` (the invariants) once it landed, then lets
+    `between` run what another process does between this commit and the next."""
 
     def __init__(self, tables: MemoryTables, queue: MemoryTaskQueue, observe: Callable[[Writes], None]):
         super().__init__(tables, queue)
         self.observe = observe
         self.fault: Callable[[], Fault] = lambda: Fault.NONE
         self.on_stall: Callable[[], None] = lambda: None
+        self.between: Callable[[], None] = lambda: None
 
     def run_in_transaction(self, body: Callable[[Transaction], T]) -> T:
         fault = self.fault()
@@ -83,6 +91,8 @@ class FaultyStore(MemoryJobStore):
             raise StoreError("sim: storage unavailable")
         if fault is Fault.CRASH_BEFORE:
             raise SimCrash("sim: crashed before a commit")
+        if fault is Fault.STALL_BEFORE:
+            self.on_stall()
         with self.tables.lock:
             tx = MemoryTransaction(self.tables)
             result = body(tx)
@@ -95,6 +105,7 @@ class FaultyStore(MemoryJobStore):
                 else:
                     self.queue.add(change)
         self.observe(tx.writes)
+        self.between()
         return self._after_commit(fault, result)
 
     def _after_commit(self, fault: Fault, result: T) -> T:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Callable
 
@@ -69,6 +69,7 @@ class Simulation:
         self.target.trace = self.trace
         self.processes = [Process(f"p{i}", self.store, self.target, self.clock) for i in range(settings.processes)]
         self._digest = hashlib.sha256()
+        self.echo: Callable[[str], None] | None = None  # where trace lines are also printed
         self.steps, self.faults_on, self.slower, self._stalled = 0, False, False, False
         self.quiet_from = self.clock.now() + settings.faulty
         self.end = self.quiet_from + settings.quiet
@@ -78,10 +79,15 @@ class Simulation:
             prepare(self)
         self.processes[0].engine.configs.import_project(project_snapshot(False))
         self.store.fault, self.store.on_stall, self.queue.shift = self._commit_fault, self._stall, self._shift
+        self.store.between = self._between
+        self._duplicate: Task | None = None
         self.faults_on = True
 
     def trace(self, line: str) -> None:
-        self._digest.update(f"{self.steps} {self.clock.monotonic():.6f} {line}\n".encode())
+        text = f"{self.steps} {self.clock.monotonic():.6f} {line}\n"
+        self._digest.update(text.encode())
+        if self.echo is not None:
+            self.echo(text.rstrip("\n"))
 
     # --- faults, as the ports ask for them ------------------------------------------------
 
@@ -118,6 +124,13 @@ class Simulation:
         finally:
             self._stalled = False
 
+    def _between(self) -> None:
+        """A duplicate delivery of the task running now arrives between two of its commits."""
+        duplicate, self._duplicate = self._duplicate, None
+        if duplicate is not None:
+            self.trace("duplicate")
+            self._handle(self._process(), duplicate)
+
     def _interval(self) -> timedelta:
         mean = self.settings.operator_every.total_seconds()
         return timedelta(seconds=self.rng.expovariate(1 / mean))
@@ -130,6 +143,8 @@ class Simulation:
                 if self.settings.max_steps is not None and self.steps >= self.settings.max_steps:
                     return self._result()
                 self.step()
+                if self.invariants.violations:
+                    return self._result(self.invariants.violations[0])
             self.invariants.check_end(self._due_in_quiet(), self.end - MARGIN)
         except Violation as broken:
             return self._result(str(broken))
@@ -225,10 +240,10 @@ class Simulation:
         task_id = due[self.rng.randrange(len(due))] if self.faults_on else due[0]
         leased = self.queue.lease_id(task_id, now, DISPATCH_DEADLINE)
         mix = self.settings.mix
-        duplicate = self.faults_on and self.rng.random() < mix.duplicate_task
+        if self.faults_on and self.rng.random() < mix.duplicate_task:
+            self._duplicate = leased.task if mix.duplicate_keeps_retry else replace(leased.task, retried=False)
         outcome = self._handle(self._process(), leased.task)
-        if duplicate:
-            self._handle(self._process(), leased.task)
+        self._between()  # the duplicate, if no commit of the first delivery ran it
         if outcome == "done" and not (self.faults_on and self.rng.random() < mix.lost_ack):
             self.queue.complete([task_id])
         elif outcome == "retry":
