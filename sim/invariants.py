@@ -10,6 +10,8 @@ landed) and from each send (`on_send`, called by the target as the request arriv
   active, at the attempt being sent, started and not settled;
 - each issue of an attempt (its fencing epoch) is sent once: a second send means a
   process sent after its leases ran out, or an attempt was issued again while live;
+- an invocation succeeds only on the answer of its latest issue (a result fenced off
+  by a newer issue of its attempt is never recorded);
 - history is never rewritten: a finished invocation keeps its status, reason, end
   and scheduled time;
 - a job's record stays within its size bound;
@@ -62,6 +64,7 @@ class Invariants:
     skip_jobs: set[tuple[str, str]] = field(default_factory=set)
     violations: list[str] = field(default_factory=list)
     sent: set[tuple[str, str, str, int, int, int]] = field(default_factory=set)
+    answers: dict[tuple[str, str, str], str] = field(default_factory=dict)  # the latest, per invocation
 
     def fail(self, message: str) -> None:
         self.violations.append(message)
@@ -104,6 +107,10 @@ class Invariants:
             self.fail(f"history rewritten: {'/'.join(key)} was {before}, now {seen}")
         if before is None and row.trigger in SCHEDULED_TRIGGERS:
             self._occurrence(key[0], key[1], row.scheduled_time, row.id)
+        if row.status == "SUCCEEDED" and (before is None or before.status != "SUCCEEDED"):
+            answer = self.answers.get(key, "ok")
+            if answer != "ok":
+                self.fail(f"succeeded on a stale answer: {'/'.join(key)}: the latest issue's answer is {answer!r}")
         self.rows[key] = seen
 
     def on_send(self, request: DeliveryRequest) -> None:
@@ -126,6 +133,10 @@ class Invariants:
         if issue in self.sent:
             self.fail(f"two sends of one issue of an attempt: {where}, epoch {entry.epoch}")
         self.sent.add(issue)
+
+    def on_answer(self, request: DeliveryRequest, answer: str) -> None:
+        """What the target answered (or an async completion reported) last."""
+        self.answers[(request.project, request.job_id, request.invocation_id)] = answer
 
     def check_end(self, due: dict[tuple[str, str], list[datetime]], cutoff: datetime) -> None:
         """Liveness: no invocation scheduled before `cutoff` still active, and each time

@@ -161,8 +161,10 @@ class SimTarget:
     a 202 queues its completion report (once, twice, or never) in `completions`."""
 
     def __init__(self, rng: random.Random, mix: FaultMix, advance: Callable[[timedelta], None],
-                 check: Callable[[DeliveryRequest], None], now: Callable[[], datetime]):
+                 check: Callable[[DeliveryRequest], None], now: Callable[[], datetime],
+                 answered: Callable[[DeliveryRequest, str], None]):
         self.rng, self.mix, self.advance, self.check, self.now = rng, mix, advance, check, now
+        self.answered = answered
         self.completions: list[Completion] = []
         self.sent = 0
         self.trace: Callable[[str], None] = lambda line: None
@@ -171,6 +173,7 @@ class SimTarget:
         self.check(request)
         self.sent += 1
         answer = pick(self.rng, self.mix.answers, "ok")
+        self.answered(request, answer)
         self.trace(f"send {request.job_id} {request.invocation_id} #{request.attempt}: {answer}")
         if answer == "ok":
             return DeliveryResult(DeliveryOutcome.SUCCEEDED, detail="200")

@@ -65,7 +65,8 @@ class Simulation:
         self.queue = SimQueue(tables.throttle_limit)
         self.store = FaultyStore(tables, self.queue, self.invariants.on_commit)
         self.invariants.store = self.store
-        self.target = SimTarget(self.rng, settings.mix, self.clock.advance, self.invariants.on_send, self.clock.now)
+        self.target = SimTarget(self.rng, settings.mix, self.clock.advance, self.invariants.on_send, self.clock.now,
+                                self.invariants.on_answer)
         self.target.trace = self.trace
         self.processes = [Process(f"p{i}", self.store, self.target, self.clock) for i in range(settings.processes)]
         self._digest = hashlib.sha256()
@@ -213,6 +214,7 @@ class Simulation:
         try:
             operations.complete(process.engine, request.project, request.job_id, request.invocation_id,
                                 request.completion_token, completion.succeeded)
+            self.invariants.on_answer(request, "ok" if completion.succeeded else "completed failed")
             self.trace(f"complete {request.invocation_id} {completion.succeeded}")
         except (SundialError, StoreError) as refused:
             self.trace(f"complete {request.invocation_id} refused: {type(refused).__name__}")
