@@ -28,10 +28,12 @@ def run_with(variant: str | None, settings: Settings) -> Result:
         return simulation.run()
 
 
-def catch(variant: str, budget: float = 30.0) -> Caught:
+def catch(variant: str, budget: float = 30.0, max_seeds: int | None = None) -> Caught:
+    """Run seeds 1, 2, ... of `variant` until one breaks an invariant, `budget` seconds
+    pass or `max_seeds` seeds ran."""
     began = time.perf_counter()
     seed = 0
-    while time.perf_counter() - began < budget:
+    while time.perf_counter() - began < budget and (max_seeds is None or seed < max_seeds):
         seed += 1
         result = run_with(variant, Settings(seed))
         if not result.ok:
