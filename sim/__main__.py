@@ -38,16 +38,20 @@ def main(argv: list[str] | None = None) -> int:
     mix = FaultMix(duplicate_keeps_retry=args.duplicate_keeps_retry)
     seeds = [args.seed] if args.seed is not None else None
     deadline = time.monotonic() + args.seconds
-    failed = 0
+    failed = runs = steps = 0
+    started = time.perf_counter()
     while seeds is None and time.monotonic() < deadline or seeds:
         seed = seeds.pop() if seeds else random.SystemRandom().randrange(2**32)
         began = time.perf_counter()
         result = run_with(args.variant, Settings(seed, mix=mix, max_steps=args.steps))
         print(report(result, time.perf_counter() - began), flush=True)
+        runs, steps = runs + 1, steps + result.steps
         if not result.ok:
             failed += 1
             print(f"replay: {replay_command(seed, args)}", flush=True)
             print(f"shortest failing prefix: {replay_command(seed, args)} --steps {result.steps}", flush=True)
+    elapsed = time.perf_counter() - started
+    print(f"{runs} seeds, {steps:,} steps in {elapsed:.1f} s ({steps / elapsed:,.0f} steps/s): {failed} failed")
     return 1 if failed else 0
 
 
