@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NoReturn
 
 from engine.adapters.memory.tables import Writes
 from engine.ports import DeliveryRequest, InvocationRow, JobStore
@@ -66,7 +67,7 @@ class Invariants:
     sent: set[tuple[str, str, str, int, int, int]] = field(default_factory=set)
     answers: dict[tuple[str, str, str], str] = field(default_factory=dict)  # the latest, per invocation
 
-    def fail(self, message: str) -> None:
+    def fail(self, message: str) -> NoReturn:
         self.violations.append(message)
         raise Violation(message)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Callable
 
 from engine import operations
@@ -191,7 +191,7 @@ class Simulation:
         for job in JOBS:
             operations.resume(engine, PROJECT, job.id)
 
-    def _due_in_quiet(self) -> dict[tuple[str, str], list]:
+    def _due_in_quiet(self) -> dict[tuple[str, str], list[datetime]]:
         start, end = self.quiet_from + SETTLE, self.end - MARGIN
         return {(PROJECT, job.id): fire_times(job, start, end) for job in JOBS}
 
@@ -204,7 +204,7 @@ class Simulation:
             process.restart()
         self.trace(done)
 
-    def _complete_one(self, now) -> bool:  # type: ignore[no-untyped-def]
+    def _complete_one(self, now: datetime) -> bool:
         due = [c for c in self.target.completions if c.at <= now]
         if not due:
             return False

@@ -29,6 +29,7 @@ from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import Tuning
 from statemachine.record import JobRecord, evolve
+from statemachine.ticks import after_invocations
 from statemachine.vocabulary import TaskKind
 
 Variant = Callable[[Simulation], contextlib.AbstractContextManager[None]]
@@ -98,7 +99,7 @@ def drop_duplicate_start_check(sim: Simulation) -> contextlib.AbstractContextMan
 
 def _after(result: tuple[JobRecord, list[act.Action]], now: datetime) -> Any:
     record, actions = result
-    return machine.after_invocations(record, now, actions)
+    return after_invocations(record, now, actions)
 
 
 def settle_live_attempt(sim: Simulation) -> contextlib.AbstractContextManager[None]:
