@@ -12,7 +12,7 @@ comes from one `random.Random(seed)`, so a seed replays byte for byte; the invar
 - `ports.py`: the faulty store, the worse queue and the simulated target.
 - `invariants.py`: what must hold after every step, and at the end.
 - `world.py`: the jobs, the processes and the operator.
-- `run.py`: the loop of steps, its trace digest and its result.
+- `simulation.py`: the loop of steps, its trace digest and its result.
 - `variants.py`: deliberately broken engines the simulator must catch.
 - `__main__.py`: `python -m sim` (a seed, or random seeds for N seconds).
 """

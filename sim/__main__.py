@@ -10,8 +10,8 @@ import sys
 import time
 
 from sim.ports import FaultMix
-from sim.run import Result, Settings
 from sim.selfcheck import catch, run_with
+from sim.simulation import Result, Settings
 from sim.variants import VARIANTS
 
 

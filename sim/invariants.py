@@ -34,6 +34,7 @@ from statemachine.vocabulary import ACTIVE_STATUSES
 
 ACTIVE = frozenset(status.value for status in ACTIVE_STATUSES)
 SCHEDULED_TRIGGERS = frozenset({"schedule", "catchup"})
+TARGET_FAILURES = frozenset({"http 500", "refused"})  # the simulated target's failed answers
 RECORD_BOUND = 64 * 1024  # bytes of a job's stored record, far below an entity's 1 MiB
 
 
@@ -65,7 +66,8 @@ class Invariants:
     skip_jobs: set[tuple[str, str]] = field(default_factory=set)
     violations: list[str] = field(default_factory=list)
     sent: set[tuple[str, str, str, int, int, int]] = field(default_factory=set)
-    answers: dict[tuple[str, str, str], str] = field(default_factory=dict)  # the latest, per invocation
+    # The latest answer to each invocation: (its attempt, the answer).
+    answers: dict[tuple[str, str, str], tuple[int, str]] = field(default_factory=dict)
 
     def fail(self, message: str) -> NoReturn:
         self.violations.append(message)
@@ -82,6 +84,9 @@ class Invariants:
             self.skip_jobs.discard((project, job_id))
             self.records.pop((project, job_id), None)
             return
+        before = self.records.get((project, job_id))
+        if before is not None:
+            self._accepted_kept(before, record)
         self.records[(project, job_id)] = record
         skip = record.live_policy.overlap == Overlap.SKIP
         (self.skip_jobs.add if skip else self.skip_jobs.discard)((project, job_id))
@@ -94,6 +99,18 @@ class Invariants:
         size = len(json.dumps(record_to_dict(record), default=str))
         if size > RECORD_BOUND:
             self.fail(f"record size: {project}/{job_id} is {size} bytes, over {RECORD_BOUND}")
+
+    def _accepted_kept(self, before: JobRecord, after: JobRecord) -> None:
+        """An attempt whose 202 is recorded waits for its completion report (or the
+        deadline, an abort, a pause): no other answer moves it to a next attempt."""
+        for entry in before.active:
+            later = after.find_active(entry.invocation_id)
+            if later is None or not entry.accepted_mask & 1 or later.attempts[0] == entry.attempts[0]:
+                continue
+            key = (after.project, after.job_id, entry.invocation_id)
+            if self.answers.get(key, (0, ""))[1] != "completed failed":
+                self.fail(f"accepted attempt {entry.attempts[0]} of {'/'.join(key)} moved on to attempt"
+                          f" {later.attempts[0]} without its completion report")
 
     def _occurrence(self, project: str, job_id: str, at: datetime, invocation_id: str) -> None:
         other = self.occurrences.setdefault((project, job_id, at), invocation_id)
@@ -108,10 +125,8 @@ class Invariants:
             self.fail(f"history rewritten: {'/'.join(key)} was {before}, now {seen}")
         if before is None and row.trigger in SCHEDULED_TRIGGERS:
             self._occurrence(key[0], key[1], row.scheduled_time, row.id)
-        if row.status == "SUCCEEDED" and (before is None or before.status != "SUCCEEDED"):
-            answer = self.answers.get(key, "ok")
-            if answer != "ok":
-                self.fail(f"succeeded on a stale answer: {'/'.join(key)}: the latest issue's answer is {answer!r}")
+        if before is None or before.status != row.status:
+            self._outcome_fits_answer(key, row)
         self.rows[key] = seen
 
     def on_send(self, request: DeliveryRequest) -> None:
@@ -135,9 +150,19 @@ class Invariants:
             self.fail(f"two sends of one issue of an attempt: {where}, epoch {entry.epoch}")
         self.sent.add(issue)
 
+    def _outcome_fits_answer(self, key: tuple[str, str, str], row: InvocationRow) -> None:
+        """An invocation ends on its latest issue's answer: SUCCEEDED on a 200 (or a
+        completion), FAILED for a target's failure only if no accepted attempt waits."""
+        answer = self.answers.get(key, (0, "ok"))[1]
+        if row.status == "SUCCEEDED" and answer != "ok" or \
+                row.status == "FAILED" and row.reason in TARGET_FAILURES and answer.startswith("202"):
+            self.fail(f"{row.status} on a stale answer: {'/'.join(key)} ({row.reason}): the latest issue's"
+                      f" answer is {answer!r}")
+
     def on_answer(self, request: DeliveryRequest, answer: str) -> None:
-        """What the target answered (or an async completion reported) last."""
-        self.answers[(request.project, request.job_id, request.invocation_id)] = answer
+        """What the target answered (or an async completion reported) last. (An answer
+        may come back too late to count: a 202 does not oblige the engine to wait.)"""
+        self.answers[(request.project, request.job_id, request.invocation_id)] = (request.attempt, answer)
 
     def check_end(self, due: dict[tuple[str, str], list[datetime]], cutoff: datetime) -> None:
         """Liveness: no invocation scheduled before `cutoff` still active, and each time

@@ -56,6 +56,7 @@ class FaultMix:
     # (docs/RELIABILITY.md, "What the simulator found").
     duplicate_keeps_retry: bool = False
     lost_ack: float = 0.03  # the handler's answer is lost: redelivered after its lease
+    stall_in_send: float = 0.06  # the sending process stalls while its request is out
     late_task: float = 0.05  # a task enqueued later than its ETA says
     early_task: float = 0.02  # handed over before its ETA (inexact ETAs, clock skew)
     answers: tuple[tuple[str, float], ...] = (
@@ -165,6 +166,7 @@ class SimTarget:
                  answered: Callable[[DeliveryRequest, str], None]):
         self.rng, self.mix, self.advance, self.check, self.now = rng, mix, advance, check, now
         self.answered = answered
+        self.stall: Callable[[], None] = lambda: None
         self.completions: list[Completion] = []
         self.sent = 0
         self.trace: Callable[[str], None] = lambda line: None
@@ -175,6 +177,8 @@ class SimTarget:
         answer = pick(self.rng, self.mix.answers, "ok")
         self.answered(request, answer)
         self.trace(f"send {request.job_id} {request.invocation_id} #{request.attempt}: {answer}")
+        if self.rng.random() < self.mix.stall_in_send:
+            self.stall()  # the answer comes back to a process that was away past its leases
         if answer == "ok":
             return DeliveryResult(DeliveryOutcome.SUCCEEDED, detail="200")
         if answer == "timeout":

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.ports import FaultMix
-from sim.run import Settings
+from sim.simulation import Settings
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ FIXED = (
 )
 
 OPEN = (
-    Finding(7, "a duplicate delivery of a retried start task, while the retry runs, settles the retry's live"
+    Finding(6, "a duplicate delivery of a retried start task, while the retry runs, settles the retry's live"
                " attempt as interrupted: the attempt is sent again beside it",
             "", FaultMix(duplicate_keeps_retry=True)),
 )

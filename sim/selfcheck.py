@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from sim.run import Result, Settings, Simulation
+from sim.simulation import Result, Settings, Simulation
 from sim.variants import VARIANTS
 
 

@@ -24,7 +24,7 @@ import engine.tasks
 import statemachine.invocations as inv
 import statemachine.machine as machine
 from engine.ports import DeliveryRequest, Task
-from sim.run import Simulation
+from sim.simulation import Simulation
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import Tuning

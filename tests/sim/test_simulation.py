@@ -11,8 +11,8 @@ import logging
 import pytest
 
 from sim.regressions import FIXED, OPEN
-from sim.run import Settings, Simulation
 from sim.selfcheck import catch, run_with
+from sim.simulation import Settings, Simulation
 from sim.variants import VARIANTS
 
 SEEDS = range(1, 13)  # about 1 h 45 min simulated each: 21 hours of simulated time in all

@@ -81,6 +81,7 @@ class Simulation:
         self.processes[0].engine.configs.import_project(project_snapshot(False))
         self.store.fault, self.store.on_stall, self.queue.shift = self._commit_fault, self._stall, self._shift
         self.store.between = self._between
+        self.target.stall = self._stall
         self._duplicate: Task | None = None
         self.faults_on = True
 
@@ -113,7 +114,7 @@ class Simulation:
     def _stall(self) -> None:
         """The process that just committed stalls past its leases; the others run the
         tasks that fall due meanwhile (a stall inside a stall is not modelled)."""
-        if self._stalled:
+        if self._stalled or not self.faults_on:
             return
         self._stalled = True
         try:
