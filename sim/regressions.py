@@ -26,13 +26,13 @@ class Finding:
 
 
 FIXED = (
-    Finding(32, "config import: a file reverted after an import failed midway was taken as applied",
+    Finding(34, "config import: a file reverted after an import failed midway was taken as applied",
             "tests/engine/test_import_revert.py"),
-    Finding(39, "config import: the same defect, another path to it", "tests/engine/test_import_revert.py"),
+    Finding(40, "config import: the same defect, another run to it", "tests/engine/test_import_revert.py"),
 )
 
 OPEN = (
-    Finding(6, "a duplicate delivery of a retried start task, while the retry runs, settles the retry's live"
+    Finding(7, "a duplicate delivery of a retried start task, while the retry runs, settles the retry's live"
                " attempt as interrupted: the attempt is sent again beside it",
             "", FaultMix(duplicate_keeps_retry=True)),
 )

@@ -117,9 +117,9 @@ def operate(engine: Engine, rng: random.Random, slower: bool) -> tuple[str, bool
             end = engine.clock.now() - timedelta(minutes=rng.randint(0, 30))
             backfill_job(engine, PROJECT, job, end - timedelta(minutes=3), end,
                          request_id=f"b{rng.getrandbits(32):08x}", actor=ACTOR)
-        else:
-            engine.configs.import_project(project_snapshot(not slower))
-            slower = not slower
+        else:  # the file edited either way, or saved again unchanged
+            slower = rng.random() < 0.5
+            engine.configs.import_project(project_snapshot(slower))
     except (SundialError, StoreError) as refused:
         return f"{action} {job}: {type(refused).__name__}", slower
     return f"{action} {job}", slower
