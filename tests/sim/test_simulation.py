@@ -17,8 +17,9 @@ from sim.variants import VARIANTS
 SEEDS = range(1, 13)  # about 1 h 45 min simulated each: 21 hours of simulated time in all
 # Seeds run before a broken variant must have been caught: the self-check's budget is
 # 30 s (python -m sim --self-check); counted in seeds here, so a loaded machine does
-# not fail it. Each variant is caught by seed 1 or 2 today.
-SEED_BUDGET = 20
+# not fail it. Each variant is caught by seed 1 or 2 today; a change to the simulated
+# world draws other runs (one such change moved the unfenced result to seed 26).
+SEED_BUDGET = 40
 
 
 @pytest.fixture(autouse=True)
