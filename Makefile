@@ -10,7 +10,7 @@ BENCH_STAMP := $(VENV)/.bench-installed
 TASKS_VENV := .venv-tasks
 TASKS_STAMP := $(TASKS_VENV)/.installed
 
-.PHONY: run test bench appserver-smoke clean
+.PHONY: run test bench simulate appserver-smoke clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,14 @@ $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 
 bench: $(BENCH_STAMP)
 	$(PY) bench/core.py
+
+# The deterministic simulator of the whole chain (sim/, docs/RELIABILITY.md): random seeds
+# for SECONDS seconds, each failing seed printed with the command that replays it.
+# `make test` runs a fixed set of seeds and the self-check (tests/sim).
+SECONDS ?= 60
+
+simulate: $(STAMP)
+	$(PY) -m sim --seconds $(SECONDS)
 
 # The app under the Cloud SDK's dev_appserver.py with app.yaml, on the emulators (about
 # 50 s; docs/DEPLOY.md, "Trying the deployment locally"). Not part of `make test`.

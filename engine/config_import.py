@@ -87,9 +87,9 @@ class ConfigImport:
         settings = {**snapshot.settings, "config_jobs": config_jobs}
         # The settings (allowed_hosts, ACL) go in before any job can fire under them;
         # the new hash only after every job is applied, so a crash midway re-imports.
-        self._save_project(ProjectRow(
-            snapshot.project, current.config_hash if current else "", "", list(snapshot.job_errors), settings,
-        ))
+        # Meanwhile no hash at all: one midway leaves jobs of this file under the old
+        # file's hash, and the old file brought back would be taken as applied.
+        self._save_project(ProjectRow(snapshot.project, "", "", list(snapshot.job_errors), settings))
         progress = Progress(snapshot.project, len(snapshot.jobs))
         batch = max(1, self.store.jobs_per_commit)
         changes = [Change(snapshot.project, job.id, ev.JobDisabled() if job.disabled else ev.JobEnabled(job.policy),
