@@ -12,7 +12,7 @@ import hashlib
 import hmac
 import logging
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from engine.changes import Change, Note
@@ -60,11 +60,11 @@ class Deliveries:
         return stage(self.staging, job, action, self.allowed_hosts(job.record.project),
                      self._completion(job, action), self.secrets, self.service_host)
 
-    def batch_writer(self) -> BatchWriter | None:
+    def batch_writer(self, hand_off: Callable[[Callable[[], None]], None]) -> BatchWriter | None:
         """The HTTP target's writer of staged requests (engine/targets/http_batch.py), or
         None where there is no HTTP target that stages."""
         http = self.staging.get(TargetKind.HTTP)
-        return http.batch_writer() if http is not None else None
+        return http.batch_writer(hand_off) if http is not None else None
 
     def account(self, job: StoredJob, action: act.Deliver, started: datetime, result: DeliveryResult) -> DeliveryResult:
         """Count and log a sent attempt's result (`started`: when its request went out)."""

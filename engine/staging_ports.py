@@ -69,8 +69,9 @@ class StagingTarget(Target, Protocol):
         """deliver() up to the write; None when any of it fails (deliver() at the
         time then fails the same way)."""
 
-    def batch_writer(self) -> BatchWriter:
-        """The writer of this target's staged requests (it reads their answers too)."""
+    def batch_writer(self, hand_off: Callable[[Callable[[], None]], None]) -> BatchWriter:
+        """The writer of this target's staged requests; `hand_off(work)` runs, on another
+        thread, an answer the writer will not read itself."""
 
 
 class JobsReader(Protocol):

@@ -9,8 +9,10 @@ job names).
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import socket
+import ssl
 import time
 from datetime import timedelta
 from typing import Any, Callable, Iterable
@@ -19,7 +21,6 @@ from urllib.parse import urljoin
 from engine.ports import DeliveryRequest, DeliveryResult
 from engine.targets.google_tokens import MintError, TokenMinter
 from engine.targets.http_batch import PARALLEL, BatchWriter, Outgoing
-from engine.targets.http_failures import ATTEMPT_FAILURES, cause_of, describe
 from engine.targets.http_pool import Answer, ConnectionPool, Endpoint, PoolKey, encode_request, parse_endpoint
 from statemachine.durations import parse_duration, rfc3339_millis
 from statemachine.safety import (
@@ -121,10 +122,10 @@ class HttpTarget:
     def pool(self) -> ConnectionPool:
         return self._pool
 
-    def batch_writer(self) -> BatchWriter:
+    def batch_writer(self, hand_off: Callable[[Callable[[], None]], None]) -> BatchWriter:
         """The writer that sends this target's staged requests at their time, on this
-        target's connections, and reads their answers on its own thread."""
-        return BatchWriter(self._pool)
+        target's connections; `hand_off(work)` runs an answer it will not read itself."""
+        return BatchWriter(self._pool, hand_off=hand_off)
 
     def stage(self, request: DeliveryRequest) -> "StagedHttp | None":
         """deliver() up to the write, done ahead of the request's time (a staged attempt):
@@ -167,7 +168,7 @@ class HttpTarget:
         except ForbiddenTarget as refused:
             return DeliveryOutcome.FAILED, str(refused), refused.why
         except OSError as error:
-            return DeliveryOutcome.FAILED, f"connection error: cannot resolve {endpoint.host}", cause_of(error)
+            return DeliveryOutcome.FAILED, f"connection error: cannot resolve {endpoint.host}", _short_cause(error)
         headers = _headers(request, spec, endpoint)
         if isinstance(spec.get("auth"), dict):  # minted only for a target that passed the checks
             try:  # the project's grant first: a refused identity fails as `forbidden identity: ...`
@@ -199,8 +200,14 @@ class HttpTarget:
                     answer = self._pool.request(endpoint, method, headers, payload,
                                                 max(deadline - time.monotonic(), 0.001), _READ_LIMIT,
                                                 address, owner=request.project)
-            except ATTEMPT_FAILURES as error:  # named alike on both stacks (http_failures.py)
-                return (DeliveryOutcome.FAILED, *describe(error, timeout))
+            except TimeoutError:  # before OSError, of which it is one
+                return DeliveryOutcome.FAILED, "timeout", f"no answer within {timeout:g}s"
+            except (OSError, http.client.HTTPException) as error:
+                cause = _short_cause(error)
+                return DeliveryOutcome.FAILED, f"connection error: {cause}", cause
+            except ValueError as error:  # e.g. a header value with a line break
+                cause = _short_cause(error)
+                return DeliveryOutcome.FAILED, f"invalid request: {cause}", cause
             location = _to_follow(answer)
             if location is None:
                 break
@@ -214,7 +221,8 @@ class HttpTarget:
             except ValueError as error:
                 return DeliveryOutcome.FAILED, f"invalid redirect: {error}", _detail(answer, sent)
             except OSError as error:
-                return DeliveryOutcome.FAILED, "connection error: cannot resolve the redirect's host", cause_of(error)
+                cause = _short_cause(error)
+                return DeliveryOutcome.FAILED, "connection error: cannot resolve the redirect's host", cause
         return _ending(answer, spec, sent)
 
     def _redirect(self, request: DeliveryRequest, endpoint: Endpoint, answer: Answer, method: str,
@@ -316,6 +324,38 @@ def _detail(answer: Answer, sent: dict[str, str]) -> str:
     body = redact_echoes(answer.body.decode("utf-8", errors="replace"), credentials, cut)
     snippet = body[:SNIPPET_CHARS]
     return f"{line}\n{snippet}" if snippet else line
+
+
+def _short_cause(error: BaseException) -> str:
+    """The innermost cause of an error, e.g. `connection refused`."""
+    seen = set()
+    while (inner := _inner(error)) is not None and id(inner) not in seen:
+        seen.add(id(error))
+        error = inner
+    if isinstance(error, http.client.BadStatusLine) and not isinstance(error, http.client.RemoteDisconnected):
+        # Its text is whatever the peer sent.
+        return "the answer is not HTTP"
+    if isinstance(error, ssl.SSLCertVerificationError):  # "certificate has expired", ...
+        return f"TLS certificate verify failed: {error.verify_message}"
+    if isinstance(error, ssl.SSLError):
+        return f"TLS error: {error.reason or error}"
+    text = str(error) or type(error).__name__
+    if isinstance(error, OSError) and error.strerror:
+        text = error.strerror  # "Connection refused", not "[Errno 111] Connection refused"
+    if text[1:2].islower():  # a sentence, not an acronym like "SSL: ..."
+        text = text[:1].lower() + text[1:]
+    return text[:200]
+
+
+def _inner(error: BaseException) -> BaseException | None:
+    # ssl and urllib-style errors keep the cause in `.reason`, others in `.args`
+    # or chain it with `raise ... from`.
+    reason = getattr(error, "reason", None)
+    if isinstance(reason, BaseException):
+        return reason
+    if error.__cause__ is not None:
+        return error.__cause__
+    return next((arg for arg in error.args if isinstance(arg, BaseException)), None)
 
 
 class StagedHttp:

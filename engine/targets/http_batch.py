@@ -15,18 +15,17 @@ a thread of its own, so a host that is slow to accept holds up none of the other
 the new connection comes back here to be written on (if the request's deadline has not
 passed meanwhile).
 
-Every answer is read here: h11 parses what this loop receives (http_framing.py), the
-body bounded as on the blocking path. An answer, or an error, ends the request's use of
-the writer: `done` gets the Answer or the error, the way `ConnectionPool.request` would
-have returned or raised it (in http_failures' words), and never twice. An attempt's
-time runs from when the writer takes it, connecting included: at its deadline an answer
-whose head has arrived ends with what arrived of its body, any other with a timeout. A
-failure to connect (refused, a TLS certificate refused, no handshake in time) is the
-attempt's failure, reported only after the same `ready()` check as a write: a request
-whose leases were lost is reported not sent (`done(None)`), one that may go is a failed
-attempt. A reused connection found closed before the write is replaced, and the request
-written on the new one (nothing reached the server); an error after the write is the
-attempt's.
+Answers with a Content-Length are read here. Any other (chunked, no length, 1xx, bytes
+that are not HTTP), and every error, ends the request's use of the writer: `done` gets
+the Answer or the error, the way `ConnectionPool.request` would have raised or returned
+it, and never twice. An attempt's time runs from when the writer takes it, connecting
+included: at its deadline an answer whose head has arrived ends with what arrived of
+its body, any other with a timeout. A failure to connect (refused, a TLS certificate
+refused, no handshake in time) is the attempt's failure, reported only after the same
+`ready()` check as a write: a request whose leases were lost is reported not sent
+(`done(None)`), one that may go is a failed attempt. A reused connection found closed
+before the write is replaced, and the request written on the new one (nothing reached
+the server); an error after the write is the attempt's.
 """
 
 from __future__ import annotations
@@ -39,11 +38,11 @@ import ssl
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
-from engine.targets.http_framing import AnswerReader
-from engine.targets.http_pool import Answer, ConnectionPool, PoolKey, dropped_while_idle
+from engine.targets.http_framing import Complex, parse_answer
+from engine.targets.http_pool import Answer, ConnectionPool, PoolKey, _dropped, _read_answer, bounded_response
 
 PARALLEL = 64  # connections per host at once (the pool keeps as many idle)
 # How long a request whose connection is being opened counts as backlog (what the record
@@ -66,6 +65,7 @@ class Outgoing:
     ready: Callable[[], bool]  # checked right before the write; False: not sent
     done: Callable[[Answer | BaseException | None], None]  # None: not sent (ready() said no)
     deadline: float = 0.0
+    buffer: bytearray = field(default_factory=bytearray)
 
 
 @dataclass(eq=False)
@@ -73,12 +73,14 @@ class _Busy:
     conn: http.client.HTTPConnection
     item: Outgoing
     rest: bytes  # not yet written
-    answer: AnswerReader
 
 
 class BatchWriter:
-    def __init__(self, pool: ConnectionPool, parallel: int = PARALLEL, name: str = "sundial-writer"):
+    def __init__(self, pool: ConnectionPool, parallel: int = PARALLEL,
+                 hand_off: Callable[[Callable[[], None]], None] | None = None, name: str = "sundial-writer"):
+        """`hand_off(work)`: run `work` on another thread (an answer this one will not read)."""
         self.pool, self.parallel = pool, parallel
+        self.hand_off = hand_off or (lambda work: threading.Thread(target=work, daemon=True).start())
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -178,8 +180,9 @@ class BatchWriter:
         nearest = float("inf")
         for fd, busy in list(self._busy.items()):
             if now >= busy.item.deadline:
-                partial = busy.answer.at_deadline()
-                ended = partial if partial is not None else TimeoutError(f"no answer within {busy.item.timeout:g}s")
+                partial = parse_answer(bytes(busy.item.buffer), busy.item.read_limit, final=True)
+                ended = partial[0] if isinstance(partial, tuple) else TimeoutError(
+                    f"no answer within {busy.item.timeout:g}s")
                 self._end(fd, busy, ended, reuse=False)
             elif busy.item.deadline < nearest:
                 nearest = busy.item.deadline
@@ -220,8 +223,8 @@ class BatchWriter:
             with self._lock:
                 self._connected.append((item, outcome))
             self._wake_w.send(b"x")
-        # A thread of its own, not the senders': a connect must not queue behind blocking
-        # sends to a slow host (it rarely happens: idle connections are reused).
+        # A thread of its own, not `hand_off`'s senders: a connect must not queue behind
+        # blocking sends to a slow host (it rarely happens: idle connections are reused).
         threading.Thread(target=connect, name="sundial-connect", daemon=True).start()
 
     def _fail(self, item: Outgoing, error: BaseException) -> None:
@@ -231,7 +234,7 @@ class BatchWriter:
 
     def _write(self, conn: http.client.HTTPConnection, reused: bool, item: Outgoing) -> None:
         """Check, then write as much as the socket takes; the rest when it is writable."""
-        if reused and dropped_while_idle(conn):  # closed while idle: nothing of this request reached it
+        if reused and _dropped(conn):  # closed while idle: nothing of this request reached it
             conn.close()
             return self._connect_elsewhere(item)
         if not _ready(item):
@@ -252,7 +255,7 @@ class BatchWriter:
             return self._fail_unsent(conn, item, error)
         except OSError as error:
             return self._fail_unsent(conn, item, error)
-        busy = _Busy(conn, item, item.data[sent:], AnswerReader(item.method, item.read_limit))
+        busy = _Busy(conn, item, item.data[sent:])
         self._busy[sock.fileno()] = busy
         self._selector.register(sock, selectors.EVENT_WRITE if busy.rest else selectors.EVENT_READ, busy)
 
@@ -273,15 +276,44 @@ class BatchWriter:
             self._selector.modify(busy.conn.sock, selectors.EVENT_READ, busy)
 
     def _readable(self, fd: int, busy: _Busy) -> None:
+        item = busy.item
         try:
-            chunk = _receive(busy.conn.sock)  # b"": the target closed the connection
+            chunk = _receive(busy.conn.sock)
         except _LATER:
             return
         except OSError as error:
             return self._end(fd, busy, error, reuse=False)
-        outcome = busy.answer.feed(chunk)
-        if outcome is not None:
-            self._end(fd, busy, outcome, reuse=busy.answer.reusable)
+        if not chunk:
+            closed = http.client.RemoteDisconnected("Remote end closed connection without response")
+            return self._end(fd, busy, closed if not item.buffer else _incomplete(item), reuse=False)
+        item.buffer += chunk
+        parsed = parse_answer(bytes(item.buffer), item.read_limit)
+        if parsed is None:
+            return  # more to come
+        if isinstance(parsed, Complex):
+            return self._hand_off(fd, busy)
+        answer, reusable = parsed
+        self._end(fd, busy, answer, reuse=reusable)
+
+    def _hand_off(self, fd: int, busy: _Busy) -> None:
+        """An answer this loop does not parse: read on another thread by http.client."""
+        self._forget(fd, busy)
+        self._release(busy.item.key)
+        conn, item = busy.conn, busy.item
+
+        def read() -> None:
+            try:
+                conn.sock.setblocking(True)
+                response = bounded_response(conn.sock, item.method, deadline=item.deadline, head=bytes(item.buffer))
+                response.begin()
+                answer = _read_answer(conn.sock, response, item.deadline, item.read_limit)
+            except BaseException as error:
+                conn.close()
+                _done(item, error)
+                return
+            conn.close()  # its reader holds bytes the connection no longer has
+            _done(item, answer)
+        self.hand_off(read)
 
     def _end(self, fd: int, busy: _Busy, outcome: Answer | BaseException, reuse: bool) -> None:
         self._forget(fd, busy)
@@ -337,3 +369,7 @@ def _done(item: Outgoing, outcome: Answer | BaseException | None) -> None:
         item.done(outcome)
     except Exception:  # the caller's: it must not end the writer and every later request
         logging.getLogger("sundial.dispatcher").exception("a staged request's result was lost")
+
+
+def _incomplete(item: Outgoing) -> BaseException:
+    return http.client.IncompleteRead(bytes(item.buffer))

@@ -1,83 +1,47 @@
-"""An HTTP/1.1 answer as the batch writer reads it (http_batch.py): h11 parses the bytes
-that the writer's own selector loop receives (h11 does no I/O, so one thread can read
-every connection's answer), within the limits the blocking pool keeps (http_pool.py):
-at most `limit` bytes of the body are kept, an answer whose status arrived ends at the
-deadline with what arrived of its body, and bytes that are not HTTP end it at once. Its
-failures are named in http_failures' words, as the pool's are.
-"""
+"""The framing of an HTTP/1.1 answer as the batch writer reads it off a non-blocking
+socket (http_batch.py): the common answer (a status, headers, a Content-Length body) is
+cut here; anything else goes to http.client, which reads it or refuses it."""
 
 from __future__ import annotations
 
-import h11
-
-from engine.targets.http_failures import ClosedWithoutAnswer, NotHttp
 from engine.targets.http_pool import Answer
 
-HEAD_LIMIT = 65536  # bytes of status line and headers at most (http.client's longest line)
-_PREFIX = b"HTTP/"
-# What h11 is told of a request (its framing only), made once: a Request validates its
-# headers when made, a cost per answer otherwise.
-_GET = h11.Request(method="GET", target="/", headers=[("Host", "-")])
-_HEAD = h11.Request(method="HEAD", target="/", headers=[("Host", "-")])
-_END = h11.EndOfMessage()
+
+class Complex:
+    """Any other framing: for http.client."""
 
 
-class AnswerReader:
-    """The answer to one request written on a connection, fed its bytes as they come."""
+COMPLEX = Complex()
 
-    def __init__(self, method: str, limit: int):
-        self.limit = limit
-        self.reusable = False  # once ended: whether the connection may carry another request
-        self._parser = h11.Connection(h11.CLIENT, max_incomplete_event_size=HEAD_LIMIT)
-        # The request went as bytes encoded ahead; h11 is told of it (not its bytes) since
-        # an answer's framing depends on its request: an answer to a HEAD has no body.
-        self._parser.send(_HEAD if method.upper() == "HEAD" else _GET)
-        self._parser.send(_END)
-        self._start = b""  # the answer's first bytes, until there are enough to know it is HTTP
-        self._head: h11.Response | None = None
-        self._body = bytearray()
 
-    def feed(self, data: bytes) -> Answer | BaseException | None:
-        """The answer, or the error that ends it, once `data` (b"": the connection
-        closed) completes it; None: more to come."""
-        if len(self._start) < len(_PREFIX):
-            if not data and not self._start:
-                return ClosedWithoutAnswer()
-            self._start += data[:len(_PREFIX) - len(self._start)]
-            if not _PREFIX.startswith(self._start):  # known at once, not after a whole head
-                return NotHttp(f"begins {self._start!r}")
-        self._parser.receive_data(data)
-        try:
-            return self._next()
-        except h11.RemoteProtocolError as error:
-            # Once the status is in, it decides (a body that fails to arrive only shortens
-            # the log), as on the blocking path.
-            return self._ended(False) if self._head is not None else NotHttp(str(error)[:200])
-
-    def at_deadline(self) -> Answer | None:
-        """The answer as it stands when the request's time is up: its status and the part
-        of its body that arrived; None if its status has not arrived."""
-        return self._ended(False) if self._head is not None else None
-
-    def _next(self) -> Answer | None:
-        while True:
-            event = self._parser.next_event()
-            if event is h11.NEED_DATA:
-                return self._ended(False) if len(self._body) >= self.limit else None
-            if isinstance(event, h11.Response):
-                self._head = event
-            elif isinstance(event, h11.Data):
-                self._body += event.data
-            elif isinstance(event, h11.EndOfMessage):
-                return self._ended(len(self._body) <= self.limit)
-            # (h11.InformationalResponse: an interim answer; the final one follows)
-
-    def _ended(self, complete: bool) -> Answer:
-        head = self._head
-        assert head is not None
-        parser = self._parser
-        self.reusable = (complete and parser.our_state is h11.DONE and parser.their_state is h11.DONE
-                         and not parser.trailing_data[0])
-        location = next((value for name, value in head.headers if name == b"location"), None)
-        return Answer(head.status_code, head.reason.decode("latin-1"), bytes(self._body[:self.limit]), complete,
-                      location.decode("latin-1") if location is not None else None)
+def parse_answer(data: bytes, limit: int, final: bool = False) -> tuple[Answer, bool] | Complex | None:
+    """(Answer, reusable) for a complete answer with a Content-Length; None: incomplete;
+    COMPLEX: any other framing, or bytes that are not HTTP, for http.client to read (or
+    refuse). `final`: the deadline has come, so an answer whose head is complete ends
+    with the part of its body that arrived (the status decides, as on the blocking path)."""
+    if not b"HTTP/".startswith(data[:5]):
+        return COMPLEX  # not an answer at all: http.client says so at once
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        return None if len(data) < 65536 else COMPLEX
+    lines = data[:end].decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        return COMPLEX
+    status = int(parts[1])
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep:
+            return COMPLEX
+        headers[name.strip().lower()] = value.strip()
+    length = headers.get("content-length", "")
+    if status < 200 or "transfer-encoding" in headers or not length.isdigit():
+        return COMPLEX
+    body, total = data[end + 4:], int(length)
+    if len(body) < min(total, limit) and not final:
+        return None
+    complete = total <= limit and len(body) == total
+    close = headers.get("connection", "").lower() == "close" or parts[0] == "HTTP/1.0"
+    answer = Answer(status, parts[2] if len(parts) > 2 else "", body[:limit], complete, headers.get("location"))
+    return answer, complete and not close

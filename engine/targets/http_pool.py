@@ -34,7 +34,6 @@ from typing import Callable
 from urllib.parse import quote, unquote, urlsplit
 
 from engine.targets.fence import check as check_fence
-from engine.targets.http_failures import ClosedWithoutAnswer, NotHttp
 
 MAX_IDLE_PER_HOST = 64  # about the dispatcher's thread count
 MAX_HOSTS = 64  # hosts whose idle connections are kept (least recently used go)
@@ -110,8 +109,8 @@ class ConnectionPool:
         kept per `owner` (the job's project): a connection one project left in a state it
         did not expect is never handed to another project.
 
-        :raises OSError: connecting, sending or reading failed (TimeoutError for a timeout;
-            http_failures.ClosedWithoutAnswer, NotHttp for an answer that never came or is not HTTP).
+        :raises OSError: connecting, sending or reading failed (TimeoutError for a timeout).
+        :raises http.client.HTTPException: the server's answer was not HTTP.
         :raises ValueError: a header or the method cannot be sent.
         """
         key = (endpoint.scheme, endpoint.host, endpoint.port, address, owner)
@@ -130,7 +129,7 @@ class ConnectionPool:
             # The status line and headers are read against the deadline too: a server
             # that trickles them a byte at a time cannot hold the attempt past its timeout.
             conn.response_class = partial(bounded_response, deadline=deadline)  # type: ignore[assignment]
-            response = _answer_head(conn)
+            response = conn.getresponse()
             answer = _read_answer(sock, response, deadline, read_limit)
         except BaseException:
             conn.close()
@@ -158,7 +157,7 @@ class ConnectionPool:
             if taken is None:
                 return None
             idle_since, conn = taken
-            if now - idle_since > IDLE_SECONDS or dropped_while_idle(conn):
+            if now - idle_since > IDLE_SECONDS or _dropped(conn):
                 conn.close()
                 continue
             conn.timeout = timeout
@@ -232,17 +231,7 @@ def _connect_to(address: str) -> Callable[..., socket.socket]:
     return create
 
 
-def _answer_head(conn: http.client.HTTPConnection) -> http.client.HTTPResponse:
-    """The answer's status and headers, its failures in http_failures' words."""
-    try:
-        return conn.getresponse()
-    except http.client.RemoteDisconnected as error:  # (a BadStatusLine too: first)
-        raise ClosedWithoutAnswer() from error
-    except http.client.HTTPException as error:  # a bad status line, a header line too long, ...
-        raise NotHttp(str(error)[:200]) from error
-
-
-def dropped_while_idle(conn: http.client.HTTPConnection) -> bool:
+def _dropped(conn: http.client.HTTPConnection) -> bool:
     """Whether an idle connection was closed by the server (or is otherwise unusable)."""
     sock = conn.sock
     if sock is None:
@@ -280,30 +269,36 @@ def _read_answer(sock: socket.socket, response: http.client.HTTPResponse, deadli
     return Answer(response.status, response.reason, body, complete, response.getheader("Location"))
 
 
-def bounded_response(sock: socket.socket, method: str | None = None, *, deadline: float) -> http.client.HTTPResponse:
-    """An HTTPResponse that reads `sock` only until `deadline` (time.monotonic()); past it
-    a read raises TimeoutError."""
-    return http.client.HTTPResponse(_Bounded(sock, deadline), method=method)  # type: ignore[arg-type]
+def bounded_response(sock: socket.socket, method: str | None = None, *, deadline: float,
+                     head: bytes = b"") -> http.client.HTTPResponse:
+    """An HTTPResponse that reads `sock` (after `head`, bytes already read from it) only
+    until `deadline` (time.monotonic()); past it a read raises TimeoutError."""
+    return http.client.HTTPResponse(_Bounded(sock, head, deadline), method=method)  # type: ignore[arg-type]
 
 
 class _Bounded:
     """A socket as HTTPResponse uses it (only makefile), its reads bounded by a deadline."""
 
-    def __init__(self, sock: socket.socket, deadline: float):
-        self.raw = _BoundedRaw(sock, deadline)
+    def __init__(self, sock: socket.socket, head: bytes, deadline: float):
+        self.raw = _BoundedRaw(sock, head, deadline)
 
     def makefile(self, mode: str) -> io.BufferedReader:
         return io.BufferedReader(self.raw)
 
 
 class _BoundedRaw(io.RawIOBase):
-    def __init__(self, sock: socket.socket, deadline: float):
-        self.sock, self.deadline = sock, deadline
+    def __init__(self, sock: socket.socket, head: bytes, deadline: float):
+        self.sock, self.head, self.deadline = sock, head, deadline
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]  # RawIOBase's Buffer
+        if self.head:
+            count = min(len(buffer), len(self.head))
+            buffer[:count] = self.head[:count]
+            self.head = self.head[count:]
+            return count
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError("timed out")

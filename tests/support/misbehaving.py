@@ -2,7 +2,7 @@
 port nothing listens on, or a name that never resolves), for the target fault suite
 (tests/e2e/test_target_faults.py).
 
-Each case says how its attempt must end: the status, how its reason begins, and
+Each case says how its attempt must end: the status, a pattern its reason matches, and
 how long after it began the invocation may end (the attempt's timeout plus a second, or
 less). The TLS cases use a certificate authority made here (`TestAuthority`), trusted by
 a server process through SSL_CERT_FILE, so that "unknown issuer" (a self-signed
@@ -34,34 +34,28 @@ TRICKLE = 0.3  # seconds between the bytes of a slow answer
 class Case:
     name: str
     status: str  # how the invocation ends
-    reason: str  # how its reason begins
+    reason: str  # a substring its reason holds
     why: str  # what the target does, for the table
     at_once: bool = True  # ends without waiting for the timeout (False: it runs out the timeout)
 
 
-CONNECTION = "connection error: "  # how a failure to connect, send or read an answer reads
-TLS = CONNECTION + "TLS certificate verify failed: "
 CASES = [
-    Case("refused", "FAILED", CONNECTION + "connection refused", "nothing listens on the port"),
-    Case("unresolvable", "FAILED", CONNECTION + "cannot resolve",
-         f"the host name ({UNRESOLVABLE_HOST}) does not resolve"),
-    Case("reset", "FAILED", CONNECTION + "connection reset", "reads the request, then resets the connection"),
-    Case("closed", "FAILED", CONNECTION + "remote end closed connection without response",
-         "reads the request, then closes without an answer"),
-    Case("not-http", "FAILED", CONNECTION + "the answer is not HTTP",
-         "answers a line that is not HTTP, and stays open"),
+    Case("refused", "FAILED", "connection refused", "nothing listens on the port"),
+    Case("unresolvable", "FAILED", "cannot resolve", f"the host name ({UNRESOLVABLE_HOST}) does not resolve"),
+    Case("reset", "FAILED", "connection reset", "reads the request, then resets the connection"),
+    Case("closed", "FAILED", "closed connection without response", "reads the request, then closes without an answer"),
+    Case("not-http", "FAILED", "the answer is not HTTP", "answers a line that is not HTTP, and stays open"),
     Case("slow-headers", "FAILED", "timeout", f"sends a status line, then a header byte every {TRICKLE:g} s",
          at_once=False),
     Case("slow-body", "FAILED", "http 500", f"answers 500 with a 100 kB body, a byte every {TRICKLE:g} s",
          at_once=False),
     Case("silent", "FAILED", "timeout", "accepts the connection and never answers", at_once=False),
     Case("no-accept", "FAILED", "timeout", "a full accept queue: the connection is never set up", at_once=False),
-    Case("tls-unknown-issuer", "FAILED", TLS + "self-signed certificate", "TLS with a self-signed certificate"),
-    Case("tls-wrong-name", "FAILED", TLS + "IP address mismatch", "TLS with a certificate for another name"),
-    Case("tls-expired", "FAILED", TLS + "certificate has expired", "TLS with a certificate that has expired"),
+    Case("tls-unknown-issuer", "FAILED", "self-signed certificate", "TLS with a self-signed certificate"),
+    Case("tls-wrong-name", "FAILED", "mismatch", "TLS with a certificate for another name"),
+    Case("tls-expired", "FAILED", "certificate has expired", "TLS with a certificate that has expired"),
     Case("redirect-loop", "FAILED", "too many redirects", "answers 302 to itself"),
     Case("huge-answer", "FAILED", "http 500", "answers 500 with an endless chunked body"),
-    Case("cut-body", "FAILED", "http 500", "answers 500, then closes after 7 of the body's 100 bytes"),
 ]
 
 
@@ -194,12 +188,6 @@ def _trickle(head: bytes, drip: bytes) -> Callable[[socket.socket], None]:
     return behave
 
 
-def _cut_body(conn: socket.socket) -> None:
-    _read_request(conn)
-    conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 100\r\n\r\npartial")
-    conn.close()
-
-
 def _silent(conn: socket.socket) -> None:
     _read_request(conn)
     time.sleep(60)
@@ -240,7 +228,6 @@ class Targets:
             "tls-expired": Listener(_silent, tls=self.authority.context("expired")),
             "redirect-loop": Listener(_redirect_loop),
             "huge-answer": Listener(_endless),
-            "cut-body": Listener(_cut_body),
         }
 
     def _full_queue(self) -> Listener:

@@ -57,7 +57,7 @@ def _request(google, echo):
 
 
 def _staged(target: HttpTarget, staged):
-    writer = target.batch_writer()
+    writer = target.batch_writer(lambda work: threading.Thread(target=work, daemon=True).start())
     writer.start()
     ended, box = threading.Event(), {}
     writer.submit([staged.outgoing(ready=lambda: True, done=lambda outcome: box.update(outcome=outcome)

@@ -124,7 +124,7 @@ def test_reset_on_send_of_a_reused_connection_is_sent_once_more(pool, monkeypatc
     assert send(pool, server.url()).status == 200
     time.sleep(0.1)
     # The race this covers: the reset comes after the pre-use check passed.
-    monkeypatch.setattr(http_pool, "dropped_while_idle", lambda conn: False)
+    monkeypatch.setattr(http_pool, "_dropped", lambda conn: False)
     assert send(pool, server.url()).status == 200
     assert len(server.requests) == 2  # the reset request never reached the server
     assert server.connections == 2

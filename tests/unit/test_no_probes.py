@@ -25,8 +25,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engine/masking.py", "getattr(stored, field)"): "the masked fields of a definition, by name",
     ("engine/notify.py", "getattr(stored.definition, hook)"): "on_failure or on_recovery, by name",
     # Attributes libraries set on some of their exceptions and not others.
-    ("engine/targets/http_failures.py", "getattr(error, 'reason', None)"):
-        "ssl and urllib errors keep their cause there",
+    ("engine/targets/http.py", "getattr(error, 'reason', None)"): "ssl and urllib errors keep their cause there",
     ("engine/targets/pubsub.py", "getattr(error, 'message', '')"): "google.api_core errors' text",
     ("engine/targets/cloud_tasks.py", "getattr(error, 'message', '')"): "google.api_core errors' text",
     ("engine/adapters/cloud/cloud_tasks_queue.py", "getattr(error, 'grpc_status_code', None)"):

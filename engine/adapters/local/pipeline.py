@@ -103,7 +103,7 @@ class TaskPipeline:
         self._sends = SendPool(senders, longest_wait)
         # Staged requests: made ready ahead, held until their time, written then by one
         # thread (staged_sends.py, engine/targets/http_batch.py).
-        self._writer = staging.batch_writer() if staging.batch_writer is not None else None
+        self._writer = staging.batch_writer(self._sends.submit) if staging.batch_writer is not None else None
         self._staged = StagedSends(runner, self._sends, self._writer, staging, send=self._send, deliver=self._deliver,
                                    settle_part=self._settle_part, task_until=self.task_until,
                                    room_freed=room_freed, left_unsent=self._left_unsent, tuning=tuning)

@@ -52,14 +52,14 @@ log = logging.getLogger("sundial.dispatcher")
 @dataclass(frozen=True)
 class StagingParts:
     """What the staged path takes from the composition root (app/bootstrap.py): the clock
-    its requests wait on; what makes the writer of the staged requests
-    (Deliveries.batch_writer; None: each is sent the unstaged way at its time); where this
+    its requests wait on; the writer of the staged requests (Deliveries.batch_writer, given
+    the send pool's hand-off; None: each is sent the unstaged way at its time); where this
     process stores its release marks (AttemptHolds; None: nowhere, only a test's choice);
     and the text the store wrote a record as (record_cache.written_text; None: the check
     at T decodes every job it reads)."""
 
     clock: Clock
-    batch_writer: Callable[[], BatchWriter | None] | None = None
+    batch_writer: Callable[[Callable[[Callable[[], None]], None]], BatchWriter | None] | None = None
     holds: AttemptHolds | None = None
     written_text: Callable[[JobRecord], str | None] | None = None
 
