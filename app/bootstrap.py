@@ -8,6 +8,7 @@ import secrets
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from enum import Enum
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
 from flask import Flask
@@ -183,8 +184,8 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     readiness = Readiness(health, dispatcher.seconds_since_round)
     runtime = _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending, children=extra,
                        liveness=liveness, readiness=readiness.report)
-    runtime.loops.append(PeriodicLoop("storage-probe", timedelta(seconds=PROBE_PERIOD),
-                                      lambda: write_probe(settings.db_path, health), first_in_start=True))
+    probe = partial(write_probe, settings.db_path, health, store.write_lock)
+    runtime.loops.append(PeriodicLoop("storage-probe", timedelta(seconds=PROBE_PERIOD), probe, first_in_start=True))
     return runtime
 
 

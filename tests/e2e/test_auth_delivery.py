@@ -89,7 +89,9 @@ def test_tokens_are_minted_delivered_and_shown_nowhere(run):
     definition = server.get(f"{JOBS}/own")
     page = urllib.request.urlopen(f"{server.url}/p/e2e/own/{ids['own']}", timeout=10).read().decode()
     assert "Authorization: •••" in page
-    stored = [path.read_bytes().decode("latin-1") for path in tmp.glob("sundial.db*")]  # -wal too
+    # The database, its -wal, and the heartbeat files in sundial.db-heartbeats/.
+    stored = [path.read_bytes().decode("latin-1") for path in tmp.glob("sundial.db*") if path.is_file()]
+    stored += [path.read_bytes().decode("latin-1") for path in tmp.glob("sundial.db-heartbeats/*")]
     shown = [str(done), str(definition), page, (tmp / "server.log").read_text(errors="replace"), *stored]
     assert google.own in str(definition)  # the auth config is shown; a token never is
     for token in tokens:

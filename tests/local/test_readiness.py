@@ -49,11 +49,11 @@ def test_the_store_reports_each_commit_and_the_probe_its_own_write(tmp_path):
     assert health.state()["ok"]
     blocker = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
     blocker.execute("BEGIN EXCLUSIVE")
-    write_probe(store.path, health, timeout=0.1)
+    write_probe(store.path, health, store.write_lock, timeout=0.1)
     assert health.state()["error"] == "storage is failing: database is locked"
     assert health.metrics.counter("sundial_storage_errors_total", operation="probe") == 1
     blocker.execute("COMMIT")
-    write_probe(store.path, health, timeout=0.1)
+    write_probe(store.path, health, store.write_lock, timeout=0.1)
     assert health.state()["ok"]
 
 
@@ -68,3 +68,26 @@ def test_a_write_that_waits_too_long_is_not_health_though_it_has_not_failed():
         ticks.now += 2
         assert health.state()["error"].startswith("a write has waited 11s for the database")
     assert health.state()["ok"]  # it ended
+
+
+def test_the_probe_fails_while_another_process_holds_the_write_lock(tmp_path):
+    # The probe wrote past the store's write lock (the flock beside the database), so a
+    # process holding it made the store's commits fail while the probe's succeeded, and
+    # /readyz went back and forth between 503 and 200.
+    import fcntl
+    import os
+
+    from engine.adapters.local.write_lock import WriteLock, lock_path
+
+    health = StorageHealth(Metrics())
+    store = SqliteJobStore(tmp_path / "s.db", health=health)
+    holder = os.open(lock_path(store.path), os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    try:
+        write_probe(store.path, health, WriteLock(store.path, wait=0.1), timeout=0.1)
+        assert "write lock" in health.state()["error"]
+    finally:
+        fcntl.flock(holder, fcntl.LOCK_UN)
+        os.close(holder)
+    write_probe(store.path, health, WriteLock(store.path, wait=0.1), timeout=0.1)
+    assert health.state()["ok"]

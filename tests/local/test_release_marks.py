@@ -73,12 +73,15 @@ def test_a_staged_request_leaves_only_once_its_time_is_covered_by_the_stored_mar
     dispatcher.start()
     try:
         deadline = time.monotonic() + 10
-        while len(seen) < 6 and time.monotonic() < deadline:
+        while len(seen) < 9 and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         dispatcher.stop()
-    assert len(seen) >= 6 and engine.tasks.changes.holds.marks.written >= 1
-    assert all(mark is not None and mark >= at for at, mark in seen), seen
+    assert len(seen) >= 9 and engine.tasks.changes.holds.marks.written >= 1
+    # The first second's occurrences may fall due before the import could stage them
+    # (it ran less than stage_ahead before them): those go unstaged, with no mark to wait for.
+    staged = [(at, mark) for at, mark in seen if at > min(at for at, _ in seen)]
+    assert len(staged) >= 6 and all(mark is not None and mark >= at for at, mark in staged), seen
 
 
 class _SystemClock:

@@ -15,11 +15,12 @@ import logging
 import sqlite3
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Callable, Iterator
 
 from engine.logs import log_event
 from engine.metrics import Metrics
+from engine.ports import StoreError
 
 log = logging.getLogger("sundial.storage")
 
@@ -86,19 +87,23 @@ class StorageHealth:
         return {"ok": True, "seconds_ago": round(age, 1)}
 
 
-def write_probe(db_path: str, health: StorageHealth, timeout: float = PROBE_TIMEOUT) -> None:
+def write_probe(db_path: str, health: StorageHealth, lock: AbstractContextManager[object],
+                timeout: float = PROBE_TIMEOUT) -> None:
     """One small write on a connection of its own (a new one each time: a file made
-    read-only since shows): a row of the meta table, rewritten. Its outcome goes to `health`."""
+    read-only since shows): a row of the meta table, rewritten, under the store's write
+    lock (`lock`: write_lock.WriteLock), so that it fails when the store's writes would
+    (a process holding that lock), rather than slip past them. Its outcome goes to `health`."""
     try:
-        conn = sqlite3.connect(db_path, timeout=timeout, isolation_level=None)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('readiness_probe', ?)",
-                         (repr(time.time()),))
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
-    except sqlite3.Error as error:
+        with lock:
+            conn = sqlite3.connect(db_path, timeout=timeout, isolation_level=None)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('readiness_probe', ?)",
+                             (repr(time.time()),))
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+    except (sqlite3.Error, StoreError) as error:
         health.failed("probe", error)
         return
     health.succeeded()

@@ -79,6 +79,7 @@ class SqliteJobStore:
         # serving this database: SQLite's busy handler sleeps while its lock sits
         # free, a thread lock and an flock hand it over at once (write_lock.py).
         self._write_lock = WriteLock(self.path)
+        self.write_lock = self._write_lock  # the readiness probe writes under it too (readiness.py)
         self._on_enqueue = on_enqueue
         self._health = health if health is not None else StorageHealth(Metrics())
         # Shared by this store's transactions, and by no other store's.
