@@ -137,13 +137,7 @@ class JobChanges:
                     results.append(refused)
             return results
 
-        results = self.write(body)
-        for applied in results:
-            if isinstance(applied, Applied):
-                self._count_outcomes(applied)
-                if applied.audited is not None:
-                    log_entry(applied.audited)
-        return results
+        return self._accounted(self.write(body), audit=True)
 
     def fold(self, project: str, job_id: str,
              take: Callable[[Transaction], Sequence[JobEvent]]) -> list[Applied | Refusal]:
@@ -162,10 +156,15 @@ class JobChanges:
                     results.append(refused)
             return results
 
-        results = self.write(body)
+        return self._accounted(self.write(body), audit=False)  # (a trigger's entry went with its row)
+
+    def _accounted(self, results: list[Applied | Refusal], audit: bool) -> list[Applied | Refusal]:
+        """After the commit: the outcomes counted, and with `audit` each step's audit entry logged."""
         for applied in results:
             if isinstance(applied, Applied):
                 self._count_outcomes(applied)
+                if audit and applied.audited is not None:
+                    log_entry(applied.audited)
         return results
 
     def set_config_error(self, project: str, job_id: str, error: str) -> bool:
