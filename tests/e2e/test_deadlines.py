@@ -5,6 +5,7 @@ production period (30 s) here, so it cannot be what keeps them."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from datetime import datetime
@@ -88,6 +89,8 @@ def _log_times(log_path, message: str, **fields) -> list[float]:
     return times
 
 
+@pytest.mark.skipif(float(os.environ.get("SUNDIAL_FAULTS_SCALE", "1")) < 2,
+                    reason="1,500 jobs beside the deadline (about 28 s): set SUNDIAL_FAULTS_SCALE=2")
 def test_the_deadline_holds_while_the_watchdog_repairs_many_jobs_and_a_long_import_runs(env):
     receiver, configs, start, tmp_path = env
     fire = int(time.time()) + 15  # all of them, once the early ticks of staging are long past

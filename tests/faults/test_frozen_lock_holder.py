@@ -24,8 +24,14 @@ import pytest
 
 from engine.adapters.local.write_lock import LOCK_WAIT
 from tests.e2e.support import FAST_ENV, ROOT, Receiver, Server, wait_until
+from tests.faults.support import SCALE
 
-pytestmark = pytest.mark.serial  # its figures are pauses: alone on the machine
+# Its figures are pauses: alone on the machine, so about 21 s of the suite's wall time; a
+# long run, behind SUNDIAL_FAULTS_SCALE. Its rules are held in `make test` by
+# tests/local/test_lock_bound.py and tests/local/test_liveness_under_stall.py.
+pytestmark = [pytest.mark.serial,
+              pytest.mark.skipif(SCALE < 2, reason="a frozen lock holder end to end (about 21 s, alone): "
+                                                   "set SUNDIAL_FAULTS_SCALE=2")]
 
 # A stall of STALL seconds is well past the heartbeat timeout; the timeout exceeds the
 # period plus the write lock's bound, as a waiting process's heartbeats come that far apart.
