@@ -67,8 +67,14 @@ def test_the_servers_own_refusals_are_the_apis_json(tmp_path):
     configs.mkdir()
     server = Server(configs, tmp_path / "s.db", tmp_path / "server.log").start()
     try:
-        too_large = _answer(server.port, lambda c: c.request("PUT", "/api/v1/projects/p/jobs/j", body=b"x" * 2**21,
-                                                             headers={"Content-Type": "application/json"}))
+        def too_long_a_body(connection):
+            # Only the head: the server refuses on the Content-Length before reading any body,
+            # and closes, so a client still writing 2 MiB would meet a broken pipe.
+            connection.putrequest("PUT", "/api/v1/projects/p/jobs/j")
+            connection.putheader("Content-Type", "application/json")
+            connection.putheader("Content-Length", str(2**21))
+            connection.endheaders()
+        too_large = _answer(server.port, too_long_a_body)
         assert too_large[:2] == (413, "application/json")
         assert too_large[2]["error"]["code"] == "PAYLOAD_TOO_LARGE" and "the limit" in too_large[2]["error"]["message"]
 
