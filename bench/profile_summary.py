@@ -36,7 +36,7 @@ def _in_transaction(text: str) -> re.Pattern:
 # Inclusive buckets: each sample goes to the first rule (in this order) that any of its frames matches.
 BUCKETS = [
     # The store's process-wide lock: one writer of this process at a time.
-    ("waiting for the store's write lock (Python lock)", _in_transaction("with self._write_lock")),
+    ("waiting for the store's write lock (Python lock)", _in_transaction("with self.write_lock")),
     # With that lock held, BEGIN waits only for another process.
     ("sqlite BEGIN IMMEDIATE", _in_transaction('"BEGIN IMMEDIATE"')),
     ("sqlite COMMIT", _in_transaction('"COMMIT"')),

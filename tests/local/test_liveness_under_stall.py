@@ -43,7 +43,7 @@ def test_a_process_whose_heartbeats_wait_on_a_frozen_lock_holder_is_not_taken_fo
     judge.heartbeat()
     waiter.heartbeat()
     frozen = WriteLock(str(tmp_path / "s.db"), wait=0.1)  # another process's lock, held throughout
-    waiter.store._write_lock.wait = 0.2  # (the bound, short for the test)
+    waiter.store.write_lock.wait = 0.2  # (the bound, short for the test)
     with frozen:
         for _ in range(6):  # 30 s of heartbeats, none of whose rows can be written
             clock.advance(seconds=5)

@@ -78,14 +78,14 @@ class SqliteJobStore:
         # One writer at a time, among this process's threads and among the processes
         # serving this database: SQLite's busy handler sleeps while its lock sits
         # free, a thread lock and an flock hand it over at once (write_lock.py).
-        self._write_lock = WriteLock(self.path)
-        self.write_lock = self._write_lock  # the readiness probe writes under it too (readiness.py)
+        # (Public: the readiness probe writes under it too, readiness.py.)
+        self.write_lock = WriteLock(self.path)
         self._on_enqueue = on_enqueue
         self._health = health if health is not None else StorageHealth(Metrics())
         # Shared by this store's transactions, and by no other store's.
         self.records = RecordCache()
         self._commits = commits(self)
-        with self._write_lock:
+        with self.write_lock:
             migrate(self.connection())
         # Whether a job's record lists an invocation its row says finished: a finish an
         # earlier version left to its row (engine/deferred_finish.py), which a step must
@@ -139,14 +139,14 @@ class SqliteJobStore:
     @contextmanager
     def _locked(self) -> Iterator[None]:
         try:
-            self._write_lock.__enter__()
+            self.write_lock.__enter__()
         except WriteLockBusy as error:
             self._health.failed("begin", error)
             raise
         try:
             yield
         finally:
-            self._write_lock.__exit__()
+            self.write_lock.__exit__()
 
     def _failed(self, operation: str, error: sqlite3.Error) -> None:
         self._health.failed(operation, error)
