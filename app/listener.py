@@ -21,6 +21,7 @@ from waitress.server import BaseWSGIServer, create_server
 from waitress.task import ErrorTask
 
 from config.limits import MAX_REQUEST_BYTES
+from web.errors import TOO_LARGE, code_of_status
 
 MAX_CONNECTIONS = 4000  # idle connections cost a few kilobytes each; a busy one a thread's turn
 # Descriptors kept for everything but the callers' connections: the database and its
@@ -28,8 +29,6 @@ MAX_CONNECTIONS = 4000  # idle connections cost a few kilobytes each; a busy one
 RESERVED_DESCRIPTORS = 400
 CHANNEL_TIMEOUT_SECONDS = 30  # a connection silent this long is closed
 
-# waitress's own refusals in the API's codes (web/errors.py STATUS).
-_CODES = {413: "PAYLOAD_TOO_LARGE", 503: "UNAVAILABLE"}
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -89,14 +88,15 @@ def _why(error: OSError) -> str:
 
 
 def _not_ready(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-    body = _json_error(503, "starting")
+    body = _json_error(503, "starting", "UNAVAILABLE")
     start_response("503 Service Unavailable", [("Content-Type", "application/json"),
                                                ("Content-Length", str(len(body)))])
     return [body]
 
 
-def _json_error(status: int, message: str) -> bytes:
-    code = _CODES.get(status, "INVALID_ARGUMENT" if status < 500 else "INTERNAL")
+def _json_error(status: int, message: str, code: str | None = None) -> bytes:
+    """The API's error body (web/errors.py), its code from the status unless given."""
+    code = code or code_of_status(status)
     return json.dumps({"error": {"code": code, "message": message}}).encode()
 
 
@@ -105,8 +105,7 @@ class JsonErrorTask(ErrorTask):  # type: ignore[misc]  # waitress has no type in
 
     def execute(self) -> None:
         refusal = self.request.error
-        message = (f"the request body is larger than {MAX_REQUEST_BYTES:,} bytes, the limit"
-                   if refusal.code == 413 else f"{refusal.reason.lower()}: {refusal.body}".rstrip(": "))
+        message = TOO_LARGE if refusal.code == 413 else f"{refusal.reason.lower()}: {refusal.body}".rstrip(": ")
         body = _json_error(refusal.code, message)
         self.status = f"{refusal.code} {refusal.reason}"
         self.response_headers.append(("Content-Type", "application/json"))

@@ -69,11 +69,19 @@ def classify(error: SundialError) -> tuple[str, str, list[str]]:
     return "INTERNAL", str(error), []
 
 
+_BY_STATUS = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}
+# What a 413 says, from Flask or from the listener before the app (app/listener.py).
+TOO_LARGE = f"the request body is larger than {MAX_REQUEST_BYTES:,} bytes, the limit"
+
+
+def code_of_status(status: int) -> str:
+    """A refusal the server makes by its HTTP status alone, in the API's words."""
+    return _BY_STATUS.get(status) or ("INVALID_ARGUMENT" if status < 500 else "INTERNAL")
+
+
 def http_code(error: HTTPException) -> str:
     """Werkzeug's own refusals (routing, methods, body size, malformed requests) in the API's words."""
-    if error.code in (404, 405, 413):
-        return {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}[error.code]
-    return "INVALID_ARGUMENT" if (error.code or 500) < 500 else "INTERNAL"
+    return code_of_status(error.code or 500)
 
 
 def error_response(code: str, message: str, details: list[str] | None = None) -> tuple[Response, int]:
@@ -93,8 +101,7 @@ def _http_error(error: HTTPException) -> ResponseReturnValue:
         response.headers["Allow"] = ", ".join(error.valid_methods or ())
         return response, 405
     if error.code == 413:
-        return error_response("PAYLOAD_TOO_LARGE", f"the request body is larger than "
-                                                   f"{MAX_REQUEST_BYTES:,} bytes, the limit")
+        return error_response("PAYLOAD_TOO_LARGE", TOO_LARGE)
     message = "no such resource" if error.code == 404 else (error.description or error.name)
     response, _ = error_response(http_code(error), message)
     # An HTTPException of no code keeps the response's own status, as Flask does with None.
