@@ -135,10 +135,13 @@ def _check_job(server: Server, receiver: Receiver, job: str, interrupted: str, k
             problems.append(f"{job}: downtime occurrence {row['scheduled_time']} is "
                             f"{row['status']}/{row['reason']} ({row['trigger']}), expected SKIPPED/missed")
     problems += _the_newest(job, newest, catchup)
-    fired = [row for row in after if row["trigger"] == "schedule" and row["status"] == "SUCCEEDED"]
+    # The job is free again at once: a fire time after the downtime reaches the target
+    # within 2 s of the restart. Its trigger says only whether its tick came within
+    # TOLERANCE (a loaded machine makes it `catchup`): either is the job firing again.
+    fired = [row for row in after if row not in downtime and row["status"] == "SUCCEEDED"]
     arrivals = {call.headers["X-Sundial-Invocation"]: call.at for call in calls}
     if not fired or arrivals.get(fired[0]["id"], float("inf")) > up_at + 2.0:
-        problems.append(f"{job}: no schedule-triggered invocation delivered within 2 s of the restart: "
+        problems.append(f"{job}: no invocation after the downtime delivered within 2 s of the restart: "
                         + ", ".join(f"{r['scheduled_time']} {r['status']}/{r['reason']} ({r['trigger']})"
                                     for r in after[:12]))
     return problems
