@@ -89,7 +89,15 @@ def admit_run(record: JobRecord, run: Run, now: datetime, tuning: Tuning, inline
     for moment in rest.times():
         record, admitted = admit(record, waiting.occurrence(record, moment, run.trigger), now, tuning, inline)
         actions += admitted
-    return record, actions
+    return record, only_active_delivered(record, actions)
+
+
+def only_active_delivered(record: JobRecord, actions: list[act.Action]) -> list[act.Action]:
+    """`actions` without the deliveries of invocations no longer active: under `overlap:
+    replace` an occurrence admitted later in the same step aborts one started (inline)
+    earlier in it, which must then never reach its target."""
+    return [action for action in actions
+            if not isinstance(action, act.Deliver) or record.find_active(action.invocation_id) is not None]
 
 
 # Under `buffer_all`, at most this many occurrences started by other jobs' triggers

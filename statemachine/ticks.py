@@ -175,7 +175,7 @@ def _handle_due(record: JobRecord, horizon: datetime, now: datetime, tuning: Tun
         occurrence = waiting.occurrence(record, scheduled_time, trigger)
         record, started = admission.admit(record, occurrence, now, tuning, inline)
         actions += started
-    return record, actions, plan
+    return record, admission.only_active_delivered(record, actions), plan
 
 
 _BACKLOG_BATCHES = 50

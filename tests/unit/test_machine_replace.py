@@ -2,9 +2,11 @@
 (ABORTED/replaced), which then starts nothing, and starts at once; the replaced attempt's
 late answer is refused. Explicit `now` throughout."""
 
+from datetime import timedelta
+
 from statemachine import actions as act
 from statemachine import events as ev
-from statemachine.policy import Overlap
+from statemachine.policy import Catchup, Overlap
 from statemachine.vocabulary import AbortReason
 from tests.unit.machine_helpers import Scenario, clock, delivered, occurrence_id
 
@@ -43,3 +45,18 @@ def test_with_skip_the_same_occurrence_is_skipped():
     job.tick("10:15")
     actions = job.tick("10:30")
     assert act.RecordSkipped(occurrence_id(clock("10:30")), clock("10:30"), "schedule", "overlap") in actions
+
+
+def test_an_occurrence_replaced_in_the_tick_that_started_it_is_never_delivered():
+    """A tick that finds two fire times due under `catchup: all` starts the older as a
+    catch-up and the newer replaces it at once: the older is ABORTED/replaced and no
+    Deliver is left for it (the shell would mark an aborted attempt RUNNING and call
+    the target). Found by tests/unit/test_machine_properties.py."""
+    job = Scenario()
+    job.enable("10:07", overlap=Overlap.REPLACE, catchup=Catchup.ALL, catchup_window=timedelta(hours=1))
+    actions = job.tick("10:31")
+    older, newer = occurrence_id(clock("10:15")), occurrence_id(clock("10:30"))
+    assert act.FinishInvocation(older, "ABORTED", AbortReason.REPLACED) in actions
+    delivered_ids = [action.invocation_id for action in actions if isinstance(action, act.Deliver)]
+    assert delivered_ids == [newer]
+    assert [entry.invocation_id for entry in job.record.active] == [newer]
