@@ -50,12 +50,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.cost_model import Prices, Usage, monthly_cost  # noqa: E402
+from bench.queue_groups import QueueGroups  # noqa: E402
 from engine.adapters.cloud.datastore_entities import INDEX_SHARDS  # noqa: E402
 from statemachine.shards import shard_of  # noqa: E402
 
 HOUR = 3600.0
 # docs/COST.md, measured by bench/cloud_cost.py: a job that runs every hour.
-HOURLY = Usage(reads=4.05, writes=3.0, enqueues=1.0)
+HOURLY = Usage(reads=3.05, writes=3.0, enqueues=1.0)
+# bench/cloud_cpu.py, 2026-11-28: the app's CPU per invocation on the cloud path, 23.5 ms on
+# a 2.1 GHz Xeon (2 shared cores); an F2 is a 1.2 GHz-class instance, so it is scaled by
+# 2.1 / 1.2 (an assumption: clock speed is the only difference counted).
+MEASURED_CPU, MEASURED_GHZ, F2_GHZ = 0.0235, 2.1, 1.2
+F2_CPU = MEASURED_CPU * MEASURED_GHZ / F2_GHZ
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,7 @@ class Limits:
     hot_index: float | None = None  # writes/s one range of an index of a time takes (Firestore: ~500)
     sharded_times: int = 0  # ranges each such index is spread over; 0: the layout before (one, hit by the tick twice)
     slots: int = 32  # app.yaml max_concurrent_requests
-    cpu: float = 0.040  # instance CPU per invocation (docs/COST.md's assumption)
+    cpu: float = F2_CPU  # instance CPU per invocation: measured (bench/cloud_cpu.py), scaled to an F2
     target_util: float = 0.6  # App Engine's target_cpu_utilization default
     cold_start: float = 5.0  # a new instance's start (Python, gRPC, ndb): assumed
     scale_period: float = 1.0  # how often the autoscaler looks
@@ -85,6 +91,9 @@ class Limits:
     target: float = 0.200  # the job's target answering
     result: float = 0.050  # the result's transaction (1 write)
     ahead: bool = False  # start tasks prepared ahead (see the module's docstring)
+    cold_group: bool = False  # Cloud Tasks' 500/50/5 ramp on each queue group (bench/queue_groups.py)
+    scattered: bool = False  # shard names not consecutive: each queue its own group
+    creates_ahead: bool = False  # the next tick created outside the burst, not by the tick at :00
 
     def before_send(self) -> float:
         return self.read if self.ahead else self.commit + self.create
@@ -189,6 +198,7 @@ class _Simulation:
         self.waiting_slot: list[bool] = [False] * shards
         self.events: list[tuple[float, int, int, float, int]] = []  # (time, kind, shard, due, range)
         self.db = _Database(limits)
+        self.groups = QueueGroups(shards, limits.scattered, limits.cold_group)
         self.per_instance = limits.instance_slots()
         steady = math.ceil(jobs / HOUR * limits.cpu / limits.target_util) if not aligned else 0
         self.instances = max(limits.min_instances, steady)
@@ -255,17 +265,21 @@ class _Simulation:
         self.tokens[shard] = min(limits.burst, self.tokens[shard] + refill)
         self.filled_at[shard] = now
         while (queue and queue[0][0] <= now and self.tokens[shard] >= 1
-               and self.in_flight[shard] < limits.queue_concurrency):
+               and self.in_flight[shard] < limits.queue_concurrency
+               and self.groups.next_free(shard) <= now + _HORIZON):
             due, job_range = queue.popleft()
+            slot = self.groups.take(shard, now)  # now, or a slot of a cold group's ramp just ahead
             self.tokens[shard] -= 1
             self.in_flight[shard] += 1
-            self.push(now + limits.network, _ARRIVE, shard, due, job_range)
+            self.push(slot + limits.network, _ARRIVE, shard, due, job_range)
         if not queue:
             return
         if self.in_flight[shard] >= limits.queue_concurrency:
             self.waiting_slot[shard] = True  # _done calls again
         elif queue[0][0] > now:
             self.push(queue[0][0], _TRY, shard)
+        elif self.groups.next_free(shard) > now + _HORIZON:  # the cold group's ramp holds it
+            self.push(self.groups.next_free(shard) - _HORIZON / 2, _TRY, shard)
         else:  # a few tokens at a time: 10 ms steps keep the event count down
             self.push(now + max(0.01, (1 - self.tokens[shard]) / limits.dispatch_rate), _TRY, shard)
 
@@ -283,8 +297,10 @@ class _Simulation:
         """The tick's commit is ready: once through, the next tick is created and the request leaves."""
         limits = self.limits
         committed = self.db.commit(ready, limits.burst_writes(), self.db.tick_writes(job_range))
-        sent = committed + (0.0 if limits.ahead else limits.create)
-        if not limits.ahead:
+        creates = not (limits.ahead or limits.creates_ahead)
+        # CreateTask of the next tick, in the job's queue's group, before the request leaves.
+        sent = self.groups.take(shard, committed) + limits.create if creates else committed
+        if creates:
             second = int(sent)
             self.creates[second] = self.creates.get(second, 0) + 1
         self.lateness.append(sent - due)
@@ -340,6 +356,7 @@ class _Simulation:
 
 
 _TRY, _ARRIVE, _COMMIT, _RESULT, _DONE, _READY, _SCALE = range(7)
+_HORIZON = 0.05  # how far ahead a queue takes slots of its cold group's ramp (fewer events)
 
 
 def month_cost(outcome_per_hour: Outcome, jobs: int, prices: Prices = Prices()) -> dict[str, float]:
