@@ -94,6 +94,7 @@ class Limits:
     cold_group: bool = False  # Cloud Tasks' 500/50/5 ramp on each queue group (bench/queue_groups.py)
     scattered: bool = False  # shard names not consecutive: each queue its own group
     creates_ahead: bool = False  # the next tick created outside the burst, not by the tick at :00
+    pending_limit: float | None = None  # App Engine aborts a request waiting longer for an instance
 
     def before_send(self) -> float:
         return self.read if self.ahead else self.commit + self.create
@@ -119,6 +120,7 @@ class Outcome:
     peak_instances: int
     delivered: int
     peak_creates: float = 0.0
+    aborted: int = 0  # requests App Engine gave up on in its pending queue (each retried)
 
     def percentile(self, p: float) -> float:
         ordered = sorted(self.lateness)
@@ -196,7 +198,7 @@ class _Simulation:
         self.filled_at = [0.0] * shards
         self.in_flight = [0] * shards
         self.waiting_slot: list[bool] = [False] * shards
-        self.events: list[tuple[float, int, int, float, int]] = []  # (time, kind, shard, due, range)
+        self.events: list[tuple[float, int, int, float, int, int]] = []  # (time, kind, shard, due, range, attempt)
         self.db = _Database(limits)
         self.groups = QueueGroups(shards, limits.scattered, limits.cold_group)
         self.per_instance = limits.instance_slots()
@@ -204,7 +206,8 @@ class _Simulation:
         self.instances = max(limits.min_instances, steady)
         self.floor = self.instances
         self.starting, self.busy = 0, 0
-        self.pending: deque[tuple[int, float, int]] = deque()
+        self.pending: deque[tuple[int, float, int, float, int]] = deque()  # (shard, due, range, since, attempt)
+        self.aborted = 0
         self.lateness: list[float] = []
         self.needed: deque[tuple[float, int]] = deque()
         self.billed, self.peak, self.last_scale = 0.0, self.instances, 0.0
@@ -212,8 +215,9 @@ class _Simulation:
         self.scaler_due = False
         self.arrived, self.last_look = 0, 0.0
 
-    def push(self, at: float, kind: int, shard: int = 0, due: float = 0.0, job_range: int = 0) -> None:
-        heapq.heappush(self.events, (at, kind, shard, due, job_range))
+    def push(self, at: float, kind: int, shard: int = 0, due: float = 0.0, job_range: int = 0,
+             attempt: int = 0) -> None:
+        heapq.heappush(self.events, (at, kind, shard, due, job_range, attempt))
 
     def run(self) -> Outcome:
         for shard, queue in enumerate(self.queues):
@@ -222,12 +226,12 @@ class _Simulation:
         self._scaler(0.0)
         end = 0.0
         while self.events:
-            at, kind, shard, due, job_range = heapq.heappop(self.events)
+            at, kind, shard, due, job_range, attempt = heapq.heappop(self.events)
             end = at
             if kind == _TRY:
                 self._dispatch(at, shard)
             elif kind == _ARRIVE:
-                self.pending.append((shard, due, job_range))
+                self.pending.append((shard, due, job_range, at, attempt))
                 self.arrived += 1
                 self._serve(at)
             elif kind == _COMMIT:
@@ -246,7 +250,8 @@ class _Simulation:
                     self._scale(at)
                     self._scaler(at + self.limits.scale_period)
         self._bill(max(end, HOUR) + self.limits.idle_billed)
-        return Outcome(self.lateness, self.billed, self.peak, len(self.lateness), max(self.creates.values(), default=0))
+        return Outcome(self.lateness, self.billed, self.peak, len(self.lateness),
+                       max(self.creates.values(), default=0), self.aborted)
 
     def _scaler(self, at: float) -> None:
         """The autoscaler's next look, unless one is due already."""
@@ -286,12 +291,23 @@ class _Simulation:
     def _serve(self, now: float) -> None:
         limits = self.limits
         while self.pending and self.busy < self.instances * self.per_instance:
-            shard, due, job_range = self.pending.popleft()
+            shard, due, job_range, since, attempt = self.pending.popleft()
+            if limits.pending_limit is not None and now - since > limits.pending_limit:
+                self._abort(now, shard, due, job_range, attempt)
+                continue
             self.busy += 1
             # An event at the moment the commit is ready: the database's queues take writes in time order.
             self.push(now + (limits.read if limits.ahead else limits.commit), _COMMIT, shard, due, job_range)
         if self.pending:
             self._scaler(max(now, self.last_scale + limits.scale_period))
+
+    def _abort(self, now: float, shard: int, due: float, job_range: int, attempt: int) -> None:
+        """App Engine gave up on a request that waited too long for an instance: Cloud
+        Tasks retries it after its backoff (0.1 s doubling, at most 60 s), a dispatch of
+        its queue's group again."""
+        self.aborted += 1
+        retry = self.groups.take(shard, now + min(60.0, 0.1 * 2 ** attempt))
+        self.push(retry + self.limits.network, _ARRIVE, shard, due, job_range, attempt + 1)
 
     def _commit(self, ready: float, shard: int, due: float, job_range: int) -> None:
         """The tick's commit is ready: once through, the next tick is created and the request leaves."""

@@ -78,3 +78,12 @@ def test_scattered_queue_names_and_ticks_created_outside_the_burst_each_shorten_
 
 def test_the_model_uses_the_measured_cpu_scaled_to_an_f2():
     assert Limits().cpu == F2_CPU == MEASURED_CPU * MEASURED_GHZ / F2_GHZ
+
+
+def test_requests_app_engine_gives_up_on_come_back_after_the_queues_backoff_and_start_once():
+    capped = replace(Limits(), max_instances=2)
+    held = simulate(2_000, 4, True, capped)
+    aborted = simulate(2_000, 4, True, replace(capped, pending_limit=10.0))
+    assert held.aborted == 0 < aborted.aborted
+    assert aborted.delivered == 2_000
+    assert aborted.percentile(0.99) > held.percentile(0.99)
