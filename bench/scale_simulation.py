@@ -49,7 +49,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.cost_model import Prices, Usage, monthly_cost  # noqa: E402
+from bench.cost_model import F2_CPU_MS, Prices, Usage, monthly_cost  # noqa: E402
 from bench.queue_groups import QueueGroups  # noqa: E402
 from engine.adapters.cloud.datastore_entities import INDEX_SHARDS  # noqa: E402
 from statemachine.shards import shard_of  # noqa: E402
@@ -57,11 +57,7 @@ from statemachine.shards import shard_of  # noqa: E402
 HOUR = 3600.0
 # docs/COST.md, measured by bench/cloud_cost.py: a job that runs every hour.
 HOURLY = Usage(reads=3.05, writes=3.0, enqueues=1.0)
-# bench/cloud_cpu.py, 2026-11-28: the app's CPU per invocation on the cloud path, 23.5 ms on
-# a 2.1 GHz Xeon (2 shared cores); an F2 is a 1.2 GHz-class instance, so it is scaled by
-# 2.1 / 1.2 (an assumption: clock speed is the only difference counted).
-MEASURED_CPU, MEASURED_GHZ, F2_GHZ = 0.0235, 2.1, 1.2
-F2_CPU = MEASURED_CPU * MEASURED_GHZ / F2_GHZ
+F2_CPU = F2_CPU_MS / 1000
 
 
 @dataclass(frozen=True)
