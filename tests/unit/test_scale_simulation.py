@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from bench.queue_groups import cold_rate, cold_seconds
 from bench.cost_model import F2_GHZ, MEASURED_CPU_MS, MEASURED_GHZ
 from bench.scale_simulation import F2_CPU, Limits, month_cost, simulate
@@ -78,7 +80,7 @@ def test_scattered_queue_names_and_ticks_created_outside_the_burst_each_shorten_
 
 
 def test_the_model_uses_the_measured_cpu_scaled_to_an_f2():
-    assert Limits().cpu == F2_CPU == MEASURED_CPU_MS / 1000 * MEASURED_GHZ / F2_GHZ
+    assert Limits().cpu == F2_CPU == pytest.approx(MEASURED_CPU_MS / 1000 * MEASURED_GHZ / F2_GHZ)
 
 
 def test_requests_app_engine_gives_up_on_come_back_after_the_queues_backoff_and_start_once():
