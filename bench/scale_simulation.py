@@ -368,7 +368,7 @@ class _Simulation:
 
 
 _TRY, _ARRIVE, _COMMIT, _RESULT, _DONE, _READY, _SCALE = range(7)
-_HORIZON = 0.05  # how far ahead a queue takes slots of its cold group's ramp (fewer events)
+_HORIZON = 0.2  # how far ahead a queue takes slots of its cold group's ramp (fewer events)
 
 
 def month_cost(outcome_per_hour: Outcome, jobs: int, prices: Prices = Prices()) -> dict[str, float]:

@@ -62,22 +62,26 @@ def row(jobs: int, aligned: bool, name: str, outcome: Outcome) -> str:
             f"{outcome.peak_instances:,} | {outcome.aborted:,} | {cost:,.0f} |")
 
 
-def rows(jobs: int) -> list[str]:
+def rows(jobs: int, only: range | None = None) -> list[str]:
+    """The rows for `jobs` jobs; `only`: those of these indexes in `variants`."""
     shards, _ = SETUP[jobs]
-    return [row(jobs, aligned, name, simulate(jobs, shards, aligned, limits))
-            for aligned, name, limits in variants(jobs)]
+    chosen = [v for i, v in enumerate(variants(jobs)) if only is None or i in only]
+    return [row(jobs, aligned, name, simulate(jobs, shards, aligned, limits)) for aligned, name, limits in chosen]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", default=",".join(str(j) for j in SETUP))
+    parser.add_argument("--rows", default="", help="only these rows of each size, e.g. 0-2 (to run in parallel)")
     args = parser.parse_args()
+    first, _, last = args.rows.partition("-")
+    only = range(int(first), int(last or first) + 1) if args.rows else None
     base = Limits()
     print(f"{base.cpu * 1000:.1f} ms CPU per invocation on an F2, {base.instance_slots()} requests per instance, "
           f"pending queue limit {PENDING_LIMIT:g} s (assumed)")
     print(HEADER)
     for jobs in (int(j) for j in args.jobs.split(",")):
-        for line in rows(jobs):
+        for line in rows(jobs, only):
             print(line, flush=True)
 
 
