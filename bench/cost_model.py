@@ -93,7 +93,8 @@ def scheduler_cost(jobs: int, prices: Prices = Prices()) -> float:
 def print_model(minutely: Usage, hourly: Usage, assume: Assumptions = Assumptions()) -> None:
     """The monthly bill of three loads: a million invocations of minutely jobs, 10,000
     jobs every minute and 10,000 jobs every hour (each with its own measured use)."""
-    print(f"monthly cost at list prices ({assume.cpu_ms:.1f} ms CPU measured and scaled to an F2, assumed: {assume.target_ms:g} ms target "
+    print(f"monthly cost at list prices ({assume.cpu_ms:.1f} ms CPU measured and scaled to an F2; assumed: "
+          f"{assume.target_ms:g} ms target "
           f"per invocation, {minutely.row_bytes:,.0f} B per history row kept {minutely.history_days} days, "
           f"{assume.warm_instances} warm F2)")
     scenarios = (

@@ -58,7 +58,8 @@ def row(jobs: int, aligned: bool, name: str, outcome: Outcome) -> str:
     assert outcome.delivered == jobs, f"{jobs - outcome.delivered} jobs never started"
     cost = sum(month_cost(outcome, jobs).values())
     return (f"| {jobs:,} | {'aligned' if aligned else 'spread'} | {shards} | {name} | "
-            f"{figure(outcome.percentile(0.5))} | {figure(outcome.percentile(0.99))} | {figure(max(outcome.lateness))} | "
+            f"{figure(outcome.percentile(0.5))} | {figure(outcome.percentile(0.99))} | "
+            f"{figure(max(outcome.lateness))} | "
             f"{outcome.peak_instances:,} | {outcome.aborted:,} | {cost:,.0f} |")
 
 

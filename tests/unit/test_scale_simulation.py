@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from bench.queue_groups import cold_rate, cold_seconds
 from bench.cost_model import F2_GHZ, MEASURED_CPU_MS, MEASURED_GHZ
+from bench.queue_groups import cold_rate, cold_seconds
 from bench.scale_simulation import F2_CPU, Limits, month_cost, simulate
 
 JOBS = 3_000
