@@ -18,6 +18,9 @@ Engine runs from cron instead: they are a small share at one occurrence a second
 The emulators' own CPU (their process trees, from /proc) is printed apart: production's
 Datastore and Cloud Tasks do that work on Google's machines, not on the instance.
 The figure is this machine's; the model (bench/scale_simulation.py) scales it to an F2.
+Run it on a quiet machine: the process's fixed work (its threads, the loops) is divided by
+the invocations delivered, so a loaded machine that starves the emulators makes the
+figure larger (docs/COST.md gives two runs).
 """
 
 from __future__ import annotations
