@@ -27,6 +27,14 @@ invocation's `created_time` was indexed from its creation); in the sharded layou
 (engine/adapters/cloud/datastore_entities.py) each is `sharded_times` ranges, the job's
 range fixed by the same kind of hash, and the tick writes only the job's.
 
+With `cold_group`, every dispatch and every creation of a next tick also takes its turn
+in its queue group's budget under Cloud Tasks' ramp for cold groups (bench/queue_groups.py:
+one group for today's consecutive shard names, one a queue with `scattered`);
+`creates_ahead` leaves the next tick's creation out of the burst. With `pending_limit`,
+a request that waited longer for an instance is given up by App Engine and comes back
+after Cloud Tasks' backoff. `cpu` is measured (bench/cloud_cpu.py), scaled to an F2.
+bench/scale_table.py runs docs/SCALE.md's table with these.
+
 `--ahead` models start tasks prepared ahead (attempt committed and start task created
 in the hour before, at a per-job offset): at :00 the handler only reads the job, sends,
 and writes the result. That path is modelled here, not built (docs/SCALE.md).
