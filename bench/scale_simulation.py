@@ -27,6 +27,14 @@ invocation's `created_time` was indexed from its creation); in the sharded layou
 (engine/adapters/cloud/datastore_entities.py) each is `sharded_times` ranges, the job's
 range fixed by the same kind of hash, and the tick writes only the job's.
 
+With `cold_group`, every dispatch and every creation of a next tick also takes its turn
+in its queue group's budget under Cloud Tasks' ramp for cold groups (bench/queue_groups.py:
+one group for today's consecutive shard names, one a queue with `scattered`);
+`creates_ahead` leaves the next tick's creation out of the burst. With `pending_limit`,
+a request that waited longer for an instance is given up by App Engine and comes back
+after Cloud Tasks' backoff. `cpu` is measured (bench/cloud_cpu.py), scaled to an F2.
+bench/scale_table.py runs docs/SCALE.md's table with these.
+
 `--ahead` models start tasks prepared ahead (attempt committed and start task created
 in the hour before, at a per-job offset): at :00 the handler only reads the job, sends,
 and writes the result. That path is modelled here, not built (docs/SCALE.md).
@@ -49,13 +57,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.cost_model import Prices, Usage, monthly_cost  # noqa: E402
+from bench.cost_model import F2_CPU_MS, Prices, Usage, monthly_cost  # noqa: E402
+from bench.queue_groups import QueueGroups  # noqa: E402
 from engine.adapters.cloud.datastore_entities import INDEX_SHARDS  # noqa: E402
 from statemachine.shards import shard_of  # noqa: E402
 
 HOUR = 3600.0
 # docs/COST.md, measured by bench/cloud_cost.py: a job that runs every hour.
-HOURLY = Usage(reads=4.05, writes=3.0, enqueues=1.0)
+HOURLY = Usage(reads=3.05, writes=3.0, enqueues=1.0)
+F2_CPU = F2_CPU_MS / 1000
 
 
 @dataclass(frozen=True)
@@ -71,7 +81,7 @@ class Limits:
     hot_index: float | None = None  # writes/s one range of an index of a time takes (Firestore: ~500)
     sharded_times: int = 0  # ranges each such index is spread over; 0: the layout before (one, hit by the tick twice)
     slots: int = 32  # app.yaml max_concurrent_requests
-    cpu: float = 0.040  # instance CPU per invocation (docs/COST.md's assumption)
+    cpu: float = F2_CPU  # instance CPU per invocation: measured (bench/cloud_cpu.py), scaled to an F2
     target_util: float = 0.6  # App Engine's target_cpu_utilization default
     cold_start: float = 5.0  # a new instance's start (Python, gRPC, ndb): assumed
     scale_period: float = 1.0  # how often the autoscaler looks
@@ -85,6 +95,10 @@ class Limits:
     target: float = 0.200  # the job's target answering
     result: float = 0.050  # the result's transaction (1 write)
     ahead: bool = False  # start tasks prepared ahead (see the module's docstring)
+    cold_group: bool = False  # Cloud Tasks' 500/50/5 ramp on each queue group (bench/queue_groups.py)
+    scattered: bool = False  # shard names not consecutive: each queue its own group
+    creates_ahead: bool = False  # the next tick created outside the burst, not by the tick at :00
+    pending_limit: float | None = None  # App Engine aborts a request waiting longer for an instance
 
     def before_send(self) -> float:
         return self.read if self.ahead else self.commit + self.create
@@ -110,6 +124,7 @@ class Outcome:
     peak_instances: int
     delivered: int
     peak_creates: float = 0.0
+    aborted: int = 0  # requests App Engine gave up on in its pending queue (each retried)
 
     def percentile(self, p: float) -> float:
         ordered = sorted(self.lateness)
@@ -187,14 +202,16 @@ class _Simulation:
         self.filled_at = [0.0] * shards
         self.in_flight = [0] * shards
         self.waiting_slot: list[bool] = [False] * shards
-        self.events: list[tuple[float, int, int, float, int]] = []  # (time, kind, shard, due, range)
+        self.events: list[tuple[float, int, int, float, int, int]] = []  # (time, kind, shard, due, range, attempt)
         self.db = _Database(limits)
+        self.groups = QueueGroups(shards, limits.scattered, limits.cold_group)
         self.per_instance = limits.instance_slots()
         steady = math.ceil(jobs / HOUR * limits.cpu / limits.target_util) if not aligned else 0
         self.instances = max(limits.min_instances, steady)
         self.floor = self.instances
         self.starting, self.busy = 0, 0
-        self.pending: deque[tuple[int, float, int]] = deque()
+        self.pending: deque[tuple[int, float, int, float, int]] = deque()  # (shard, due, range, since, attempt)
+        self.aborted = 0
         self.lateness: list[float] = []
         self.needed: deque[tuple[float, int]] = deque()
         self.billed, self.peak, self.last_scale = 0.0, self.instances, 0.0
@@ -202,8 +219,9 @@ class _Simulation:
         self.scaler_due = False
         self.arrived, self.last_look = 0, 0.0
 
-    def push(self, at: float, kind: int, shard: int = 0, due: float = 0.0, job_range: int = 0) -> None:
-        heapq.heappush(self.events, (at, kind, shard, due, job_range))
+    def push(self, at: float, kind: int, shard: int = 0, due: float = 0.0, job_range: int = 0,
+             attempt: int = 0) -> None:
+        heapq.heappush(self.events, (at, kind, shard, due, job_range, attempt))
 
     def run(self) -> Outcome:
         for shard, queue in enumerate(self.queues):
@@ -212,12 +230,12 @@ class _Simulation:
         self._scaler(0.0)
         end = 0.0
         while self.events:
-            at, kind, shard, due, job_range = heapq.heappop(self.events)
+            at, kind, shard, due, job_range, attempt = heapq.heappop(self.events)
             end = at
             if kind == _TRY:
                 self._dispatch(at, shard)
             elif kind == _ARRIVE:
-                self.pending.append((shard, due, job_range))
+                self.pending.append((shard, due, job_range, at, attempt))
                 self.arrived += 1
                 self._serve(at)
             elif kind == _COMMIT:
@@ -236,7 +254,8 @@ class _Simulation:
                     self._scale(at)
                     self._scaler(at + self.limits.scale_period)
         self._bill(max(end, HOUR) + self.limits.idle_billed)
-        return Outcome(self.lateness, self.billed, self.peak, len(self.lateness), max(self.creates.values(), default=0))
+        return Outcome(self.lateness, self.billed, self.peak, len(self.lateness),
+                       max(self.creates.values(), default=0), self.aborted)
 
     def _scaler(self, at: float) -> None:
         """The autoscaler's next look, unless one is due already."""
@@ -255,36 +274,53 @@ class _Simulation:
         self.tokens[shard] = min(limits.burst, self.tokens[shard] + refill)
         self.filled_at[shard] = now
         while (queue and queue[0][0] <= now and self.tokens[shard] >= 1
-               and self.in_flight[shard] < limits.queue_concurrency):
+               and self.in_flight[shard] < limits.queue_concurrency
+               and self.groups.next_free(shard) <= now + _HORIZON):
             due, job_range = queue.popleft()
+            slot = self.groups.take(shard, now)  # now, or a slot of a cold group's ramp just ahead
             self.tokens[shard] -= 1
             self.in_flight[shard] += 1
-            self.push(now + limits.network, _ARRIVE, shard, due, job_range)
+            self.push(slot + limits.network, _ARRIVE, shard, due, job_range)
         if not queue:
             return
         if self.in_flight[shard] >= limits.queue_concurrency:
             self.waiting_slot[shard] = True  # _done calls again
         elif queue[0][0] > now:
             self.push(queue[0][0], _TRY, shard)
+        elif self.groups.next_free(shard) > now + _HORIZON:  # the cold group's ramp holds it
+            self.push(self.groups.next_free(shard) - _HORIZON / 2, _TRY, shard)
         else:  # a few tokens at a time: 10 ms steps keep the event count down
             self.push(now + max(0.01, (1 - self.tokens[shard]) / limits.dispatch_rate), _TRY, shard)
 
     def _serve(self, now: float) -> None:
         limits = self.limits
         while self.pending and self.busy < self.instances * self.per_instance:
-            shard, due, job_range = self.pending.popleft()
+            shard, due, job_range, since, attempt = self.pending.popleft()
+            if limits.pending_limit is not None and now - since > limits.pending_limit:
+                self._abort(now, shard, due, job_range, attempt)
+                continue
             self.busy += 1
             # An event at the moment the commit is ready: the database's queues take writes in time order.
             self.push(now + (limits.read if limits.ahead else limits.commit), _COMMIT, shard, due, job_range)
         if self.pending:
             self._scaler(max(now, self.last_scale + limits.scale_period))
 
+    def _abort(self, now: float, shard: int, due: float, job_range: int, attempt: int) -> None:
+        """App Engine gave up on a request that waited too long for an instance: Cloud
+        Tasks retries it after its backoff (0.1 s doubling, at most 60 s), a dispatch of
+        its queue's group again."""
+        self.aborted += 1
+        retry = self.groups.take(shard, now + min(60.0, 0.1 * 2 ** attempt))
+        self.push(retry + self.limits.network, _ARRIVE, shard, due, job_range, attempt + 1)
+
     def _commit(self, ready: float, shard: int, due: float, job_range: int) -> None:
         """The tick's commit is ready: once through, the next tick is created and the request leaves."""
         limits = self.limits
         committed = self.db.commit(ready, limits.burst_writes(), self.db.tick_writes(job_range))
-        sent = committed + (0.0 if limits.ahead else limits.create)
-        if not limits.ahead:
+        creates = not (limits.ahead or limits.creates_ahead)
+        # CreateTask of the next tick, in the job's queue's group, before the request leaves.
+        sent = self.groups.take(shard, committed) + limits.create if creates else committed
+        if creates:
             second = int(sent)
             self.creates[second] = self.creates.get(second, 0) + 1
         self.lateness.append(sent - due)
@@ -340,6 +376,7 @@ class _Simulation:
 
 
 _TRY, _ARRIVE, _COMMIT, _RESULT, _DONE, _READY, _SCALE = range(7)
+_HORIZON = 0.2  # how far ahead a queue takes slots of its cold group's ramp (fewer events)
 
 
 def month_cost(outcome_per_hour: Outcome, jobs: int, prices: Prices = Prices()) -> dict[str, float]:
