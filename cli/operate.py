@@ -11,8 +11,10 @@ import argparse
 import sys
 from typing import Any
 
+import cli.bulk as bulk
+import cli.follow as follow
+import cli.lifecycle as lifecycle
 import cli.tables as tables
-from cli import bulk, follow, lifecycle
 from cli.api_client import ApiClient, segment
 from cli.common import Subparsers, positive_int
 from cli.remote import Ids, Shown, add_group, add_verb, job_line, job_path, label_selector, to_api_selector
