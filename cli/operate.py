@@ -112,7 +112,7 @@ def list_jobs(client: ApiClient, args: argparse.Namespace) -> Shown:
             break
     jobs = jobs[:args.limit]
     note = f"more jobs than --limit {args.limit}; raise it to see them" if token and len(jobs) >= args.limit else ""
-    if not jobs:
+    if not jobs or args.output == "json":  # (the JSON is the API's: no last runs to look up)
         return Shown({"jobs": jobs, "next_page_token": token}, f"no {_which(args)}jobs in {args.project}", note)
     runs = last_runs(client, args.project, jobs)
     rows = (tables.job_row(job, runs[job["id"]]) for job in jobs)
