@@ -97,12 +97,13 @@ class ApiClient:
         self.server, self.token, self.timeout = server, token, timeout
 
     def call(self, method: str, path: str, query: dict[str, Any] | None = None,
-             body: dict[str, Any] | None = None) -> Any:
-        """The decoded JSON answer of `method /api/v1{path}`; raises ApiFailure or Unreachable."""
-        return self._send(method, path, query, body)[1]
+             body: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+        """The decoded JSON answer of `method /api/v1{path}`; raises ApiFailure or Unreachable.
+        `timeout`: seconds to wait for the answer, when not the client's own."""
+        return self._send(method, path, query, body, timeout)[1]
 
     def _send(self, method: str, path: str, query: dict[str, Any] | None,
-              body: dict[str, Any] | None) -> tuple[int, Any]:
+              body: dict[str, Any] | None, timeout: float | None = None) -> tuple[int, Any]:
         url = f"{self.server}/api/v1{path}"
         if query:
             # doseq: a list is the parameter repeated (`label=a:1&label=b`).
@@ -116,7 +117,7 @@ class ApiClient:
             # Unredirected: a redirect (to another host, say) does not carry the token on.
             request.add_unredirected_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
                 status, raw = response.status, response.read()
         except urllib.error.HTTPError as error:
             raise _failure(error.code, error.read()) from None

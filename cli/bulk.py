@@ -16,6 +16,10 @@ from cli.api_client import ApiClient, segment
 from cli.common import UsageError
 from cli.remote import Shown, job_line, job_path, label_selector, to_api_selector
 
+# The server acts on the jobs one by one (a few milliseconds each on one machine): a
+# project of thousands takes longer than one job's request is given.
+BULK_TIMEOUT_SECONDS = 600.0
+
 
 def add_selection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", type=label_selector,
@@ -59,7 +63,8 @@ def _bulk_action(client: ApiClient, args: argparse.Namespace, action: str, done:
         body["label"] = [to_api_selector(label) for label in args.label]
     if args.reason:
         body["reason"] = args.reason
-    answer = client.call("POST", f"/projects/{segment(args.project)}/jobs{action}", body=body)
+    answer = client.call("POST", f"/projects/{segment(args.project)}/jobs{action}", body=body,
+                         timeout=BULK_TIMEOUT_SECONDS)
     results = answer["results"]
     which = f"with {' '.join(args.label)} " if args.label else ""
     lines = [f"{done} {len(answer['ids'])} of {len(results)} jobs {which}in {args.project}"
