@@ -57,18 +57,22 @@ def _seconds(text: str) -> float:
 
 @dataclass
 class Watch:
-    """What has been seen: each invocation's last status, each job's last view."""
+    """What has been seen: each invocation's last status, each job's last view, and for a
+    job idle at the start whose history was not read, its newest invocation then (that
+    one and the older ones are history, not news)."""
 
     client: ApiClient
     project: str
     job: str | None
     statuses: dict[Key, str] = field(default_factory=dict)
-    views: dict[str, object] = field(default_factory=dict)
+    views: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    history_from: dict[str, str | None] = field(default_factory=dict)
 
-    def look(self) -> list[dict[str, Any]]:
-        """The invocations that are news since the last look, oldest first."""
+    def look(self, first: bool = False) -> list[dict[str, Any]]:
+        """The invocations that are news since the last look, oldest first. The first
+        look of a project reads the history of the jobs with invocations under way only."""
         news = []
-        for row in self._rows():
+        for row in self._rows(first):
             key = (row["job"], row["id"])
             if not _has_run(row) or self.statuses.get(key) == row["status"]:
                 continue
@@ -76,21 +80,38 @@ class Watch:
             news.append(row)
         return sorted(news, key=lambda row: (_when(row) or "", row["id"]))
 
-    def _rows(self) -> Iterator[dict[str, Any]]:
-        for job in [self.job] if self.job else self._changed_jobs():
-            path = f"/projects/{segment(self.project)}/jobs/{segment(job)}/invocations"
-            yield from self.client.call("GET", path, {"page_size": PAGE})["invocations"]
+    def _rows(self, first: bool) -> Iterator[dict[str, Any]]:
+        views = self._job_views() if self.job is None else {self.job: ()}
+        for job, view in views.items():
+            if self.job is None and self.views.get(job) == view:
+                continue
+            if first and self.job is None and not view[-1]:  # idle: its history stays unread
+                self.history_from[job] = view[0]
+            else:
+                yield from self._news_of(job)
+            self.views[job] = view  # only once read: a look cut short reads it again
 
-    def _changed_jobs(self) -> list[str]:
-        changed = []
+    def _news_of(self, job: str) -> Iterator[dict[str, Any]]:
+        path = f"/projects/{segment(self.project)}/jobs/{segment(job)}/invocations"
+        rows = self.client.call("GET", path, {"page_size": PAGE})["invocations"]
+        if job in self.history_from:  # newest first: from its newest at the start on, history
+            newest_then = self.history_from.pop(job)
+            ids = [row["id"] for row in rows]
+            cut = ids.index(newest_then) if newest_then in ids else len(rows)
+            for row in rows[cut:]:
+                self.statuses[(job, row["id"])] = row["status"]
+            rows = rows[:cut]
+        yield from rows
+
+    def _job_views(self) -> dict[str, tuple[Any, ...]]:
+        """Each job's (newest invocation, its status, start, active ones) as listed now."""
+        views = {}
         for page in self.client.pages(f"/projects/{segment(self.project)}/jobs", "jobs", sys.maxsize, 1000):
             for job in page["jobs"]:
                 last = job.get("last_invocation") or {}
-                view = (last.get("id"), last.get("status"), last.get("started_time"), job.get("active_invocations"))
-                if self.views.get(job["id"]) != view:
-                    self.views[job["id"]] = view
-                    changed.append(job["id"])
-        return changed
+                views[job["id"]] = (last.get("id"), last.get("status"), last.get("started_time"),
+                                    tuple(job.get("active_invocations") or ()))
+        return views
 
 
 def _has_run(row: dict[str, Any]) -> bool:
@@ -108,7 +129,7 @@ def follow_invocations(client: ApiClient, args: argparse.Namespace,
                        clock: Callable[[], float] = time.monotonic) -> Shown:
     watch, printer = Watch(client, args.project, args.job), Printer(args.output == "json", args.count)
     # The first look marks what is there as seen; of it, only what is under way is news.
-    printer.show([row for row in watch.look() if row["status"] not in _ENDED])
+    printer.show([row for row in watch.look(first=True) if row["status"] not in _ENDED])
     ends = None if args.duration is None else clock() + args.duration
     try:
         while not printer.done and (ends is None or clock() < ends):

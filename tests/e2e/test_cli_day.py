@@ -262,3 +262,23 @@ def test_follow_a_project_as_json_lines_until_its_duration(server, capsys):
     rows = [json.loads(line) for line in out.splitlines()]
     assert rows and {row["job"] for row in rows} <= {"beat", "every-20s"}
     assert len({(row["id"], row["status"]) for row in rows}) == len(rows)  # each change once
+
+
+def test_follow_a_project_prints_what_happens_after_it_started_only(server, capsys):
+    """A job idle at the start has its history left unread; its next invocation is news."""
+    import threading
+
+    before = server.call("POST", "/api/v1/projects/day/jobs/on-demand:trigger")[1]["id"]
+    assert wait_until(lambda: server.get(f"/api/v1/projects/day/jobs/on-demand/invocations/{before}")["status"]
+                      == "SUCCEEDED", timeout=10)
+    later: list[str] = []
+    timer = threading.Timer(2.0, lambda: later.append(
+        server.call("POST", "/api/v1/projects/day/jobs/on-demand:trigger")[1]["id"]))
+    timer.start()
+    try:
+        status, out, _ = run(capsys, server, "invocations", "follow", "day", "--duration", "20s",
+                             "--interval", "300ms", "--count", "1", "-o", "json")
+    finally:
+        timer.join()
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert status == 0 and [(row["id"], row["job"]) for row in rows] == [(later[0], "on-demand")]
