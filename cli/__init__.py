@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-from cli import backup, operate, preview, queues, serve, validate
+from cli import backup, operate, preview, projects, queues, serve, validate
 from cli.common import CommandLineParser, Subparsers, UsageError
 from cli.version import __version__
 
@@ -27,6 +27,7 @@ COMMANDS: list[AddCommand] = [
     validate.add_validate,
     serve.add_serve,
     queues.add_queues,
+    projects.add_projects,
     operate.add_jobs,
     operate.add_invocations,
     backup.add_backup,

@@ -97,11 +97,17 @@ class ApiClient:
         self.server, self.token, self.timeout = server, token, timeout
 
     def call(self, method: str, path: str, query: dict[str, Any] | None = None,
-             body: dict[str, Any] | None = None) -> Any:
-        """The decoded JSON answer of `method /api/v1{path}`; raises ApiFailure or Unreachable."""
+             body: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+        """The decoded JSON answer of `method /api/v1{path}`; raises ApiFailure or Unreachable.
+        `timeout`: seconds to wait for the answer, when not the client's own."""
+        return self._send(method, path, query, body, timeout)[1]
+
+    def _send(self, method: str, path: str, query: dict[str, Any] | None,
+              body: dict[str, Any] | None, timeout: float | None = None) -> tuple[int, Any]:
         url = f"{self.server}/api/v1{path}"
         if query:
-            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+            # doseq: a list is the parameter repeated (`label=a:1&label=b`).
+            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None}, doseq=True)
         headers = {"Accept": "application/json"}
         data = None
         if body is not None:
@@ -111,14 +117,14 @@ class ApiClient:
             # Unredirected: a redirect (to another host, say) does not carry the token on.
             request.add_unredirected_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
                 status, raw = response.status, response.read()
         except urllib.error.HTTPError as error:
             raise _failure(error.code, error.read()) from None
         except (urllib.error.URLError, OSError) as error:
             raise Unreachable(f"cannot reach the Sundial server at {self.server}: {_why(error)}") from None
         try:
-            return json.loads(raw) if raw else None
+            return status, json.loads(raw) if raw else None
         except ValueError:
             raise Unreachable(f"{self.server} answered {status} with something other than JSON: "
                               f"is it a Sundial server?") from None
@@ -136,6 +142,31 @@ class ApiClient:
             token = page.get("next_page_token")
             if not token:
                 return
+
+    def apply_jobs(self, project: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Create or replace each API job of `entries` (each a job entry with its `id`):
+        `[{"id", "status": "created"|"replaced"|"failed", "error"?: {"code", "message"}}]`,
+        one per entry in order; one refused does not stop the others. One PUT per job; the
+        one place that would send them as one batch where the server takes it.
+
+        :raises Unreachable: the server went away (the entries before it were applied).
+        """
+        results: list[dict[str, Any]] = []
+        for entry in entries:
+            job_id, body = str(entry["id"]), {key: value for key, value in entry.items() if key != "id"}
+            path = f"/projects/{segment(project)}/jobs/{segment(job_id)}"
+            try:
+                created = self.put_created(path, body)
+            except ApiFailure as failure:
+                results.append({"id": job_id, "status": "failed",
+                                "error": {"code": failure.code, "message": failure.message}})
+                continue
+            results.append({"id": job_id, "status": "created" if created else "replaced"})
+        return results
+
+    def put_created(self, path: str, body: dict[str, Any]) -> bool:
+        """PUT `body` at `path`: True when it created (201), False when it replaced (200)."""
+        return self._send("PUT", path, None, body)[0] == 201
 
 
 def _failure(status: int, raw: bytes) -> ApiFailure:

@@ -26,6 +26,12 @@ class CommandLineParser(argparse.ArgumentParser):
 Subparsers: TypeAlias = "argparse._SubParsersAction[CommandLineParser]"
 
 
+def add_output(parser: argparse.ArgumentParser, what: str) -> None:
+    """--output text|json (-o): `what` names the JSON document for the help."""
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                        help=f"text for people (the default), or json: {what}")
+
+
 def time_zone(name: str, option: str = "--tz") -> ZoneInfo:
     try:
         return ZoneInfo(name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from datetime import datetime
 from typing import Iterator
@@ -10,6 +11,7 @@ from typing import Iterator
 from cli.common import (
     Subparsers,
     UsageError,
+    add_output,
     instant,
     non_negative_int,
     positive_int,
@@ -83,6 +85,7 @@ def add_next(subparsers: Subparsers) -> None:
         "--exclude", action="append", default=[], metavar="NAME",
         help="leave out the times this calendar of --calendars holds (repeatable)",
     )
+    add_output(parser, '{"times": [...]}, the same times in one document')
     parser.set_defaults(run=run_next)
 
 
@@ -96,14 +99,17 @@ def run_next(args: argparse.Namespace) -> int:
         raise UsageError(f"SCHEDULE: {error}") from None
     if not is_clock_driven(schedule):
         print(_not_clock_driven(args.schedule), file=sys.stderr)
-        return 0
-    exclude = _calendars(args.calendars, args.exclude)
-    fire_times = list(_next_fire_times(schedule, after, args.count, exclude))
+        fire_times = []
+    else:
+        fire_times = list(_next_fire_times(schedule, after, args.count, _calendars(args.calendars, args.exclude)))
     # One precision for the whole list, so that the lines line up: seconds, unless a
     # sub-second schedule (`every 1500ms`) needs milliseconds.
     timespec = "milliseconds" if any(t.microsecond for t in fire_times) else "seconds"
-    for fire_time in fire_times:
-        print(fire_time.astimezone(zone).isoformat(timespec=timespec))
+    shown = [fire_time.astimezone(zone).isoformat(timespec=timespec) for fire_time in fire_times]
+    if args.output == "json":
+        print(json.dumps({"times": shown}))
+    for line in shown if args.output == "text" else []:
+        print(line)
     return 0
 
 
@@ -194,6 +200,7 @@ def add_render(subparsers: Subparsers) -> None:
             flag, type=kind, default=default, metavar=metavar,
             help=f"value of ${{{variable}}} (default {default})",
         )
+    add_output(parser, '{"rendered": "..."}')
     parser.set_defaults(run=run_render)
 
 
@@ -215,7 +222,8 @@ def run_render(args: argparse.Namespace) -> int:
         event_count=args.event_count,
     )
     try:
-        print(render(args.template, context))
+        rendered = render(args.template, context)
+        print(json.dumps({"rendered": rendered}) if args.output == "json" else rendered)
     except TemplateError as error:
         raise UsageError(f"TEMPLATE: {error}") from None
     return 0

@@ -1,5 +1,5 @@
 """How the operator's commands show the API's Job and Invocation to people: aligned
-columns for lists, `field: value` lines for one item. Scripts use --json instead, so
+columns for lists, `field: value` lines for one item. Scripts use --output json instead, so
 these shapes may change for readability; the JSON is the API's own."""
 
 from __future__ import annotations
@@ -52,23 +52,27 @@ def outcome(invocation: dict[str, Any] | None) -> str:
 JOB_COLUMNS = ("ID", "STATE", "SCHEDULE", "NEXT RUN", "LAST RESULT", "LAST RUN")
 
 
-def job_row(job: dict[str, Any]) -> list[str]:
-    """LAST RUN is the scheduled time of the last invocation (when it was meant to run)."""
-    last = job.get("last_invocation")
-    return [job["id"], job["state"], schedule(job), when(job.get("next_run_time")), outcome(last),
-            when(last.get("scheduled_time")) if last else NONE]
+def job_row(job: dict[str, Any], last_run: dict[str, Any] | None) -> list[str]:
+    """LAST RESULT and LAST RUN are of the job's last invocation that has run (started or
+    ended; `last_run`): LAST RUN its scheduled time, when it was meant to run. One made
+    ready ahead of its time has not run yet: it is the NEXT RUN."""
+    return [job["id"], job["state"], schedule(job), when(job.get("next_run_time")), outcome(last_run),
+            when(last_run.get("scheduled_time")) if last_run else NONE]
 
 
-def job_fields(job: dict[str, Any]) -> str:
+def job_fields(job: dict[str, Any], last_run: dict[str, Any] | None) -> str:
     last = job.get("last_invocation")
+    upcoming = last if last and last.get("id") != (last_run or {}).get("id") else None  # not run yet
     shown = ("overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout", "throttle", "triggers")
     return fields([
         ("job", f"{job['project']}/{job['id']}"), ("source", job.get("source")), ("state", job["state"]),
         ("pause reason", job.get("pause_reason") if job.get("paused") else None),
         ("schedule", schedule(job)), ("timezone", job.get("timezone")),
+        ("labels", ", ".join(f"{key}={value}" for key, value in (job.get("labels") or {}).items())),
         ("next run", when(job.get("next_run_time"))),
-        ("last invocation", f"{last['id']} {outcome(last)} scheduled {when(last.get('scheduled_time'))}"
-         if last else NONE),
+        ("upcoming", f"{upcoming['id']} due {when(upcoming.get('scheduled_time'))}" if upcoming else None),
+        ("last run", f"{last_run['id']} {outcome(last_run)} scheduled {when(last_run.get('scheduled_time'))}"
+         if last_run else NONE),
         ("last success", when(job.get("last_success_time"))),
         ("active", ", ".join(job.get("active_invocations") or [])),
         *((name, _compact(job[name])) for name in shown if name in job),

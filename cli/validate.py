@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
-from cli.common import Subparsers, UsageError
+from cli.common import Subparsers, UsageError, add_output
 from config.loader import expand_paths, validate_paths
 from config.settings import variable
 from config.targets import BACKENDS
@@ -49,6 +50,7 @@ def add_validate(subparsers: Subparsers) -> None:
         help="apply the target address rules of this backend "
              "(default $SUNDIAL_BACKEND, else local)",
     )
+    add_output(parser, '{"errors": [{"file", "line", "message"}], "files"}, on stdout whatever the outcome')
     parser.set_defaults(run=run_validate)
 
 
@@ -58,9 +60,12 @@ def run_validate(args: argparse.Namespace) -> int:
         raise UsageError(f"SUNDIAL_BACKEND: expected one of {', '.join(BACKENDS)}, "
                          f"got {backend!r}")
     errors = validate_paths(args.paths, backend)
-    for error in errors:
-        print(error)
     files, _ = expand_paths(args.paths)
+    if args.output == "json":
+        print(json.dumps({"errors": [{"file": error.file, "line": error.line, "message": error.message}
+                                     for error in errors], "files": len(files)}))
+    for error in errors if args.output == "text" else []:
+        print(error)
     checked = f"{len(files)} file{'s' if len(files) != 1 else ''}"
     if errors:
         print(f"validate: {len(errors)} error{'s' if len(errors) != 1 else ''} "

@@ -161,10 +161,11 @@ def pause(engine: Engine, project: str, job_id: str, reason: str = "", actor: st
         return engine.changes.apply(project, job_id, ev.Paused(reason, by=actor), audit=audit).job
 
 
-def resume(engine: Engine, project: str, job_id: str, actor: str = UNKNOWN_ACTOR) -> StoredJob:
+def resume(engine: Engine, project: str, job_id: str, actor: str = UNKNOWN_ACTOR, reason: str = "") -> StoredJob:
     engine.queries.job(project, job_id)
+    audit = Audit(actor, AuditAction.RESUME, {"reason": reason} if reason else {})
     with engine.writers.admit(project, job_id):
-        return engine.changes.apply(project, job_id, ev.Resumed(), audit=Audit(actor, AuditAction.RESUME)).job
+        return engine.changes.apply(project, job_id, ev.Resumed(), audit=audit).job
 
 
 def abort(engine: Engine, project: str, job_id: str, reason: str = "", actor: str = UNKNOWN_ACTOR) -> StoredJob:

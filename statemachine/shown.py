@@ -30,7 +30,7 @@ from datetime import datetime
 
 from statemachine.calendars import next_included
 from statemachine.record import JobRecord, JobState
-from statemachine.schedule import is_clock_driven
+from statemachine.schedule import is_clock_driven, next_fire
 from statemachine.staging import ahead_of_time, staged
 
 __all__ = ["shown_state", "next_run", "under_way"]
@@ -59,14 +59,20 @@ def next_run(record: JobRecord, now: datetime) -> datetime | None:
     """When the job next runs, as a reader sees it at `now`: the earliest nominal
     scheduled time among its occurrences committed ahead of their time, else its next
     tick; None while it is paused or disabled, or has nothing left to run. A tick whose
-    time an exclusion calendar holds is not a run: the first fire time after it is."""
+    time an exclusion calendar holds is not a run: the first fire time after it is; nor
+    is the tick a resume arms at its own instant: the first fire time after the pause is."""
     if record.paused or record.disabled:
         return None
     ahead = [entry.scheduled_time for entry in record.active if ahead_of_time(entry, now)]
     tick_at = record.tick_at
-    if tick_at is not None and record.policy is not None and record.policy.exclude \
-            and is_clock_driven(record.policy.schedule):
-        tick_at = next_included(record.policy.schedule, record.policy.exclude, tick_at)
+    policy = record.policy
+    if tick_at is not None and policy is not None and is_clock_driven(policy.schedule):
+        if record.paused_through is not None and tick_at <= record.paused_through:
+            # The tick a resume arms at once records what fell due while paused; the
+            # first fire time after the pause is the run.
+            tick_at = next_fire(policy.schedule, record.paused_through)
+        if policy.exclude:
+            tick_at = next_included(policy.schedule, policy.exclude, tick_at)
     if tick_at is not None:
         ahead.append(tick_at)
     return min(ahead, default=None)

@@ -20,6 +20,7 @@ from engine.service import Engine
 from web import access, errors, origins, tracing, ui, ui_audit, ui_format
 from web.acl import Directory, load_directory
 from web.api import api
+from web.api_bulk import bulk_api
 from web.api_jobs import jobs_api
 from web.api_meta import meta_api
 from web.guard import Guard, guard_from_settings
@@ -83,7 +84,7 @@ def create_app(engine: Engine, settings: Settings, cron_jobs: Mapping[str, Calla
     origins.install(app, gatekeepers.identifier.open_access)
     app.register_blueprint(internal)
     app.register_blueprint(metrics_page)
-    for blueprint in (api, jobs_api, meta_api):
+    for blueprint in (api, jobs_api, bulk_api, meta_api):
         app.register_blueprint(blueprint)
     install_ui(app, settings)
 

@@ -70,9 +70,9 @@ def _job_action(summary: str, description: str, body: str | None,
 
 
 _LABEL = {"name": "label", "in": "query", "schema": {"type": "array", "items": {
-              "type": "string", "pattern": "^[a-z][a-z0-9_-]{0,62}(:.*)?$"}},
+              "type": "string", "pattern": "^[a-z][a-z0-9_-]{0,62}([:=].*)?$"}},
           "style": "form", "explode": True,
-          "description": "KEY:VALUE (that value) or KEY (any value); repeated, all must match. Filtered "
+          "description": "KEY:VALUE or KEY=VALUE (that value) or KEY (any value); repeated, all must match. Filtered "
                          "within each page, so a page may hold fewer jobs than page_size"}
 
 
@@ -90,6 +90,7 @@ def _paths() -> dict[str, Any]:
             params=(_PROJECT, {**page[0], "schema": {**page[0]["schema"], "default": 100}}, page[1], _LABEL))},
         job: _job_methods(),
         **_job_actions(job),
+        **_bulk_paths(),
         **_invocation_paths(job, page),
         **_audit_paths(page),
         **_meta_paths(),
@@ -142,6 +143,24 @@ def _job_actions(job: str) -> dict[str, Any]:
                     "before 1970, for an end in the future, and for a schedule without fire times; "
                     "409 for a paused or "
                     "disabled job.")},
+    }
+
+
+def _bulk_paths() -> dict[str, Any]:
+    jobs = "/projects/{project}/jobs"
+    selected = ("Every job of the project, or those whose labels match `label`; each job acted on is "
+                "changed and audited as if {verb} on its own, by the same permission (triggerers). ")
+    return {
+        jobs + ":pause": {"post": _operation(
+            "Pause jobs in bulk", _ok(200, "BulkResult", "the ids paused, and what became of each selected job"),
+            (400, 404, 413), params=(_PROJECT,), body="BulkRequest",
+            description=selected.format(verb="paused") + "A job already paused keeps its own reason "
+                        "(`unchanged`), so a retry changes nothing twice; a disabled job is `failed`.")},
+        jobs + ":resume": {"post": _operation(
+            "Resume jobs in bulk", _ok(200, "BulkResult", "the ids resumed, and what became of each selected job"),
+            (400, 404, 413), params=(_PROJECT,), body="BulkRequest",
+            description=selected.format(verb="resumed") + "Only paused jobs are resumed; `reason` goes "
+                        "to the audit log.")},
     }
 
 

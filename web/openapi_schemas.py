@@ -241,6 +241,7 @@ def schemas() -> dict[str, Schema]:
                 "(SUNDIAL_HISTORY_DAYS), is 400)")})},
             closed=True),
         **_backfill_schemas(),
+        **_bulk_schemas(),
         "CompleteRequest": _obj({"status": {"type": "string", "enum": [InvocationStatus.SUCCEEDED.value,
                                                                       InvocationStatus.FAILED.value]},
                                  "message": nullable({"type": "string", "maxLength": limits.MAX_MESSAGE_CHARS})},
@@ -272,6 +273,28 @@ def _backfill_schemas() -> dict[str, Schema]:
     }
 
 
+def _bulk_schemas() -> dict[str, Schema]:
+    """`POST .../jobs:pause` and `:resume` (web/api_bulk.py)."""
+    selector = {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,62}([:=].*)?$"}
+    return {
+        "BulkRequest": _obj({
+            "label": nullable({"oneOf": [selector, {"type": "array", "items": selector}], "description": (
+                "KEY=VALUE, KEY:VALUE or KEY (any value), or a list of them that a job must all match; "
+                "none selects every job of the project")}),
+            "reason": nullable({"type": "string", "maxLength": limits.MAX_REASON_CHARS,
+                                "description": "shown beside each job paused; recorded in the audit log"})},
+            closed=True),
+        "BulkResult": _obj({
+            "ids": {"type": "array", "items": {"type": "string"}, "description": "the jobs acted on, in id order"},
+            "results": {"type": "array", "items": _obj({
+                "id": {"type": "string"},
+                "outcome": {"type": "string", "enum": ["paused", "resumed", "unchanged", "failed"]},
+                "error": _obj({"code": {"type": "string"}, "message": {"type": "string"}}, ["code", "message"])},
+                ["id", "outcome"])}},
+            ["ids", "results"]),
+    }
+
+
 def _audit_schemas() -> dict[str, Schema]:
     """The audit log's page (`GET .../audit`)."""
     return {
@@ -280,7 +303,7 @@ def _audit_schemas() -> dict[str, Schema]:
             "action": {"type": "string", "enum": [action.value for action in AuditAction]},
             "job": {"type": "string"},
             "detail": {"type": "object", "description": (
-                "`reason` (pause, abort); `created`, `before` and `after` (put: each "
+                "`reason` (pause, abort, resume); `created`, `before` and `after` (put: each "
                 "`{revision, targets}`, the definition's digest and where each of its targets "
                 "sends, a URL without its query); `invocation` (trigger; `scheduled_time` "
                 "for a re-run), `start`, `end`, `count` (backfill)")},

@@ -102,8 +102,8 @@ def test_jobs_list_stops_at_its_limit_and_says_there_is_more(server, capsys, mon
 def test_jobs_get_shows_one_job(server, capsys):
     status, out, _ = run(capsys, server, "jobs", "get", PROJECT, "hourly")
     assert status == 0
-    assert f"job:             {PROJECT}/hourly" in out.splitlines()
-    assert "schedule:        every 1h" in out.splitlines()
+    assert f"job:            {PROJECT}/hourly" in out.splitlines()
+    assert "schedule:       every 1h" in out.splitlines()
     document = json.loads(run(capsys, server, "jobs", "get", PROJECT, "hourly", "--json")[1])
     assert document["id"] == "hourly" and document["state"] == "SCHEDULED"
 
@@ -113,13 +113,13 @@ def test_pause_then_get_shows_paused_and_resume_schedules_again(server, capsys):
     assert status == 0
     assert out.startswith(f"paused {PROJECT}/hourly: state PAUSED (INC-7 target down)")
     out = run(capsys, server, "jobs", "get", PROJECT, "hourly")[1]
-    assert "state:           PAUSED" in out.splitlines()
-    assert "pause reason:    INC-7 target down" in out.splitlines()
+    assert "state:          PAUSED" in out.splitlines()
+    assert "pause reason:   INC-7 target down" in out.splitlines()
     assert table(run(capsys, server, "jobs", "list", PROJECT)[1])["hourly"][1] == "PAUSED"
     status, out, _ = run(capsys, server, "jobs", "resume", PROJECT, "hourly", "--json")
     assert status == 0
     assert json.loads(out)["paused"] is False
-    assert "state:           PAUSED" not in run(capsys, server, "jobs", "get", PROJECT, "hourly")[1]
+    assert "state:          PAUSED" not in run(capsys, server, "jobs", "get", PROJECT, "hourly")[1]
 
 
 def test_trigger_then_invocations_list_and_get_show_it(server, capsys):

@@ -112,3 +112,17 @@ def test_a_jitter_is_waited_out_queued_and_the_next_run_is_the_nominal_time(jitt
     assert (shown_state(job.record, before), next_run(job.record, before)) == (JobState.SCHEDULED, T)
     during = T + (due - T) / 2
     assert (shown_state(job.record, during), next_run(job.record, during)) == (JobState.QUEUED, FOLLOWING)
+
+
+def test_a_resumed_job_shows_its_next_fire_time_not_the_instant_of_the_resume():
+    """Issue 37: `jobs resume` printed the resume's own instant as the next run: the resume
+    arms a tick at once (to record what fell due while paused), and that tick is no run."""
+    job = Scenario()
+    job.enable("10:07", schedule_text="*/15 * * * *")
+    job.step(ev.Paused("maintenance"), "10:08")
+    job.step(ev.Resumed(), "10:20:31")
+    resumed_at = clock("10:20:31")
+    assert job.record.tick_at == resumed_at  # the stored tick is the resume's bookkeeping
+    assert next_run(job.record, clock("10:20:31.400")) == clock("10:30")
+    job.tick("10:20:31.500")  # the tick records the skipped fire times and arms the next one
+    assert next_run(job.record, clock("10:20:32")) == clock("10:30")

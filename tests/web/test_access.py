@@ -55,6 +55,8 @@ ACTIONS = {
     "pause": ("POST", JOB + ":pause", {"reason": "r"}, 2),
     "resume": ("POST", JOB + ":resume", None, 2),
     "abort": ("POST", JOB + ":abort", None, 3),
+    "bulk pause": ("POST", "/api/v1/projects/demo/jobs:pause", {"reason": "r"}, 2),
+    "bulk resume": ("POST", "/api/v1/projects/demo/jobs:resume", None, 2),
     "replace job": ("PUT", JOB, noop_job(schedule="every 5m"), 3),
     "delete job": ("DELETE", JOB, None, 3),
 }
