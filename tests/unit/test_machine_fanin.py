@@ -8,6 +8,7 @@ from datetime import timedelta
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine import fanin, ids
+from statemachine.record import record_to_dict
 from statemachine.vocabulary import SkipReason
 from tests.unit.machine_helpers import JOB, PROJECT, Scenario, clock, occurrence_id
 
@@ -110,3 +111,15 @@ def test_an_upstream_job_reports_each_end_but_a_persons_trigger():
     job.step(ev.ManualTrigger("req-1"), "10:20")
     manual = job.record.active[0].invocation_id
     assert not [a for a in job.run_through(manual, "10:20") if isinstance(a, act.TriggerJobs)]
+
+
+def test_only_fan_in_jobs_store_the_new_keys():
+    plain = Scenario()
+    plain.enable("09:00")
+    stored = record_to_dict(plain.record)
+    assert "awaiting" not in stored and not {"after", "reports_to"} & stored["policy"].keys()
+    job = _fan_in()
+    _report(job, "a", "SUCCEEDED", "10:01")
+    stored = record_to_dict(job.record)
+    assert stored["awaiting"] == [["2026-01-05T10:00:00.000000Z", "2026-01-05T10:31:00.000000Z", ["a"], False]]
+    assert stored["policy"]["after"] == [["a", "b"], 30 * 60 * 1000]
