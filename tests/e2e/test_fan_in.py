@@ -30,6 +30,11 @@ jobs:
   - id: never
     after: [extract-a, broken]
     target: {{http: {{url: "{receiver.url}/never"}}}}
+  - {{id: half, schedule: every 4s, target: {{http: {{url: "{receiver.url}/half"}}}}}}
+  - id: sometimes
+    after: [extract-a, half]
+    after_window: 3s
+    target: {{http: {{url: "{receiver.url}/sometimes"}}}}
 """)
     server = Server(configs, tmp_path / "sundial.db", tmp_path / "server.log").start()
     try:
@@ -48,6 +53,15 @@ jobs:
         skipped = server.invocations("e2e", "never")
         assert {(row["status"], row["reason"], row["trigger"]) for row in skipped} == {("SKIPPED", "upstream", "after")}
         assert receiver.at_path("/never") == []
+
+        # extract-a every 2 s, half every 4 s: every other time waits out its 3 s window.
+        def outcomes():
+            return {(row["status"], row["reason"]) for row in server.invocations("e2e", "sometimes")}
+        assert wait_until(lambda: {("SUCCEEDED", ""), ("SKIPPED", "upstream")} <= outcomes(), timeout=60)
+        for row in server.invocations("e2e", "sometimes"):
+            if row["status"] == "SKIPPED":
+                log = server.call("GET", f"/api/v1/projects/e2e/jobs/sometimes/invocations/{row['id']}")[1]["log"]
+                assert [entry["message"] for entry in log] == ["skipped: upstream (no success of half within 3s)"]
     finally:
         server.stop()
         receiver.close()
