@@ -32,6 +32,8 @@ _MILLISECOND = timedelta(milliseconds=1)
 
 def arm_next(record: JobRecord, now: datetime) -> Result:
     """Arm the tick that follows what the record has handled so far."""
+    if record.awaiting and record.policy is not None and not record.policy.after:
+        record = evolve(record, awaiting=())  # no longer a fan-in job: its waits go with its `after`
     if record.dropping:
         return arm(record, now)  # a tick records the next batch of them
     # Callers in every state come here (a new policy arrives while paused, too).

@@ -123,3 +123,10 @@ def test_only_fan_in_jobs_store_the_new_keys():
     stored = record_to_dict(job.record)
     assert stored["awaiting"] == [["2026-01-05T10:00:00.000000Z", "2026-01-05T10:31:00.000000Z", ["a"], False]]
     assert stored["policy"]["after"] == [["a", "b"], 30 * 60 * 1000]
+
+
+def test_a_job_that_loses_its_after_drops_what_waited():
+    job = _fan_in()
+    _report(job, "a", "SUCCEEDED", "10:01")
+    job.enable("10:02")  # now `every 15m`, no after
+    assert job.record.awaiting == () and job.record.tick_at == clock("10:15")
