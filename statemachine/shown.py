@@ -64,6 +64,8 @@ def next_run(record: JobRecord, now: datetime) -> datetime | None:
         return None
     ahead = [entry.scheduled_time for entry in record.active if ahead_of_time(entry, now)]
     tick_at = record.tick_at
+    if record.policy is not None and record.policy.after:
+        tick_at = None  # a fan-in job's tick ends a wait (statemachine/fanin.py); it runs nothing
     if tick_at is not None and record.policy is not None and record.policy.exclude \
             and is_clock_driven(record.policy.schedule):
         tick_at = next_included(record.policy.schedule, record.policy.exclude, tick_at)

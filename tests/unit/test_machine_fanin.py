@@ -9,6 +9,7 @@ from statemachine import actions as act
 from statemachine import events as ev
 from statemachine import fanin, ids
 from statemachine.record import record_to_dict
+from statemachine.shown import next_run
 from statemachine.vocabulary import SkipReason
 from tests.unit.machine_helpers import JOB, PROJECT, Scenario, clock, occurrence_id
 
@@ -130,3 +131,10 @@ def test_a_job_that_loses_its_after_drops_what_waited():
     _report(job, "a", "SUCCEEDED", "10:01")
     job.enable("10:02")  # now `every 15m`, no after
     assert job.record.awaiting == () and job.record.tick_at == clock("10:15")
+
+
+def test_a_window_s_end_is_not_shown_as_the_next_run():
+    job = _fan_in()
+    _report(job, "a", "SUCCEEDED", "10:01")
+    assert job.record.tick_at == clock("10:31")
+    assert next_run(job.record, clock("10:02")) is None
