@@ -100,6 +100,8 @@ def plain_schedule(definition: JobDefinition) -> str:
     """The schedule in words, or "" where the expression says it best."""
     if definition.at is not None:
         return describe_at(list(definition.at), definition.timezone) if definition.at else ""
+    if definition.after:
+        return f"once {', '.join(definition.after)} all succeeded for the same scheduled time"
     return describe_schedule(str(definition.schedule), definition.timezone) or ""
 
 

@@ -43,3 +43,9 @@ def test_the_invocation_page_explains_a_skip_for_upstream(api):
     page = api.get(f"/p/demo/report/{skipped[0]['id']}").get_data(as_text=True)
     assert "an upstream job of this fan-in job (after) did not succeed" in page
     assert "upstream job extract-b ended FAILED" in page
+
+
+def test_the_jobs_page_says_when_a_fan_in_job_runs(api):
+    api.write_config("demo", FAN_IN)
+    page = api.get("/p/demo").get_data(as_text=True)
+    assert "once extract-a, extract-b all succeeded for the same scheduled time" in page
