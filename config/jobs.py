@@ -28,6 +28,7 @@ from typing import Any, Collection, Mapping
 from config import job_extras, limits
 from config.calendars import parse_exclude
 from config.checks import Checker, Invalid, Parser
+from config.fanin import AFTER_FIELDS, known_upstream, parse_fan_in
 from config.job_results import build_definition, build_policy, revision_of
 from config.model import BUILTIN_DEFAULTS, JOB_ID, SUCCEEDED, TRIGGER_CONDITIONS, JobConfig
 from config.targets import TargetRules, parse_target
@@ -44,9 +45,9 @@ __all__ = [
 
 JOB_FIELDS = ("id", "schedule", "at", "timezone", "disabled", "overlap", "max_concurrent",
               "catchup", "timeout", "retry", "fanout", "throttle", "triggers", "target",
-              "pause_after_failures", "on_failure", "on_recovery", "exclude") + job_extras.EXTRA_FIELDS
+              "pause_after_failures", "on_failure", "on_recovery", "exclude") + job_extras.EXTRA_FIELDS + AFTER_FIELDS
 HOOK_FIELDS = ("on_failure", "on_recovery")
-PER_JOB_FIELDS = ("id", "schedule", "at", "target", *HOOK_FIELDS, "exclude") + job_extras.PER_JOB
+PER_JOB_FIELDS = ("id", "schedule", "at", "target", *HOOK_FIELDS, "exclude") + job_extras.PER_JOB + AFTER_FIELDS
 _NESTED = ("catchup", "retry", "fanout")
 
 
@@ -292,12 +293,15 @@ def parse_entry(check: Checker, path: Path, entry: dict[str, Any], job_id: str,
     extras = job_extras.parse_extras(check, path, entry, own, context.defaults, timing, resolved["timezone"], _instant)
     exclude = () if entry.get("exclude") is None else check.attempt(
         lambda: parse_exclude(check, path + ("exclude",), entry["exclude"], context.calendars), ())
+    fan_in = parse_fan_in(check, path, entry, job_id)
+    known_upstream(check, path, entry, fan_in, context.known_jobs)
     if check.errors or timing is None or target is None:
         return None
     definition = build_definition(job_id, timing, resolved, target[0], {n: h[0] for n, h in hooks.items()},
-                             {**extras.definition_fields(), "exclude": tuple(calendars_to_list(exclude)) or None})
+                                  {**extras.definition_fields(), "exclude": tuple(calendars_to_list(exclude)) or None,
+                                   **fan_in.definition_fields()})
     policy = build_policy(timing, resolved, target[1], revision_of(definition), hooks,
-                          {**extras.policy_fields(), "exclude": exclude})
+                          {**extras.policy_fields(), "exclude": exclude, **fan_in.policy_fields()})
     return JobConfig(job_id, policy, definition, resolved["disabled"], check.lines.line(path))
 
 
@@ -306,6 +310,8 @@ def _timing(check: Checker, path: Path, entry: dict[str, Any], timezone: str) ->
     has_schedule, has_at = entry.get("schedule") is not None, entry.get("at") is not None
     if has_schedule and has_at:
         check.fail(path + ("at",), "has both schedule and at; give exactly one", named=False)
+    if not has_schedule and not has_at and entry.get("after") is not None:
+        return "schedule", "triggered"  # a fan-in job's only timing (config/fanin.py)
     if not has_schedule and not has_at:
         check.fail(path, "needs a schedule or at (write schedule: triggered for a job that "
                          "runs only when triggered)", named=False)

@@ -113,7 +113,8 @@ def parse_job_entry(entry: Any, project: ProjectConfig | Mapping[str, Any] | Non
     project_id: the project's id, for the identities the operator granted it (`auth`);
         None checks no grant (delivery still does).
 
-    Feeding a JobConfig's `definition.to_dict()` back in gives the same definition and revision.
+    Feeding a JobConfig's `definition.to_dict()` back in gives the same definition and
+    revision, but for a fan-in job's (`after`), which only a project file defines.
     Raises ProjectConfigError with the entry's errors.
     """
     _require_backend(backend)
@@ -127,6 +128,9 @@ def parse_job_entry(entry: Any, project: ProjectConfig | Mapping[str, Any] | Non
     if entry is not None and entry.get("id") is not None \
             and entry_id(check, (), entry) not in (None, job_id):
         check.report(("id",), f"'{entry['id']}' does not match the job id '{job_id}'")
+    if entry is not None and entry.get("after") is not None:
+        # Its upstream jobs learn whom to report to when their project file is imported.
+        check.report(("after",), "a fan-in job (after) is defined in its project file, not through the API")
     if entry is None or check.errors:
         raise ProjectConfigError(check.errors)
     job = parse_entry(check, (), entry, job_id, _context(project, backend, known_jobs, own, project_id))

@@ -29,6 +29,7 @@ from typing import Any
 from config import job_extras, limits
 from config.auth import AUTH_KINDS, DEFAULT_SCOPE, OAUTH_FIELDS, OIDC_FIELDS
 from config.calendars import CALENDAR_FIELDS
+from config.fanin import MAX_UPSTREAM
 from config.jobs import _SHARED, JOB_FIELDS, PER_JOB_FIELDS
 from config.model import BUILTIN_DEFAULTS, JOB_ID, PROJECT_ID, TRIGGER_CONDITIONS
 from config.targets import (
@@ -308,6 +309,13 @@ def _job_fields() -> dict[str, Schema]:
         "on_failure": _target("Where a FAILED invocation's notification goes."),
         "on_recovery": _target("Where the notification of the first SUCCEEDED invocation after FAILED ones goes."),
         "exclude": exclude_schema(),
+        "after": {"type": "array", "minItems": 1, "maxItems": MAX_UPSTREAM, "items": {
+                      "type": "string", "pattern": _anchored(JOB_ID.pattern)},
+                  "description": "Fan-in: jobs of the project that must each SUCCEED for one scheduled time; "
+                                 "then this job runs once for it (trigger `after`). A job with after has no "
+                                 "schedule of its own."},
+        "after_window": _duration("How long after the first upstream job's report for a scheduled time the "
+                                  "others have to succeed; then it is SKIPPED/upstream.", "1h"),
     }, PER_JOB_FIELDS)
     fields = {**shared, **per_job}
     return _checked("job fields", {name: field if name in ("id", "target") else _nullable(field)
@@ -341,8 +349,11 @@ def project_schema() -> Schema:
     """The schema of `<configs>/<project>.yaml` (a project id is the file's stem,
     matching PROJECT_ID; JSON Schema cannot see file names)."""
     job = _closed(_job_fields(), "One job.", ("id", "target"),
-                  oneOf=[{"required": ["schedule"], "not": {"required": ["at"]}},
-                         {"required": ["at"], "not": {"required": ["schedule"]}}])
+                  oneOf=[{"required": ["schedule"], "not": {"anyOf": [{"required": ["at"]}, {"required": ["after"]}]}},
+                         {"required": ["at"], "not": {"anyOf": [{"required": ["schedule"]}, {"required": ["after"]}]}},
+                         # a fan-in job: no time of its own (schedule, if given, is `triggered`)
+                         {"required": ["after"], "not": {"required": ["at"]},
+                          "properties": {"schedule": {"const": "triggered"}}}])
     top = _top_fields()
     return {
         "$schema": DRAFT,

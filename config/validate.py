@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from config.calendars import parse_calendars
 from config.checks import Checker, describe_value
+from config.fanin import after_edges, with_reports
 from config.jobs import JobContext, defaults_json, entry_id, parse_defaults, parse_entry, trigger_name
 from config.model import JOB_ID, PROJECT_ID, ConfigError, JobConfig, ProjectConfig, ProjectConfigError
 from config.targets import TargetRules
@@ -188,7 +189,7 @@ def _jobs(filename: str, lines: LineMap, entries: list[Any],
             loaded[job_id] = (index, job)
     errors += _break_cycles(filename, lines, entries, loaded)
     jobs = sorted(loaded.values(), key=lambda item: item[0])
-    return [job for _, job in jobs], _by_line(errors)
+    return with_reports([job for _, job in jobs]), _by_line(errors)
 
 
 def _duplicates(ids: Sequence[str]) -> set[str]:
@@ -201,19 +202,27 @@ def _duplicates(ids: Sequence[str]) -> set[str]:
 
 def _break_cycles(filename: str, lines: LineMap, entries: list[Any],
                   loaded: dict[str, tuple[int, JobConfig]]) -> list[ConfigError]:
-    """Skip the job closing each cycle of triggers until none is left; their errors."""
+    """Skip the job closing each cycle of triggers (and of `after`: an upstream job leads
+    to its fan-in jobs) until none is left; their errors."""
     errors: list[ConfigError] = []
     while True:
-        graph = {job_id: job.definition.trigger_targets for job_id, (_, job) in loaded.items()}
+        jobs = {job_id: job for job_id, (_, job) in loaded.items()}
+        waits = after_edges(jobs)
+        graph = {job_id: job.definition.trigger_targets + waits.get(job_id, ()) for job_id, job in jobs.items()}
         cycle = trigger_cycle(graph)
         if cycle is None:
             return errors
         closer, target = cycle[-2], cycle[-1]
-        index = loaded.pop(closer)[0]
-        raw = entries[index].get("triggers")
-        named = [item.get("job") if isinstance(item, dict) else item for item in raw] if isinstance(raw, list) else []
-        # The edge may come from the defaults block; then the entry itself is the place.
-        where = ("jobs", index, "triggers", named.index(target)) if target in named else ("jobs", index)
+        if closer not in jobs[target].policy.after:
+            index = loaded.pop(closer)[0]
+            raw = entries[index].get("triggers")
+            named = [item.get("job") if isinstance(item, dict) else item for item in raw] \
+                if isinstance(raw, list) else []
+            # The edge may come from the defaults block; then the entry itself is the place.
+            where = ("jobs", index, "triggers", named.index(target)) if target in named else ("jobs", index)
+        else:  # the fan-in job's `after` closes it: that job is skipped, at the upstream's line
+            closer, index = target, loaded.pop(target)[0]
+            where = ("jobs", index, "after", list(jobs[target].policy.after).index(cycle[-2]))
         errors.append(ConfigError(filename, lines.line(where),
                                   f"job '{closer}': trigger cycle: {' -> '.join(cycle)}",
                                   job=closer))

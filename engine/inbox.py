@@ -49,6 +49,9 @@ class Pending:
     request_id: str
     trigger: str
     at: datetime
+    # A fan-in report (statemachine/fanin.py): the upstream job and its invocation's status.
+    upstream: str | None = None
+    status: str = ""
 
     @property
     def key(self) -> str:
@@ -57,14 +60,19 @@ class Pending:
 
     def to_dict(self) -> dict[str, str]:
         # isoformat, not RFC 3339 in milliseconds: the step sees the time the trigger had.
-        return {"request": self.request_id, "trigger": self.trigger, "at": self.at.isoformat()}
+        row = {"request": self.request_id, "trigger": self.trigger, "at": self.at.isoformat()}
+        if self.upstream is not None:  # only a report's row has them
+            row.update(upstream=self.upstream, status=self.status)
+        return row
 
     @classmethod
     def from_dict(cls, value: dict[str, str]) -> Pending:
-        return cls(value["request"], value["trigger"], datetime.fromisoformat(value["at"]))
+        return cls(value["request"], value["trigger"], datetime.fromisoformat(value["at"]),
+                   value.get("upstream"), value.get("status", ""))
 
     def event(self) -> ev.ManualTrigger:
-        return ev.ManualTrigger(self.request_id, self.trigger, self.at)
+        return ev.ManualTrigger(self.request_id, self.trigger, self.at, upstream=self.upstream,
+                                upstream_status=self.status)
 
 
 def inbox_task(project: str, job_id: str, now: datetime) -> Task:

@@ -118,17 +118,24 @@ def hook_of(summary: dict[str, Any]) -> str:
 
 
 def trigger_task(project: str, source_job: str, target_job: str, source_invocation: str,
-                 source_time: datetime, now: datetime) -> Task:
+                 source_time: datetime, now: datetime, source_status: str | None = None) -> Task:
     """Another job's trigger; `source_time` (the source's scheduled time) fixes the
-    triggered invocation's id, so a redelivered task cannot start a second one."""
+    triggered invocation's id, so a redelivered task cannot start a second one. With
+    `source_status`, a fan-in report instead (statemachine/fanin.py): named apart, since
+    one invocation may both trigger a job and report to it."""
     payload = {
         "project": project,
         "job": target_job,
         "request": source_invocation,
-        "trigger": Trigger.job(source_job),
+        "trigger": Trigger.job(source_job) if source_status is None else Trigger.AFTER,
         "at": rfc3339_millis(source_time),
     }
-    return Task(task_name(TaskKind.TRIGGER, project, target_job, source_invocation), TaskKind.TRIGGER, payload, now)
+    if source_status is None:
+        return Task(task_name(TaskKind.TRIGGER, project, target_job, source_invocation), TaskKind.TRIGGER,
+                    payload, now)
+    payload.update(upstream=source_job, status=source_status)
+    return Task(task_name(TaskKind.TRIGGER, project, target_job, source_invocation, Trigger.AFTER),
+                TaskKind.TRIGGER, payload, now)
 
 
 def append_log(row: InvocationRow, now: datetime, message: str, /, **fields: object) -> None:
@@ -207,7 +214,8 @@ def record_action(tx: Transaction, project: str, job_id: str, action: act.Action
     elif isinstance(action, act.TriggerJobs):
         source_time = action.source_scheduled_time or now
         for target in action.job_ids:
-            tx.enqueue(trigger_task(project, job_id, target, action.source_invocation_id, source_time, now))
+            tx.enqueue(trigger_task(project, job_id, target, action.source_invocation_id, source_time, now,
+                                    action.source_status))
     elif isinstance(action, act.Deliver) and tells_history(action):
         _update(tx, project, job_id, action.invocation_id, lambda row: _delivering(row, action, now))
     elif isinstance(action, act.CancelTick):
@@ -236,7 +244,7 @@ def _record_skipped(tx: Transaction, project: str, job_id: str, action: act.Reco
         project, job_id, action.invocation_id, InvocationStatus.SKIPPED, action.scheduled_time, action.trigger,
         reason=action.reason, created_time=now, finished_time=now,
     )
-    append_log(row, now, f"skipped: {action.reason}")
+    append_log(row, now, f"skipped: {action.reason}" + (f" ({action.detail})" if action.detail else ""))
     tx.put_invocation(row)
 
 

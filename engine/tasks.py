@@ -285,7 +285,9 @@ class TaskRunner:
         append 50 rows rather than wait for its record one after another."""
         payload = task.payload
         at = parse_instant(payload["at"]) if payload.get("at") else self.changes.clock.now()
-        self.inbox.append(payload["project"], payload["job"], Pending(payload["request"], payload["trigger"], at))
+        pending = Pending(payload["request"], payload["trigger"], at,
+                          payload.get("upstream"), payload.get("status", ""))  # a fan-in report's
+        self.inbox.append(payload["project"], payload["job"], pending)
 
 
 def task_event(task: Task) -> JobEvent:

@@ -96,11 +96,12 @@ class RecordSkipped:
     scheduled_time: datetime
     trigger: str
     reason: str
+    detail: str = ""  # more than the reason says, for the invocation's log (e.g. which upstream job failed)
 
     @classmethod
-    def of(cls, occurrence: Occurrence, reason: str) -> RecordSkipped:
+    def of(cls, occurrence: Occurrence, reason: str, detail: str = "") -> RecordSkipped:
         """The occurrence, skipped for `reason` (a SkipReason): the one way the core builds it."""
-        return cls(occurrence.invocation_id, occurrence.scheduled_time, occurrence.trigger, reason)
+        return cls(occurrence.invocation_id, occurrence.scheduled_time, occurrence.trigger, reason, detail)
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,9 @@ class TriggerJobs:
     job_ids: tuple[str, ...]
     source_invocation_id: str
     source_scheduled_time: datetime | None = None
+    # Set for a fan-in report (`after`): the source's terminal status, which each job
+    # counts for the source's scheduled time (statemachine/fanin.py) instead of starting.
+    source_status: str | None = None
 
 
 @dataclass(frozen=True)

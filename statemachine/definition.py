@@ -95,6 +95,10 @@ class JobDefinition:
     # The exclusion calendars the job names, each copied in full ({name, timezone, dates,
     # ranges}: statemachine/calendars.py), so that a change to one changes the revision.
     exclude: tuple[dict[str, Any], ...] | None = None
+    # Fan-in: the project's jobs that must each succeed for a scheduled time before this
+    # one runs for it, and how long they have (a duration's text); None: not a fan-in job.
+    after: tuple[str, ...] | None = None
+    after_window: str | None = None
 
     def __post_init__(self) -> None:
         if (self.schedule is None) == (self.at is None):
@@ -156,6 +160,8 @@ class JobDefinition:
                 data[key] = getattr(self, key)
         if self.exclude is not None:
             data["exclude"] = list(self.exclude)
+        if self.after is not None:
+            data["after"], data["after_window"] = list(self.after), self.after_window
         return data
 
     @classmethod
@@ -193,13 +199,15 @@ class JobDefinition:
             start=fields.optional("start", str),
             end=fields.optional("end", str),
             exclude=tuple(fields.items("exclude", dict)) if "exclude" in data else None,
+            after=tuple(fields.items("after", str)) if "after" in data else None,
+            after_window=fields.optional("after_window", str),
         )
 
 
 _KEYS = frozenset({"id", "schedule", "at", "timezone", "disabled", "overlap", "max_concurrent", "catchup",
                    "timeout", "retry", "fanout", "throttle", "triggers", "target", "pause_after_failures",
                    "on_failure", "on_recovery", "description", "labels", "jitter", "start", "end",
-                   "exclude"})
+                   "exclude", "after", "after_window"})
 # Written only when set (as pause_after_failures and on_failure), in this order.
 # json.dumps builds an encoder per call when given options: this one is built once.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -226,7 +234,8 @@ def _spelled(d: JobDefinition) -> str:
     if not (_ints(d.max_concurrent, retry.max_attempts, fanout.count) and type(d.disabled) is bool
             and (d.pause_after_failures is None or _ints(d.pause_after_failures))):
         raise TypeError("a field is not of its type")
-    text = ("{" if d.at is None else '{"at":' + _strings(d.at) + ",") + \
+    text = "{" + _optional("after", d.after, _strings) + _optional("after_window", d.after_window)
+    text += ("" if d.at is None else '"at":' + _strings(d.at) + ",") + \
         f'"catchup":{{"policy":{_string(catchup.policy.value)},"window":{_string(catchup.window)}}},'
     text += _optional("description", d.description) + f'"disabled":{"true" if d.disabled else "false"},'
     text += _optional("end", d.end) + _optional("exclude", d.exclude, _CANONICAL.encode)

@@ -169,6 +169,10 @@ class ManualTrigger:
     trigger: str = Trigger.MANUAL
     at: datetime | None = None
     backfill: Run | None = None
+    # Not a start but a fan-in report (trigger `after`, statemachine/fanin.py): upstream
+    # job `upstream`'s invocation `request_id` for scheduled time `at` ended `upstream_status`.
+    upstream: str | None = None
+    upstream_status: str = ""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ OCCURRENCE = "o"  # a scheduled time of the job's schedule, on time or caught up
 MANUAL = "m"  # a trigger through the API or the UI
 JOB = "j"  # a trigger by another job's success
 BACKFILL = "b"  # a fire time of a backfill; its key is the backfill's request id
+AFTER = "a"  # a fan-in job's run for a scheduled time every upstream job succeeded for
 
 
 def invocation_id(project: str, job_id: str, scheduled_time: datetime, kind: str, key: str = "") -> str:

@@ -25,7 +25,7 @@ from statemachine.policy import (
     occurrence_delay,
 )
 from statemachine.record import ActiveInvocation, JobRecord, Occurrence, evolve
-from statemachine.vocabulary import ON_THE_CLOCK, InvocationStatus, SkipReason
+from statemachine.vocabulary import ON_THE_CLOCK, InvocationStatus, SkipReason, Trigger
 
 SUCCEEDED, FAILED = InvocationStatus.SUCCEEDED, InvocationStatus.FAILED
 ABORTED, SKIPPED = InvocationStatus.ABORTED, InvocationStatus.SKIPPED
@@ -314,6 +314,10 @@ def finish(record: JobRecord, entry: ActiveInvocation, status: str, reason: str,
     following = policy.triggers if status == SUCCEEDED else policy.triggers_on_failure if status == FAILED else ()
     if following:
         actions.append(act.TriggerJobs(following, entry.invocation_id, entry.scheduled_time))
+    # Fan-in (`after`, statemachine/fanin.py): every end but a person's trigger's (whose
+    # time is no scheduled time) is reported to the jobs waiting on this one.
+    if policy.reports_to and entry.trigger != Trigger.MANUAL:
+        actions.append(act.TriggerJobs(policy.reports_to, entry.invocation_id, entry.scheduled_time, status))
     actions += hooks.on_finish(record, entry, status, reason, attempts or max(entry.attempts, default=1))
     record, paused = count_outcome(record, status, reason, now)
     record, started = drain_buffer(record, now, tuning)

@@ -27,7 +27,7 @@ from enum import Enum
 from typing import Any, Callable, Final
 
 from statemachine import actions as act
-from statemachine import admission, deadlines, ids, staging
+from statemachine import admission, deadlines, fanin, ids, staging
 from statemachine import events as ev
 from statemachine import invocations as inv
 from statemachine.errors import SundialError
@@ -211,8 +211,8 @@ def _on_manual(record: JobRecord, event: ev.ManualTrigger, now: datetime, tuning
     return admission.admit(record, Occurrence(invocation, event.at or now, event.trigger), now, tuning)
 
 
-def _triggered_by_another_job(event: ev.ManualTrigger) -> bool:
-    return event.trigger.startswith(JOB_PREFIX)  # not a person's trigger or backfill
+def _triggered_by_another_job(event: ev.ManualTrigger) -> bool:  # not a person's trigger or backfill
+    return event.trigger.startswith(JOB_PREFIX) or fanin.is_report(event)
 
 
 def _trigger_while_stopped(reason: SkipReason) -> Refusal:
@@ -224,7 +224,7 @@ def _trigger_while_stopped(reason: SkipReason) -> Refusal:
         return record, [act.RecordSkipped.of(occurrence, reason)]
 
     hint = "; resume it first" if reason is SkipReason.PAUSED else ""
-    return Refusal(f"job {{job}} is {reason}{hint}", unless=_triggered_by_another_job, handler=skip)
+    return Refusal(f"job {{job}} is {reason}{hint}", unless=_triggered_by_another_job, handler=fanin.reports_or(skip))
 
 
 def _on_paused(record: JobRecord, event: ev.Paused, now: datetime, tuning: Tuning) -> Result:
@@ -288,7 +288,7 @@ _started = _with_invocations(inv.on_started)
 _finished = _with_invocations(inv.on_finished)
 _interrupted = _with_invocations(inv.on_interrupted)
 _settled = _with_invocations(inv.on_settled)
-_manual = _with_invocations(_on_manual)
+_manual = _with_invocations(fanin.reports_or(_on_manual))
 
 
 def _table() -> dict[JobState, dict[type, Entry]]:

@@ -125,6 +125,14 @@ class JobPolicy:
     # (`triggers` entries with `on: failed` or `on: finished`; those with `finished` are in both).
     triggers: tuple[str, ...] = ()
     triggers_on_failure: tuple[str, ...] = ()
+    # Fan-in (statemachine/fanin.py): the upstream jobs that must each SUCCEED for one
+    # scheduled time before this job runs for it (`after`), and how long after the first
+    # upstream's report the others have (`after_window`); then the time is SKIPPED/upstream.
+    after: tuple[str, ...] = ()
+    after_window: timedelta = timedelta(hours=1)
+    # The jobs whose `after` names this one: each end of an invocation of this one is
+    # reported to them (set by the config import, which sees the whole project).
+    reports_to: tuple[str, ...] = ()
     # The project throttle this job's deliveries count against ("" for none). A
     # throttled job never delivers inline after a tick: every attempt goes through
     # a start task on the throttle's queue, whose concurrency is the throttle.

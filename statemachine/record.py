@@ -127,6 +127,18 @@ class ActiveInvocation:
 
 
 @dataclass(frozen=True)
+class Awaited:
+    """A scheduled time a fan-in job (`after`) waits on (statemachine/fanin.py): the
+    upstream jobs that SUCCEEDED for it so far, and until when the others may. `decided`
+    once it started or was skipped; kept until `until` so that a late report changes nothing."""
+
+    scheduled_time: datetime
+    until: datetime
+    succeeded: tuple[str, ...] = ()
+    decided: bool = False
+
+
+@dataclass(frozen=True)
 class JobRecord:
     project: str
     job_id: str
@@ -168,6 +180,9 @@ class JobRecord:
     last_finished_at: datetime | None = None
     # When an invocation last SUCCEEDED (None: never, or not since this field came in).
     last_succeeded_at: datetime | None = None
+    # A fan-in job's scheduled times waiting on their upstream jobs, oldest first, at
+    # most fanin.MOST_AWAITED (statemachine/fanin.py); empty for every other job.
+    awaiting: tuple[Awaited, ...] = ()
 
     @property
     def live_policy(self) -> JobPolicy:
@@ -291,6 +306,21 @@ def record_to_dict(record: JobRecord, with_policy: bool = True) -> Data:
     """A JSON-ready dict of the record; `record_from_dict` is its inverse.
     `with_policy=False` leaves "policy" None, for a caller that encodes the policy,
     which rarely changes, once (engine/adapters/local/sqlite_rows.py)."""
+    data = _record_fields(record, with_policy)
+    if record.awaiting:  # only a fan-in job's: every other record stays as it was
+        data["awaiting"] = [_awaited_to_list(entry) for entry in record.awaiting]
+    return data
+
+
+def _awaited_to_list(entry: Awaited) -> list[Any]:
+    return [stored_time(entry.scheduled_time), stored_time(entry.until), list(entry.succeeded), entry.decided]
+
+
+def _awaited_from_list(data: list[Any]) -> Awaited:
+    return Awaited(required_time(data[0]), required_time(data[1]), tuple(data[2]), data[3])
+
+
+def _record_fields(record: JobRecord, with_policy: bool) -> Data:
     return {
         "version": RECORD_VERSION,
         "project": record.project,
@@ -351,4 +381,5 @@ def record_from_dict(data: Data) -> JobRecord:
                                     else "consecutive_failures"],
         last_finished_at=parse_stored_time(data["last_finished_at"]),
         last_succeeded_at=parse_stored_time(data.get("last_succeeded_at")),  # absent before it came in
+        awaiting=tuple(_awaited_from_list(entry) for entry in data.get("awaiting", ())),  # ditto
     )

@@ -66,12 +66,14 @@ def next_run(record: JobRecord, now: datetime) -> datetime | None:
     ahead = [entry.scheduled_time for entry in record.active if ahead_of_time(entry, now)]
     tick_at = record.tick_at
     policy = record.policy
+    if policy is not None and policy.after:
+        tick_at = None  # a fan-in job's tick ends a wait (statemachine/fanin.py); it runs nothing
     if tick_at is not None and policy is not None and is_clock_driven(policy.schedule):
         if record.paused_through is not None and tick_at <= record.paused_through:
             # The tick a resume arms at once records what fell due while paused; the
             # first fire time after the pause is the run.
             tick_at = next_fire(policy.schedule, record.paused_through)
-        if policy.exclude:
+        if policy.exclude and tick_at is not None:
             tick_at = next_included(policy.schedule, policy.exclude, tick_at)
     if tick_at is not None:
         ahead.append(tick_at)

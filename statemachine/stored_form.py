@@ -56,6 +56,10 @@ def policy_to_dict(policy: JobPolicy) -> Data:
         data["exclude"] = calendars_to_list(policy.exclude)
     if policy.triggers_on_failure:
         data["triggers_on_failure"] = list(policy.triggers_on_failure)
+    if policy.after:
+        data["after"] = [list(policy.after), millis(policy.after_window)]
+    if policy.reports_to:
+        data["reports_to"] = list(policy.reports_to)
     return data
 
 
@@ -111,5 +115,17 @@ def policy_from_dict(data: Data) -> JobPolicy:
         end=parse_stored_time(data.get("end")),
         exclude=calendars_from_list(data.get("exclude", ())),
         triggers_on_failure=tuple(data.get("triggers_on_failure", ())),
+        **_fan_in(data),
         revision=data["revision"],
     )
+
+
+def _fan_in(data: Data) -> Data:
+    """The fan-in fields, absent from the records of jobs without them."""
+    found: Data = {}
+    if "after" in data:
+        upstream, window_ms = data["after"]
+        found.update(after=tuple(upstream), after_window=timedelta(milliseconds=window_ms))
+    if "reports_to" in data:
+        found["reports_to"] = tuple(data["reports_to"])
+    return found

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from statemachine import actions as act
-from statemachine import admission, runs, staging, waiting
+from statemachine import admission, fanin, runs, staging, waiting
 from statemachine import events as ev
 from statemachine import invocations as inv
 from statemachine.budget import ROWS_PER_STEP
@@ -32,6 +32,8 @@ _MILLISECOND = timedelta(milliseconds=1)
 
 def arm_next(record: JobRecord, now: datetime) -> Result:
     """Arm the tick that follows what the record has handled so far."""
+    if record.awaiting and record.policy is not None and not record.policy.after:
+        record = evolve(record, awaiting=())  # no longer a fan-in job: its waits go with its `after`
     if record.dropping:
         return arm(record, now)  # a tick records the next batch of them
     # Callers in every state come here (a new policy arrives while paused, too).
@@ -48,7 +50,7 @@ def arm_next(record: JobRecord, now: datetime) -> Result:
             at = record.scheduled_until + _MILLISECOND
         return arm(record, at)
     if not is_clock_driven(schedule):
-        return arm(record, None)
+        return arm(record, fanin.next_deadline(record))  # a fan-in job's earliest window end, if any
     return arm(record, next_fire(schedule, record.scheduled_until or now))
 
 
@@ -114,6 +116,8 @@ def _on_current_tick(record: JobRecord, tick_at: datetime, now: datetime, tuning
         record, recorded = waiting.record_dropped(record)
         record, armed = arm_next(record, now)
         return record, armed + recorded
+    if record.live_policy.after:
+        return fanin.on_tick(record, now)
     horizon = max(now, tick_at)
     if isinstance(record.live_policy.schedule, IntervalSchedule):
         # A relative schedule arms its next tick when the invocation ends.

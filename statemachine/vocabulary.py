@@ -48,6 +48,9 @@ class SkipReason(StrEnum):
     # (statemachine/staging.py); only an invocation that already had a history row gets it.
     RESCHEDULED = "rescheduled"
     EXCLUDED = "excluded"  # its time falls in one of the job's exclusion calendars (`exclude`)
+    # A fan-in job's (`after`) scheduled time: an upstream job did not succeed for it in time
+    # (it failed, or the window passed first); the invocation's log names which ones.
+    UPSTREAM = "upstream"
 
 
 class AbortReason(StrEnum):
@@ -64,6 +67,7 @@ class Trigger(StrEnum):
     MANUAL = "manual"
     CATCHUP = "catchup"
     BACKFILL = "backfill"  # a person asked for the fire times of a past range (`:backfill`)
+    AFTER = "after"  # every upstream job of its `after` succeeded for its scheduled time
 
     @staticmethod
     def job(job_id: str) -> str:

@@ -155,7 +155,7 @@ def install_ui(app: Flask, settings: Settings) -> None:
     app.after_request(_page_safety_headers)
     app.jinja_env.globals.update(csrf_token=csrf_token, signed_in=signed_in, utc=ui_format.utc_text,
                                  relative=ui_format.relative, local=ui_format.local_text,
-                                 log_extras=ui_format.log_extras)
+                                 log_extras=ui_format.log_extras, reason_text=ui_format.reason_text)
     app.jinja_env.globals.update(job_audit=ui_audit.job_audit, actor_name=ui_audit.actor_name)
     app.register_blueprint(ui.ui)
     app.register_blueprint(actions)

@@ -139,12 +139,13 @@ def _invocation(with_log: bool) -> Schema:
         "id": {"type": "string"}, "job": {"type": "string"}, "project": {"type": "string"},
         "status": {"type": "string", "enum": STATUSES},
         "reason": {"type": "string", "description": "why it ended: `overlap`, `missed`, `paused`, `excluded`, "
-                                                    "`replaced`, "
+                                                    "`replaced`, `upstream`, "
                                                     "`http 500`, `timeout`, ...; `buffered` while waiting"},
         "scheduled_time": time, "created_time": nullable(time),
         "started_time": nullable(time), "finished_time": nullable(time),
         "attempt": {"type": "integer", "minimum": 0}, "event_count": {"type": "integer", "minimum": 1},
-        "trigger": {"type": "string", "description": "`schedule`, `manual`, `job:ID`, `catchup` or `backfill`"},
+        "trigger": {"type": "string", "description": "`schedule`, `manual`, `job:ID`, `catchup`, `backfill` or "
+                                                     "`after` (a fan-in job's run)"},
     }
     required = ["id", "job", "status", "reason", "scheduled_time", "started_time", "finished_time",
                 "attempt", "trigger"]
@@ -186,6 +187,11 @@ def _job() -> Schema:
         "config_error": {"type": "string", "description": "the error of the job's entry in its config file "
                                                           "while that entry is broken (the job runs its last good "
                                                           "definition); empty otherwise"},
+        "after": {"type": "array", "items": {"type": "string"},
+                  "description": "fan-in (a project file's job only): the jobs that must each succeed for a "
+                                 "scheduled time before this one runs for it"},
+        "after_window": {"type": "string", "description": "how long the others have after the first upstream "
+                                                          "report; then the time is SKIPPED/`upstream`"},
         **_extras(),
     }, ["id", "project", "source", "timezone", "state", "paused", "next_run_time", "last_invocation",
         "target"])

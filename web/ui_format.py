@@ -28,7 +28,7 @@ from statemachine.schedule import ScheduleError, is_clock_driven, load_zone, nex
 from statemachine.shown import next_run as shown_next_run
 from statemachine.staging import staged
 from statemachine.template import TemplateContext
-from statemachine.vocabulary import ACTIVE_STATUSES, TERMINAL_STATUSES
+from statemachine.vocabulary import ACTIVE_STATUSES, TERMINAL_STATUSES, SkipReason
 
 # The history filters: a name in the query string -> the statuses it shows.
 STATUS_FILTERS = {
@@ -38,7 +38,23 @@ STATUS_FILTERS = {
 TERMINAL = TERMINAL_STATUSES
 # The definition's policy fields, in the order a reader looks for them.
 POLICY_FIELDS = ("overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout", "throttle",
-                 "triggers", "pause_after_failures", "on_failure", "on_recovery", "exclude")
+                 "triggers", "pause_after_failures", "on_failure", "on_recovery", "exclude", "after", "after_window")
+# What a SKIPPED invocation's reason means, shown beside the word on its page.
+SKIP_REASON_TEXT: dict[str, str] = {
+    SkipReason.OVERLAP: "another invocation of the job was active, and its overlap policy skips",
+    SkipReason.MISSED: "its time passed while nothing ran, or a newer occurrence superseded it",
+    SkipReason.PAUSED: "the job was paused",
+    SkipReason.DISABLED: "the job was disabled or removed from its file",
+    SkipReason.RESCHEDULED: "the job's new schedule does not fire at this time",
+    SkipReason.EXCLUDED: "its time falls in one of the job's exclusion calendars",
+    SkipReason.UPSTREAM: "an upstream job of this fan-in job (after) did not succeed for this scheduled time: "
+                         "it failed, or the window passed first (the log below names which)",
+}
+
+
+def reason_text(status: str, reason: str) -> str:
+    """The meaning of a SKIPPED invocation's reason; "" for any other."""
+    return SKIP_REASON_TEXT.get(reason, "") if status == "SKIPPED" else ""
 _ATTEMPT = re.compile(r"attempt (\d+)(.*)", re.DOTALL)
 
 
@@ -84,6 +100,8 @@ def plain_schedule(definition: JobDefinition) -> str:
     """The schedule in words, or "" where the expression says it best."""
     if definition.at is not None:
         return describe_at(list(definition.at), definition.timezone) if definition.at else ""
+    if definition.after:
+        return f"once {', '.join(definition.after)} all succeeded for the same scheduled time"
     return describe_schedule(str(definition.schedule), definition.timezone) or ""
 
 

@@ -19,7 +19,7 @@ def time_or_none(value: datetime | None) -> str | None:
 # The definition's fields a Job shows after the record's, in this order (docs/REFERENCE.md section 5).
 JOB_DEFINITION_FIELDS = ("schedule", "at", "overlap", "max_concurrent", "catchup", "timeout", "retry", "fanout",
                          "throttle", "triggers", "disabled", "description", "labels", "jitter", "start", "end",
-                         "exclude")
+                         "exclude", "after", "after_window")
 
 
 def job_view(job: StoredJob, last: InvocationRow | None, now: datetime) -> dict[str, Any]:

@@ -220,7 +220,7 @@ def test_file_level_errors_come_with_the_job_errors_by_line():
         "p.yaml:5: job 'a': unknown field 'colour'; expected one of: id, schedule, at, "
         "timezone, disabled, overlap, max_concurrent, catchup, timeout, retry, fanout, "
         "throttle, triggers, target, pause_after_failures, on_failure, on_recovery, exclude, description, labels, "
-        "jitter, start, end",
+        "jitter, start, end, after, after_window",
         "p.yaml:6: unknown field 'owners'; expected one of: " + TOP,
     ]
 

@@ -7,7 +7,7 @@ from tests.config.helpers import errors, project
 NOOP = "target: {noop: {}}"
 FIELDS = ("id, schedule, at, timezone, disabled, overlap, max_concurrent, catchup, timeout, "
           "retry, fanout, throttle, triggers, target, pause_after_failures, on_failure, on_recovery, "
-          "exclude, description, labels, jitter, start, end")
+          "exclude, description, labels, jitter, start, end, after, after_window")
 
 CASES = [
     # --- the entry and its id ----------------------------------------------------------

@@ -85,7 +85,8 @@ EVERY_FIELD = JobDefinition(
     on_recovery={"noop": {}}, description="line\nbreak \ud800", labels={"team": "data", "a": "1"},
     jitter="30s", start="2026-01-01T00:00:00Z", end="2027-01-01T00:00:00Z",
     exclude=({"name": "hé", "timezone": "UTC", "dates": ["2026-12-25"],
-              "ranges": [{"start": "2026-12-27T00:00:00", "end": "2026-12-28T00:00:00"}]},))
+              "ranges": [{"start": "2026-12-27T00:00:00", "end": "2026-12-28T00:00:00"}]},),
+    after=("up\u00e9", 'x"'), after_window="20m")
 
 
 def test_the_canonical_text_is_the_sorted_encoding_with_every_field_set_or_left_out():

@@ -17,7 +17,16 @@ from engine.adapters.local.sqlite_rows import RecordCache
 from statemachine.calendars import Calendar
 from statemachine.durations import UTC
 from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
-from statemachine.record import ActiveInvocation, JobRecord, JobState, Occurrence, evolve, new_record, record_to_dict
+from statemachine.record import (
+    ActiveInvocation,
+    Awaited,
+    JobRecord,
+    JobState,
+    Occurrence,
+    evolve,
+    new_record,
+    record_to_dict,
+)
 from statemachine.stored_form import policy_to_dict
 
 
@@ -39,6 +48,7 @@ EVERY_POLICY_FIELD = JobPolicy(
     notify_recoveries=True, jitter=timedelta(milliseconds=1500), start=T, end=datetime(2030, 1, 1, tzinfo=BERLIN),
     exclude=(Calendar("h\u00e9", "Europe/Berlin", (date(2026, 12, 25),),
                       ((datetime(2026, 12, 27), datetime(2026, 12, 28)),)),),
+    after=("u\u00e9", 'v"'), after_window=timedelta(minutes=20), reports_to=("down",),
     revision="0123456789abcdef")
 
 EVERY_RECORD_FIELD = JobRecord(
@@ -52,7 +62,7 @@ EVERY_RECORD_FIELD = JobRecord(
 def test_every_field_of_a_record_and_its_policy_is_spelled_as_the_plain_encoding():
     # Every field away from its default: a field added to the dataclass but not here fails below.
     assert all(getattr(EVERY_RECORD_FIELD, f.name) != f.default for f in fields(JobRecord)
-               if f.name not in ("active", "buffered", "runs", "dropping"))
+               if f.name not in ("active", "buffered", "runs", "dropping", "awaiting"))
     assert all(getattr(EVERY_POLICY_FIELD, f.name) != getattr(JobPolicy(), f.name) for f in fields(JobPolicy))
     assert policy_text(EVERY_POLICY_FIELD) == _plain(policy_to_dict(EVERY_POLICY_FIELD))
     for record in (EVERY_RECORD_FIELD, new_record("p", "j"), evolve(EVERY_RECORD_FIELD, tick_nonce=None)):
@@ -70,7 +80,8 @@ def test_a_policy_without_its_optional_fields_leaves_them_out():
 def test_a_record_with_lists_to_write_goes_the_general_way():
     active = ActiveInvocation("i1", T, "schedule", T + timedelta(minutes=10))
     for record in (evolve(EVERY_RECORD_FIELD, active=(active,)),
-                   evolve(EVERY_RECORD_FIELD, buffered=(Occurrence("i2", T, "manual"),))):
+                   evolve(EVERY_RECORD_FIELD, buffered=(Occurrence("i2", T, "manual"),)),
+                   evolve(EVERY_RECORD_FIELD, awaiting=(Awaited(T, T + timedelta(hours=1), ("a",)),))):
         assert record_text(record, "null") is None
         assert RecordCache().record_text(record) == _plain(record_to_dict(record))
 

@@ -22,10 +22,12 @@ def test_the_stored_words_are_the_contracts():
     assert [s.value for s in InvocationStatus] == ["STARTING", "RUNNING", "SUCCEEDED", "FAILED", "SKIPPED",
                                                   "ABORTED"]
     assert set(ACTIVE_STATUSES) | set(TERMINAL_STATUSES) == set(InvocationStatus)
-    assert [r.value for r in SkipReason] == ["overlap", "missed", "paused", "disabled", "rescheduled", "excluded"]
+    assert [r.value for r in SkipReason] == ["overlap", "missed", "paused", "disabled", "rescheduled", "excluded",
+                                              "upstream"]
     assert [r.value for r in AbortReason] == ["deleted", "replaced"]
     assert [o.value for o in DeliveryOutcome] == ["succeeded", "failed", "accepted"]
-    assert [t.value for t in Trigger] == ["schedule", "manual", "catchup", "backfill"] and Trigger.job("a") == "job:a"
+    assert [t.value for t in Trigger] == ["schedule", "manual", "catchup", "backfill", "after"]
+    assert Trigger.job("a") == "job:a"
     assert [k.value for k in TargetKind] == ["http", "pubsub", "cloud_tasks", "noop"]
     assert {k.value: k.handler_path for k in TaskKind} == {
         "tick": "tick", "start": "start-invocation", "trigger": "trigger", "notify": "notify",

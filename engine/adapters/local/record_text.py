@@ -30,7 +30,7 @@ __all__ = ["policy_text", "record_text"]
 def record_text(record: JobRecord, policy: str) -> str | None:
     """The record's text with `policy` (the policy's text, or "null") in its place;
     None for a record whose lists hold anything (encode it the general way)."""
-    if record.active or record.buffered or record.runs or record.dropping:
+    if record.active or record.buffered or record.runs or record.dropping or record.awaiting:
         return None
     return (
         f'{{"version":{RECORD_VERSION:d},"project":{_string(record.project)},'
@@ -66,6 +66,10 @@ def policy_text(policy: JobPolicy) -> str:
         text += ',"exclude":' + json.dumps(calendars_to_list(policy.exclude), separators=(",", ":"))
     if policy.triggers_on_failure:
         text += f',"triggers_on_failure":{_strings(policy.triggers_on_failure)}'
+    if policy.after:
+        text += f',"after":[{_strings(policy.after)},{millis(policy.after_window):d}]'
+    if policy.reports_to:
+        text += f',"reports_to":{_strings(policy.reports_to)}'
     return text + "}"
 
 
