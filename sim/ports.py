@@ -63,6 +63,31 @@ class FaultMix:
         ("ok", 0.70), ("http 500", 0.08), ("refused", 0.05), ("timeout", 0.05), ("202", 0.08),
         ("202 twice", 0.02), ("202 never", 0.02))
 
+    def kinds(self) -> tuple[str, ...]:
+        """The names of the faults this mix injects (its probabilities above 0), in a
+        fixed order: commit faults, then task and send faults, then the target's answers."""
+        names = [fault.value for fault, chance in self.commit if chance > 0]
+        names += [name.replace("_", "-") for name in _SCALARS if getattr(self, name) > 0]
+        return tuple(names + [_answer_name(answer) for answer, chance in self.answers
+                              if chance > 0 and answer != "ok"])
+
+    def without(self, kind: str) -> FaultMix:
+        """This mix with the fault `kind` (one of `kinds()`) never injected: a
+        removed answer becomes a 200."""
+        field_name = kind.replace("-", "_")
+        if field_name in _SCALARS:
+            return replace(self, **{field_name: 0.0})  # type: ignore[arg-type]  # (a float field)
+        return replace(self, commit=tuple((fault, chance) for fault, chance in self.commit if fault.value != kind),
+                       answers=tuple((answer, chance) for answer, chance in self.answers
+                                     if _answer_name(answer) != kind))
+
+
+_SCALARS = ("duplicate_task", "lost_ack", "stall_in_send", "late_task", "early_task")
+
+
+def _answer_name(answer: str) -> str:
+    return answer.replace(" ", "-")
+
 
 def pick(rng: random.Random, choices: tuple[tuple[T, float], ...], default: T) -> T:
     """One of `choices` by its probability, else `default`."""
