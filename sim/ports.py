@@ -51,10 +51,10 @@ class FaultMix:
         (Fault.CRASH_BEFORE, 0.01), (Fault.CRASH_AFTER, 0.02), (Fault.STALL, 0.02),
         (Fault.STALL_BEFORE, 0.02))
     duplicate_task: float = 0.03  # a second delivery of a task, while the first one runs
-    # ... carrying the retry count of the first, when that was itself a retry. Off by
-    # default: the engine takes it for a sign that the first delivery died
-    # (docs/RELIABILITY.md, "What the simulator found").
-    duplicate_keeps_retry: bool = False
+    # ... carrying the retry count of the first, when that was itself a retry, as Cloud
+    # Tasks' duplicates do (off: the runs before the engine stopped taking it for a
+    # sign that the first delivery died; docs/RELIABILITY.md, "What it found").
+    duplicate_keeps_retry: bool = True
     lost_ack: float = 0.03  # the handler's answer is lost: redelivered after its lease
     stall_in_send: float = 0.06  # the sending process stalls while its request is out
     late_task: float = 0.05  # a task enqueued later than its ETA says

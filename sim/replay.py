@@ -19,8 +19,8 @@ _DEFAULT = Settings(0)
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
     """The flags that say which run: all but the seed default to the standard run."""
     parser.add_argument("--steps", type=int, help="stop after this many steps (a prefix)")
-    parser.add_argument("--duplicate-keeps-retry", action="store_true",
-                        help="a duplicate delivery carries the retry count of the first")
+    parser.add_argument("--duplicate-forgets-retry", action="store_true",
+                        help="a duplicate delivery carries no retry count, though the first was a retry")
     parser.add_argument("--jobs", help=f"only these jobs, comma-separated (of {','.join(j.id for j in JOBS)})")
     parser.add_argument("--without", action="append", default=[], metavar="FAULT",
                         help=f"never inject this fault (repeatable): {', '.join(FaultMix().kinds())}")
@@ -32,7 +32,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
 
 def settings_from(args: argparse.Namespace, seed: int) -> Settings:
     """The `Settings` the flags of `add_run_flags` say, for `seed`."""
-    mix = FaultMix(duplicate_keeps_retry=args.duplicate_keeps_retry)
+    mix = FaultMix(duplicate_keeps_retry=not args.duplicate_forgets_retry)
     for kind in args.without:
         if kind not in mix.kinds():
             raise SystemExit(f"--without {kind}: not one of {', '.join(FaultMix().kinds())}")
@@ -53,7 +53,7 @@ def replay_command(settings: Settings, variant: str | None = None) -> str:
     standard run)."""
     flags = [f"--seed {settings.seed}"]
     flags += [f"--variant {variant}"] if variant else []
-    flags += ["--duplicate-keeps-retry"] if settings.mix.duplicate_keeps_retry else []
+    flags += [] if settings.mix.duplicate_keeps_retry else ["--duplicate-forgets-retry"]
     if settings.jobs != _DEFAULT.jobs:
         flags.append(f"--jobs {','.join(settings.jobs)}")
     flags += [f"--without {kind}" for kind in FaultMix().kinds() if kind not in settings.mix.kinds()]
