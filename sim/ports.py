@@ -101,10 +101,12 @@ def pick(rng: random.Random, choices: tuple[tuple[T, float], ...], default: T) -
 
 class FaultyStore(MemoryJobStore):
     """The in-memory store; each commit asks `fault()` what goes wrong with it, and
-    hands what it wrote to `observe` (the invariants) once it landed, then lets
+    hands what it wrote (and its job records' sizes) to `observe` (the invariants)
+    once it landed, then lets
     `between` run what another process does between this commit and the next."""
 
-    def __init__(self, tables: MemoryTables, queue: MemoryTaskQueue, observe: Callable[[Writes], None]):
+    def __init__(self, tables: MemoryTables, queue: MemoryTaskQueue,
+                 observe: Callable[[Writes, dict[tuple[str, str], int]], None]):
         super().__init__(tables, queue)
         self.observe = observe
         self.fault: Callable[[], Fault] = lambda: Fault.NONE
@@ -124,13 +126,13 @@ class FaultyStore(MemoryJobStore):
             result = body(tx)
             if fault is Fault.ROLLBACK:
                 raise ConflictError("sim: conflict, rolled back")
-            self.tables.apply(tx.writes)
+            sizes = self.tables.apply(tx.writes)
             for change in tx.writes.queue_changes:
                 if isinstance(change, str):
                     self.queue.remove(change)
                 else:
                     self.queue.add(change)
-        self.observe(tx.writes)
+        self.observe(tx.writes, sizes)
         self.between()
         return self._after_commit(fault, result)
 
