@@ -39,12 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [args.seed] if args.seed is not None else None
     deadline = time.monotonic() + args.seconds
     failed = runs = steps = 0
-    started = time.perf_counter()
+    running = 0.0  # seconds in runs, shrinking left out
     while seeds is None and time.monotonic() < deadline or seeds:
         seed = seeds.pop() if seeds else random.SystemRandom().randrange(2**32)
         settings = settings_from(args, seed)
         began = time.perf_counter()
         result = run_with(args.variant, settings)
+        running += time.perf_counter() - began
         print(report(result, time.perf_counter() - began), flush=True)
         runs, steps = runs + 1, steps + result.steps
         if not result.ok:
@@ -52,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"replay: {replay_command(settings, args.variant)}", flush=True)
             if not args.no_shrink:
                 print_shrunk(settings, args.variant)
-    elapsed = time.perf_counter() - started
-    print(f"{runs} seeds, {steps:,} steps in {elapsed:.1f} s ({steps / elapsed:,.0f} steps/s): {failed} failed")
+    rate = steps / running if running else 0.0
+    print(f"{runs} seeds, {steps:,} steps in {running:.1f} s ({rate:,.0f} steps/s): {failed} failed")
     return 1 if failed else 0
 
 
