@@ -14,5 +14,7 @@ comes from one `random.Random(seed)`, so a seed replays byte for byte; the invar
 - `world.py`: the jobs, the processes and the operator.
 - `simulation.py`: the loop of steps, its trace digest and its result.
 - `variants.py`: deliberately broken engines the simulator must catch.
+- `shrink.py`: a failing run shrunk to the smallest one found that fails alike.
+- `replay.py`: a run's settings as `python -m sim` flags, and back.
 - `__main__.py`: `python -m sim` (a seed, or random seeds for N seconds).
 """

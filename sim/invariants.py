@@ -21,7 +21,6 @@ ended and every due occurrence of the quiet period has an invocation or a skip.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NoReturn
@@ -29,13 +28,13 @@ from typing import NoReturn
 from engine.adapters.memory.tables import Writes
 from engine.ports import DeliveryRequest, InvocationRow, JobStore
 from statemachine.policy import Overlap
-from statemachine.record import JobRecord, record_to_dict
+from statemachine.record import JobRecord
 from statemachine.vocabulary import ACTIVE_STATUSES
 
 ACTIVE = frozenset(status.value for status in ACTIVE_STATUSES)
 SCHEDULED_TRIGGERS = frozenset({"schedule", "catchup"})
 TARGET_FAILURES = frozenset({"http 500", "refused"})  # the simulated target's failed answers
-RECORD_BOUND = 64 * 1024  # bytes of a job's stored record, far below an entity's 1 MiB
+RECORD_BOUND = 64 * 1024  # bytes of a job's stored record (compact JSON), far below an entity's 1 MiB
 
 
 class Violation(BaseException):
@@ -73,13 +72,14 @@ class Invariants:
         self.violations.append(message)
         raise Violation(message)
 
-    def on_commit(self, writes: Writes) -> None:
+    def on_commit(self, writes: Writes, sizes: dict[tuple[str, str], int]) -> None:
+        """`sizes`: each job record's size in bytes, as the store measured it."""
         for (project, job_id), job in writes.jobs.items():
-            self._job_written(project, job_id, None if job is None else job.record)
+            self._job_written(project, job_id, None if job is None else job.record, sizes.get((project, job_id), 0))
         for key, row in writes.invocations.items():
             self._row_written(key, row)
 
-    def _job_written(self, project: str, job_id: str, record: JobRecord | None) -> None:
+    def _job_written(self, project: str, job_id: str, record: JobRecord | None, size: int) -> None:
         if record is None:
             self.skip_jobs.discard((project, job_id))
             self.records.pop((project, job_id), None)
@@ -96,7 +96,6 @@ class Invariants:
         for entry in record.active:
             if entry.trigger in SCHEDULED_TRIGGERS:
                 self._occurrence(project, job_id, entry.scheduled_time, entry.invocation_id)
-        size = len(json.dumps(record_to_dict(record), default=str))
         if size > RECORD_BOUND:
             self.fail(f"record size: {project}/{job_id} is {size} bytes, over {RECORD_BOUND}")
 

@@ -51,10 +51,10 @@ class FaultMix:
         (Fault.CRASH_BEFORE, 0.01), (Fault.CRASH_AFTER, 0.02), (Fault.STALL, 0.02),
         (Fault.STALL_BEFORE, 0.02))
     duplicate_task: float = 0.03  # a second delivery of a task, while the first one runs
-    # ... carrying the retry count of the first, when that was itself a retry. Off by
-    # default: the engine takes it for a sign that the first delivery died
-    # (docs/RELIABILITY.md, "What the simulator found").
-    duplicate_keeps_retry: bool = False
+    # ... carrying the retry count of the first, when that was itself a retry, as Cloud
+    # Tasks' duplicates do (off: the runs before the engine stopped taking it for a
+    # sign that the first delivery died; docs/RELIABILITY.md, "What it found").
+    duplicate_keeps_retry: bool = True
     lost_ack: float = 0.03  # the handler's answer is lost: redelivered after its lease
     stall_in_send: float = 0.06  # the sending process stalls while its request is out
     late_task: float = 0.05  # a task enqueued later than its ETA says
@@ -62,6 +62,31 @@ class FaultMix:
     answers: tuple[tuple[str, float], ...] = (
         ("ok", 0.70), ("http 500", 0.08), ("refused", 0.05), ("timeout", 0.05), ("202", 0.08),
         ("202 twice", 0.02), ("202 never", 0.02))
+
+    def kinds(self) -> tuple[str, ...]:
+        """The names of the faults this mix injects (its probabilities above 0), in a
+        fixed order: commit faults, then task and send faults, then the target's answers."""
+        names = [fault.value for fault, chance in self.commit if chance > 0]
+        names += [name.replace("_", "-") for name in _SCALARS if getattr(self, name) > 0]
+        return tuple(names + [_answer_name(answer) for answer, chance in self.answers
+                              if chance > 0 and answer != "ok"])
+
+    def without(self, kind: str) -> FaultMix:
+        """This mix with the fault `kind` (one of `kinds()`) never injected: a
+        removed answer becomes a 200."""
+        field_name = kind.replace("-", "_")
+        if field_name in _SCALARS:
+            return replace(self, **{field_name: 0.0})  # type: ignore[arg-type]  # (a float field)
+        return replace(self, commit=tuple((fault, chance) for fault, chance in self.commit if fault.value != kind),
+                       answers=tuple((answer, chance) for answer, chance in self.answers
+                                     if _answer_name(answer) != kind))
+
+
+_SCALARS = ("duplicate_task", "lost_ack", "stall_in_send", "late_task", "early_task")
+
+
+def _answer_name(answer: str) -> str:
+    return answer.replace(" ", "-")
 
 
 def pick(rng: random.Random, choices: tuple[tuple[T, float], ...], default: T) -> T:
@@ -76,10 +101,12 @@ def pick(rng: random.Random, choices: tuple[tuple[T, float], ...], default: T) -
 
 class FaultyStore(MemoryJobStore):
     """The in-memory store; each commit asks `fault()` what goes wrong with it, and
-    hands what it wrote to `observe` (the invariants) once it landed, then lets
+    hands what it wrote (and its job records' sizes) to `observe` (the invariants)
+    once it landed, then lets
     `between` run what another process does between this commit and the next."""
 
-    def __init__(self, tables: MemoryTables, queue: MemoryTaskQueue, observe: Callable[[Writes], None]):
+    def __init__(self, tables: MemoryTables, queue: MemoryTaskQueue,
+                 observe: Callable[[Writes, dict[tuple[str, str], int]], None]):
         super().__init__(tables, queue)
         self.observe = observe
         self.fault: Callable[[], Fault] = lambda: Fault.NONE
@@ -99,13 +126,13 @@ class FaultyStore(MemoryJobStore):
             result = body(tx)
             if fault is Fault.ROLLBACK:
                 raise ConflictError("sim: conflict, rolled back")
-            self.tables.apply(tx.writes)
+            sizes = self.tables.apply(tx.writes)
             for change in tx.writes.queue_changes:
                 if isinstance(change, str):
                     self.queue.remove(change)
                 else:
                     self.queue.add(change)
-        self.observe(tx.writes)
+        self.observe(tx.writes, sizes)
         self.between()
         return self._after_commit(fault, result)
 

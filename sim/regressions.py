@@ -25,14 +25,17 @@ class Finding:
         return Settings(self.seed, mix=self.mix)
 
 
+# The runs before the duplicate fix below: a duplicate delivery carried no retry count.
+_BEFORE_DUPLICATES_KEPT_RETRIES = FaultMix(duplicate_keeps_retry=False)
+
 FIXED = (
     Finding(34, "config import: a file reverted after an import failed midway was taken as applied",
-            "tests/engine/test_import_revert.py"),
-    Finding(40, "config import: the same defect, another run to it", "tests/engine/test_import_revert.py"),
+            "tests/engine/test_import_revert.py", _BEFORE_DUPLICATES_KEPT_RETRIES),
+    Finding(40, "config import: the same defect, another run to it", "tests/engine/test_import_revert.py",
+            _BEFORE_DUPLICATES_KEPT_RETRIES),
+    Finding(7, "a duplicate delivery of a retried start task, while the retry runs, settled the retry's live"
+               " attempt as interrupted: the attempt was sent again beside it",
+            "tests/engine/test_duplicate_redelivery.py"),
 )
 
-OPEN = (
-    Finding(7, "a duplicate delivery of a retried start task, while the retry runs, settles the retry's live"
-               " attempt as interrupted: the attempt is sent again beside it",
-            "", FaultMix(duplicate_keeps_retry=True)),
-)
+OPEN: tuple[Finding, ...] = ()  # found, not fixed yet: none today

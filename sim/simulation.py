@@ -37,8 +37,10 @@ class Settings:
     quiet: timedelta = timedelta(minutes=45)
     mix: FaultMix = field(default_factory=FaultMix)
     processes: int = 2
-    operator_every: timedelta = timedelta(minutes=2)  # mean time between operator actions
+    # The mean time between operator actions (None: no operator).
+    operator_every: timedelta | None = timedelta(minutes=2)
     max_steps: int | None = None  # stop early (a prefix of the run: shrinking)
+    jobs: tuple[str, ...] = tuple(job.id for job in JOBS)  # which of the world's jobs exist
 
 
 @dataclass
@@ -60,6 +62,7 @@ class Simulation:
     def __init__(self, settings: Settings, prepare: Callable[[Simulation], None] | None = None):
         self.settings, self.rng = settings, random.Random(settings.seed)
         self.clock = SimClock()
+        self.jobs = tuple(job for job in JOBS if job.id in settings.jobs)
         self.invariants = Invariants()
         tables = MemoryTables()
         self.queue = SimQueue(tables.throttle_limit)
@@ -75,10 +78,10 @@ class Simulation:
         self.quiet_from = self.clock.now() + settings.faulty
         self.end = self.quiet_from + settings.quiet
         self.next_watchdog = self.clock.now() + WATCHDOG_EVERY
-        self.next_operation = self.clock.now() + self._interval()
+        self.next_operation = None if settings.operator_every is None else self.clock.now() + self._interval()
         if prepare is not None:
             prepare(self)
-        self.processes[0].engine.configs.import_project(project_snapshot(False))
+        self.processes[0].engine.configs.import_project(project_snapshot(False, self.jobs))
         self.store.fault, self.store.on_stall, self.queue.shift = self._commit_fault, self._stall, self._shift
         self.store.between = self._between
         self.target.stall = self._stall
@@ -134,6 +137,7 @@ class Simulation:
             self._handle(self._process(), duplicate)
 
     def _interval(self) -> timedelta:
+        assert self.settings.operator_every is not None
         mean = self.settings.operator_every.total_seconds()
         return timedelta(seconds=self.rng.expovariate(1 / mean))
 
@@ -161,7 +165,7 @@ class Simulation:
         now = self.clock.now()
         if self.faults_on and now >= self.quiet_from:
             self._quiet_down()
-        elif self.faults_on and now >= self.next_operation:
+        elif self.faults_on and self.next_operation is not None and now >= self.next_operation:
             self.next_operation = now + self._interval()
             self._operate()
         elif self._complete_one(now):
@@ -188,18 +192,18 @@ class Simulation:
         self.faults_on = False
         self.trace("quiet")
         engine = self.processes[0].engine
-        engine.configs.import_project(project_snapshot(False))
-        for job in JOBS:
+        engine.configs.import_project(project_snapshot(False, self.jobs))
+        for job in self.jobs:
             operations.resume(engine, PROJECT, job.id)
 
     def _due_in_quiet(self) -> dict[tuple[str, str], list[datetime]]:
         start, end = self.quiet_from + SETTLE, self.end - MARGIN
-        return {(PROJECT, job.id): fire_times(job, start, end) for job in JOBS}
+        return {(PROJECT, job.id): fire_times(job, start, end) for job in self.jobs}
 
     def _operate(self) -> None:
         process = self._process()
         try:
-            done, self.slower = operate(process.engine, self.rng, self.slower)
+            done, self.slower = operate(process.engine, self.rng, self.slower, self.jobs)
         except SimCrash:
             done = "operator's process crashed"
             process.restart()

@@ -52,12 +52,12 @@ JOBS = (
 )
 
 
-def project_snapshot(slower: bool) -> ProjectSnapshot:
-    """The project's config: as first imported, or with the clock-driven jobs' periods
-    doubled (the operator's config change)."""
+def project_snapshot(slower: bool, world: tuple[SimJob, ...] = JOBS) -> ProjectSnapshot:
+    """The project's config of the jobs of `world`: as first imported, or with the
+    clock-driven jobs' periods doubled (the operator's config change)."""
     revision = "slower" if slower else "base"
     jobs = []
-    for job in JOBS:
+    for job in world:
         every = job.every * 2 if slower and job.every is not None else job.every
         definition = JobDefinition(id=job.id, schedule=_schedule(every), target={"noop": {}})
         jobs.append(JobSnapshot(job.id, job.policy(every, revision), definition, False))
@@ -97,13 +97,13 @@ class Process:
 OPERATIONS = ("pause", "resume", "trigger", "abort", "reimport", "backfill")
 
 
-def operate(engine: Engine, rng: random.Random, slower: bool) -> tuple[str, bool]:
-    """One operator action on a random job; returns what it was and the config it
+def operate(engine: Engine, rng: random.Random, slower: bool, world: tuple[SimJob, ...] = JOBS) -> tuple[str, bool]:
+    """One operator action on a random job of `world`; returns what it was and the config it
     leaves (slower or not). A refusal or a storage failure is the operator's problem.
 
     :raises SimCrash: the process serving the request died.
     """
-    action, job = rng.choice(OPERATIONS), rng.choice(JOBS).id
+    action, job = rng.choice(OPERATIONS), rng.choice(world).id
     try:
         if action == "pause":
             operations.pause(engine, PROJECT, job, "sim", actor=ACTOR)
@@ -119,7 +119,7 @@ def operate(engine: Engine, rng: random.Random, slower: bool) -> tuple[str, bool
                          request_id=f"b{rng.getrandbits(32):08x}", actor=ACTOR)
         else:  # the file edited either way, or saved again unchanged
             slower = rng.random() < 0.5
-            engine.configs.import_project(project_snapshot(slower))
+            engine.configs.import_project(project_snapshot(slower, world))
     except (SundialError, StoreError) as refused:
         return f"{action} {job}: {type(refused).__name__}", slower
     return f"{action} {job}", slower

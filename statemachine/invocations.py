@@ -124,9 +124,16 @@ def on_starting(record: JobRecord, event: ev.InvocationStarting, now: datetime, 
         return record, []  # the target took it (202) and owes us its completion
     lease = record.live_policy.attempt_timeout + tuning.start_grace
     if entry.started_mask & bit and entry.started_at and now - entry.started_at < lease:
-        if event.redelivered:  # the run that started it died without an answer
+        if event.redelivered and staging.staged(entry, now):  # its sender checks the store again at its time
             lost = ev.AttemptInterrupted(entry.invocation_id, event.event_index, event.attempt)
             return on_interrupted(record, lost, now, tuning)
+        if event.redelivered:
+            # The run that started it died, or this is a duplicate of that very run's
+            # task, still sending it (a retry count cannot tell the two apart when the
+            # task was a retry already): a start when the lease has run out sends it
+            # again if it is still in flight then.
+            until = entry.expect_by or entry.started_at + lease
+            return record, [act.EnqueueAttempt(entry.invocation_id, event.event_index, event.attempt, until)]
         return record, []  # a duplicate of a start whose attempt is still in flight
     if record.paused:
         # Nothing is delivered while a job is paused: what was waiting to start
@@ -369,8 +376,9 @@ def mark_inline(record: JobRecord, actions: list[act.Action], nonce: str) -> Job
 def redeliver_inline(record: JobRecord, nonce: str, now: datetime, tuning: Tuning) -> Result:
     """The queue ran the tick `nonce` again after a run that gave no answer: that run's
     process died or timed out, and with it the attempt it delivered inline, which the
-    record still holds in flight. It is settled now rather than when its lease runs out:
-    interrupted, and sent again under the same invocation id (on_starting, on_interrupted)."""
+    record still holds in flight, unless this is a duplicate of that run, still sending
+    it: a start task at the end of its lease sends it again under the same invocation
+    id if it is still in flight then (on_starting)."""
     actions: list[act.Action] = []
     for entry in record.active:
         # Only the attempt that tick delivered: attempt 1, still in flight (a later

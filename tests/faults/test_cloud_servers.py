@@ -59,7 +59,11 @@ def test_two_cloud_servers_killed_in_turn_then_purged(tmp_path, cloud_database, 
 
     def server(name: str) -> Server:
         port = free_port()
-        env = {**cloud_server_env(cloud_database, tasks_emulator, queue, port), "SUNDIAL_LATE_TOLERANCE": "2s"}
+        # An attempt in flight at a kill is sent again when its lease runs out (the start
+        # task run again within it may be a duplicate of a live run): timeout 2 s + start
+        # grace 3 s, as in test_sigkill, so that it is over well before the settle's 40 s.
+        env = {**cloud_server_env(cloud_database, tasks_emulator, queue, port), "SUNDIAL_LATE_TOLERANCE": "2s",
+               "SUNDIAL_START_GRACE": "3s"}
         return Server(configs, tmp_path / "unused.db", tmp_path / f"{name}.log", env, port=port)
 
     servers = [server("a"), server("b")]

@@ -1,7 +1,7 @@
 """The simulator (sim/) in `make test`: a fixed set of seeds keeps every invariant, a
 seed replays byte for byte, the kept regression seeds stay fixed, and the self-check
-catches each deliberately broken engine. About 13 s on the shared 2-core machine under
-load; `make simulate SECONDS=N` runs random seeds for longer."""
+catches each deliberately broken engine. About 20 s on the shared 2-core machine under
+load (a load average of 11); `make simulate SECONDS=N` runs random seeds for longer."""
 
 from __future__ import annotations
 

@@ -1,14 +1,17 @@
 """A task that the queue runs again after a run that gave no answer (Cloud Tasks'
-retry count above 0): the attempt that run began died with it. As docs/REFERENCE.md section 4 says of
-an attempt whose process died, it is settled at once, not when its lease runs out: it is
-interrupted, and sent again under the same invocation id without counting against
-`max_attempts` (statemachine/invocations.py, on_interrupted)."""
+retry count above 0): either that run died with the attempt it began, or this is a
+duplicate delivery of that very run, still sending it (a task that was a retry already
+carries the same count in both). So within the attempt's lease nothing is settled: a
+start task due at the lease's end sends the attempt again, under the same invocation
+id, if it is still in flight then (docs/REFERENCE.md section 4). A staged attempt not
+yet let out goes back to its start task at once: its sender checks the store again at
+its time (tests/unit/test_machine_staging.py)."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from statemachine import actions as act
 from statemachine import events as ev
-from statemachine.policy import FanoutPolicy, RetryPolicy, compute_backoff
+from statemachine.policy import FanoutPolicy, RetryPolicy
 from tests.unit.machine_helpers import Scenario, clock, delivered, occurrence_id
 
 T = clock("10:15")
@@ -24,24 +27,26 @@ def _delivered_inline(**fields) -> tuple[Scenario, str]:
     return job, nonce
 
 
-def _resent(at: str, retry: RetryPolicy = TWO_ATTEMPTS) -> list:
-    """What interrupting attempt 1 at `at` does: sent again as attempt 2 after the
-    backoff a failure of it would have waited, its first interruption."""
-    resend_at = clock(at) + compute_backoff(retry, 1, f"{INV}/0")
-    return [act.RecordAttemptInterrupted(INV, 0, 1, resend_at, 1), act.EnqueueAttempt(INV, 0, 2, resend_at)]
+def _lease_end(job: Scenario, at: str) -> datetime:
+    return clock(at) + job.record.live_policy.attempt_timeout + job.tuning.start_grace
 
 
-def test_a_retried_tick_interrupts_what_its_dead_run_delivered_inline_and_sends_it_again():
+def test_a_retried_tick_leaves_a_start_at_the_lease_end_which_sends_the_attempt_again_if_still_out():
     job, nonce = _delivered_inline(retry=TWO_ATTEMPTS)
+    until = _lease_end(job, "10:15")
     assert job.step(ev.TickArrived(nonce), "10:15:02") == []  # a duplicate: the attempt is in flight
-    assert job.step(ev.TickArrived(nonce, redelivered=True), "10:15:02") == _resent("10:15:02")
-    assert job.step(ev.InvocationStarting(INV, 0, 2), "10:15:04") == [act.Deliver(INV, T, "schedule", 0, 1, 2, 2)]
+    before = job.record
+    assert job.step(ev.TickArrived(nonce, redelivered=True), "10:15:02") == [act.EnqueueAttempt(INV, 0, 1, until)]
+    assert job.record == before  # attempt 1 still in flight: its sender may be alive
+    assert job.step(ev.InvocationStarting(INV, 0, 1), until) == [act.Deliver(INV, T, "schedule", 0, 1, 1, 2)]
 
 
-def test_with_one_attempt_the_interrupted_attempt_is_sent_again_all_the_same():
-    job, nonce = _delivered_inline()  # retry: {max_attempts: 1}
-    assert job.step(ev.TickArrived(nonce, redelivered=True), "10:15:02") == _resent("10:15:02", RetryPolicy())
-    assert job.record.find_active(INV).interruptions == 1
+def test_a_retried_tick_that_duplicates_a_live_run_sends_nothing_again():
+    job, nonce = _delivered_inline(retry=TWO_ATTEMPTS)
+    until = _lease_end(job, "10:15")
+    assert job.step(ev.TickArrived(nonce, redelivered=True), "10:15:02") == [act.EnqueueAttempt(INV, 0, 1, until)]
+    job.step(ev.InvocationFinished(INV, True, "", 0, 1, 1), "10:15:03")  # the live run's answer
+    assert job.step(ev.InvocationStarting(INV, 0, 1), until) == []
 
 
 def test_a_retried_tick_settles_nothing_once_the_attempt_has_its_answer():
@@ -57,25 +62,30 @@ def test_a_retried_tick_that_delivered_nothing_changes_nothing():
     assert job.record == before
 
 
-def test_a_retried_start_task_settles_its_attempt_within_its_lease():
+def test_a_retried_start_task_within_its_lease_leaves_its_attempt_in_flight():
     job = Scenario()
     job.enable("10:07", retry=TWO_ATTEMPTS)
     job.tick("10:14:59.980")  # 20 ms early: the start goes through a start task
     assert job.step(ev.InvocationStarting(INV), "10:15:01") == [act.Deliver(INV, T, "schedule", 0, 1, 1)]
     assert job.step(ev.InvocationStarting(INV), "10:15:05") == []
-    assert job.step(ev.InvocationStarting(INV, redelivered=True), "10:15:05") == _resent("10:15:05")
-    assert job.step(ev.InvocationStarting(INV, redelivered=True), "10:15:06") == []  # attempt 1 is settled
+    before = job.record
+    until = _lease_end(job, "10:15:01")
+    assert job.step(ev.InvocationStarting(INV, redelivered=True), "10:15:05") == [act.EnqueueAttempt(INV, 0, 1, until)]
+    assert job.record == before
+    assert job.step(ev.InvocationStarting(INV), until) == [act.Deliver(INV, T, "schedule", 0, 1, 1, 2)]
 
 
-def test_a_retried_start_task_of_a_fanout_event_settles_that_event():
+def test_a_retried_start_task_of_a_fanout_event_leaves_that_event_in_flight():
     job = Scenario()
     job.enable("10:07", fanout=FanoutPolicy(count=3, spread=timedelta(0)), retry=TWO_ATTEMPTS)
     job.tick("10:15")
     job.step(ev.InvocationStarting(INV, 2, 1), "10:15:01")
     assert job.step(ev.InvocationStarting(INV, 2, 1), "10:15:02") == []
-    [retry] = job.step(ev.InvocationStarting(INV, 2, 1, redelivered=True), "10:15:02")
-    assert (retry.event_index, retry.attempt) == (2, 2) and retry.at >= clock("10:15:03")
-    assert (job.rows[(INV, 2)].reason, job.rows[(INV, 2)].interruptions) == ("interrupted", 1)
+    before = job.rows[(INV, 2)]
+    until = _lease_end(job, "10:15:01")
+    assert job.step(ev.InvocationStarting(INV, 2, 1, redelivered=True), "10:15:02") == [
+        act.EnqueueAttempt(INV, 2, 1, until)]
+    assert job.rows[(INV, 2)] == before and before.interruptions == 0
 
 
 def test_a_retried_tick_leaves_a_later_attempt_alone():

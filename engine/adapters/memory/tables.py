@@ -100,15 +100,17 @@ class MemoryTables:
         row = self.invocations.get(key[:2], {}).get(key[2])
         return None if row is None else copy_invocation(row)
 
-    def apply(self, writes: Writes) -> None:
-        """Make the writes the committed data; the caller holds the lock.
+    def apply(self, writes: Writes) -> dict[JobKey, int]:
+        """Make the writes the committed data; the caller holds the lock. Returns the
+        size in bytes of each job record written, as measured for the limits (so that
+        a caller that watches sizes, the simulator, need not serialize it again).
 
         :raises CommitTooLarge: more entities than one commit takes; nothing written.
         :raises RowTooLarge: a row over the size limits; nothing written."""
         count = writes.entity_count()
         if count > COMMIT_ENTITY_LIMIT:
             raise CommitTooLarge("memory", writes.job_names(), count)
-        check_sizes(writes)
+        sizes = check_sizes(writes)
         for key, job in writes.jobs.items():
             self._put_job(key, job)
         for (project, job_id, invocation_id), row in writes.invocations.items():
@@ -127,6 +129,7 @@ class MemoryTables:
                 rows.pop(row_name, None)
             else:
                 rows[row_name] = value
+        return sizes
 
     def _put_job(self, key: JobKey, job: StoredJob | None) -> None:
         if job is None:
@@ -140,12 +143,16 @@ class MemoryTables:
             self.watchdog_at[key] = job.record.watchdog_at
 
 
-def check_sizes(writes: Writes) -> None:
-    """:raises RowTooLarge: a stored text or a whole row over production's limits."""
+def check_sizes(writes: Writes) -> dict[JobKey, int]:
+    """The size of each job record written (its compact JSON, in bytes).
+
+    :raises RowTooLarge: a stored text or a whole row over production's limits."""
+    sizes = {}
     for (project, job_id), job in writes.jobs.items():
         if job is not None:
             record = json.dumps(record_to_dict(job.record), separators=(",", ":"))
-            _check(f"job {project}/{job_id}", record, job.definition.canonical_json, job.config_error)
+            sizes[(project, job_id)] = _check(f"job {project}/{job_id}", record, job.definition.canonical_json,
+                                              job.config_error)[0]
     for (project, job_id, invocation_id), row in writes.invocations.items():
         log = json.dumps(row.log, separators=(",", ":"))
         _check(f"invocation {invocation_id} of job {project}/{job_id}", log, row.reason)
@@ -153,14 +160,17 @@ def check_sizes(writes: Writes) -> None:
         for part, value in parts.items():
             _check(f"progress {part} of invocation {invocation_id} of job {project}/{job_id}",
                    json.dumps(value, separators=(",", ":")))
+    return sizes
 
 
-def _check(what: str, *texts: str) -> None:
+def _check(what: str, *texts: str) -> list[int]:
+    """The sizes of `texts` in bytes, each and together within the limits."""
     sizes = [len(text.encode("utf-8")) for text in texts]
     if max(sizes) > MAX_PROPERTY_BYTES:
         raise RowTooLarge(what, max(sizes), MAX_PROPERTY_BYTES)
     if sum(sizes) > MAX_ENTITY_BYTES:
         raise RowTooLarge(what, sum(sizes), MAX_ENTITY_BYTES)
+    return sizes
 
 
 def copy_job(job: StoredJob) -> StoredJob:
