@@ -27,5 +27,6 @@ class Backoff:
 
 # A task whose handler raised runs again after 0.5 s, 1 s, 2 s ... 60 s at most.
 TASK_BACKOFF = Backoff(first=timedelta(milliseconds=500), most=timedelta(seconds=60))
-# A delivery result that could not be committed is tried again after 0.5 s ... 5 s.
-RECORD_BACKOFF = Backoff(first=timedelta(milliseconds=500), most=timedelta(seconds=5))
+# A delivery result that could not be committed is tried again after 0.5 s, then every
+# second: storage that comes back (a disk freed) records it within a second.
+RECORD_BACKOFF = Backoff(first=timedelta(milliseconds=500), most=timedelta(seconds=1))
