@@ -46,6 +46,10 @@ if TYPE_CHECKING:  # the cloud libraries load only on the cloud backend
 
 
 log = logging.getLogger("sundial.serve")
+# How often `serve` on the cloud backend creates again the Cloud Tasks tasks whose creation
+# failed (CloudTasksQueue.resend_unsent): a chain an outage broke goes on within a second
+# of the queue's return, not at the watchdog's next run past the tick grace.
+REQUEUE_PERIOD = timedelta(seconds=1)
 
 
 class Role(Enum):
@@ -220,8 +224,11 @@ def build_cloud(settings: Settings, clock: Clock | None = None) -> Runtime:
     store = DatastoreJobStore(client, queue)
     ensure_chain_queue(tasks, settings)
     engine = _engine(settings, store, build_targets("cloud", settings.own_service, google_access(settings)), clock)
-    return _runtime(settings, engine, None, loops=not settings.on_app_engine,
-                    after_import=throttle_queue_keeper(tasks, settings, store))
+    runtime = _runtime(settings, engine, None, loops=not settings.on_app_engine,
+                       after_import=throttle_queue_keeper(tasks, settings, store))
+    if not settings.on_app_engine:  # (there, a failed enqueue's chain waits for cron's watchdog)
+        runtime.loops.append(PeriodicLoop("requeue", REQUEUE_PERIOD, queue.resend_unsent))
+    return runtime
 
 
 def wsgi_app() -> Flask:
