@@ -50,6 +50,7 @@ log = logging.getLogger("sundial.serve")
 # failed (CloudTasksQueue.resend_unsent): a chain an outage broke goes on within a second
 # of the queue's return, not at the watchdog's next run past the tick grace.
 REQUEUE_PERIOD = timedelta(seconds=1)
+HEARTBEAT_RETRY = timedelta(seconds=1)
 
 
 class Role(Enum):
@@ -131,7 +132,10 @@ class Liveness:
 
     def __init__(self, registry: ProcessRegistry, interruptions: Interruptions | None, period: timedelta):
         self.registry, self.interruptions = registry, interruptions
-        self.loop = PeriodicLoop("heartbeat", period, self.beat, first_in_start=True)
+        # A beat that failed (storage) is tried again within a second: the first one to
+        # succeed after the fault settles what this process could not let out meanwhile.
+        self.loop = PeriodicLoop("heartbeat", period, self.beat, first_in_start=True,
+                                 after_failure=HEARTBEAT_RETRY)
 
     def beat(self) -> None:
         self.registry.heartbeat()
