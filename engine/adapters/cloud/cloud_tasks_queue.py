@@ -99,13 +99,11 @@ RECONNECT_WITHIN_A_SECOND = [("grpc.initial_reconnect_backoff_ms", 250), ("grpc.
                              ("grpc.max_reconnect_backoff_ms", 1000)]
 # Transient failures are retried here, under the same name: a retry of a call that
 # did reach Cloud Tasks then gets ALREADY_EXISTS, which is success.
-_RETRY = gretry.Retry(
-    predicate=gretry.if_exception_type(
-        gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError,
-        gexc.TooManyRequests, gexc.Aborted,
-    ),
-    initial=0.1, maximum=2.0, multiplier=2.0, timeout=30.0,
-)
+_TRANSIENT = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError, gexc.TooManyRequests,
+              gexc.Aborted)
+_MENDABLE = (*_TRANSIENT, gexc.RetryError)  # kept to be created again (unsent_tasks.py)
+_RETRY = gretry.Retry(predicate=gretry.if_exception_type(*_TRANSIENT), initial=0.1, maximum=2.0, multiplier=2.0,
+                      timeout=30.0)
 
 
 def build_tasks_client(emulator_host: str | None = None) -> tasks_v2.CloudTasksClient:
@@ -207,7 +205,7 @@ class CloudTasksQueue:
     def resend_unsent(self) -> int:
         """Create again the tasks whose creation failed, oldest first, until one fails
         again (the queue is still down: the next call tries again); returns how many were
-        created."""
+        settled (created, or refused for good)."""
         created = 0
         for cloud_task in self.unsent.oldest_first():
             if not self._create(cloud_task, time.monotonic() + self.budget):
@@ -279,11 +277,13 @@ class CloudTasksQueue:
         return request
 
     def _create(self, cloud_task: tasks_v2.Task, until: float) -> bool:
-        """Create the task, retrying until time.monotonic() reads `until`; False if it failed."""
+        """Create the task, retrying until time.monotonic() reads `until`. False: it failed
+        in a way a later try may mend (the queue down or slow); a refusal for good (a bad
+        task) is logged and counted, and True as there is nothing to try again."""
         self._count("enqueues")
         left = until - time.monotonic()
         if left <= 0:  # the call's budget went to the tasks before this one
-            return self._failed(cloud_task, "no time left of the enqueue's budget")
+            return self._failed(cloud_task, "no time left of the enqueue's budget", True)
         try:
             self.client.create_task(
                 parent=cloud_task.name.rsplit("/tasks/", 1)[0], task=cloud_task,
@@ -292,13 +292,13 @@ class CloudTasksQueue:
         except gexc.AlreadyExists:
             self._count("already_exists")  # sent before (or a retry that did arrive): done
         except (gexc.GoogleAPICallError, gexc.RetryError) as error:
-            return self._failed(cloud_task, _describe(error))
+            return self._failed(cloud_task, _describe(error), isinstance(error, _MENDABLE))
         return True
 
-    def _failed(self, cloud_task: tasks_v2.Task, error: str) -> bool:
+    def _failed(self, cloud_task: tasks_v2.Task, error: str, mendable: bool) -> bool:
         self._count("enqueue_failures")
         log_event(log, "enqueue failed", level=logging.ERROR, task=cloud_task.name, error=error)
-        return False
+        return not mendable
 
     def _count(self, name: str) -> None:
         with self._lock:
