@@ -45,7 +45,9 @@ class QueueWatch:
 
     def _probe(self) -> bool:
         try:
-            self.queue.client.get_queue(name=self.queue.queue_path, timeout=PROBE_TIMEOUT)
+            # No retry: the client's default one rides out an outage of 20 s and more in one
+            # call, so the watch never saw the queue go (nor come back).
+            self.queue.client.get_queue(name=self.queue.queue_path, retry=None, timeout=PROBE_TIMEOUT)
         except (gexc.GoogleAPICallError, gexc.RetryError):
             return False
         return True
