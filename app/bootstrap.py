@@ -46,6 +46,12 @@ if TYPE_CHECKING:  # the cloud libraries load only on the cloud backend
 
 
 log = logging.getLogger("sundial.serve")
+# How often `serve` on the cloud backend creates again the Cloud Tasks tasks whose creation
+# failed, or asks whether the queue answers (engine/adapters/cloud/queue_watch.py): a chain
+# an outage broke goes on within a second or two of the queue's return, not at the
+# watchdog's next run past the tick grace.
+REQUEUE_PERIOD = timedelta(seconds=1)
+HEARTBEAT_RETRY = timedelta(seconds=1)
 
 
 class Role(Enum):
@@ -127,7 +133,10 @@ class Liveness:
 
     def __init__(self, registry: ProcessRegistry, interruptions: Interruptions | None, period: timedelta):
         self.registry, self.interruptions = registry, interruptions
-        self.loop = PeriodicLoop("heartbeat", period, self.beat, first_in_start=True)
+        # A beat that failed (storage) is tried again within a second: the first one to
+        # succeed after the fault settles what this process could not let out meanwhile.
+        self.loop = PeriodicLoop("heartbeat", period, self.beat, first_in_start=True,
+                                 after_failure=HEARTBEAT_RETRY)
 
     def beat(self) -> None:
         self.registry.heartbeat()
@@ -203,6 +212,7 @@ def build_cloud(settings: Settings, clock: Clock | None = None) -> Runtime:
     from engine.adapters.cloud.cloud_tasks_queue import CloudTasksQueue, build_tasks_client
     from engine.adapters.cloud.datastore_calls import read_shared_secret
     from engine.adapters.cloud.datastore_store import DatastoreJobStore
+    from engine.adapters.cloud.queue_watch import QueueWatch
 
     if not settings.gcp_project:
         raise SystemExit("SUNDIAL_BACKEND=cloud needs GOOGLE_CLOUD_PROJECT")
@@ -220,8 +230,12 @@ def build_cloud(settings: Settings, clock: Clock | None = None) -> Runtime:
     store = DatastoreJobStore(client, queue)
     ensure_chain_queue(tasks, settings)
     engine = _engine(settings, store, build_targets("cloud", settings.own_service, google_access(settings)), clock)
-    return _runtime(settings, engine, None, loops=not settings.on_app_engine,
-                    after_import=throttle_queue_keeper(tasks, settings, store))
+    runtime = _runtime(settings, engine, None, loops=not settings.on_app_engine,
+                       after_import=throttle_queue_keeper(tasks, settings, store))
+    if not settings.on_app_engine:  # (there, a failed enqueue's chain waits for cron's watchdog)
+        watch = QueueWatch(queue, lambda: engine.maintenance.run_watchdog(settings.maintenance_budget, queue_lost=True))
+        runtime.loops.append(PeriodicLoop("requeue", REQUEUE_PERIOD, watch.check))
+    return runtime
 
 
 def wsgi_app() -> Flask:

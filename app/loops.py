@@ -18,13 +18,16 @@ class PeriodicLoop:
 
     `first_in_start`: the first run happens in `start()` itself, so that what it does
     (the first config import) is done before the server answers anyone: a project whose
-    file is in the configs directory exists from the first request on.
+    file is in the configs directory exists from the first request on. `after_failure`:
+    the wait after a run that raised, when it should be shorter than `period`.
     """
 
     def __init__(self, name: str, period: timedelta, work: Callable[[], object],
-                 first_in_start: bool = False):
+                 first_in_start: bool = False, after_failure: timedelta | None = None):
         self.name, self.period, self.work = name, period, work
         self.first_in_start = first_in_start
+        self.after_failure = period if after_failure is None else min(after_failure, period)
+        self._failed = False
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"sundial-{name}", daemon=True)
 
@@ -46,13 +49,19 @@ class PeriodicLoop:
 
     def _run(self) -> None:
         if self.first_in_start:
-            self._stopped.wait(self.period.total_seconds())
+            self._stopped.wait(self._wait())
         while not self._stopped.is_set():
             self._once()
-            self._stopped.wait(self.period.total_seconds())
+            self._stopped.wait(self._wait())
+
+    def _wait(self) -> float:
+        return (self.after_failure if self._failed else self.period).total_seconds()
 
     def _once(self) -> None:
         try:
             self.work()
         except Exception as error:  # a bad moment of storage must not end the loop
+            self._failed = True
             log_event(log, f"{self.name} failed", error=repr(error))
+        else:
+            self._failed = False

@@ -41,6 +41,8 @@ PAGE = 500  # jobs per watchdog query, rows per clean-up batch
 # How long a job whose repair failed is left alone; plus up to REPAIR_SPREAD, by job.
 REPAIR_BACKOFF = timedelta(minutes=1)
 REPAIR_SPREAD = 30  # seconds
+# After a queue outage every job with a tick pending is stepped, however far ahead it is due.
+EVERY_PENDING_TICK = timedelta(days=3660)
 
 
 class Outcome(Enum):
@@ -70,9 +72,12 @@ class Maintenance:
         self.interruptions = interruptions
         self.repair_workers = max(1, repair_workers)
 
-    def run_watchdog(self, budget: timedelta = DEFAULT_BUDGET, page_size: int = PAGE) -> int:
+    def run_watchdog(self, budget: timedelta = DEFAULT_BUDGET, page_size: int = PAGE,
+                     queue_lost: bool = False) -> int:
         """Repair the jobs whose watchdog_at has passed, page after page, until none is
-        left or `budget` is spent; returns how many were tried.
+        left or `budget` is spent; returns how many were tried. `queue_lost`: the task
+        queue came back from an outage and may have lost what it held; every job with a
+        tick pending has it armed again (WatchdogFired.queue_lost), due or not.
 
         :raises StoreError: the due jobs could not be listed (a job that fails its own
             repair is deferred and skipped: one broken job must not stop the others').
@@ -80,14 +85,16 @@ class Maintenance:
         self._settle_interruptions()
         start = self.clock.now()
         deadline, cursor = start + budget, None
+        horizon, event = (start + EVERY_PENDING_TICK, ev.WatchdogFired(queue_lost=True)) if queue_lost else \
+            (start, ev.WatchdogFired())
         counts = dict.fromkeys(Outcome, 0)
         pool = ThreadPoolExecutor(self.repair_workers, "sundial-watchdog") if self.repair_workers > 1 else None
         try:
             while True:
                 # The same `now` for every page: the cursor belongs to that query.
-                page, cursor = self.store.jobs_due_for_watchdog(start, page_size, cursor)
+                page, cursor = self.store.jobs_due_for_watchdog(horizon, page_size, cursor)
                 run = pool.map if pool is not None else map
-                for outcome in run(lambda job: self._repair(job[0], job[1], deadline), page):
+                for outcome in run(lambda job: self._repair(job[0], job[1], deadline, event), page):
                     counts[outcome] += 1
                 if cursor is None or self.clock.now() >= deadline:
                     break
@@ -110,13 +117,13 @@ class Maintenance:
         except Exception as error:  # the repairs below do not depend on it
             log_event(log, "settling interrupted attempts failed", error=repr(error))
 
-    def _repair(self, project: str, job_id: str, deadline: datetime) -> Outcome:
+    def _repair(self, project: str, job_id: str, deadline: datetime, event: ev.WatchdogFired) -> Outcome:
         """One job's repair, in a transaction of its own; never raises."""
         if self.clock.now() >= deadline:
             return Outcome.NOT_TRIED
         job = f"{project}/{job_id}"
         try:
-            applied = self.changes.apply(project, job_id, ev.WatchdogFired())
+            applied = self.changes.apply(project, job_id, event)
         except NotFound:
             return Outcome.UNCHANGED  # deleted since the query: nothing left to repair
         except Exception as error:  # one broken job must not stop the others' repair

@@ -27,5 +27,10 @@ class Backoff:
 
 # A task whose handler raised runs again after 0.5 s, 1 s, 2 s ... 60 s at most.
 TASK_BACKOFF = Backoff(first=timedelta(milliseconds=500), most=timedelta(seconds=60))
-# A delivery result that could not be committed is tried again after 0.5 s ... 5 s.
-RECORD_BACKOFF = Backoff(first=timedelta(milliseconds=500), most=timedelta(seconds=5))
+# A task whose step failed on storage (a disk full, the write lock not had in time) runs
+# again after 0.5 s, 1 s, then every 2 s: whatever the outage's length, storage that comes
+# back has it run within 2 s; a failing commit is cheap, and the tasks go in batches.
+STORAGE_BACKOFF = Backoff(first=timedelta(milliseconds=500), most=timedelta(seconds=2))
+# A delivery result that could not be committed is tried again after 0.5 s, then every
+# second: storage that comes back (a disk freed) records it within a second.
+RECORD_BACKOFF = Backoff(first=timedelta(milliseconds=500), most=timedelta(seconds=1))

@@ -91,6 +91,19 @@ def _single_on_time(schedule: Schedule, since: datetime, horizon: datetime, now:
     return DuePlan(((first, SCHEDULE),), (), (), horizon, False, following)
 
 
+def delivered_late(schedule: Schedule, moment: datetime, now: datetime, policy: JobPolicy,
+                   tuning: Tuning) -> bool:
+    """Whether the fire time `moment`, handled only `now`, is still delivered: the rule
+    a tick applies (plan_due), for one occurrence judged on its own. It is on time while no
+    newer fire time is due and it is within `late_tolerance`; otherwise it was missed, and
+    the catch-up policy decides (a newer due one supersedes it under `latest`)."""
+    following = next_fire(schedule, moment)
+    superseded = following is not None and following <= now
+    if not superseded and moment >= now - tuning.late_tolerance:
+        return True
+    return bool(_caught_up([moment], superseded, now, policy))
+
+
 def _caught_up(late: list[datetime], superseded: bool, now: datetime, policy: JobPolicy) -> list[datetime]:
     """The late fire times that the catch-up policy still delivers."""
     in_window = [t for t in late if t >= now - policy.catchup_window]

@@ -195,7 +195,11 @@ class Aborted:
 
 @dataclass(frozen=True)
 class WatchdogFired:
-    """The watchdog found the job's `watchdog_at` in the past."""
+    """The watchdog found the job's `watchdog_at` in the past. `queue_lost`: the task queue
+    came back from an outage and may have lost what it held (an emulator restarted
+    empty): the job's pending tick is armed again at its time, however soon it is due."""
+
+    queue_lost: bool = False
 
 
 Event = (

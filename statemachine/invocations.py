@@ -200,6 +200,8 @@ def on_interrupted(record: JobRecord, event: ev.AttemptInterrupted, now: datetim
         return record, []  # not in flight: it ended, was issued again, or the target took it (202)
     if (event.unsent and entry.event_count == 1) or staging.staged(entry, now) or \
             staging.unsent(entry, event.released_until):
+        if staging.missed_meanwhile(record, entry, event.attempt, now, tuning):
+            return finish(record, entry, SKIPPED, SkipReason.MISSED, now, tuning)
         return staging.wait_for_start(record, entry, tuning)
     attempt, key = event.attempt, f"{entry.invocation_id}/{event.event_index}"
     # (An entry of several inline events, written before events had rows, keeps the old rule.)

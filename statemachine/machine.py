@@ -5,18 +5,16 @@ record, call `step` with one event, apply every action, save the new record.
 `Deliver` is the one action performed after the commit. Nothing here reads a
 clock, touches storage or draws a random number, so a step can be replayed.
 
-`JobState` is a projection of the record's flags, not a second source of truth:
-after every step `derive_state` computes it from `disabled`, `paused`, the
-`active` invocations (and whether one has started), `tick_at` and what waits.
-It is stored with the record (and in the SQL `state` column) only so that it can
-be shown and queried without the machine; `with_derived_fields` keeps it in step.
+`JobState` is a projection of the record's flags, not a second source of truth: after every step
+`derive_state` computes it from `disabled`, `paused`, the `active` invocations (and whether one has
+started), `tick_at` and what waits. It is stored with the record (and in the SQL `state` column) only
+so that it can be shown and queried without the machine; `with_derived_fields` keeps it in step.
 
-Every (state, event) pair has an entry in `TRANSITIONS`: a handler, `IGNORE`
-(the event is a duplicate or stale and changes nothing), or a `Refusal`
-(`step` raises `InvalidTransition` and the record stays as it was). The state
-picks the entry; the handler then acts on the flags, and the state that results
-is derived again. So the table holds no next states: `NEXT_STATE` writes them
-down for the reader, and tests/unit/test_machine_table.py holds it true.
+Every (state, event) pair has an entry in `TRANSITIONS`: a handler, `IGNORE` (the event is a
+duplicate or stale and changes nothing), or a `Refusal` (`step` raises `InvalidTransition` and
+the record stays as it was). The state picks the entry; the handler then acts on the flags, and
+the state that results is derived again. So the table holds no next states: `NEXT_STATE` writes
+them down for the reader, and tests/unit/test_machine_table.py holds it true.
 """
 
 from __future__ import annotations
@@ -257,6 +255,8 @@ def _on_aborted(record: JobRecord, event: ev.Aborted, now: datetime, tuning: Tun
 
 def _on_watchdog(record: JobRecord, event: ev.WatchdogFired, now: datetime, tuning: Tuning) -> Result:
     """Repair whatever should have happened by `watchdog_at` and did not."""
+    if event.queue_lost:  # its time again under a new nonce: a copy the queue kept is stale
+        return arm(record, max(record.tick_at, now)) if record.tick_at is not None else (record, [])
     if record.watchdog_at is None or now < record.watchdog_at:
         return record, []
     actions: list[act.Action] = []

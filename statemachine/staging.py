@@ -42,6 +42,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from statemachine import actions as act
+from statemachine.catchup import delivered_late
 from statemachine.policy import JobPolicy, Tuning
 from statemachine.record import ActiveInvocation, JobRecord, Occurrence, evolve
 from statemachine.runs import before
@@ -147,6 +148,18 @@ def unsent(entry: ActiveInvocation, released_until: datetime | None) -> bool:
         and entry.started_at is not None
         and entry.started_at > released_until
     )
+
+
+def missed_meanwhile(record: JobRecord, entry: ActiveInvocation, attempt: int, now: datetime,
+                     tuning: Tuning) -> bool:
+    """A scheduled occurrence whose first attempt was never sent (its process died, or
+    stopped, before letting it out) is judged now as its tick would judge it now: when
+    its time has passed long enough, or a newer fire time is already due, the catch-up
+    policy may record it missed rather than deliver it late."""
+    policy = record.policy
+    if policy is None or attempt != 1 or entry.trigger != Trigger.SCHEDULE or entry.scheduled_time > now:
+        return False
+    return not delivered_late(policy.schedule, entry.scheduled_time, now, policy, tuning)
 
 
 def after_step(before: JobRecord, after: JobRecord, actions: list[act.Action], now: datetime,

@@ -58,9 +58,9 @@ def test_a_task_whose_handler_raised_waits_half_a_second_doubling_to_a_minute():
     assert waits == [0.5, 1.0, 2.0, 32.0, 60.0, 60.0, 60.0]
 
 
-def test_a_result_not_committed_is_tried_again_after_half_a_second_doubling_to_five():
+def test_a_result_not_committed_is_tried_again_after_half_a_second_then_every_second():
     waits = [RECORD_BACKOFF.after(failures) for failures in range(1, 7)]
-    assert waits == [timedelta(seconds=s) for s in (0.5, 1.0, 2.0, 4.0, 5.0, 5.0)]
+    assert waits == [timedelta(seconds=s) for s in (0.5, 1.0, 1.0, 1.0, 1.0, 1.0)]
 
 
 def test_a_definition_read_back_is_the_one_written_and_is_not_encoded_again(tmp_path, monkeypatch):

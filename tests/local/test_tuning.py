@@ -21,7 +21,7 @@ def test_the_defaults_are_the_values_the_measurements_were_taken_with():
     assert (tuning.record_linger, tuning.writes_first, tuning.last_commits) == (50 * MS, 2000 * MS, 500 * MS)
     assert (tuning.mark_lead, tuning.gather, tuning.release_mark_span) == (50 * MS, 4 * MS, 250 * MS)
     assert (tuning.leased_per_worker, tuning.burst_tasks, tuning.record_tries) == (4, 1_000, 12)
-    assert tuning.record_backoff == Backoff(first=500 * MS, most=timedelta(seconds=5))
+    assert tuning.record_backoff == Backoff(first=500 * MS, most=timedelta(seconds=1))
     assert (tuning.release_part, tuning.most_held, tuning.instant_requests, tuning.gather_most) == (
         64, 10_000, 256, 64)
 

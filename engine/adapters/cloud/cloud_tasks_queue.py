@@ -22,7 +22,11 @@ commit. What makes that safe:
   early, the state machine re-arms it for the same time under a fresh nonce (so a new
   name, which Cloud Tasks will take), and that enqueue goes one hop further.
 - An enqueue that still fails after its retries is logged and counted, not raised: the
-  transaction has committed, and a chain that lost its task is what the watchdog repairs.
+  transaction has committed. One call waits at most `ENQUEUE_BUDGET` for Cloud Tasks, all
+  its tasks together, so an API write answers within seconds while the queue is down;
+  what failed is kept (unsent_tasks.py) and created again by `resend_unsent` (`serve`'s
+  requeue loop, every second) once the queue answers, and a chain whose task was lost
+  all the same is what the watchdog repairs.
 
 Shards: the chain's tasks of a job go to one of N queues (`shards`), chosen by a stable
 hash of the job's name (statemachine/shards.py): one queue dispatches at most 500 tasks a
@@ -54,6 +58,7 @@ import json
 import logging
 import re
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -64,6 +69,7 @@ from google.api_core import retry as gretry
 from google.cloud import tasks_v2
 from google.protobuf import field_mask_pb2
 
+from engine.adapters.cloud.unsent_tasks import UnsentTasks
 from engine.logs import log_event
 from engine.ports import Clock, Task
 from statemachine.durations import rfc3339_millis
@@ -86,15 +92,18 @@ QUEUE_ID_LIMIT = 100  # Cloud Tasks: [A-Za-z0-9-]{1,100}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _UNSAFE_IN_QUEUE = re.compile(r"[^A-Za-z0-9-]+")
 _RPC_TIMEOUT = 10.0  # seconds per CreateTask call
+# Seconds one enqueue_now (an API write's, a task handler's) waits on Cloud Tasks in all,
+# retries included: an outage costs a caller this, never the 30 s of _RETRY per task.
+ENQUEUE_BUDGET = 3.0
+RECONNECT_WITHIN_A_SECOND = [("grpc.initial_reconnect_backoff_ms", 250), ("grpc.min_reconnect_backoff_ms", 250),
+                             ("grpc.max_reconnect_backoff_ms", 1000)]
 # Transient failures are retried here, under the same name: a retry of a call that
 # did reach Cloud Tasks then gets ALREADY_EXISTS, which is success.
-_RETRY = gretry.Retry(
-    predicate=gretry.if_exception_type(
-        gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError,
-        gexc.TooManyRequests, gexc.Aborted,
-    ),
-    initial=0.1, maximum=2.0, multiplier=2.0, timeout=30.0,
-)
+_TRANSIENT = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError, gexc.TooManyRequests,
+              gexc.Aborted)
+_MENDABLE = (*_TRANSIENT, gexc.RetryError)  # kept to be created again (unsent_tasks.py)
+_RETRY = gretry.Retry(predicate=gretry.if_exception_type(*_TRANSIENT), initial=0.1, maximum=2.0, multiplier=2.0,
+                      timeout=30.0)
 
 
 def build_tasks_client(emulator_host: str | None = None) -> tasks_v2.CloudTasksClient:
@@ -105,7 +114,9 @@ def build_tasks_client(emulator_host: str | None = None) -> tasks_v2.CloudTasksC
     import grpc
     from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 
-    channel = grpc.insecure_channel(emulator_host)
+    # gRPC waits up to 2 minutes between reconnections to a server that refused it, and
+    # fails every call meanwhile: an emulator back after an outage would go unused that long.
+    channel = grpc.insecure_channel(emulator_host, options=RECONNECT_WITHIN_A_SECOND)
     return tasks_v2.CloudTasksClient(transport=CloudTasksGrpcTransport(channel=channel))
 
 
@@ -177,14 +188,38 @@ class CloudTasksQueue:
         self._lock = threading.Lock()
         self.copies = copies
         self.app_engine = app_engine
+        self.budget = ENQUEUE_BUDGET
+        self.unsent = UnsentTasks()
 
     def enqueue_now(self, tasks: list[Task]) -> None:
-        """Create one Cloud Tasks task per Task. Never raises for Cloud Tasks' failures:
-        each is logged and counted, and the watchdog repairs the chain it broke."""
-        now = self.clock.now()
+        """Create one Cloud Tasks task per Task, within `budget` seconds in all. Never
+        raises for Cloud Tasks' failures: each is logged, counted and kept for
+        `resend_unsent`."""
+        now, until = self.clock.now(), time.monotonic() + self.budget
         for task in tasks:
             for _ in range(self.copies):
-                self._create(self.cloud_task(task, now))
+                cloud_task = self.cloud_task(task, now)
+                if not self._create(cloud_task, until):
+                    self._keep(cloud_task)
+
+    def resend_unsent(self) -> int:
+        """Create again the tasks whose creation failed, oldest first, until one fails
+        again (the queue is still down: the next call tries again); returns how many were
+        settled (created, or refused for good)."""
+        created = 0
+        for cloud_task in self.unsent.oldest_first():
+            if not self._create(cloud_task, time.monotonic() + self.budget):
+                break
+            self.unsent.created(cloud_task)
+            created += 1
+        if created:
+            log_event(log, "unsent tasks created", count=created, left=len(self.unsent))
+        return created
+
+    def _keep(self, cloud_task: tasks_v2.Task) -> None:
+        dropped = self.unsent.keep(cloud_task)
+        if dropped is not None:
+            log_event(log, "unsent task dropped", level=logging.ERROR, task=dropped, kept=self.unsent.limit)
 
     def path_of(self, task: Task) -> str:
         """The queue `task` goes on: its job's shard of the chain, or its throttle's. A
@@ -241,19 +276,29 @@ class CloudTasksQueue:
             )
         return request
 
-    def _create(self, cloud_task: tasks_v2.Task) -> None:
+    def _create(self, cloud_task: tasks_v2.Task, until: float) -> bool:
+        """Create the task, retrying until time.monotonic() reads `until`. False: it failed
+        in a way a later try may mend (the queue down or slow); a refusal for good (a bad
+        task) is logged and counted, and True as there is nothing to try again."""
         self._count("enqueues")
+        left = until - time.monotonic()
+        if left <= 0:  # the call's budget went to the tasks before this one
+            return self._failed(cloud_task, "no time left of the enqueue's budget", True)
         try:
             self.client.create_task(
-                parent=cloud_task.name.rsplit("/tasks/", 1)[0], task=cloud_task, retry=_RETRY,
-                timeout=_RPC_TIMEOUT,
+                parent=cloud_task.name.rsplit("/tasks/", 1)[0], task=cloud_task,
+                retry=_RETRY.with_timeout(left), timeout=min(_RPC_TIMEOUT, left),
             )
         except gexc.AlreadyExists:
             self._count("already_exists")  # sent before (or a retry that did arrive): done
         except (gexc.GoogleAPICallError, gexc.RetryError) as error:
-            self._count("enqueue_failures")
-            log_event(log, "enqueue failed", level=logging.ERROR, task=cloud_task.name,
-                      error=_describe(error))
+            return self._failed(cloud_task, _describe(error), isinstance(error, _MENDABLE))
+        return True
+
+    def _failed(self, cloud_task: tasks_v2.Task, error: str, mendable: bool) -> bool:
+        self._count("enqueue_failures")
+        log_event(log, "enqueue failed", level=logging.ERROR, task=cloud_task.name, error=error)
+        return not mendable
 
     def _count(self, name: str) -> None:
         with self._lock:

@@ -9,8 +9,8 @@ from datetime import timedelta
 from typing import Callable
 
 from engine.logs import log_event
-from engine.ports import Clock, LeasedTask, RetryTask, Task, TaskQueue
-from engine.retry import TASK_BACKOFF
+from engine.ports import Clock, LeasedTask, RetryTask, StoreError, Task, TaskQueue
+from engine.retry import STORAGE_BACKOFF, TASK_BACKOFF
 
 log = logging.getLogger("sundial.dispatcher")
 
@@ -18,12 +18,14 @@ LEASE = timedelta(seconds=30)
 
 
 def hand_back(queue: TaskQueue, clock: Clock, item: LeasedTask, error: BaseException) -> None:
-    """The task is to run again: when it asked to (RetryTask), or after TASK_BACKOFF.
-    If even that fails, the lease runs out and the task comes again."""
+    """The task is to run again: when it asked to (RetryTask), after STORAGE_BACKOFF when
+    storage failed it, or else after TASK_BACKOFF. If even that fails, the lease runs out
+    and the task comes again."""
     if isinstance(error, RetryTask):
         wait = error.delay
     else:
-        wait = TASK_BACKOFF.after(item.attempts)
+        backoff = STORAGE_BACKOFF if isinstance(error, StoreError) else TASK_BACKOFF
+        wait = backoff.after(item.attempts)
         log_event(log, "task failed", task=item.task.name, attempts=item.attempts,
                   retry_in_ms=int(wait.total_seconds() * 1000), error=repr(error))
     try:

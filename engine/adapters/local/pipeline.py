@@ -13,9 +13,10 @@ A task is settled only after the results of its requests are committed, so a
 throttle's lease still covers its request. If a batch's transaction fails, its
 tasks go through one at a time, so that one task's trouble is its own. A task
 whose step still fails is handed back with the dispatcher's backoff, as any task
-is. A result that cannot be committed is kept and committed again later instead:
-its request is out, and a handed-back task would not send it again but leave
-the attempt to the watchdog, which does.
+is. A result that cannot be committed is kept and committed again later instead
+(through storage trouble, every second while its attempt's lease holds): its
+request is out, and a handed-back task would not send it again but leave the
+attempt to the watchdog, which does, only once the lease has run out.
 
 Stopping (`stop`): nothing new leaves from the first instant (TaskRunner.stop_sending);
 what is on the wire gets until a deadline to answer, and its results are recorded; what
@@ -305,7 +306,7 @@ class TaskPipeline:
     def _record_later(self, result: _Result, error: Exception) -> None:
         result.failures += 1
         storage_trouble = isinstance(error, (StoreError, ConflictError))
-        if not storage_trouble or result.failures >= self._tuning.record_tries:
+        if not storage_trouble or not self._may_record_later(result):
             # Handed back, as the one-task path does: its re-run finds the tick spent,
             # and the watchdog resolves the attempt.
             log_event(log, "recording a result failed; giving up", level=logging.ERROR,
@@ -323,6 +324,18 @@ class TaskPipeline:
                 result.timer.start()
                 return
         self._settle_part(result.item, error)
+
+    def _may_record_later(self, result: _Result) -> bool:
+        """Storage trouble is tried `record_tries` times, and then on while the attempt's
+        lease holds (its `expect_by`, on the injected clock): a disk full for minutes still
+        ends with the result recorded within a backoff of space coming back, and the job
+        goes on at once, where a result given up left its attempt held until the watchdog
+        issued it again, after the lease. Past the lease the result would be stale."""
+        if result.failures < self._tuning.record_tries:
+            return True
+        entry = result.sent.job.record.find_active(result.sent.action.invocation_id)
+        expect_by = None if entry is None else entry.expect_by
+        return expect_by is not None and self.runner.changes.clock.now() < expect_by
 
     def _record_again(self, result: _Result) -> None:
         with self._lock:

@@ -36,9 +36,11 @@ class LocalTuning:
     record_linger: timedelta = timedelta(milliseconds=50)
     """The record stage waits this for more results: about 25 per transaction at 500/s, not 5."""
     record_tries: int = 12
-    """Commits of one result before its task is handed back: about a minute of a store that is down."""
+    """Commits of one result at least (about 11 s of a store that is down); storage trouble is
+    tried on while the attempt's lease holds, after which the watchdog issues the attempt again."""
     record_backoff: Backoff = RECORD_BACKOFF
-    """Between those commits, 0.5 s doubling to 5 s: a store in trouble is not hammered, nor long waited for."""
+    """Between those commits, 0.5 s then 1 s: one failing commit a second per result costs little,
+    and a store that comes back has the results recorded within a second."""
     writes_first: timedelta = timedelta(seconds=2)
     """Results wait at most this for the due requests to be written: a result a second late is not late."""
     last_commits: timedelta = timedelta(milliseconds=500)
