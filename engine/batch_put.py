@@ -24,8 +24,6 @@ from engine.operations import Put, PutEntry, put_change, stored_triggers
 from engine.service import Engine
 from statemachine.errors import SundialError
 
-MAX_BATCH_JOBS = 1_000  # jobs one batch request may put
-
 # What became of one job of a batch: the PUT's result, or the error that refused it.
 Outcome = Put | SundialError
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.batch_put import MAX_BATCH_JOBS, Outcome
+from config.limits import MAX_BATCH_JOBS
+from engine.batch_put import Outcome
 from engine.operations import Put
 from web.bodies import fields
 from web.errors import STATUS, ApiError, classify
