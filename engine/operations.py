@@ -52,6 +52,13 @@ ACCEPTED = "accepted"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+class Unread:
+    """No row read yet: the use case reads it (None would say there is none)."""
+
+
+UNREAD = Unread()
+
+
 @dataclass(frozen=True)
 class Put:
     job: StoredJob
@@ -72,10 +79,15 @@ def config_defines(row: ProjectRow, stored: StoredJob | None, job_id: str) -> bo
 # --- API-managed jobs --------------------------------------------------------------------
 
 def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, definition: JobDefinition,
-            disabled: bool, max_jobs: int, actor: str = UNKNOWN_ACTOR) -> Put:
-    """Create or replace an API job. The same definition again changes nothing."""
-    row = engine.queries.project(project)
-    stored = engine.queries.stored_job(project, job_id)
+            disabled: bool, max_jobs: int, actor: str = UNKNOWN_ACTOR, *, row: ProjectRow | None = None,
+            read: StoredJob | None | Unread = UNREAD) -> Put:
+    """Create or replace an API job. The same definition again changes nothing.
+
+    `row`, `read`: the project's row and the job's (None: no job row) as the caller read
+    them just before (each spares a read; the transaction reads the job again anyway).
+    """
+    row = row if row is not None else engine.queries.project(project)
+    stored = engine.queries.stored_job(project, job_id) if isinstance(read, Unread) else read
     room = stored is not None or engine.queries.job_count(project) < max_jobs
     change, created = put_change(row, stored, job_id, PutEntry(policy, definition, disabled), actor, room,
                                  stored_triggers(engine, project), max_jobs)

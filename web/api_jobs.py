@@ -15,7 +15,8 @@ from engine import operations as ops
 from engine.backfills import backfill_job
 from engine.batch_put import put_jobs
 from engine.masking import MaskedValues, unmasked_entry
-from engine.ports import ProjectRow
+from engine.ports import ProjectRow, StoredJob
+from engine.queries import visible
 from engine.secrets import LocalSecrets, secret_names
 from statemachine.definition import JobDefinition
 from statemachine.errors import SundialError
@@ -38,9 +39,10 @@ COMPLETION_HEADER = "X-Sundial-Completion-Token"
 @jobs_api.put(JOB)
 def put_job(project: str, job_id: str) -> ResponseReturnValue:
     row = project_or_404(project, OWN)
-    entry = _put_entry(row, job_id, json_object())
+    stored = queries().stored_job(project, job_id)  # one read for the masks and the use case
+    entry = _put_entry(row, job_id, json_object(), stored)
     put = ops.put_job(current_engine(), project, job_id, entry.policy, entry.definition, entry.disabled,
-                      MAX_JOBS_PER_PROJECT, actor=actor())
+                      MAX_JOBS_PER_PROJECT, actor=actor(), row=row, read=stored)
     response = jsonify(full_job_view(put.job))
     if put.created:
         response.status_code = 201
@@ -67,12 +69,16 @@ def batch_put(project: str) -> ResponseReturnValue:
                                 for job_id, _ in listed]})
 
 
-def _put_entry(row: ProjectRow, job_id: str, body: dict[str, Any]) -> ops.PutEntry:
-    """A PUT body, validated as a config file's entry is.
+def _put_entry(row: ProjectRow, job_id: str, body: dict[str, Any], stored: StoredJob | None | ops.Unread = ops.UNREAD,
+               ) -> ops.PutEntry:
+    """A PUT body, validated as a config file's entry is; `stored`: the job's row as read
+    just before (None: no row), else it is read here.
 
     :raises ApiError: it does not validate (INVALID_ARGUMENT, one detail per problem).
     """
-    entry = _unmasked(row.id, job_id, body)
+    if isinstance(stored, ops.Unread):
+        stored = queries().stored_job(row.id, job_id)
+    entry = _unmasked(body, stored if stored is not None and visible(stored) else None)
     settings = current_app.config["SUNDIAL_SETTINGS"]
     try:
         # Known jobs are not checked here: operations checks triggers against the store.
@@ -86,10 +92,10 @@ def _put_entry(row: ProjectRow, job_id: str, body: dict[str, Any]) -> ops.PutEnt
     return ops.PutEntry(job.policy, job.definition, job.disabled)
 
 
-def _unmasked(project: str, job_id: str, entry: dict[str, Any]) -> dict[str, Any]:
-    """The body with the stored values back for the masks a GET showed (engine/masking.py),
-    so that an owner's GET and PUT of the same job sends what it sent before."""
-    stored = queries().find_job(project, job_id)
+def _unmasked(entry: dict[str, Any], stored: StoredJob | None) -> dict[str, Any]:
+    """The body with the stored values of the visible job `stored` back for the masks a GET
+    showed (engine/masking.py), so that an owner's GET and PUT of the same job sends what it
+    sent before."""
     try:
         return unmasked_entry(entry, None if stored is None else stored.definition)
     except MaskedValues as failure:
