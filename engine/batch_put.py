@@ -16,11 +16,13 @@ sending the same batch again is safe (a PUT of an unchanged job writes nothing).
 from __future__ import annotations
 
 from contextlib import ExitStack
+from typing import Mapping
 
 from engine.audit import UNKNOWN_ACTOR
 from engine.changes import Applied, Change
 from engine.errors import Busy, CommitTooLarge, Refused, StoreError
 from engine.operations import Put, PutEntry, put_change, stored_triggers
+from engine.ports import ProjectRow, StoredJob
 from engine.service import Engine
 from statemachine.errors import SundialError
 
@@ -29,12 +31,16 @@ Outcome = Put | SundialError
 
 
 def put_jobs(engine: Engine, project: str, entries: dict[str, PutEntry], max_jobs: int,
-             actor: str = UNKNOWN_ACTOR) -> dict[str, Outcome]:
-    """Put every job of `entries` (by job id); each one's outcome, by job id.
+             actor: str = UNKNOWN_ACTOR, *, row: ProjectRow | None = None,
+             read: Mapping[str, StoredJob | None] | None = None) -> dict[str, Outcome]:
+    """Put every job of `entries` (by job id); each one's outcome, by job id. `row`, `read`:
+    the project's row and the jobs' rows (None: no row) as the caller read them just before,
+    as for operations.put_job; a job not in `read` is read here.
 
     :raises NotFound: the project has no config file; nothing was written.
     """
-    row = engine.queries.project(project)
+    row = row if row is not None else engine.queries.project(project)
+    read = read or {}
     room = max_jobs - engine.queries.job_count(project)
     in_store = stored_triggers(engine, project)
 
@@ -45,7 +51,7 @@ def put_jobs(engine: Engine, project: str, entries: dict[str, PutEntry], max_job
     outcomes: dict[str, Outcome] = {}
     pending: list[tuple[Change, bool]] = []
     for job_id, entry in entries.items():
-        stored = engine.queries.stored_job(project, job_id)
+        stored = read[job_id] if job_id in read else engine.queries.stored_job(project, job_id)
         try:
             change, created = put_change(row, stored, job_id, entry, actor, stored is not None or room > 0,
                                          triggers_of, max_jobs)

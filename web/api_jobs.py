@@ -58,13 +58,16 @@ def batch_put(project: str) -> ResponseReturnValue:
     listed = batch_entries(json_object())
     refused: dict[str, SundialError] = {}
     entries: dict[str, ops.PutEntry] = {}
+    read: dict[str, StoredJob | None] = {}
     for job_id, body in listed:
         try:
             refuse_bad_job_id(None, {"job_id": job_id})  # (a PUT's path is checked as it is routed)
-            entries[job_id] = _put_entry(row, job_id, body)
+            read[job_id] = queries().stored_job(project, job_id)
+            entries[job_id] = _put_entry(row, job_id, body, read[job_id])
         except ApiError as error:
             refused[job_id] = error
-    outcomes = put_jobs(current_engine(), project, entries, MAX_JOBS_PER_PROJECT, actor=actor())
+    outcomes = put_jobs(current_engine(), project, entries, MAX_JOBS_PER_PROJECT, actor=actor(), row=row,
+                        read=read)
     return jsonify({"results": [batch_result(job_id, refused.get(job_id) or outcomes[job_id])
                                 for job_id, _ in listed]})
 

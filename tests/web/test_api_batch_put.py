@@ -121,3 +121,14 @@ def test_only_owners_may_put_a_batch(tmp_path, monkeypatch, who):
     assert error_of(response) == expected
     owner = CALLERS["owner"]
     assert secured.client.get("/api/v1/projects/demo/jobs/j", headers=owner).status_code == 404
+
+
+def test_a_batch_reads_the_project_once_and_each_job_once_before_its_transactions(api, monkeypatch):
+    reads: list[str] = []
+    store = api.engine.queries.store
+    for name in ("get_project", "get_job", "count_jobs"):
+        real = getattr(store, name)
+        monkeypatch.setattr(store, name, lambda *args, _real=real, _name=name: reads.append(_name) or _real(*args))
+    assert {r["status"] for r in batch(api, *[(f"j{i}", noop_job(schedule="triggered")) for i in range(3)])
+            .get_json()["results"]} == {201}
+    assert sorted(reads) == ["count_jobs", "get_job", "get_job", "get_job", "get_project"]
