@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.server_process import child_pids, proc_cpu_seconds  # noqa: E402
 from engine.adapters.local.sqlite_store import SqliteJobStore  # noqa: E402
 from engine.ports import InvocationRow  # noqa: E402
 from statemachine import ids  # noqa: E402
@@ -122,9 +123,15 @@ def timed_puts(port: int, names: list[str], threads: int, expect: int) -> tuple[
     return time.perf_counter() - started, sorted(x for share in results for x in share)
 
 
-def report_puts(label: str, count: int, elapsed: float, latencies: list[float]) -> float:
+def server_cpu(pid: int) -> float:
+    """CPU seconds the server (and any dispatcher children) has used so far."""
+    return sum(proc_cpu_seconds(each) for each in (pid, *child_pids(pid)))
+
+
+def report_puts(label: str, count: int, elapsed: float, latencies: list[float], cpu: float) -> float:
     p50, p99 = latencies[len(latencies) // 2], latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
-    line(label, f"{count / elapsed:,.0f}/s  (p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms)")
+    line(label, f"{count / elapsed:,.0f}/s  (p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms; "
+                f"server CPU {cpu / count * 1000:.2f} ms each)")
     return count / elapsed
 
 
@@ -208,7 +215,7 @@ def main() -> None:
         server = start_server(tmp, port)
         try:
             line("machine", f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
-            rates = measure_creations(port, args.jobs, args.threads)
+            rates = measure_creations(port, args.jobs, args.threads, server.pid)
             list_history(tmp, port, args.invocations)
         finally:
             server.terminate()
@@ -220,15 +227,20 @@ def main() -> None:
                 line(f"  {label} / APScheduler", f"{rate / aps:.1f}x")
 
 
-def measure_creations(port: int, jobs: int, threads: int) -> dict[str, float]:
-    one = [f"one-{i}" for i in range(jobs)]
-    elapsed, latencies = timed_puts(port, one, 1, 201)
-    rates = {"PUT, 1 client": report_puts("PUT creations, 1 client", jobs, elapsed, latencies)}
-    many = [f"many-{i}" for i in range(jobs)]
-    elapsed, latencies = timed_puts(port, many, threads, 201)
-    rates[f"PUT, {threads} clients"] = report_puts(f"PUT creations, {threads} clients", jobs, elapsed, latencies)
-    elapsed, latencies = timed_puts(port, one, 1, 200)
-    report_puts("PUT unchanged (idempotent), 1 client", jobs, elapsed, latencies)
+def measure_creations(port: int, jobs: int, threads: int, pid: int) -> dict[str, float]:
+    """Each way of creating `jobs` jobs: its rate, latencies and the server's CPU per job."""
+    one, many = [f"one-{i}" for i in range(jobs)], [f"many-{i}" for i in range(jobs)]
+    rates: dict[str, float] = {}
+    for title, key, names, clients, expect in (
+            ("PUT creations, 1 client", "PUT, 1 client", one, 1, 201),
+            (f"PUT creations, {threads} clients", f"PUT, {threads} clients", many, threads, 201),
+            ("PUT unchanged (idempotent), 1 client", "", one, 1, 200)):
+        cpu = server_cpu(pid)
+        elapsed, latencies = timed_puts(port, names, clients, expect)
+        rate = report_puts(title, jobs, elapsed, latencies, server_cpu(pid) - cpu)
+        if key:
+            rates[key] = rate
+    cpu = server_cpu(pid)
     batched = batch_put(port, [f"batch-{i}" for i in range(jobs)])
     if batched is None:
         line("batch put creations", "not served (404)")
@@ -236,7 +248,8 @@ def measure_creations(port: int, jobs: int, threads: int) -> dict[str, float]:
     elapsed, latencies = batched
     rates["batch put"] = jobs / elapsed
     line(f"batch put creations, {BATCH:,} a request, 1 client",
-         f"{jobs / elapsed:,.0f} jobs/s  (p50 {latencies[len(latencies) // 2] * 1000:.0f} ms a request)")
+         f"{jobs / elapsed:,.0f} jobs/s  (p50 {latencies[len(latencies) // 2] * 1000:.0f} ms a request; "
+         f"server CPU {(server_cpu(pid) - cpu) / jobs * 1000:.2f} ms a job)")
     return rates
 
 
