@@ -21,7 +21,7 @@ from typing import Mapping
 from engine.audit import UNKNOWN_ACTOR
 from engine.changes import Applied, Change
 from engine.errors import Busy, CommitTooLarge, Refused, StoreError
-from engine.operations import Put, PutEntry, put_change, stored_triggers
+from engine.operations import Put, PutEntry, changes_nothing, put_change, stored_triggers
 from engine.ports import ProjectRow, StoredJob
 from engine.service import Engine
 from statemachine.errors import SundialError
@@ -59,6 +59,9 @@ def put_jobs(engine: Engine, project: str, entries: dict[str, PutEntry], max_job
             outcomes[job_id] = refused
             continue
         room -= stored is None
+        if stored is not None and not created and changes_nothing(engine, stored, change):
+            outcomes[job_id] = Put(stored, created=False)
+            continue
         pending.append((change, created))
     _commit(engine, pending, outcomes)
     return outcomes

@@ -38,7 +38,7 @@ from statemachine import ids
 from statemachine.backfill import rerun_time
 from statemachine.definition import JobDefinition
 from statemachine.durations import UTC, rfc3339_millis
-from statemachine.machine import manual_invocation_id, step
+from statemachine.machine import InvalidTransition, manual_invocation_id, step
 from statemachine.policy import JobPolicy
 from statemachine.safety import redact_echoes
 from statemachine.vocabulary import TERMINAL_STATUSES, AbortReason, AuditAction, InvocationStatus, Trigger
@@ -91,6 +91,8 @@ def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, defini
     room = stored is not None or engine.queries.job_count(project) < max_jobs
     change, created = put_change(row, stored, job_id, PutEntry(policy, definition, disabled), actor, room,
                                  stored_triggers(engine, project), max_jobs)
+    if stored is not None and not created and changes_nothing(engine, stored, change):
+        return Put(stored, created=False)
     with engine.writers.admit(project, job_id):
         applied = engine.changes.apply(project, job_id, change.event, definition=definition, source=JobSource.API,
                                        audit=change.audit)
@@ -166,6 +168,21 @@ def _remove_if_still_deleted(tx: Transaction, project: str, job_id: str) -> None
     # A PUT since step 1 revived it; an active invocation would lose its record.
     if stored is not None and not visible(stored) and not stored.record.active:
         tx.delete_job(project, job_id)
+
+
+def changes_nothing(engine: Engine, stored: StoredJob, change: Change) -> bool:
+    """Whether a PUT's `change` of the job as read would write nothing: the same definition
+    (and source, not deleted), and a step that neither changes the record nor acts. Then no
+    transaction is needed (the same body sent again, as `jobs apply` of a whole directory
+    does): the PUT is as of that read, like one that came just before a later change."""
+    if (change.definition, change.source) != (stored.definition, stored.source) or stored.deleted \
+            or not isinstance(change.event, (ev.JobEnabled, ev.JobDisabled)):
+        return False
+    try:
+        transition = step(stored.record, change.event, engine.clock.now(), engine.changes.tuning)
+    except InvalidTransition:
+        return False  # (the transaction refuses it, with its words)
+    return not transition.actions and transition.record == stored.record
 
 
 def _check_triggers(project: str, job_id: str, triggers: tuple[str, ...], triggers_of: TriggersOf) -> None:

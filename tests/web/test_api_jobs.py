@@ -283,3 +283,20 @@ def test_a_put_reads_the_project_and_the_job_once_before_its_transaction(api, mo
     reads.clear()
     assert api.put("j", noop_job(schedule="every 2m")).status_code == 200
     assert sorted(reads) == ["get_job", "get_project"]
+
+
+def test_the_same_body_again_opens_no_transaction_and_a_changed_one_does(api):
+    body = http_job(schedule="every 1m")
+    api.put("j", body)
+    counters = api.store.inner.counters  # the in-memory store's (engine/adapters/memory)
+    commits = counters["commits"]
+    assert api.put("j", body).status_code == 200
+    assert api.client.post("/api/v1/projects/demo/jobs:batchPut", json={"jobs": [{"id": "j", "job": body}]}
+                           ).get_json()["results"] == [{"id": "j", "status": 200}]
+    assert counters["commits"] == commits  # nothing to write: not even the write lock taken
+    api.post("j", ":pause")
+    commits = counters["commits"]
+    assert api.put("j", body).status_code == 200 and api.job("j")["paused"]  # a PUT does not resume
+    assert counters["commits"] == commits
+    assert api.put("j", http_job(schedule="every 2m")).status_code == 200
+    assert counters["commits"] == commits + 1
