@@ -89,8 +89,13 @@ def start_server(tmp: Path, port: int) -> subprocess.Popen:
     raise SystemExit(f"server did not start: {(tmp / 'server.log').read_text()[-2000:]}")
 
 
+# The jobs' first time, fixed once: a body built again for the same job is the same body
+# (built from the clock at each call, the "unchanged" PUTs were replacements).
+FIRST = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(days=30)
+
+
 def job_body(index: int) -> dict:
-    first = datetime.now(timezone.utc) + timedelta(days=30, minutes=index % 1000)
+    first = FIRST + timedelta(minutes=index % 1000)
     times = [(first + timedelta(hours=h)).isoformat().replace("+00:00", "Z") for h in range(3)]
     return {"at": times, "target": {"http": {"url": "http://127.0.0.1:9/remind",
                                              "body": '{"job":"${jobId}","at":"${scheduledTime}"}'}}}
