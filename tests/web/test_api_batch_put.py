@@ -132,3 +132,17 @@ def test_a_batch_reads_the_project_once_and_each_job_once_before_its_transaction
     assert {r["status"] for r in batch(api, *[(f"j{i}", noop_job(schedule="triggered")) for i in range(3)])
             .get_json()["results"]} == {201}
     assert sorted(reads) == ["count_jobs", "get_job", "get_job", "get_job", "get_project"]
+
+
+def test_a_job_with_too_many_writers_at_work_is_refused_alone_with_429(api):
+    writers = api.engine.writers
+    places = [writers.admit("demo", "busy") for _ in range(writers.limit)]
+    for place in places:
+        place.__enter__()
+    try:
+        response = batch(api, ("busy", noop_job(schedule="triggered")), ("free", noop_job(schedule="triggered")))
+    finally:
+        for place in places:
+            place.__exit__(None, None, None)
+    assert results(response) == [("busy", 429, "RESOURCE_EXHAUSTED"), ("free", 201, None)]
+    assert api.get("/api/v1/projects/demo/jobs/busy").status_code == 404
