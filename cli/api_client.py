@@ -15,14 +15,18 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import IO, Any, Iterator, Mapping
+from typing import IO, Any, Iterator, Mapping, Sequence
 
 from cli.common import UsageError
+from config.limits import MAX_BATCH_JOBS, MAX_REQUEST_BYTES
 from config.settings import variable
 from statemachine.safety import is_loopback_host
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 TIMEOUT_SECONDS = 30.0
+# A batch put's body is kept this far under the server's request limit (its `{"jobs": []}`
+# and separators are counted, this is slack for nothing else).
+BATCH_BYTES = MAX_REQUEST_BYTES - 1024
 
 
 class ApiFailure(Exception):
@@ -167,6 +171,38 @@ class ApiClient:
     def put_created(self, path: str, body: dict[str, Any]) -> bool:
         """PUT `body` at `path`: True when it created (201), False when it replaced (200)."""
         return self._send("PUT", path, None, body)[0] == 201
+
+
+    def put_jobs(self, project: str, jobs: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+        """PUT many jobs of a project, (job id, PUT body) each, through `jobs:batchPut` in as few
+        requests as its limits allow (MAX_BATCH_JOBS jobs, the request size); one result
+        `{"id", "status", "error"?}` per job, in the order given. A job is refused in its
+        result, never by an exception; a request the server refuses whole raises ApiFailure,
+        and the batches before it stay put (sending them all again is safe)."""
+        results: list[dict[str, Any]] = []
+        for batch in batch_bodies(jobs):
+            answer = self.call("POST", f"/projects/{segment(project)}/jobs:batchPut", body={"jobs": batch})
+            results += answer["results"]
+        return results
+
+
+def batch_bodies(jobs: Sequence[tuple[str, dict[str, Any]]], most_jobs: int = MAX_BATCH_JOBS,
+                 most_bytes: int = BATCH_BYTES) -> Iterator[list[dict[str, Any]]]:
+    """The `jobs` lists of the batch puts that send `jobs` in order: each at most `most_jobs`
+    entries and, as JSON, `most_bytes` (a job larger than that alone goes in a batch of its
+    own, for the server to refuse with its own words)."""
+    batch: list[dict[str, Any]] = []
+    size = len('{"jobs": []}')
+    for job_id, body in jobs:
+        entry = {"id": job_id, "job": body}
+        grown = len(json.dumps(entry).encode()) + len(", ")
+        if batch and (len(batch) == most_jobs or size + grown > most_bytes):
+            yield batch
+            batch, size = [], len('{"jobs": []}')
+        batch.append(entry)
+        size += grown
+    if batch:
+        yield batch
 
 
 def _failure(status: int, raw: bytes) -> ApiFailure:

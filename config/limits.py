@@ -29,6 +29,9 @@ MAX_ATTRIBUTE_KEY_BYTES = 256  # Pub/Sub's own limit
 MAX_ATTRIBUTE_VALUE_BYTES = 1 * KIB  # Pub/Sub's own limit, for the template
 MAX_JOBS_PER_PROJECT = 10_000  # jobs of a project (config and API); checked when the API creates one
 MAX_PAGE_SIZE = 1_000  # invocations per page of history
+# Jobs of one batch put (jobs:batchPut): a thousand small `at` jobs fit the request size, and
+# their parsing and commits stay within a second or so of the server's time.
+MAX_BATCH_JOBS = 1_000
 MAX_REASON_CHARS = 1_000  # a pause or abort reason
 MAX_REQUEST_ID_CHARS = 128  # a trigger's idempotency key
 MAX_MESSAGE_CHARS = 4_000  # an async completion's message
@@ -51,6 +54,7 @@ LIMITS = {
     "attribute_value_bytes": MAX_ATTRIBUTE_VALUE_BYTES,
     "jobs_per_project": MAX_JOBS_PER_PROJECT,
     "page_size": MAX_PAGE_SIZE,
+    "batch_put_jobs": MAX_BATCH_JOBS,
     "reason_chars": MAX_REASON_CHARS,
     "request_id_chars": MAX_REQUEST_ID_CHARS,
     "completion_message_chars": MAX_MESSAGE_CHARS,

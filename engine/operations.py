@@ -23,10 +23,10 @@ import hmac
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Callable
 
 from engine.audit import UNKNOWN_ACTOR, Audit, described, write_audit
-from engine.changes import Applied, Note
+from engine.changes import Applied, Change, Note
 from engine.delivery import target_credentials
 from engine.errors import NotFound, Refused
 from engine.inbox import INLINE_FOLD_ROWS, Pending
@@ -38,7 +38,7 @@ from statemachine import ids
 from statemachine.backfill import rerun_time
 from statemachine.definition import JobDefinition
 from statemachine.durations import UTC, rfc3339_millis
-from statemachine.machine import manual_invocation_id, step
+from statemachine.machine import InvalidTransition, manual_invocation_id, step
 from statemachine.policy import JobPolicy
 from statemachine.safety import redact_echoes
 from statemachine.vocabulary import TERMINAL_STATUSES, AbortReason, AuditAction, InvocationStatus, Trigger
@@ -50,6 +50,13 @@ REQUEST_LOOKBACK = 100
 # folded (engine/inbox.py): accepted, and to be started under the overlap policy.
 ACCEPTED = "accepted"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class Unread:
+    """No row read yet: the use case reads it (None would say there is none)."""
+
+
+UNREAD = Unread()
 
 
 @dataclass(frozen=True)
@@ -72,27 +79,68 @@ def config_defines(row: ProjectRow, stored: StoredJob | None, job_id: str) -> bo
 # --- API-managed jobs --------------------------------------------------------------------
 
 def put_job(engine: Engine, project: str, job_id: str, policy: JobPolicy, definition: JobDefinition,
-            disabled: bool, max_jobs: int, actor: str = UNKNOWN_ACTOR) -> Put:
-    """Create or replace an API job. The same definition again changes nothing."""
-    row = engine.queries.project(project)
-    stored = engine.queries.stored_job(project, job_id)
+            disabled: bool, max_jobs: int, actor: str = UNKNOWN_ACTOR, *, row: ProjectRow | None = None,
+            read: StoredJob | None | Unread = UNREAD) -> Put:
+    """Create or replace an API job. The same definition again changes nothing.
+
+    `row`, `read`: the project's row and the job's (None: no job row) as the caller read
+    them just before (each spares a read; the transaction reads the job again anyway).
+    """
+    row = row if row is not None else engine.queries.project(project)
+    stored = engine.queries.stored_job(project, job_id) if isinstance(read, Unread) else read
+    room = stored is not None or engine.queries.job_count(project) < max_jobs
+    change, created = put_change(row, stored, job_id, PutEntry(policy, definition, disabled), actor, room,
+                                 stored_triggers(engine, project), max_jobs)
+    if stored is not None and not created and changes_nothing(engine, stored, change):
+        return Put(stored, created=False)
+    with engine.writers.admit(project, job_id):
+        applied = engine.changes.apply(project, job_id, change.event, definition=definition, source=JobSource.API,
+                                       audit=change.audit)
+    return Put(applied.job, created)
+
+
+@dataclass(frozen=True)
+class PutEntry:
+    """A PUT body, validated (config.loader.parse_job_entry)."""
+
+    policy: JobPolicy
+    definition: JobDefinition
+    disabled: bool
+
+
+# A job's triggers by its id; None for a job that does not exist.
+TriggersOf = Callable[[str], "tuple[str, ...] | None"]
+
+
+def stored_triggers(engine: Engine, project: str) -> TriggersOf:
+    def triggers_of(name: str) -> tuple[str, ...] | None:
+        stored = engine.queries.find_job(project, name)
+        return None if stored is None else stored.definition.trigger_targets
+    return triggers_of
+
+
+def put_change(row: ProjectRow, stored: StoredJob | None, job_id: str, entry: PutEntry, actor: str, room: bool,
+               triggers_of: TriggersOf, max_jobs: int) -> tuple[Change, bool]:
+    """The change a PUT of `entry` makes to the stored job (None: no row), and whether it
+    creates an API job; `room`: whether the project may have one more job row.
+
+    :raises Refused: the PUT is not allowed; nothing is to be written.
+    """
+    project = row.id
     if config_defines(row, stored, job_id):
         raise Refused("ALREADY_EXISTS", f"job {project}/{job_id} is defined in the project's "
                                         "config file; change it there")
-    if stored is None and engine.queries.job_count(project) >= max_jobs:
+    if not room:
         raise Refused("FAILED_PRECONDITION", f"project {project} has {max_jobs:,} jobs, the "
                                              "most a project may have; delete some first")
-    _check_triggers(engine, project, job_id, definition.trigger_targets)
-    event = ev.JobDisabled() if disabled else ev.JobEnabled(policy)
+    _check_triggers(project, job_id, entry.definition.trigger_targets, triggers_of)
+    event = ev.JobDisabled() if entry.disabled else ev.JobEnabled(entry.policy)
     created = stored is None or stored.source != JobSource.API or not visible(stored)
-    detail = {"created": created, "after": described(definition)}
+    detail = {"created": created, "after": described(entry.definition)}
     if stored is not None and not created:
         detail["before"] = described(stored.definition)
     audit = Audit(actor, AuditAction.PUT, detail)
-    with engine.writers.admit(project, job_id):
-        applied = engine.changes.apply(project, job_id, event, definition=definition, source=JobSource.API,
-                                       audit=audit)
-    return Put(applied.job, created)
+    return Change(project, job_id, event, audit=audit, definition=entry.definition, source=JobSource.API), created
 
 
 def delete_job(engine: Engine, project: str, job_id: str, allow_missing: bool = False,
@@ -122,20 +170,34 @@ def _remove_if_still_deleted(tx: Transaction, project: str, job_id: str) -> None
         tx.delete_job(project, job_id)
 
 
-def _check_triggers(engine: Engine, project: str, job_id: str, triggers: tuple[str, ...]) -> None:
+def changes_nothing(engine: Engine, stored: StoredJob, change: Change) -> bool:
+    """Whether a PUT's `change` of the job as read would write nothing: the same definition
+    (and source, not deleted), and a step that neither changes the record nor acts. Then no
+    transaction is needed (the same body sent again, as `jobs apply` of a whole directory
+    does): the PUT is as of that read, like one that came just before a later change."""
+    if (change.definition, change.source) != (stored.definition, stored.source) or stored.deleted \
+            or not isinstance(change.event, (ev.JobEnabled, ev.JobDisabled)):
+        return False
+    try:
+        transition = step(stored.record, change.event, engine.clock.now(), engine.changes.tuning)
+    except InvalidTransition:
+        return False  # (the transaction refuses it, with its words)
+    return not transition.actions and transition.record == stored.record
+
+
+def _check_triggers(project: str, job_id: str, triggers: tuple[str, ...], triggers_of: TriggersOf) -> None:
     for name in triggers:
-        if name != job_id and engine.queries.find_job(project, name) is None:
+        if name != job_id and triggers_of(name) is None:
             raise Refused("INVALID_ARGUMENT", f"triggers: unknown job '{name}' in project {project}")
-    cycle = _cycle_through(engine, project, job_id, triggers)
+    cycle = _cycle_through(job_id, triggers, triggers_of)
     if cycle:
         raise Refused("INVALID_ARGUMENT", f"triggers: trigger cycle: {' -> '.join(cycle)}")
 
 
-def _cycle_through(engine: Engine, project: str, job_id: str,
-                   triggers: tuple[str, ...]) -> list[str] | None:
-    """A path job_id -> ... -> job_id along the stored jobs' triggers, or None.
+def _cycle_through(job_id: str, triggers: tuple[str, ...], triggers_of: TriggersOf) -> list[str] | None:
+    """A path job_id -> ... -> job_id along the known jobs' triggers, or None.
 
-    Breadth first from the new triggers, loading only the jobs reachable from them,
+    Breadth first from the new triggers, looking up only the jobs reachable from them,
     so its cost does not grow with the size of the project.
     """
     paths = {name: [job_id, name] for name in triggers}
@@ -144,8 +206,7 @@ def _cycle_through(engine: Engine, project: str, job_id: str,
         name = frontier.pop(0)
         if name == job_id:
             return paths[name]
-        stored = engine.queries.find_job(project, name)
-        for following in stored.definition.trigger_targets if stored else ():
+        for following in triggers_of(name) or ():
             if following not in paths:
                 paths[following] = paths[name] + [following]
                 frontier.append(following)

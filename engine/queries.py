@@ -140,7 +140,7 @@ class Queries:
         return recent
 
     def last_invocation(self, job: StoredJob) -> InvocationRow | None:
-        page, _ = self.invocations(job.record.project, job.record.job_id, 1, None)
+        page, _ = self.invocations(job.record.project, job.record.job_id, 1, None, read=job)
         return page[0] if page else None
 
     def invocations(self, project: str, job_id: str, page_size: int, page_token: str | None,

@@ -13,12 +13,17 @@ from config.limits import MAX_JOBS_PER_PROJECT, MAX_MESSAGE_CHARS, MAX_REASON_CH
 from config.loader import ProjectConfigError, parse_job_entry
 from engine import operations as ops
 from engine.backfills import backfill_job
+from engine.batch_put import put_jobs
 from engine.masking import MaskedValues, unmasked_entry
+from engine.ports import ProjectRow, StoredJob
+from engine.queries import visible
 from engine.secrets import LocalSecrets, secret_names
 from statemachine.definition import JobDefinition
+from statemachine.errors import SundialError
 from statemachine.vocabulary import InvocationStatus
 from web.access import OWN, TRIGGER, actor
 from web.api import full_job_view, project_or_404, refuse_bad_job_id
+from web.batch_bodies import batch_entries, batch_result
 from web.bodies import fields, instant, json_object, optional_instant, text
 from web.context import current_engine, queries
 from web.errors import ApiError
@@ -34,19 +39,10 @@ COMPLETION_HEADER = "X-Sundial-Completion-Token"
 @jobs_api.put(JOB)
 def put_job(project: str, job_id: str) -> ResponseReturnValue:
     row = project_or_404(project, OWN)
-    entry = _unmasked(project, job_id, json_object())
-    settings = current_app.config["SUNDIAL_SETTINGS"]
-    try:
-        # Known jobs are not checked here: operations checks triggers against the store.
-        # Sundial's own service as this server runs, and the identities granted to the project.
-        job = parse_job_entry(entry, row.settings, job_id, backend=settings.backend, own=settings.own_service,
-                              project_id=project)
-    except ProjectConfigError as failure:
-        messages = [error.message for error in failure.errors]
-        raise ApiError("INVALID_ARGUMENT", "; ".join(messages), messages) from None
-    _refuse_unknown_secrets(project, job.definition)
-    put = ops.put_job(current_engine(), project, job_id, job.policy, job.definition, job.disabled,
-                      MAX_JOBS_PER_PROJECT, actor=actor())
+    stored = queries().stored_job(project, job_id)  # one read for the masks and the use case
+    entry = _put_entry(row, job_id, json_object(), stored)
+    put = ops.put_job(current_engine(), project, job_id, entry.policy, entry.definition, entry.disabled,
+                      MAX_JOBS_PER_PROJECT, actor=actor(), row=row, read=stored)
     response = jsonify(full_job_view(put.job))
     if put.created:
         response.status_code = 201
@@ -54,10 +50,55 @@ def put_job(project: str, job_id: str) -> ResponseReturnValue:
     return response
 
 
-def _unmasked(project: str, job_id: str, entry: dict[str, Any]) -> dict[str, Any]:
-    """The body with the stored values back for the masks a GET showed (engine/masking.py),
-    so that an owner's GET and PUT of the same job sends what it sent before."""
-    stored = queries().find_job(project, job_id)
+@jobs_api.post("/projects/<project>/jobs:batchPut")
+def batch_put(project: str) -> ResponseReturnValue:
+    """Each listed job put as its own PUT would put it (engine/batch_put.py); one result
+    per job, in the order listed, with the status and error its PUT would have answered."""
+    row = project_or_404(project, OWN)
+    listed = batch_entries(json_object())
+    refused: dict[str, SundialError] = {}
+    entries: dict[str, ops.PutEntry] = {}
+    read: dict[str, StoredJob | None] = {}
+    for job_id, body in listed:
+        try:
+            refuse_bad_job_id(None, {"job_id": job_id})  # (a PUT's path is checked as it is routed)
+            read[job_id] = queries().stored_job(project, job_id)
+            entries[job_id] = _put_entry(row, job_id, body, read[job_id])
+        except ApiError as error:
+            refused[job_id] = error
+    outcomes = put_jobs(current_engine(), project, entries, MAX_JOBS_PER_PROJECT, actor=actor(), row=row,
+                        read=read)
+    return jsonify({"results": [batch_result(job_id, refused.get(job_id) or outcomes[job_id])
+                                for job_id, _ in listed]})
+
+
+def _put_entry(row: ProjectRow, job_id: str, body: dict[str, Any], stored: StoredJob | None | ops.Unread = ops.UNREAD,
+               ) -> ops.PutEntry:
+    """A PUT body, validated as a config file's entry is; `stored`: the job's row as read
+    just before (None: no row), else it is read here.
+
+    :raises ApiError: it does not validate (INVALID_ARGUMENT, one detail per problem).
+    """
+    if isinstance(stored, ops.Unread):
+        stored = queries().stored_job(row.id, job_id)
+    entry = _unmasked(body, stored if stored is not None and visible(stored) else None)
+    settings = current_app.config["SUNDIAL_SETTINGS"]
+    try:
+        # Known jobs are not checked here: operations checks triggers against the store.
+        # Sundial's own service as this server runs, and the identities granted to the project.
+        job = parse_job_entry(entry, row.settings, job_id, backend=settings.backend, own=settings.own_service,
+                              project_id=row.id)
+    except ProjectConfigError as failure:
+        messages = [error.message for error in failure.errors]
+        raise ApiError("INVALID_ARGUMENT", "; ".join(messages), messages) from None
+    _refuse_unknown_secrets(row.id, job.definition)
+    return ops.PutEntry(job.policy, job.definition, job.disabled)
+
+
+def _unmasked(entry: dict[str, Any], stored: StoredJob | None) -> dict[str, Any]:
+    """The body with the stored values of the visible job `stored` back for the masks a GET
+    showed (engine/masking.py), so that an owner's GET and PUT of the same job sends what it
+    sent before."""
     try:
         return unmasked_entry(entry, None if stored is None else stored.definition)
     except MaskedValues as failure:

@@ -89,6 +89,7 @@ def _paths() -> dict[str, Any]:
             "List a project's jobs", _ok(200, "JobList", "one page of the jobs, in id order"), (400, 404),
             params=(_PROJECT, {**page[0], "schema": {**page[0]["schema"], "default": 100}}, page[1], _LABEL))},
         job: _job_methods(),
+        "/projects/{project}/jobs:batchPut": _batch_put(),
         **_job_actions(job),
         **_bulk_paths(),
         **_invocation_paths(job, page),
@@ -116,6 +117,21 @@ def _job_methods() -> dict[str, Any]:
             description="Nothing pending is delivered afterwards: its invocations not yet finished "
                         "are ABORTED with reason `deleted`. 409 for a job its config file defines."),
     }
+
+
+def _batch_put() -> dict[str, Any]:
+    return {"post": _operation(
+        "Create or replace many API-managed jobs", _ok(200, "BatchPutResult", "one result per job, in the order "
+                                                                              "listed"),
+        (400, 403, 404, 413), params=(_PROJECT,), body="BatchPutRequest", body_required=True,
+        description=f"Up to {limits.MAX_BATCH_JOBS:,} jobs, each created, replaced or refused on its own "
+                    "exactly as its PUT alone would be (the same validation, limits and owners' role), and "
+                    "each audited on its own. A job's result holds the status its PUT would have answered "
+                    "(201, 200, 400, 409, 429, 503) and, for a refusal, the error object of that answer. "
+                    "A job may name another job of the same batch in `triggers`. The request itself is "
+                    "refused (400) for more entries than the limit, an id listed twice, or an entry that "
+                    "is not `{id, job}`. Sending the same batch again is safe: unchanged jobs write "
+                    "nothing.")}
 
 
 def _job_actions(job: str) -> dict[str, Any]:

@@ -221,6 +221,7 @@ def schemas() -> dict[str, Schema]:
         }, ["code", "message"])}, ["error"]),
         "Target": _targets(),
         "JobEntry": _job_entry(),
+        **_batch_schemas(),
         "Job": _job(),
         "JobList": _obj({"jobs": {"type": "array", "items": ref("Job")},
                          "next_page_token": nullable({"type": "string"})}, ["jobs", "next_page_token"]),
@@ -257,6 +258,21 @@ def schemas() -> dict[str, Schema]:
         "ValidationResult": _obj({"errors": {"type": "array", "items": _obj(
             {"line": {"type": "integer", "minimum": 0}, "message": {"type": "string"}},
             ["line", "message"])}}, ["errors"]),
+    }
+
+
+def _batch_schemas() -> dict[str, Schema]:
+    """The batch put's request and answer (`POST .../jobs:batchPut`)."""
+    return {
+        "BatchPutRequest": _obj({"jobs": {"type": "array", "maxItems": limits.MAX_BATCH_JOBS, "items": _obj(
+            {"id": {"type": "string", "pattern": JOB_ID_PATTERN}, "job": ref("JobEntry")},
+            ["id", "job"], closed=True)}}, ["jobs"], closed=True),
+        "BatchPutResult": _obj({"results": {"type": "array", "items": _obj({
+            "id": {"type": "string"},
+            "status": {"type": "integer", "description": "what a PUT of this job alone would have answered: "
+                                                          "201 created, 200 replaced or unchanged, else refused"},
+            "error": {"type": "object", "description": "a refusal's `{code, message, details?}`, as in Error"},
+        }, ["id", "status"])}}, ["results"]),
     }
 
 

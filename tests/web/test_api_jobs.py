@@ -270,3 +270,33 @@ def test_a_one_off_job_staged_ahead_is_scheduled_at_its_time_until_it_comes(tmp_
     assert (job["state"], job["next_run_time"]) == ("DONE", None)
     assert [(row["status"], row["started_time"]) for row in api.history("once")] == [
         ("SUCCEEDED", "2026-01-05T10:00:30.000Z")]
+
+
+def test_a_put_reads_the_project_and_the_job_once_before_its_transaction(api, monkeypatch):
+    reads: list[str] = []
+    store = api.engine.queries.store
+    for name in ("get_project", "get_job"):
+        real = getattr(store, name)
+        monkeypatch.setattr(store, name, lambda *args, _real=real, _name=name: reads.append(_name) or _real(*args))
+    assert api.put("j", noop_job(schedule="every 1m")).status_code == 201
+    assert sorted(reads) == ["get_job", "get_project"]  # the answer's view reuses the job just saved
+    reads.clear()
+    assert api.put("j", noop_job(schedule="every 2m")).status_code == 200
+    assert sorted(reads) == ["get_job", "get_project"]
+
+
+def test_the_same_body_again_opens_no_transaction_and_a_changed_one_does(api):
+    body = http_job(schedule="every 1m")
+    api.put("j", body)
+    counters = api.store.inner.counters  # the in-memory store's (engine/adapters/memory)
+    commits = counters["commits"]
+    assert api.put("j", body).status_code == 200
+    assert api.client.post("/api/v1/projects/demo/jobs:batchPut", json={"jobs": [{"id": "j", "job": body}]}
+                           ).get_json()["results"] == [{"id": "j", "status": 200}]
+    assert counters["commits"] == commits  # nothing to write: not even the write lock taken
+    api.post("j", ":pause")
+    commits = counters["commits"]
+    assert api.put("j", body).status_code == 200 and api.job("j")["paused"]  # a PUT does not resume
+    assert counters["commits"] == commits
+    assert api.put("j", http_job(schedule="every 2m")).status_code == 200
+    assert counters["commits"] == commits + 1
