@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from flask import Flask
 
+from app.cloud_libraries import require_cloud_libraries
 from app.cloud_queues import chain_task_target, ensure_chain_queue, throttle_queue_keeper
 from app.importer import directory_import
 from app.loops import PeriodicLoop
@@ -200,6 +201,7 @@ def build_cloud(settings: Settings, clock: Clock | None = None) -> Runtime:
 
     On App Engine, cron.yaml calls the periodic work; elsewhere `serve` runs it.
     """
+    require_cloud_libraries("SUNDIAL_BACKEND=cloud")
     from engine.adapters.cloud.cloud_tasks_queue import CloudTasksQueue, build_tasks_client
     from engine.adapters.cloud.datastore_calls import read_shared_secret
     from engine.adapters.cloud.datastore_store import DatastoreJobStore
