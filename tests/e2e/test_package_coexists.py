@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.support import free_port
-from tests.support.package_envs import clean_copy, new_venv, run, site_packages
+from tests.support.package_envs import ROOT, clean_copy, new_venv, run, site_packages
 
 GENERIC = ("app", "cli", "config", "engine", "web")
 OTHER = """\
@@ -66,6 +66,13 @@ def place(tmp_path_factory) -> dict[str, Path]:
             "bin": new_venv(base / "venv")}
 
 
+PINNED = "pip install -c constraints.txt '.[gcp]'"  # as the README shows it
+
+
+def test_the_readme_shows_the_pinned_command_run_here():
+    assert PINNED in (ROOT / "README.md").read_text()
+
+
 def _install_sundial_pinned(place: dict[str, Path]) -> None:
     _pip(place["bin"], "install", "--quiet", "--no-index", "--no-build-isolation",
          "-c", "constraints.txt", ".[gcp]", cwd=place["source"])
@@ -92,8 +99,8 @@ def test_installed_after_the_other_then_each_uninstalled_in_turn(place, tmp_path
     bin_dir = place["bin"]
     _install_other(place)
     _install_sundial_pinned(place)
+    _other_works(bin_dir, tmp_path)  # installing Sundial overwrote none of acme's files
     _sundial_works(bin_dir, tmp_path)
-    _other_works(bin_dir, tmp_path)
     done = run(bin_dir / "python", "-m", "pip", "check", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     _pip(bin_dir, "uninstall", "--quiet", "--yes", "sundial-scheduler", cwd=tmp_path)
