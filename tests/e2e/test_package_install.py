@@ -148,7 +148,8 @@ def test_serve(installed, tmp_path):
     configs.mkdir()
     (configs / "ops.yaml").write_text(CONFIG)
     url, log = f"http://127.0.0.1:{free_port()}", tmp_path / "serve.log"
-    command = [installed / "sundial", "serve", "--port", url.rsplit(":", 1)[1],
+    # With a dispatcher child: it starts in the package's directory and must find the code there.
+    command = [installed / "sundial", "serve", "--port", url.rsplit(":", 1)[1], "--processes", "2",
                "--db", tmp_path / "state" / "sundial.db", "--configs", configs]
     env = {key: value for key, value in os.environ.items()
            if not key.startswith("SUNDIAL_") and key not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -162,6 +163,9 @@ def test_serve(installed, tmp_path):
         deadline = time.monotonic() + 20
         while b"nightly" not in _get(url + "/p/ops")[1]:  # the config import runs in the background
             assert time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        while "dispatcher process started" not in log.read_text():  # logged by the child itself
+            assert time.monotonic() < deadline + 20, log.read_text()[-2000:]
             time.sleep(0.2)
     finally:
         server.send_signal(signal.SIGTERM)
