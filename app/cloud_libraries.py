@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 
-INSTALL_THE_EXTRA = "pip install 'sundial-scheduler[gcp]'"
+from engine.targets.google_tokens import INSTALL_THE_GCP_EXTRA
 # What the cloud backend's adapters import (engine/adapters/cloud/, engine/targets/).
 CLOUD_BACKEND_MODULES = ("google.auth", "google.api_core", "google.cloud.ndb", "google.cloud.tasks_v2",
                          "google.cloud.pubsub_v1", "grpc", "google.protobuf")
@@ -28,4 +28,4 @@ def require_cloud_libraries(what: str) -> None:
     missing = [module for module in CLOUD_BACKEND_MODULES if _missing(module)]
     if missing:
         raise SystemExit(f"sundial: {what} needs the Google Cloud libraries, and {', '.join(missing)}"
-                         f" {'is' if len(missing) == 1 else 'are'} not installed: {INSTALL_THE_EXTRA}")
+                         f" {'is' if len(missing) == 1 else 'are'} not installed: {INSTALL_THE_GCP_EXTRA}")
