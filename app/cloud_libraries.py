@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import importlib.util
 
+from config.settings import Settings
 from engine.targets.google_tokens import INSTALL_THE_GCP_EXTRA
+
 # What the cloud backend's adapters import (engine/adapters/cloud/, engine/targets/).
 CLOUD_BACKEND_MODULES = ("google.auth", "google.api_core", "google.cloud.ndb", "google.cloud.tasks_v2",
                          "google.cloud.pubsub_v1", "grpc", "google.protobuf")
@@ -29,3 +31,14 @@ def require_cloud_libraries(what: str) -> None:
     if missing:
         raise SystemExit(f"sundial: {what} needs the Google Cloud libraries, and {', '.join(missing)}"
                          f" {'is' if len(missing) == 1 else 'are'} not installed: {INSTALL_THE_GCP_EXTRA}")
+
+
+def require_google_auth(settings: Settings) -> None:
+    """On any backend, the settings that have incoming calls' Google-signed tokens checked
+    need google-auth: stop at start with a one-line error rather than fail every such call."""
+    asked = [name for name, value in (("SUNDIAL_IAP_AUDIENCE", settings.iap_audience),
+                                      ("SUNDIAL_ID_TOKEN_AUDIENCE", settings.id_token_audience),
+                                      ("SUNDIAL_TASKS_SERVICE_ACCOUNT", settings.tasks_service_account)) if value]
+    if asked and _missing("google.auth"):
+        raise SystemExit(f"sundial: {asked[0]} has Google-signed tokens checked, and google-auth is not"
+                         f" installed: {INSTALL_THE_GCP_EXTRA}")

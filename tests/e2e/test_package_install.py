@@ -100,6 +100,15 @@ def test_validate(installed, tmp_path):
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "validate: 1 file valid\n")
 
 
+def test_checking_google_signed_tokens_without_the_gcp_extra_says_what_to_install(installed, tmp_path):
+    """On the embedded backend too: refused at start, not a failure of every call to check."""
+    done = run(installed / "sundial", "serve", "--port", str(free_port()), "--db", tmp_path / "s.db", cwd=tmp_path,
+               env={"SUNDIAL_IAP_AUDIENCE": "/projects/1/apps/demo"}, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.endswith("sundial: SUNDIAL_IAP_AUDIENCE has Google-signed tokens checked, and google-auth"
+                                " is not installed: pip install 'sundial-scheduler[gcp]'\n"), done.stderr
+
+
 def test_the_cloud_backend_without_the_gcp_extra_says_what_to_install(installed, tmp_path):
     done = run(installed / "sundial", "serve", "--port", str(free_port()), cwd=tmp_path,
                env={"SUNDIAL_BACKEND": "cloud", "GOOGLE_CLOUD_PROJECT": "demo"})
