@@ -2,8 +2,9 @@
 
 The package installs them only with its `gcp` extra, so that the SQLite backend runs in
 an environment without grpc, protobuf and the Google clients. Asking for the cloud
-backend without them is then a one-line error that says what to install, not a
-traceback from deep inside an adapter's imports.
+backend (or for incoming Google-signed tokens to be checked) without them is then a
+one-line error that says what to install, not a traceback from deep inside an adapter's
+imports.
 """
 
 from __future__ import annotations
