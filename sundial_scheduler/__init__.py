@@ -20,10 +20,11 @@ HOME = Path(__file__).resolve().parent
 
 def use_product_packages() -> None:
     """Make the product's packages importable by their short names: this directory first
-    on sys.path when the packages are in it (an installed wheel); in a checkout they are
-    beside it, on sys.path already (the directory `python main.py` runs from)."""
-    if (HOME / "cli").is_dir() and str(HOME) not in sys.path:
-        sys.path.insert(0, str(HOME))
+    on sys.path when the packages are in it (an installed wheel), else the checkout this
+    directory is in, where they sit beside it (an editable install, `pip install -e .`)."""
+    home = HOME if (HOME / "cli").is_dir() else HOME.parent
+    if str(home) not in sys.path:
+        sys.path.insert(0, str(home))
 
 
 def main() -> int:

@@ -190,3 +190,17 @@ def test_serve(installed, tmp_path):
         server.send_signal(signal.SIGTERM)
         code = server.wait(timeout=30)
     assert code == 0, log.read_text()[-2000:]
+
+
+def test_an_editable_install_runs_the_checkout(tmp_path):
+    """`pip install -e .`: the package's entry finds the product's packages beside it, in
+    the checkout (the wheel's layout is not there)."""
+    source = clean_copy(tmp_path / "source")
+    bin_dir = new_venv(tmp_path / "venv")
+    done = run(bin_dir / "python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+               "--no-build-isolation", "--editable", ".", cwd=source)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = run(bin_dir / "sundial", "--version", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, f"sundial {_version()}\n"), done.stderr
+    done = run(bin_dir / "python", "-c", "import sundial_scheduler.wsgi, cli; print(cli.__file__)", cwd=tmp_path)
+    assert done.stdout == f"{source / 'cli' / '__init__.py'}\n", done.stderr
