@@ -86,5 +86,13 @@ simulate: $(STAMP)
 appserver-smoke: $(STAMP) $(TASKS_STAMP)
 	$(PY) -m tests.smoke.appserver_smoke
 
+# pip's -c takes no extras (`google-api-core[grpc]`): constraints.txt is requirements.txt
+# without them, for `pip install -c constraints.txt '.[gcp]'` (tests/unit/test_packaging.py
+# fails when it falls behind requirements.txt).
+constraints.txt: requirements.txt
+	{ echo "# Generated from requirements.txt by \`make constraints.txt\`: the same pins without extras,"; \
+	  echo "# as pip's -c takes them. Edit requirements.txt, then run that."; \
+	  sed -E 's/^([A-Za-z0-9_.-]+)\[[^]]*\]/\1/' requirements.txt; } > $@
+
 clean:
 	rm -rf $(VENV) $(TASKS_VENV) .pytest_cache .hypothesis

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from flask import Flask
 
+from app.cloud_libraries import require_cloud_libraries, require_google_auth
 from app.cloud_queues import chain_task_target, ensure_chain_queue, throttle_queue_keeper
 from app.importer import directory_import
 from app.loops import PeriodicLoop
@@ -157,6 +158,7 @@ class Liveness:
 def build(settings: Settings, clock: Clock | None = None, *, children: bool = False) -> Runtime:
     """The runtime of the backend the settings name; `children`: with the extra
     dispatcher processes of `serve --processes N` (only `serve` starts them)."""
+    require_google_auth(settings)  # before anything is created
     if settings.backend == "cloud":
         return build_cloud(settings, clock)
     return build_local(settings, clock, children=children)
@@ -209,6 +211,7 @@ def build_cloud(settings: Settings, clock: Clock | None = None) -> Runtime:
 
     On App Engine, cron.yaml calls the periodic work; elsewhere `serve` runs it.
     """
+    require_cloud_libraries("SUNDIAL_BACKEND=cloud")
     from engine.adapters.cloud.cloud_tasks_queue import CloudTasksQueue, build_tasks_client
     from engine.adapters.cloud.datastore_calls import read_shared_secret
     from engine.adapters.cloud.datastore_store import DatastoreJobStore

@@ -47,6 +47,8 @@ REFRESH_MARGIN = timedelta(minutes=5)
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 DEFAULT_METADATA_HOST = "metadata.google.internal"
 DEFAULT_IAM_URL = "https://iamcredentials.googleapis.com"
+# The package installs google-auth only with its `gcp` extra; a target with `auth` says so.
+INSTALL_THE_GCP_EXTRA = "pip install 'sundial-scheduler[gcp]'"
 MAX_TOKENS = 1000  # kept at once; a templated URL makes one audience per rendered path
 NOT_ON_GCE_FOR = 300.0  # seconds before a metadata server that did not answer is asked again
 TIMEOUT = 10.0  # seconds for one call to the metadata server or IAM Credentials
@@ -145,9 +147,12 @@ class TokenMinter:
             self._key_locks.pop(key, None)
 
     def _mint(self, kind: str, account: str, aim: str) -> tuple[str, float]:
-        from google.auth import exceptions as auth_exceptions
-
         what = "OIDC" if kind == "oidc" else "OAuth"
+        try:
+            from google.auth import exceptions as auth_exceptions
+        except ImportError:
+            raise MintError(f"auth: cannot mint {what} token for {account}: google-auth is not installed"
+                            f" ({INSTALL_THE_GCP_EXTRA})") from None
         try:
             if account == self._own_email():
                 return self._from_metadata(kind, aim)

@@ -104,7 +104,7 @@ def test_gcloudignore_uploads_the_app_and_its_configs_but_no_virtualenv():
         assert not ignored(kept), kept
     for left_out in (".venv/bin/python", ".venv-tasks/bin/python", "tests/cloud/test_guard.py",
                      ".sundial/sundial.db", "engine/__pycache__/service.cpython-311.pyc", "pyproject.toml",
-                     "sundial.egg-info/PKG-INFO"):
+                     "setup.py", "sundial_scheduler/wsgi.py", "sundial_scheduler.egg-info/PKG-INFO"):
         assert ignored(left_out), left_out
 
 

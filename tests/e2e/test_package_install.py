@@ -1,36 +1,32 @@
-"""`pip install .` from a clean copy of the repository, then the `sundial` command it installs.
+"""The wheel as a user installs it without the `gcp` extra, then the `sundial` command.
 
-The copy holds only the files git tracks, so a module or template that was never committed
-fails here as it would for a user. It is installed into a new virtualenv and run from a
-directory outside the repository, so the checkout on sys.path cannot stand in for the package.
-
-By default the virtualenv borrows the libraries of the interpreter running the tests (a .pth
-file), and the package is built with the setuptools installed there (requirements-dev.txt):
-a few seconds, no network. SUNDIAL_PACKAGE_FULL=1 installs it as a user would, into a bare
-virtualenv with its dependencies and its build backend from the package index (a minute or
-more, and it needs the index).
+The wheel is built once from a clean copy of the repository and installed into a new
+virtualenv that sees only the libraries its core dependencies pull in (no Google Cloud
+library, no grpc, no protobuf: tests/support/package_envs.py), and it runs from a directory
+outside the repository, so the checkout on sys.path cannot stand in for the package. A few
+seconds, no network. SUNDIAL_PACKAGE_FULL=1 installs the wheel as a user would instead,
+into a bare virtualenv with its core dependencies from the package index (a minute or
+more, and it needs the index). tests/e2e/test_package_coexists.py installs it beside a
+distribution with generic top-level names, with the extra and the tested pins.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 import time
 import urllib.request
 from datetime import datetime
 from pathlib import Path
+from zipfile import ZipFile
 
 import pytest
 
 from tests.e2e.support import free_port
-
-ROOT = Path(__file__).resolve().parents[2]
-FULL = os.environ.get("SUNDIAL_PACKAGE_FULL") == "1"
+from tests.support.package_envs import ROOT, build_wheel, clean_copy, core_libraries, new_venv, run, site_packages
 
 CONFIG = """\
 jobs:
@@ -39,6 +35,8 @@ jobs:
     target:
       http: {url: "http://127.0.0.1:9/never"}
 """
+FULL = os.environ.get("SUNDIAL_PACKAGE_FULL") == "1"
+GOOGLE = ("google", "google.auth", "google.cloud.ndb", "grpc")
 
 
 def _version() -> str:
@@ -47,86 +45,101 @@ def _version() -> str:
     return found.group(1)
 
 
-def _clean_copy(destination: Path) -> Path:
-    """The files git tracks, as they are in the working tree (a clone's view of it)."""
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
-    for name in listed.stdout.decode().split("\0"):
-        source = ROOT / name
-        if name and source.is_file():  # a tracked file deleted in the working tree is gone
-            (destination / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, destination / name)
-    return destination
-
-
-def _run(*command: str | Path, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return subprocess.run([str(part) for part in command], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env)
-
-
-def _venv_site_packages(venv: Path) -> Path:
-    return venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
-
-
-def _install_borrowing_libraries(source: Path, venv: Path) -> None:
-    import setuptools
-
-    major = int(setuptools.__version__.split(".")[0])
-    assert major >= 77, (f"setuptools {setuptools.__version__} cannot build pyproject.toml (77 or later);"
-                         " `make` installs the one requirements-dev.txt pins")
-    done = _run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=source)
-    assert done.returncode == 0, done.stderr
-    # Behind the venv's own site-packages, so the installed package comes first; addsitedir
-    # also reads that directory's own .pth files.
-    borrowed = sysconfig.get_paths()["purelib"]
-    (_venv_site_packages(venv) / "borrowed_libraries.pth").write_text(
-        f"import site; site.addsitedir({borrowed!r})\n")
-    done = _run(venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-                "--no-build-isolation", ".", cwd=source)
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
-def _install_from_the_index(source: Path, venv: Path) -> None:
-    done = _run(sys.executable, "-m", "venv", venv, cwd=source)
-    assert done.returncode == 0, done.stderr
-    done = _run(venv / "bin" / "python", "-m", "pip", "install", "--quiet", ".", cwd=source, timeout=900)
-    assert done.returncode == 0, done.stdout + done.stderr
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("wheel")
+    started = time.monotonic()
+    built = build_wheel(clean_copy(base / "source"), base / "dist")
+    print(f"wheel built in {time.monotonic() - started:.1f} s")
+    return built
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """The bin/ directory of a virtualenv with the package installed from a clean copy."""
+def installed(wheel, tmp_path_factory) -> Path:
+    """The bin/ directory of a virtualenv with the wheel and only its core dependencies."""
     base = tmp_path_factory.mktemp("package")
-    source = _clean_copy(base / "source")
-    venv = base / "venv"
-    started = time.monotonic()
-    (_install_from_the_index if FULL else _install_borrowing_libraries)(source, venv)
-    print(f"installed ({'from the index' if FULL else 'borrowing libraries'}) in "
-          f"{time.monotonic() - started:.1f} s")
-    return venv / "bin"
+    if FULL:
+        done = run(sys.executable, "-m", "venv", base / "venv", cwd=base)
+        assert done.returncode == 0, done.stderr
+        bin_dir, offline = base / "venv" / "bin", ()
+    else:
+        bin_dir = new_venv(base / "venv", borrowed=core_libraries(base / "core-libraries"))
+        offline = ("--no-deps", "--no-index")
+    done = run(bin_dir / "python", "-m", "pip", "install", "--quiet", *offline, wheel, cwd=base, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return bin_dir
+
+
+def test_the_wheel_adds_one_name_to_site_packages(wheel):
+    """Nothing generic (cli, config, web, app, engine, statemachine) at the top of
+    site-packages, where another distribution's files of the same name would be overwritten
+    or overwrite these; the schema and the WSGI entry are in the package."""
+    names = ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names}
+    assert tops == {"sundial_scheduler", f"sundial_scheduler-{_version()}.dist-info"}
+    for expected in ("sundial_scheduler/cli/__init__.py", "sundial_scheduler/wsgi.py",
+                     "sundial_scheduler/docs/project.schema.json", "sundial_scheduler/web/static/ui.css",
+                     "sundial_scheduler/engine/adapters/local/sqlite_store.py"):
+        assert expected in names
+    product = {path.relative_to(ROOT).as_posix() for top in ("app", "cli", "config", "engine", "statemachine", "web")
+               for path in (ROOT / top).rglob("*.py")}
+    assert {f"sundial_scheduler/{name}" for name in product} <= set(names), "a product module is not in the wheel"
 
 
 def test_the_package_is_what_runs_not_the_checkout(installed, tmp_path):
-    done = _run(installed / "python", "-c", "import cli, web; print(cli.__file__); print(web.__file__)",
-                cwd=tmp_path)
+    done = run(installed / "python", "-c", "import sundial_scheduler; print(sundial_scheduler.__file__)", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    site_packages = str(_venv_site_packages(installed.parent))
-    assert all(line.startswith(site_packages) for line in done.stdout.splitlines()), done.stdout
+    assert done.stdout.startswith(str(site_packages(installed.parent))), done.stdout
+    # The product's short names are not importable outside the sundial command's process.
+    done = run(installed / "python", "-c", "import cli", cwd=tmp_path)
+    assert "No module named 'cli'" in done.stderr
+
+
+def test_no_google_library_is_there(installed, tmp_path):
+    """The environment the tests below run in really is one without the `gcp` extra."""
+    for name in GOOGLE:
+        done = run(installed / "python", "-c", f"import {name}", cwd=tmp_path)
+        assert done.returncode == 1 and "ModuleNotFoundError" in done.stderr, name
+    done = run(installed / "python", "-m", "pip", "check", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_validate(installed, tmp_path):
+    (tmp_path / "ops.yaml").write_text(CONFIG)
+    done = run(installed / "sundial", "validate", "ops.yaml", cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "validate: 1 file valid\n")
+
+
+def test_checking_google_signed_tokens_without_the_gcp_extra_says_what_to_install(installed, tmp_path):
+    """On the embedded backend too: refused at start, not a failure of every call to check."""
+    done = run(installed / "sundial", "serve", "--port", str(free_port()), "--db", tmp_path / "s.db", cwd=tmp_path,
+               env={"SUNDIAL_IAP_AUDIENCE": "/projects/1/apps/demo"}, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.endswith("sundial: SUNDIAL_IAP_AUDIENCE has Google-signed tokens checked, and google-auth"
+                                " is not installed: pip install 'sundial-scheduler[gcp]'\n"), done.stderr
+
+
+def test_the_cloud_backend_without_the_gcp_extra_says_what_to_install(installed, tmp_path):
+    done = run(installed / "sundial", "serve", "--port", str(free_port()), cwd=tmp_path,
+               env={"SUNDIAL_BACKEND": "cloud", "GOOGLE_CLOUD_PROJECT": "demo"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr  # one line, no traceback
+    assert "pip install 'sundial-scheduler[gcp]'" in done.stderr, done.stderr
 
 
 def test_version_and_help(installed, tmp_path):
-    done = _run(installed / "sundial", "--version", cwd=tmp_path)
+    done = run(installed / "sundial", "--version", cwd=tmp_path)
     assert (done.returncode, done.stdout) == (0, f"sundial {_version()}\n"), done.stderr
-    done = _run(installed / "sundial", "--help", cwd=tmp_path)
+    done = run(installed / "sundial", "--help", cwd=tmp_path)
     assert done.returncode == 0
     assert done.stdout.startswith("usage: sundial ")
-    done = _run(installed / "sundial", "bogus", cwd=tmp_path)
+    done = run(installed / "sundial", "bogus", cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.startswith("sundial: error: argument COMMAND: invalid choice: 'bogus'")
 
 
 def test_next(installed, tmp_path):
-    done = _run(installed / "sundial", "next", "*/5 * * * *", "--after", "2026-01-01T00:01:00Z", cwd=tmp_path)
+    done = run(installed / "sundial", "next", "*/5 * * * *", "--after", "2026-01-01T00:01:00Z", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
     assert datetime.fromisoformat(first.replace("Z", "+00:00")) == datetime.fromisoformat("2026-01-01T00:05:00+00:00")
@@ -154,9 +167,11 @@ def test_serve(installed, tmp_path):
     configs.mkdir()
     (configs / "ops.yaml").write_text(CONFIG)
     url, log = f"http://127.0.0.1:{free_port()}", tmp_path / "serve.log"
-    command = [installed / "sundial", "serve", "--port", url.rsplit(":", 1)[1],
+    # With a dispatcher child: it starts in the package's directory and must find the code there.
+    command = [installed / "sundial", "serve", "--port", url.rsplit(":", 1)[1], "--processes", "2",
                "--db", tmp_path / "state" / "sundial.db", "--configs", configs]
-    env = {key: value for key, value in os.environ.items() if not key.startswith("SUNDIAL_")}
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith("SUNDIAL_") and key not in ("PYTHONPATH", "VIRTUAL_ENV")}
     with open(log, "wb") as output:
         server = subprocess.Popen([str(part) for part in command], cwd=tmp_path, env=env,
                                   stdout=output, stderr=subprocess.STDOUT)
@@ -168,7 +183,24 @@ def test_serve(installed, tmp_path):
         while b"nightly" not in _get(url + "/p/ops")[1]:  # the config import runs in the background
             assert time.monotonic() < deadline, log.read_text()[-2000:]
             time.sleep(0.2)
+        while "dispatcher process started" not in log.read_text():  # logged by the child itself
+            assert time.monotonic() < deadline + 20, log.read_text()[-2000:]
+            time.sleep(0.2)
     finally:
         server.send_signal(signal.SIGTERM)
         code = server.wait(timeout=30)
     assert code == 0, log.read_text()[-2000:]
+
+
+def test_an_editable_install_runs_the_checkout(tmp_path):
+    """`pip install -e .`: the package's entry finds the product's packages beside it, in
+    the checkout (the wheel's layout is not there)."""
+    source = clean_copy(tmp_path / "source")
+    bin_dir = new_venv(tmp_path / "venv")
+    done = run(bin_dir / "python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+               "--no-build-isolation", "--editable", ".", cwd=source)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = run(bin_dir / "sundial", "--version", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, f"sundial {_version()}\n"), done.stderr
+    done = run(bin_dir / "python", "-c", "import sundial_scheduler.wsgi, cli; print(cli.__file__)", cwd=tmp_path)
+    assert done.stdout == f"{source / 'cli' / '__init__.py'}\n", done.stderr

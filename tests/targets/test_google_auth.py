@@ -6,6 +6,7 @@ account named here to the project of the deliveries (tests/targets/support.py's
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -103,6 +104,17 @@ def test_oauth_access_tokens_both_ways(google, target, who):
     [checked] = google.receiver.checked
     assert (checked.claims["email"], checked.claims["scope"]) == (account, f"{CLOUD} openid")
     assert len(google.iam.hits) == (1 if who == "other" else 0)
+
+
+def test_without_google_auth_installed_the_attempt_fails_saying_what_to_install(google, target, monkeypatch):
+    """google-auth comes with the package's `gcp` extra; an environment without it (None in
+    sys.modules stops the import as a missing library does) fails the attempt, not the sender."""
+    monkeypatch.setitem(sys.modules, "google.auth", None)
+    result = send(target, f"{google.receiver.url}/run", oidc(google.own))
+    assert result.outcome == "failed"
+    assert result.reason == (f"auth: cannot mint OIDC token for {google.own}: google-auth is not installed"
+                             " (pip install 'sundial-scheduler[gcp]')")
+    assert google.receiver.checked == []
 
 
 def test_a_token_is_reused_until_five_minutes_before_it_expires(google, target, clock):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PRODUCT = ("app", "cli", "config", "engine", "statemachine", "web", "main.py")
+PRODUCT = ("app", "cli", "config", "engine", "statemachine", "web", "main.py", "sundial_scheduler")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 50  # from `def` to the last line of the body, docstring and comments included
 

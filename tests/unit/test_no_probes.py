@@ -15,7 +15,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("app", "cli", "config", "engine", "statemachine", "web", "main.py")
+PRODUCT = ("app", "cli", "config", "engine", "statemachine", "web", "main.py", "sundial_scheduler")
 PROBES = ("getattr", "hasattr")
 
 # (module, the call as written) -> why it stays.

@@ -1,11 +1,14 @@
 """pyproject.toml against requirements.txt and the product's imports: the package declares
 every library the product imports, and the exact set the tests run on (requirements.txt)
-lies within the ranges it declares, so `pip install .` can resolve to what was tested."""
+lies within the ranges it declares, so `pip install .` can resolve to what was tested;
+constraints.txt is requirements.txt as pip's -c takes it; the Google Cloud libraries are
+the `gcp` extra's, not the core's."""
 
 from __future__ import annotations
 
 import ast
 import importlib.metadata
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -18,8 +21,9 @@ PRODUCT = ("app", "cli", "config", "engine", "statemachine", "web")
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
-def _declared() -> dict[str, Requirement]:
-    requirements = (Requirement(text) for text in PROJECT["dependencies"])
+def _declared(extras: tuple[str, ...] = ("gcp",)) -> dict[str, Requirement]:
+    texts = PROJECT["dependencies"] + [text for extra in extras for text in PROJECT["optional-dependencies"][extra]]
+    requirements = (Requirement(text) for text in texts)
     return {canonicalize_name(requirement.name): requirement for requirement in requirements}
 
 
@@ -82,3 +86,24 @@ def test_every_library_the_product_imports_is_declared():
         if canonicalize_name(held) not in declared:
             missing.add(f"{held} (for {name})")
     assert not missing, f"pyproject.toml does not declare: {sorted(missing)}"
+
+
+def test_the_core_needs_no_google_library():
+    """The SQLite backend installs without grpc, protobuf and the Google clients; they come
+    with the `gcp` extra (tests/e2e/test_package_install.py runs the package without them)."""
+    core = [name for name in _declared(extras=()) if name.startswith(("google", "grpc", "proto"))]
+    assert not core, f"core dependencies that belong in the gcp extra: {core}"
+    gcp = set(_declared(extras=("gcp",))) - set(_declared(extras=()))
+    assert {"google-cloud-ndb", "google-cloud-tasks", "google-cloud-pubsub", "google-auth", "grpcio"} <= gcp
+
+
+def test_constraints_are_the_pins_without_extras():
+    """pip's -c refuses a line with extras ("Constraints cannot have extras"); the Makefile's
+    `constraints.txt` rule writes this, and it must follow every change of requirements.txt."""
+    header = ("# Generated from requirements.txt by `make constraints.txt`: the same pins without extras,\n"
+              "# as pip's -c takes them. Edit requirements.txt, then run that.\n")
+    pins = re.sub(r"^([A-Za-z0-9_.-]+)\[[^]]*\]", r"\1", (ROOT / "requirements.txt").read_text(), flags=re.M)
+    assert (ROOT / "constraints.txt").read_text() == header + pins, "run `make constraints.txt`"
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line.split("#")[0].strip():
+            assert not Requirement(line).extras, line
