@@ -150,23 +150,13 @@ class ApiClient:
     def apply_jobs(self, project: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Create or replace each API job of `entries` (each a job entry with its `id`):
         `[{"id", "status": "created"|"replaced"|"failed", "error"?: {"code", "message"}}]`,
-        one per entry in order; one refused does not stop the others. One PUT per job; the
-        one place that would send them as one batch where the server takes it.
+        one per entry in order; one refused does not stop the others. Sent through
+        `jobs:batchPut` (`put_jobs`), each job decided as its own PUT would be.
 
-        :raises Unreachable: the server went away (the entries before it were applied).
+        :raises Unreachable: the server went away (the batches before it were applied).
         """
-        results: list[dict[str, Any]] = []
-        for entry in entries:
-            job_id, body = str(entry["id"]), {key: value for key, value in entry.items() if key != "id"}
-            path = f"/projects/{segment(project)}/jobs/{segment(job_id)}"
-            try:
-                created = self.put_created(path, body)
-            except ApiFailure as failure:
-                results.append({"id": job_id, "status": "failed",
-                                "error": {"code": failure.code, "message": failure.message}})
-                continue
-            results.append({"id": job_id, "status": "created" if created else "replaced"})
-        return results
+        jobs = [(str(entry["id"]), {key: value for key, value in entry.items() if key != "id"}) for entry in entries]
+        return [_applied(result) for result in self.put_jobs(project, jobs)]
 
     def put_created(self, path: str, body: dict[str, Any]) -> bool:
         """PUT `body` at `path`: True when it created (201), False when it replaced (200)."""
@@ -225,3 +215,13 @@ def _why(error: Exception) -> str:
     if isinstance(reason, socket.gaierror):
         return f"unknown host ({reason.strerror})"
     return str(reason)
+
+
+def _applied(result: dict[str, Any]) -> dict[str, Any]:
+    """A batch put's result (`status` the HTTP status its PUT would have had) as `apply` says it."""
+    status = int(result["status"])
+    if status in (200, 201):
+        return {"id": result["id"], "status": "created" if status == 201 else "replaced"}
+    error = result.get("error") or {}
+    return {"id": result["id"], "status": "failed",
+            "error": {"code": error.get("code", str(status)), "message": error.get("message", "")}}
