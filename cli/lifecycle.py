@@ -3,8 +3,9 @@
 A file (YAML or JSON; `-` is standard input) holds job entries as a project file writes
 them, each with its `id`: a project file's `jobs:` list, a list of entries, or one entry.
 Each job is created or replaced as its own PUT would be, in batches of the API's
-`jobs:batchPut` (`ApiClient.apply_jobs`); one the server refuses (a bad field, a job the project's config file defines) is reported with the
-server's words and the others are still applied; the exit status is then 1. A file that
+`jobs:batchPut` (`ApiClient.apply_jobs`); one the server refuses (a bad field, a job
+the project's config file defines) is reported with the server's words and the others
+are still applied; the exit status is then 1. A file that
 cannot be read, or holds no entries, changes nothing and exits 2. Project-level fields
 (`acl`, `defaults`, ...) belong to the project's config file, not the API: they are an
 error here rather than silently ignored.
