@@ -58,14 +58,16 @@ def start(
     if inline and fanout.count == 1 and not record.paused and not policy.throttle and (
             due[0] <= now or staging.stages(policy, tuning, due[0] - now)):
         return _start_inline(record, occurrence, now, tuning, due[0])
-    in_rows = fanout.count > 1  # each event's progress in a row of its own (fanout.py)
+    # Each event's progress in a row of its own (fanout.py), or inline as the release
+    # before this one reads it until the operator's switch (Tuning.fanout_rows) is on.
+    in_rows = fanout.count > 1 and tuning.fanout_rows
     entry = ActiveInvocation(
         invocation_id=occurrence.invocation_id,
         scheduled_time=occurrence.scheduled_time,
         trigger=occurrence.trigger,
         deadline=now + delay + fanout.spread + policy.timeout,
         event_count=fanout.count,
-        attempts=() if in_rows else (1,),
+        attempts=() if in_rows else (1,) * fanout.count,
         # The record does not hear of each event's start: the first is taken as begun
         # when it is due at once.
         started_at=now if in_rows and due[0] <= now else None,

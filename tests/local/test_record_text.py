@@ -39,7 +39,7 @@ EVERY_POLICY_FIELD = JobPolicy(
     notify_recoveries=True, jitter=timedelta(milliseconds=1500), start=T, end=datetime(2030, 1, 1, tzinfo=BERLIN),
     exclude=(Calendar("h\u00e9", "Europe/Berlin", (date(2026, 12, 25),),
                       ((datetime(2026, 12, 27), datetime(2026, 12, 28)),)),),
-    revision="0123456789abcdef")
+    revision="0123456789abcdef", later='{"sla":{"within":"5m"},"z\u00e9":[1]}')
 
 EVERY_RECORD_FIELD = JobRecord(
     project='p"policy":null', job_id="j\ud800\u00ff", state=JobState.PAUSED, policy=EVERY_POLICY_FIELD,
@@ -52,13 +52,18 @@ EVERY_RECORD_FIELD = JobRecord(
 def test_every_field_of_a_record_and_its_policy_is_spelled_as_the_plain_encoding():
     # Every field away from its default: a field added to the dataclass but not here fails below.
     assert all(getattr(EVERY_RECORD_FIELD, f.name) != f.default for f in fields(JobRecord)
-               if f.name not in ("active", "buffered", "runs", "dropping"))
+               if f.name not in ("active", "buffered", "runs", "dropping", "later"))
     assert all(getattr(EVERY_POLICY_FIELD, f.name) != getattr(JobPolicy(), f.name) for f in fields(JobPolicy))
     assert policy_text(EVERY_POLICY_FIELD) == _plain(policy_to_dict(EVERY_POLICY_FIELD))
     for record in (EVERY_RECORD_FIELD, new_record("p", "j"), evolve(EVERY_RECORD_FIELD, tick_nonce=None)):
         policy = "null" if record.policy is None else policy_text(record.policy)
         assert record_text(record, policy) == _plain(record_to_dict(record))
         assert RecordCache().record_text(record) == _plain(record_to_dict(record))
+    # A record that keeps a later release's fields goes the general way, and reads back as written.
+    kept = evolve(EVERY_RECORD_FIELD, later='{"sla":1,"version":3}')
+    assert record_text(kept, "null") is None
+    assert json.loads(RecordCache().record_text(kept)) == record_to_dict(kept)
+    assert record_to_dict(kept)["version"] == 3 and record_to_dict(kept)["sla"] == 1
 
 
 def test_a_policy_without_its_optional_fields_leaves_them_out():
