@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import Any, Mapping
 
 from statemachine.calendars import calendars_from_list, calendars_to_list
 from statemachine.durations import UTC, parse_instant
@@ -60,7 +60,7 @@ def policy_to_dict(policy: JobPolicy) -> Data:
     return with_later(data, policy.later)
 
 
-def later_fields(data: Data, known: frozenset[str]) -> str:
+def later_fields(data: Mapping[str, Any], known: frozenset[str]) -> str:
     """The items of a stored dict that a later release wrote and this one does not know,
     as JSON text with sorted keys ("" for none): what a reader one release ahead of its
     writers ignores and keeps, to write back as they were (`with_later`)."""
