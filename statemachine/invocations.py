@@ -282,8 +282,10 @@ def _current_attempt(record: JobRecord, invocation_id: str, index: int,
         return None  # (an entry whose events are in rows hears of them as InvocationSettled)
     if entry.event_done(index) or entry.attempts[index] != attempt:
         return None
-    # An epoch other than the stored one was sent before the attempt was issued again.
-    return None if epoch is not None and epoch != entry.epoch else entry
+    # An epoch other than the stored one was sent before the attempt was issued again. The
+    # entry has one counter: inline events of a fan-out (written at version 1) in flight
+    # together would make each other's answers stale, so they are told apart by attempt.
+    return None if epoch is not None and entry.event_count == 1 and epoch != entry.epoch else entry
 
 
 def _refused_if_stale(record: JobRecord, event: ev.InvocationStarted | ev.InvocationFinished) -> list[act.Action]:
