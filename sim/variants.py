@@ -8,14 +8,13 @@ one piece of the product for a broken one while a simulation runs, and puts it b
 | skip-lease-check | a process sends though its task's or attempt's lease ran out |
 | ignore-fencing-epoch | a result of an earlier issue of an attempt is recorded |
 | drop-duplicate-start-check | a second delivery of a start task issues its attempt again |
-| settle-live-attempt | every start task is taken for one whose first run died |
+| settle-live-attempt | a start task for an attempt within its lease settles it as interrupted at once |
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -24,14 +23,13 @@ import engine.recording
 import engine.tasks
 import statemachine.invocations as inv
 import statemachine.machine as machine
-from engine.ports import DeliveryRequest, Task
+from engine.ports import DeliveryRequest
 from sim.simulation import Simulation
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import Tuning
 from statemachine.record import JobRecord, evolve
 from statemachine.ticks import after_invocations
-from statemachine.vocabulary import TaskKind
 
 Variant = Callable[[Simulation], contextlib.AbstractContextManager[None]]
 
@@ -104,12 +102,17 @@ def _after(result: tuple[JobRecord, list[act.Action]], now: datetime) -> Any:
 
 
 def settle_live_attempt(sim: Simulation) -> contextlib.AbstractContextManager[None]:
-    task_event = engine.tasks.task_event
+    def settling(record: JobRecord, event: ev.InvocationStarting, now: datetime, tuning: Tuning) -> Any:
+        entry = record.find_active(event.invocation_id)
+        if entry is not None and not entry.events_in_rows and entry.started_at is not None \
+                and entry.started_mask >> event.event_index & 1 and not entry.event_done(event.event_index) \
+                and now - entry.started_at < record.live_policy.attempt_timeout + tuning.start_grace:
+            # Taken for one whose first run died, within the lease: settled at once.
+            lost = ev.AttemptInterrupted(event.invocation_id, event.event_index, event.attempt)
+            return _after(inv.on_interrupted(record, lost, now, tuning), now)
+        return _after(inv.on_starting(record, event, now, tuning), now)
 
-    def always_redelivered(task: Task) -> Any:
-        return task_event(replace(task, retried=True) if task.kind == TaskKind.START else task)
-
-    return _swapped(engine.tasks, "task_event", always_redelivered)
+    return _swapped_transition(ev.InvocationStarting, settling)
 
 
 VARIANTS: dict[str, Variant] = {

@@ -128,8 +128,8 @@ def on_starting(entry: ActiveInvocation, policy: JobPolicy, paused: bool, state:
         return EventStep(state, (act.RetryLater(state.retry_at - now),))
     started_at = state.started_at if state.phase is EventPhase.STARTED else None
     if started_at is not None and now - started_at < _lease(policy, tuning):
-        if redelivered:  # the run that started it died without an answer
-            return on_interrupted(entry, policy, state, attempt, now)
+        if redelivered:  # its run gave no answer, but may still be sending it: wait out the lease
+            return EventStep(state, (act.RetryLater(started_at + _lease(policy, tuning) - now),))
         return EventStep(state)  # a duplicate of a start whose attempt is still in flight
     if paused:
         # Nothing is delivered while a job is paused: the invocation ends here, SKIPPED

@@ -126,9 +126,11 @@ def on_starting(record: JobRecord, event: ev.InvocationStarting, now: datetime, 
         return record, []  # the target took it (202) and owes us its completion
     lease = record.live_policy.attempt_timeout + tuning.start_grace
     if entry.started_mask & bit and entry.started_at and now - entry.started_at < lease:
-        if event.redelivered:  # the run that started it died without an answer
-            lost = ev.AttemptInterrupted(entry.invocation_id, event.event_index, event.attempt)
-            return on_interrupted(record, lost, now, tuning)
+        if event.redelivered:
+            # The run that started it gave no answer, but its request may only have ended
+            # (a platform's request timeout) with the attempt still being sent: it is left
+            # until its lease's end, where the task comes back to send it again.
+            return record, [act.RetryLater(entry.started_at + lease - now)]
         return record, []  # a duplicate of a start whose attempt is still in flight
     if record.paused:
         # Nothing is delivered while a job is paused: what was waiting to start
@@ -368,16 +370,26 @@ def mark_inline(record: JobRecord, actions: list[act.Action], nonce: str) -> Job
 
 def redeliver_inline(record: JobRecord, nonce: str, now: datetime, tuning: Tuning) -> Result:
     """The queue ran the tick `nonce` again after a run that gave no answer: that run's
-    process died or timed out, and with it the attempt it delivered inline, which the
-    record still holds in flight. It is settled now rather than when its lease runs out:
-    interrupted, and sent again under the same invocation id (on_starting, on_interrupted)."""
+    process died, or only its request ended (a platform's request timeout) while the
+    attempt it delivered inline is still being sent. Within the attempt's lease it is
+    left in flight, and its start task is enqueued for the lease's end; after it, it is
+    sent again under the same invocation id (on_starting)."""
     actions: list[act.Action] = []
+    if not record.active:
+        return record, actions
+    lease = record.live_policy.attempt_timeout + tuning.start_grace
     for entry in record.active:
         # Only the attempt that tick delivered: attempt 1, still in flight (a later
         # attempt of the invocation is none of that tick's run).
         if entry.started_by != nonce or entry.attempts != (1,) or entry.started_mask != 1 or entry.done_mask:
             continue
-        redelivery = ev.InvocationStarting(entry.invocation_id, 0, entry.attempts[0], redelivered=True)
-        record, started = on_starting(record, redelivery, now, tuning)
+        begun = entry.started_at
+        if begun is not None and begun > now:  # staged, its time not come: as if never begun
+            record, started = on_interrupted(record, ev.AttemptInterrupted(entry.invocation_id, 0, 1), now, tuning)
+        elif begun is not None and now < begun + lease:
+            started = [act.EnqueueAttempt(entry.invocation_id, 0, 1, begun + lease)]
+        else:
+            redelivery = ev.InvocationStarting(entry.invocation_id, 0, entry.attempts[0], redelivered=True)
+            record, started = on_starting(record, redelivery, now, tuning)
         actions += started
     return record, actions
