@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 from statemachine.durations import format_duration
 from statemachine.policy import Catchup, JobPolicy, Overlap
+from statemachine.stored_form import later_fields, with_later
 from statemachine.vocabulary import TargetKind
 
 __all__ = ["CatchupSpec", "FanoutSpec", "JobDefinition", "RetrySpec", "TargetSpec"]
@@ -99,6 +100,10 @@ class JobDefinition:
     # one runs for it, and how long they have (a duration's text); None: not a fan-in job.
     after: tuple[str, ...] | None = None
     after_window: str | None = None
+    # Top-level fields of a later release's definition, which this one does not know: kept
+    # as read (JSON text, "" for none) and written back after its own, so that a reader one
+    # release ahead reads what the next release writes (docs/DEPLOY.md, rolling back).
+    later: str = ""
 
     def __post_init__(self) -> None:
         if (self.schedule is None) == (self.at is None):
@@ -162,16 +167,17 @@ class JobDefinition:
             data["exclude"] = list(self.exclude)
         if self.after is not None:
             data["after"], data["after_window"] = list(self.after), self.after_window
-        return data
+        return with_later(data, self.later)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JobDefinition:
         """The definition whose JSON form is `data`.
 
         :raises ValueError: a field to_dict always writes is missing, or one it never
-            writes is present, or a value is not of its field's type.
+            writes is present inside a nested object, or a value is not of its field's type.
+            An unknown top-level field is a later release's: kept in `later`.
         """
-        fields = _Fields("", data, _KEYS)
+        fields = _Fields("", data, _KEYS, later_ok=True)
         catchup, retry, fanout = (_Fields(name, fields.get(name, dict), keys)
                                   for name, keys in _NESTED.items())
         return cls(
@@ -201,6 +207,7 @@ class JobDefinition:
             exclude=tuple(fields.items("exclude", dict)) if "exclude" in data else None,
             after=tuple(fields.items("after", str)) if "after" in data else None,
             after_window=fields.optional("after_window", str),
+            later=later_fields(data, _KEYS),
         )
 
 
@@ -229,9 +236,10 @@ def _spelled(d: JobDefinition) -> str:
     every job of an import hashes its definition). tests/local/test_definition_text.py
     holds it equal to the encoder's text with every field set.
 
-    :raises TypeError: a field is not of its type (the caller encodes the dict then)."""
+    :raises TypeError: a field is not of its type, or a later release's fields are kept
+        (the caller encodes the dict then)."""
     catchup, retry, fanout = d.catchup, d.retry, d.fanout
-    if not (_ints(d.max_concurrent, retry.max_attempts, fanout.count) and type(d.disabled) is bool
+    if d.later or not (_ints(d.max_concurrent, retry.max_attempts, fanout.count) and type(d.disabled) is bool
             and (d.pause_after_failures is None or _ints(d.pause_after_failures))):
         raise TypeError("a field is not of its type")
     text = "{" + _optional("after", d.after, _strings) + _optional("after_window", d.after_window)
@@ -305,10 +313,10 @@ def _target_kind(name: str, spec: TargetSpec) -> TargetKind:
 class _Fields:
     """Typed reads of one JSON object of a stored definition; errors name the field."""
 
-    def __init__(self, path: str, data: Mapping[str, Any], known: frozenset[str]) -> None:
+    def __init__(self, path: str, data: Mapping[str, Any], known: frozenset[str], later_ok: bool = False) -> None:
         self._path, self._data = path, data
         unknown = sorted(set(data) - known)
-        if unknown:
+        if unknown and not later_ok:
             raise ValueError(f"job definition: unknown field(s) {', '.join(self._name(k) for k in unknown)}")
 
     def _name(self, key: str) -> str:

@@ -58,14 +58,16 @@ def start(
     if inline and fanout.count == 1 and not record.paused and not policy.throttle and (
             due[0] <= now or staging.stages(policy, tuning, due[0] - now)):
         return _start_inline(record, occurrence, now, tuning, due[0])
-    in_rows = fanout.count > 1  # each event's progress in a row of its own (fanout.py)
+    # Each event's progress in a row of its own (fanout.py), or inline as the release
+    # before this one reads it until the operator's switch (Tuning.fanout_rows) is on.
+    in_rows = fanout.count > 1 and tuning.fanout_rows
     entry = ActiveInvocation(
         invocation_id=occurrence.invocation_id,
         scheduled_time=occurrence.scheduled_time,
         trigger=occurrence.trigger,
         deadline=now + delay + fanout.spread + policy.timeout,
         event_count=fanout.count,
-        attempts=() if in_rows else (1,),
+        attempts=() if in_rows else (1,) * fanout.count,
         # The record does not hear of each event's start: the first is taken as begun
         # when it is due at once.
         started_at=now if in_rows and due[0] <= now else None,
@@ -289,8 +291,10 @@ def _current_attempt(record: JobRecord, invocation_id: str, index: int,
         return None  # (an entry whose events are in rows hears of them as InvocationSettled)
     if entry.event_done(index) or entry.attempts[index] != attempt:
         return None
-    # An epoch other than the stored one was sent before the attempt was issued again.
-    return None if epoch is not None and epoch != entry.epoch else entry
+    # An epoch other than the stored one was sent before the attempt was issued again. The
+    # entry has one counter: inline events of a fan-out (written at version 1) in flight
+    # together would make each other's answers stale, so they are told apart by attempt.
+    return None if epoch is not None and entry.event_count == 1 and epoch != entry.epoch else entry
 
 
 def _refused_if_stale(record: JobRecord, event: ev.InvocationStarted | ev.InvocationFinished) -> list[act.Action]:
@@ -377,17 +381,27 @@ def mark_inline(record: JobRecord, actions: list[act.Action], nonce: str) -> Job
 
 def redeliver_inline(record: JobRecord, nonce: str, now: datetime, tuning: Tuning) -> Result:
     """The queue ran the tick `nonce` again after a run that gave no answer: that run's
-    process died or timed out, and with it the attempt it delivered inline, which the
-    record still holds in flight, unless this is a duplicate of that run, still sending
-    it: a start task at the end of its lease sends it again under the same invocation
+    process died, or only its request ended (a platform's request timeout) while the
+    attempt it delivered inline is still being sent (or this is a duplicate of that
+    run's task). Within the attempt's lease it is left in flight, and its start task is
+    enqueued for the lease's end; after it, it is sent again under the same invocation
     id if it is still in flight then (on_starting)."""
     actions: list[act.Action] = []
+    if not record.active:
+        return record, actions
+    lease = record.live_policy.attempt_timeout + tuning.start_grace
     for entry in record.active:
         # Only the attempt that tick delivered: attempt 1, still in flight (a later
         # attempt of the invocation is none of that tick's run).
         if entry.started_by != nonce or entry.attempts != (1,) or entry.started_mask != 1 or entry.done_mask:
             continue
-        redelivery = ev.InvocationStarting(entry.invocation_id, 0, entry.attempts[0], redelivered=True)
-        record, started = on_starting(record, redelivery, now, tuning)
+        begun = entry.started_at
+        if begun is not None and begun > now:  # staged, its time not come: as if never begun
+            record, started = on_interrupted(record, ev.AttemptInterrupted(entry.invocation_id, 0, 1), now, tuning)
+        elif begun is not None and now < begun + lease:
+            started = [act.EnqueueAttempt(entry.invocation_id, 0, 1, begun + lease)]
+        else:
+            redelivery = ev.InvocationStarting(entry.invocation_id, 0, entry.attempts[0], redelivered=True)
+            record, started = on_starting(record, redelivery, now, tuning)
         actions += started
     return record, actions

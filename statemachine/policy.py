@@ -86,6 +86,12 @@ class Tuning:
     # transaction at the start of their grain, so the composition root sets this to
     # cover that grain (app/bootstrap.py; engine/adapters/local/early_ticks.py).
     early_slack: timedelta = timedelta(milliseconds=250)
+    # Whether a fan-out invocation keeps each event's progress in a row of its own (job
+    # record version 2, statemachine/fanout.py) or inline in the record (version 1, all
+    # that the release before this one reads). The composition root sets it from the
+    # operator's written-layout switch (SUNDIAL_RECORD_VERSION, off by default until every
+    # instance runs this release); the core's own tests keep rows.
+    fanout_rows: bool = True
 
     @property
     def stages(self) -> bool:
@@ -156,6 +162,10 @@ class JobPolicy:
     # Identifies the definition this policy came from (a hash of the whole job
     # entry, target included); equal revisions mean nothing to do.
     revision: str = ""
+    # The stored fields of a later release that this one does not know, as JSON text
+    # ("" for none): kept as read and written back (stored_form.py), so that a rollback
+    # to this release loses nothing the later one needs when it comes back.
+    later: str = ""
 
     @property
     def schedule(self) -> schedules.Schedule:

@@ -13,12 +13,26 @@ from typing import Any, TypeVar
 
 from statemachine.policy import JobPolicy
 from statemachine.runs import Run
-from statemachine.stored_form import parse_stored_time, policy_from_dict, policy_to_dict, required_time, stored_time
+from statemachine.stored_form import (
+    later_fields,
+    parse_stored_time,
+    policy_from_dict,
+    policy_to_dict,
+    required_time,
+    stored_time,
+    with_later,
+)
 
 # 2: a fan-out invocation's events live in rows of their own (statemachine/fanout.py);
 # a version 1 record reads as version 2 whose active entries keep their events inline.
+# A record is written at the lowest version that holds it (`written_version`): 1 unless
+# an entry keeps its events in rows, which only the operator's switch starts
+# (Tuning.fanout_rows), so the release before this one reads what this one writes.
 RECORD_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+# Readers are one release ahead of writers: the next version (3) is read too, under the
+# rule that it may only add fields, which this release ignores and keeps (`later`) and
+# writes back as it read them, its version included (docs/DEPLOY.md, rolling back).
+READABLE_VERSIONS = (1, 2, RECORD_VERSION + 1)
 
 _FIELD_NAMES: dict[type, frozenset[str]] = {}
 
@@ -106,6 +120,8 @@ class ActiveInvocation:
     # (statemachine/invocations.py, on_interrupted): `attempts` minus this is how many
     # of them counted. Inline events of one invocation only.
     interruptions: int = 0
+    # A later release's fields of the entry, kept as read (stored_form.later_fields).
+    later: str = ""
 
     @property
     def all_events_mask(self) -> int:
@@ -183,6 +199,9 @@ class JobRecord:
     # A fan-in job's scheduled times waiting on their upstream jobs, oldest first, at
     # most fanin.MOST_AWAITED (statemachine/fanin.py); empty for every other job.
     awaiting: tuple[Awaited, ...] = ()
+    # A later release's fields of the record (its version too, when newer than this
+    # one's), kept as read and written back (stored_form.later_fields).
+    later: str = ""
 
     @property
     def live_policy(self) -> JobPolicy:
@@ -233,7 +252,7 @@ def _active_to_dict(entry: ActiveInvocation) -> Data:
     }
     timing = {"started_at": stored_time(entry.started_at), "expect_by": stored_time(entry.expect_by)}
     if entry.events_in_rows:
-        return {**shared, "events_in_rows": True, **timing}
+        return with_later({**shared, "events_in_rows": True, **timing}, entry.later)
     inline = {
         **shared,
         "attempts": list(entry.attempts),
@@ -249,7 +268,8 @@ def _active_to_dict(entry: ActiveInvocation) -> Data:
     }
     # Only when there were some: a record without the key reads as none, and a reader of
     # the release before, which reads only the keys it knows, ignores it.
-    return {**inline, "interruptions": entry.interruptions} if entry.interruptions else inline
+    return with_later({**inline, "interruptions": entry.interruptions} if entry.interruptions else inline,
+                      entry.later)
 
 
 def _active_from_dict(data: Data) -> ActiveInvocation:
@@ -261,6 +281,7 @@ def _active_from_dict(data: Data) -> ActiveInvocation:
         event_count=data["event_count"],
         started_at=parse_stored_time(data["started_at"]),
         expect_by=parse_stored_time(data["expect_by"]),
+        later=later_fields(data, _ACTIVE_KEYS),
     )
     if data.get("events_in_rows"):
         return evolve(shared, attempts=(), events_in_rows=True)
@@ -321,8 +342,8 @@ def _awaited_from_list(data: list[Any]) -> Awaited:
 
 
 def _record_fields(record: JobRecord, with_policy: bool) -> Data:
-    return {
-        "version": RECORD_VERSION,
+    return with_later({
+        "version": written_version(record),
         "project": record.project,
         "job_id": record.job_id,
         "state": record.state.value,
@@ -347,7 +368,14 @@ def _record_fields(record: JobRecord, with_policy: bool) -> Data:
         "failures_since_success": record.failures_since_success,
         "last_finished_at": stored_time(record.last_finished_at),
         "last_succeeded_at": stored_time(record.last_succeeded_at),
-    }
+    }, record.later)
+
+
+def written_version(record: JobRecord) -> int:
+    """The lowest version that holds the record: 2 once an entry keeps its events in
+    rows, else 1, which the release before this one reads. (A record read at a later
+    version is written back at it: its `later` holds that version.)"""
+    return 2 if any(entry.events_in_rows for entry in record.active) else 1
 
 
 def record_from_dict(data: Data) -> JobRecord:
@@ -382,4 +410,19 @@ def record_from_dict(data: Data) -> JobRecord:
         last_finished_at=parse_stored_time(data["last_finished_at"]),
         last_succeeded_at=parse_stored_time(data.get("last_succeeded_at")),  # absent before it came in
         awaiting=tuple(_awaited_from_list(entry) for entry in data.get("awaiting", ())),  # ditto
+        # A later version is kept with the later fields, to be written back as read.
+        later=later_fields(data, _RECORD_KEYS if data["version"] <= RECORD_VERSION else _RECORD_KEYS - {"version"}),
     )
+
+
+# Every key the dicts above write; any other is a later release's, kept as it was.
+_ACTIVE_KEYS = frozenset({
+    "id", "scheduled_time", "trigger", "deadline", "event_count", "started_at", "expect_by", "events_in_rows",
+    "attempts", "started", "accepted", "done", "failed", "failure_reason", "started_by", "epoch", "interruptions",
+})
+_RECORD_KEYS = frozenset({
+    "version", "project", "job_id", "state", "policy", "disabled", "paused", "pause_reason", "paused_at", "paused_by",
+    "generation", "nonce_counter", "tick_at", "tick_nonce", "scheduled_until", "paused_through", "active",
+    "buffered", "runs", "dropping", "watchdog_at", "consecutive_failures", "failures_since_success",
+    "last_finished_at", "last_succeeded_at", "awaiting",
+})

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import Any, Mapping
 
 from statemachine.calendars import calendars_from_list, calendars_to_list
 from statemachine.durations import UTC, parse_instant
@@ -60,6 +61,23 @@ def policy_to_dict(policy: JobPolicy) -> Data:
         data["after"] = [list(policy.after), millis(policy.after_window)]
     if policy.reports_to:
         data["reports_to"] = list(policy.reports_to)
+    return with_later(data, policy.later)
+
+
+def later_fields(data: Mapping[str, Any], known: frozenset[str]) -> str:
+    """The items of a stored dict that a later release wrote and this one does not know,
+    as JSON text with sorted keys ("" for none): what a reader one release ahead of its
+    writers ignores and keeps, to write back as they were (`with_later`)."""
+    unknown = data.keys() - known
+    if not unknown:
+        return ""
+    return json.dumps({key: data[key] for key in sorted(unknown)}, separators=(",", ":"))
+
+
+def with_later(data: Data, later: str) -> Data:
+    """`data` with the kept fields of a later release (`later_fields`) after its own."""
+    if later:
+        data.update(json.loads(later))
     return data
 
 
@@ -117,6 +135,7 @@ def policy_from_dict(data: Data) -> JobPolicy:
         triggers_on_failure=tuple(data.get("triggers_on_failure", ())),
         **_fan_in(data),
         revision=data["revision"],
+        later=later_fields(data, _POLICY_KEYS),
     )
 
 
@@ -129,3 +148,12 @@ def _fan_in(data: Data) -> Data:
     if "reports_to" in data:
         found["reports_to"] = tuple(data["reports_to"])
     return found
+
+
+# Every key policy_to_dict writes; any other is a later release's, kept as it was.
+_POLICY_KEYS = frozenset({
+    "schedule", "timezone", "at", "overlap", "max_concurrent", "catchup", "catchup_window_ms", "timeout_ms",
+    "attempt_timeout_ms", "retry", "fanout", "triggers", "throttle", "pause_after_failures", "notify_failures",
+    "notify_recoveries", "revision", "jitter_ms", "start", "end", "exclude", "triggers_on_failure",
+    "after", "reports_to",
+})

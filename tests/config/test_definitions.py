@@ -99,7 +99,6 @@ BASE = json.loads(GOLDEN["extra.yaml/hooked"]["stored"])
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"deleted": True}, "unknown field(s) deleted"),
     ({"retry": {**BASE["retry"], "jitter": 1}}, "unknown field(s) retry.jitter"),
     ({"max_concurrent": True}, "max_concurrent is True, not a int"),
     ({"triggers": ["a", 1]}, "triggers is 1, not a str"),
@@ -113,6 +112,14 @@ BASE = json.loads(GOLDEN["extra.yaml/hooked"]["stored"])
 def test_what_was_never_written_is_refused(change, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         JobDefinition.from_dict({**BASE, **change})
+
+
+def test_a_later_releases_top_level_field_is_kept_and_written_back():
+    stored = {**BASE, "deleted": True, "sla": {"within": "5m"}}
+    definition = JobDefinition.from_dict(stored)
+    assert definition.to_dict() == stored
+    assert json.loads(definition.canonical_json) == stored
+    assert JobDefinition.from_dict(BASE).later == ""
 
 
 def test_a_missing_field_is_refused():

@@ -49,7 +49,7 @@ EVERY_POLICY_FIELD = JobPolicy(
     exclude=(Calendar("h\u00e9", "Europe/Berlin", (date(2026, 12, 25),),
                       ((datetime(2026, 12, 27), datetime(2026, 12, 28)),)),),
     after=("u\u00e9", 'v"'), after_window=timedelta(minutes=20), reports_to=("down",),
-    revision="0123456789abcdef")
+    revision="0123456789abcdef", later='{"sla":{"within":"5m"},"z\u00e9":[1]}')
 
 EVERY_RECORD_FIELD = JobRecord(
     project='p"policy":null', job_id="j\ud800\u00ff", state=JobState.PAUSED, policy=EVERY_POLICY_FIELD,
@@ -62,13 +62,18 @@ EVERY_RECORD_FIELD = JobRecord(
 def test_every_field_of_a_record_and_its_policy_is_spelled_as_the_plain_encoding():
     # Every field away from its default: a field added to the dataclass but not here fails below.
     assert all(getattr(EVERY_RECORD_FIELD, f.name) != f.default for f in fields(JobRecord)
-               if f.name not in ("active", "buffered", "runs", "dropping", "awaiting"))
+               if f.name not in ("active", "buffered", "runs", "dropping", "awaiting", "later"))
     assert all(getattr(EVERY_POLICY_FIELD, f.name) != getattr(JobPolicy(), f.name) for f in fields(JobPolicy))
     assert policy_text(EVERY_POLICY_FIELD) == _plain(policy_to_dict(EVERY_POLICY_FIELD))
     for record in (EVERY_RECORD_FIELD, new_record("p", "j"), evolve(EVERY_RECORD_FIELD, tick_nonce=None)):
         policy = "null" if record.policy is None else policy_text(record.policy)
         assert record_text(record, policy) == _plain(record_to_dict(record))
         assert RecordCache().record_text(record) == _plain(record_to_dict(record))
+    # A record that keeps a later release's fields goes the general way, and reads back as written.
+    kept = evolve(EVERY_RECORD_FIELD, later='{"sla":1,"version":3}')
+    assert record_text(kept, "null") is None
+    assert json.loads(RecordCache().record_text(kept)) == record_to_dict(kept)
+    assert record_to_dict(kept)["version"] == 3 and record_to_dict(kept)["sla"] == 1
 
 
 def test_a_policy_without_its_optional_fields_leaves_them_out():

@@ -9,7 +9,7 @@ from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.fanout import EventPhase, EventState
 from statemachine.fanout_step import EventsCheckDue, check_due
-from statemachine.policy import FanoutPolicy, RetryPolicy
+from statemachine.policy import FanoutPolicy, RetryPolicy, Tuning
 from statemachine.record import record_from_dict, record_to_dict
 from tests.unit.machine_helpers import Scenario, clock, occurrence_id
 
@@ -166,7 +166,8 @@ def test_a_fanout_begun_before_version_2_keeps_its_events_in_the_record_until_it
     assert job.step(ev.InvocationFinished(INV, True, "", 2, 1), "10:15:02") == [
         act.FinishInvocation(INV, "SUCCEEDED", "")
     ]
-    assert record_to_dict(job.record)["version"] == 2
+    # Written at the lowest version that holds it: nothing in rows, so still version 1.
+    assert record_to_dict(job.record)["version"] == 1
 
 
 def test_one_check_serves_the_outcomes_of_a_period_that_grows_with_the_count():
@@ -203,3 +204,23 @@ def test_paused_before_any_event_went_out_the_fanout_is_skipped():
     assert job.step(ev.InvocationStarting(INV, 1, 1), "10:15:10") == [
         act.FinishInvocation(INV, "SKIPPED", "paused")
     ]
+
+
+def test_with_the_switch_off_a_fanout_keeps_its_events_inline_and_each_events_answer_counts():
+    """SUNDIAL_RECORD_VERSION=1 (Tuning.fanout_rows off): a new fan-out is written as the
+    release before reads it, version 1 with its events inline. Its events are in flight at
+    once: one issue counter for them all must not make an earlier event's answer stale."""
+    job = Scenario(Tuning(fanout_rows=False))
+    job.enable("10:07", fanout=FanoutPolicy(count=3, spread=timedelta(0)))
+    job.tick("10:15")
+    entry = job.record.active[0]
+    assert not entry.events_in_rows and entry.attempts == (1, 1, 1)
+    assert record_to_dict(job.record)["version"] == 1
+    sent = [job.step(ev.InvocationStarting(INV, index, 1), "10:15:01")[0] for index in range(3)]
+    for deliver in sent[:2]:
+        assert job.step(ev.InvocationFinished(INV, True, "", deliver.event_index, 1, epoch=deliver.epoch),
+                        "10:15:02") == []
+    assert job.step(ev.InvocationFinished(INV, True, "", 2, 1, epoch=sent[2].epoch), "10:15:02") == [
+        act.FinishInvocation(INV, "SUCCEEDED", "")
+    ]
+    assert job.rows == {} and job.record.active == ()

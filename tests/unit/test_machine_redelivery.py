@@ -67,6 +67,7 @@ def test_a_retried_start_task_within_its_lease_leaves_its_attempt_in_flight():
     job.enable("10:07", retry=TWO_ATTEMPTS)
     job.tick("10:14:59.980")  # 20 ms early: the start goes through a start task
     assert job.step(ev.InvocationStarting(INV), "10:15:01") == [act.Deliver(INV, T, "schedule", 0, 1, 1)]
+    before = job.record
     assert job.step(ev.InvocationStarting(INV), "10:15:05") == []
     before = job.record
     until = _lease_end(job, "10:15:01")

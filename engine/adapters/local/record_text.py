@@ -21,7 +21,7 @@ from typing import Iterable
 
 from statemachine.calendars import calendars_to_list
 from statemachine.policy import JobPolicy
-from statemachine.record import RECORD_VERSION, JobRecord
+from statemachine.record import JobRecord, written_version
 from statemachine.stored_form import millis, stored_time
 
 __all__ = ["policy_text", "record_text"]
@@ -29,11 +29,12 @@ __all__ = ["policy_text", "record_text"]
 
 def record_text(record: JobRecord, policy: str) -> str | None:
     """The record's text with `policy` (the policy's text, or "null") in its place;
-    None for a record whose lists hold anything (encode it the general way)."""
-    if record.active or record.buffered or record.runs or record.dropping or record.awaiting:
+    None for a record whose lists hold anything, or that keeps a later release's fields
+    (encode it the general way)."""
+    if record.active or record.buffered or record.runs or record.dropping or record.awaiting or record.later:
         return None
-    return (
-        f'{{"version":{RECORD_VERSION:d},"project":{_string(record.project)},'
+    return (  # with no active entry, no event is in rows: the lowest version holds it
+        f'{{"version":{written_version(record):d},"project":{_string(record.project)},'
         f'"job_id":{_string(record.job_id)},"state":{_string(record.state.value)},"policy":{policy},'
         f'"disabled":{_BOOL[record.disabled]},"paused":{_BOOL[record.paused]},'
         f'"pause_reason":{_string(record.pause_reason)},"paused_at":{_time(record.paused_at)},'
@@ -70,6 +71,8 @@ def policy_text(policy: JobPolicy) -> str:
         text += f',"after":[{_strings(policy.after)},{millis(policy.after_window):d}]'
     if policy.reports_to:
         text += f',"reports_to":{_strings(policy.reports_to)}'
+    if policy.later:  # a later release's fields, kept as read: the encoder spells them
+        text += "," + json.dumps(json.loads(policy.later), separators=(",", ":"))[1:-1]
     return text + "}"
 
 

@@ -1,0 +1,1 @@
+"""Sundial's pure core: no I/O, no clock, no randomness."""
