@@ -43,7 +43,7 @@ def start(
     after, which spares a task, a transaction and a trip through the queue.
     A process lost in between is covered like any attempt in flight: settled
     once the process is known to be gone (or the queue runs the tick again:
-    `redeliver_inline`), at the latest re-issued by the watchdog after its lease.
+    `ticks.redeliver_inline`), at the latest re-issued by the watchdog after its lease.
     """
     policy = record.live_policy
     if excluded(record, occurrence):
@@ -371,37 +371,9 @@ def repair(record: JobRecord, entry: ActiveInvocation, now: datetime, tuning: Tu
 
 def mark_inline(record: JobRecord, actions: list[act.Action], nonce: str) -> JobRecord:
     """Note on each entry whose attempt this tick's step delivers inline which tick it
-    was, for `redeliver_inline`."""
+    was, for `ticks.redeliver_inline`."""
     for action in actions:
         entry = record.find_active(action.invocation_id) if isinstance(action, act.Deliver) else None
         if entry is not None and not entry.events_in_rows:
             record = record.with_active(evolve(entry, started_by=nonce))
     return record
-
-
-def redeliver_inline(record: JobRecord, nonce: str, now: datetime, tuning: Tuning) -> Result:
-    """The queue ran the tick `nonce` again after a run that gave no answer: that run's
-    process died, or only its request ended (a platform's request timeout) while the
-    attempt it delivered inline is still being sent (or this is a duplicate of that
-    run's task). Within the attempt's lease it is left in flight, and its start task is
-    enqueued for the lease's end; after it, it is sent again under the same invocation
-    id if it is still in flight then (on_starting)."""
-    actions: list[act.Action] = []
-    if not record.active:
-        return record, actions
-    lease = record.live_policy.attempt_timeout + tuning.start_grace
-    for entry in record.active:
-        # Only the attempt that tick delivered: attempt 1, still in flight (a later
-        # attempt of the invocation is none of that tick's run).
-        if entry.started_by != nonce or entry.attempts != (1,) or entry.started_mask != 1 or entry.done_mask:
-            continue
-        begun = entry.started_at
-        if begun is not None and begun > now:  # staged, its time not come: as if never begun
-            record, started = on_interrupted(record, ev.AttemptInterrupted(entry.invocation_id, 0, 1), now, tuning)
-        elif begun is not None and now < begun + lease:
-            started = [act.EnqueueAttempt(entry.invocation_id, 0, 1, begun + lease)]
-        else:
-            redelivery = ev.InvocationStarting(entry.invocation_id, 0, entry.attempts[0], redelivered=True)
-            record, started = on_starting(record, redelivery, now, tuning)
-        actions += started
-    return record, actions

@@ -71,7 +71,7 @@ def on_tick(record: JobRecord, event: ev.TickArrived, now: datetime, tuning: Tun
     tick_at = record.tick_at
     if event.nonce != record.tick_nonce or tick_at is None:
         if event.redelivered:  # its earlier run died: what it delivered inline goes again
-            return inv.redeliver_inline(record, event.nonce, now, tuning)
+            return redeliver_inline(record, event.nonce, now, tuning)
         return record, []  # stale: superseded by a newer tick, or a duplicate
     record, actions = _on_current_tick(record, tick_at, now, tuning)
     return inv.mark_inline(record, actions, event.nonce), actions
@@ -255,4 +255,32 @@ def after_invocations(record: JobRecord, now: datetime, actions: list[act.Action
     ):
         record, armed = arm_next(record, now)
         actions = actions + armed
+    return record, actions
+
+
+def redeliver_inline(record: JobRecord, nonce: str, now: datetime, tuning: Tuning) -> Result:
+    """The queue ran the tick `nonce` again after a run that gave no answer: that run's
+    process died, or only its request ended (a platform's request timeout) while the
+    attempt it delivered inline is still being sent (or this is a duplicate of that
+    run's task). Within the attempt's lease it is left in flight, and its start task is
+    enqueued for the lease's end; after it, it is sent again under the same invocation
+    id if it is still in flight then (invocations.on_starting)."""
+    actions: list[act.Action] = []
+    if not record.active:
+        return record, actions
+    lease = record.live_policy.attempt_timeout + tuning.start_grace
+    for entry in record.active:
+        # Only the attempt that tick delivered: attempt 1, still in flight (a later
+        # attempt of the invocation is none of that tick's run).
+        if entry.started_by != nonce or entry.attempts != (1,) or entry.started_mask != 1 or entry.done_mask:
+            continue
+        begun = entry.started_at
+        if begun is not None and begun > now:  # staged, its time not come: as if never begun
+            record, started = inv.on_interrupted(record, ev.AttemptInterrupted(entry.invocation_id, 0, 1), now, tuning)
+        elif begun is not None and now < begun + lease:
+            started = [act.EnqueueAttempt(entry.invocation_id, 0, 1, begun + lease)]
+        else:
+            redelivery = ev.InvocationStarting(entry.invocation_id, 0, entry.attempts[0], redelivered=True)
+            record, started = inv.on_starting(record, redelivery, now, tuning)
+        actions += started
     return record, actions

@@ -13,7 +13,7 @@ from engine.ports import DeliveryResult
 from statemachine import events as ev
 from statemachine.definition import FanoutSpec, JobDefinition
 from statemachine.policy import FanoutPolicy, JobPolicy
-from statemachine.record import record_to_dict
+from statemachine.record_form import record_to_dict
 from tests.contract.test_engine_scenarios import Scenario
 from tests.engine.harness import START
 

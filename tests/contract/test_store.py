@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from engine.ports import ProjectRow
 from statemachine.definition import JobDefinition
-from statemachine.record import record_to_dict
+from statemachine.record_form import record_to_dict
 from statemachine.shards import shard_of
 from tests.contract import samples
 from tests.contract.samples import T0

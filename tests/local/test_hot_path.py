@@ -15,7 +15,8 @@ from engine.adapters.local.sqlite_store import SqliteJobStore
 from engine.ports import JobSource, StoredJob
 from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
-from statemachine.record import evolve, new_record, record_to_dict
+from statemachine.record import evolve, new_record
+from statemachine.record_form import record_to_dict
 from tests.unit.machine_helpers import policy
 
 

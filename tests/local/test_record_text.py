@@ -17,16 +17,8 @@ from engine.adapters.local.sqlite_rows import RecordCache
 from statemachine.calendars import Calendar
 from statemachine.durations import UTC
 from statemachine.policy import Catchup, FanoutPolicy, JobPolicy, Overlap, RetryPolicy
-from statemachine.record import (
-    ActiveInvocation,
-    Awaited,
-    JobRecord,
-    JobState,
-    Occurrence,
-    evolve,
-    new_record,
-    record_to_dict,
-)
+from statemachine.record import ActiveInvocation, Awaited, JobRecord, JobState, Occurrence, evolve, new_record
+from statemachine.record_form import record_to_dict
 from statemachine.stored_form import policy_to_dict
 
 

@@ -10,7 +10,7 @@ import sqlite3
 
 from engine.adapters.local.schema import MIGRATIONS
 from engine.adapters.local.sqlite_store import SqliteJobStore
-from statemachine.record import record_to_dict
+from statemachine.record_form import record_to_dict
 from tests.contract import samples
 
 # The row as the code of schema 4 wrote it (sqlite_rows.PUT_JOB then).

@@ -64,7 +64,7 @@ def largest_in_datastore(client) -> LargestRecord:
 
 def largest_in_memory(store) -> LargestRecord:
     """The largest record of a MemoryJobStore, as the other stores would hold its text."""
-    from statemachine.record import record_to_dict
+    from statemachine.record_form import record_to_dict
 
     largest = LargestRecord()
     for job in store.tables.jobs.values():

@@ -11,7 +11,8 @@ from statemachine import ids
 from statemachine.durations import UTC
 from statemachine.fanout_step import DictRows, step_job
 from statemachine.policy import JobPolicy, Tuning
-from statemachine.record import JobRecord, new_record, record_from_dict, record_to_dict
+from statemachine.record import JobRecord, new_record
+from statemachine.record_form import record_from_dict, record_to_dict
 
 PROJECT, JOB = "proj", "job"
 DAY = datetime(2026, 1, 5, tzinfo=UTC)

@@ -10,7 +10,7 @@ from statemachine import events as ev
 from statemachine.fanout import EventPhase, EventState
 from statemachine.fanout_step import EventsCheckDue, check_due
 from statemachine.policy import FanoutPolicy, RetryPolicy, Tuning
-from statemachine.record import record_from_dict, record_to_dict
+from statemachine.record_form import record_from_dict, record_to_dict
 from tests.unit.machine_helpers import Scenario, clock, occurrence_id
 
 T = clock("10:15")

@@ -9,7 +9,7 @@ from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.fanout import EventPhase, EventState, state_from_dict, state_to_dict
 from statemachine.policy import FanoutPolicy, RetryPolicy
-from statemachine.record import record_from_dict, record_to_dict
+from statemachine.record_form import record_from_dict, record_to_dict
 from statemachine.vocabulary import InvocationStatus
 from tests.unit.machine_helpers import Scenario, clock, occurrence_id
 

@@ -5,7 +5,7 @@ that carries the streak across a stored round trip and from an older record."""
 
 from statemachine import actions as act
 from statemachine import events as ev
-from statemachine.record import record_from_dict, record_to_dict
+from statemachine.record_form import record_from_dict, record_to_dict
 from tests.unit.machine_helpers import clock, occurrence_id
 from tests.unit.test_machine_failures import _every_minute, _run
 

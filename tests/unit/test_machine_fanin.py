@@ -8,7 +8,7 @@ from datetime import timedelta
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine import fanin, ids
-from statemachine.record import record_to_dict
+from statemachine.record_form import record_to_dict
 from statemachine.shown import next_run
 from statemachine.vocabulary import SkipReason
 from tests.unit.machine_helpers import JOB, PROJECT, Scenario, clock, occurrence_id

@@ -9,7 +9,7 @@ from datetime import timedelta
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import MAX_INTERRUPTIONS, FanoutPolicy, RetryPolicy, compute_backoff
-from statemachine.record import record_from_dict, record_to_dict
+from statemachine.record_form import record_from_dict, record_to_dict
 from statemachine.vocabulary import InvocationStatus
 from tests.unit.machine_helpers import Scenario, clock, occurrence_id
 

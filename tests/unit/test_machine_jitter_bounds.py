@@ -8,7 +8,7 @@ from datetime import timedelta
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import Catchup, FanoutPolicy, RetryPolicy, occurrence_delay
-from statemachine.record import record_from_dict, record_to_dict
+from statemachine.record_form import record_from_dict, record_to_dict
 from statemachine.schedule import fire_times
 from statemachine.stored_form import policy_from_dict, policy_to_dict
 from tests.unit.machine_helpers import JOB, PROJECT, Scenario, clock, occurrence_id, policy

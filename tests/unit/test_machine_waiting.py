@@ -12,7 +12,8 @@ from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.admission import MAX_TRIGGERED_WAITING
 from statemachine.policy import Catchup, Overlap
-from statemachine.record import JobState, record_from_dict, record_to_dict
+from statemachine.record import JobState
+from statemachine.record_form import record_from_dict, record_to_dict
 from statemachine.waiting import DROP_BATCH, MAX_RUNS, peek
 from tests.unit.machine_helpers import Scenario, clock, manual_id, occurrence_id, policy, skipped, started
 from tests.unit.waiting_scenarios import GOLDEN, HOURS, SCENARIOS, START, make_policy, run, scheduled, summary

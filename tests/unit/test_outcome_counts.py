@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from statemachine.pausing import count_outcome
-from statemachine.record import new_record, record_from_dict, record_to_dict
+from statemachine.record import new_record
+from statemachine.record_form import record_from_dict, record_to_dict
 from statemachine.vocabulary import InvocationStatus
 
 T0 = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)

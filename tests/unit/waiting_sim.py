@@ -22,7 +22,8 @@ from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.machine import InvalidTransition, step
 from statemachine.policy import JobPolicy, Tuning
-from statemachine.record import JobRecord, new_record, record_from_dict, record_to_dict
+from statemachine.record import JobRecord, new_record
+from statemachine.record_form import record_from_dict, record_to_dict
 
 PROJECT, JOB = "proj", "job"
 WATCHDOG_EVERY = timedelta(minutes=1)

@@ -28,7 +28,7 @@ from statemachine import events as ev
 from statemachine.definition import JobDefinition
 from statemachine.machine import step
 from statemachine.policy import Tuning
-from statemachine.record import record_from_dict, record_to_dict
+from statemachine.record_form import record_from_dict, record_to_dict
 from tests.engine.harness import START, Harness
 
 RELEASE = Path(__file__).resolve().parent / "release_0_1_0"

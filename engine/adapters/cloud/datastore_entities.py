@@ -68,7 +68,7 @@ from engine.recording import notification_text, stored_notification
 from statemachine.definition import JobDefinition
 from statemachine.durations import UTC
 from statemachine.ids import scheduled_millis
-from statemachine.record import record_from_dict, record_to_dict
+from statemachine.record_form import record_from_dict, record_to_dict
 from statemachine.shards import shard_of
 from statemachine.vocabulary import TERMINAL_STATUSES, InvocationStatus, Trigger
 

@@ -9,7 +9,8 @@ from typing import Generic, TypeVar
 from engine.adapters.local.record_text import policy_text, record_text
 from statemachine.definition import JobDefinition
 from statemachine.policy import JobPolicy
-from statemachine.record import JobRecord, record_from_dict, record_to_dict
+from statemachine.record import JobRecord
+from statemachine.record_form import record_from_dict, record_to_dict
 
 # json.dumps builds an encoder per call when given options; the same text from one encoder.
 compact = json.JSONEncoder(separators=(",", ":")).encode

@@ -21,7 +21,8 @@ from typing import Iterable
 
 from statemachine.calendars import calendars_to_list
 from statemachine.policy import JobPolicy
-from statemachine.record import JobRecord, written_version
+from statemachine.record import JobRecord
+from statemachine.record_form import written_version
 from statemachine.stored_form import millis, stored_time
 
 __all__ = ["policy_text", "record_text"]

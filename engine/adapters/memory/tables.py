@@ -30,7 +30,7 @@ from typing import Any
 from engine.errors import CommitTooLarge, StoreError
 from engine.ports import AuditEntry, InvocationRow, ProjectRow, StoredJob, Task
 from statemachine.budget import COMMIT_ENTITY_LIMIT
-from statemachine.record import record_to_dict
+from statemachine.record_form import record_to_dict
 
 MAX_ENTITY_BYTES = 1_048_572  # Firestore in Datastore mode: one entity
 MAX_PROPERTY_BYTES = 1_048_487  # and one unindexed property
