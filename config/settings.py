@@ -26,7 +26,7 @@ Each has a default that suits one machine:
 | SUNDIAL_HEARTBEAT_TIMEOUT | 4 heartbeat periods | embedded backend: a process whose heartbeat is older is gone, and its attempts in flight are settled (a dead pid on this machine is gone at once) |
 | SUNDIAL_TICK_GRACE, SUNDIAL_START_GRACE, SUNDIAL_LATE_TOLERANCE | 30s, 60s, 60s | the chain's timings (statemachine.policy.Tuning) |
 | SUNDIAL_STAGE_AHEAD | 10s | embedded backend: how long before its time an occurrence is committed and its request held (0s: off; at most 60s) |
-| SUNDIAL_RECORD_VERSION | 1 | the job record layout written: 1, which the release before reads (a rollback stays possible), or 2 (a fan-out's events in rows of their own); set 2 once every instance runs this release (docs/DEPLOY.md) |
+| SUNDIAL_RECORD_VERSION | 2 | the job record layout written while a fan-out runs: 2 (its events in rows of their own), or 1, which the release before reads: set 1 to prepare a rollback (docs/DEPLOY.md) |
 | SUNDIAL_TASK_SECRET | generated, kept in the database | the secret on every task |
 | SUNDIAL_SECRETS_DIR | | one machine: secrets of header values, one folder per project (`<dir>/<project>/<NAME>`) |
 | GOOGLE_CLOUD_PROJECT | | cloud backend: the project of Datastore and Cloud Tasks |
@@ -331,7 +331,7 @@ def queue_shards(env: Mapping[str, str]) -> int:
 
 def _tuning(env: Mapping[str, str], default: Tuning, backend: str = "local") -> Tuning:
     tuning = replace(
-        default, fanout_rows=_choice(env, "SUNDIAL_RECORD_VERSION", ("1", "2")) == "2",
+        default, fanout_rows=_choice(env, "SUNDIAL_RECORD_VERSION", ("1", "2")) != "1",
         tick_grace=_duration(env, "SUNDIAL_TICK_GRACE", default.tick_grace),
         start_grace=_duration(env, "SUNDIAL_START_GRACE", default.start_grace),
         late_tolerance=_duration(env, "SUNDIAL_LATE_TOLERANCE", default.late_tolerance),

@@ -89,8 +89,8 @@ class Tuning:
     # Whether a fan-out invocation keeps each event's progress in a row of its own (job
     # record version 2, statemachine/fanout.py) or inline in the record (version 1, all
     # that the release before this one reads). The composition root sets it from the
-    # operator's written-layout switch (SUNDIAL_RECORD_VERSION, off by default until every
-    # instance runs this release); the core's own tests keep rows.
+    # operator's written-layout switch (SUNDIAL_RECORD_VERSION: rows unless set to 1 to
+    # prepare a rollback); the core's own tests keep rows.
     fanout_rows: bool = True
 
     @property

@@ -4,11 +4,12 @@ process of their own).
 
 This tree drives real jobs on SQLite (the engine harness, a fake clock) and the test
 hands the previous release the job rows exactly as stored: each record's text and each
-definition's. With the written-layout switch off (SUNDIAL_RECORD_VERSION=1, the default)
-every record is read, fan-outs under way included; every definition that uses no field
-added since that release is read too, and one that does is refused by name (that release
-cannot honour it: docs/DEPLOY.md says what to do first). With the switch on, a record
-that holds a fan-out's events in rows is version 2, which that release refuses.
+definition's. With the written-layout switch off (SUNDIAL_RECORD_VERSION=1, which the
+operator sets to prepare a rollback) every record is read, fan-outs under way included;
+every definition that uses no field added since that release is read too, and one that
+does is refused by name (that release cannot honour it: docs/DEPLOY.md says what to do
+first). With the switch on (the default), a record that holds a fan-out's events in rows
+is version 2, which that release refuses.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ from statemachine.record_form import record_from_dict, record_to_dict
 from tests.engine.harness import START, Harness
 
 RELEASE = Path(__file__).resolve().parent / "release_0_1_0"
-# The switch as the operator sets it: off (unset) and on.
-OFF = Tuning(fanout_rows=from_environment({}).tuning.fanout_rows)
-ON = Tuning(fanout_rows=from_environment({"SUNDIAL_RECORD_VERSION": "2"}).tuning.fanout_rows)
+# The switch as the operator sets it: off (1, to prepare a rollback) and on (unset: 2).
+OFF = Tuning(fanout_rows=from_environment({"SUNDIAL_RECORD_VERSION": "1"}).tuning.fanout_rows)
+ON = Tuning(fanout_rows=from_environment({}).tuning.fanout_rows)  # the default: 2
 
 # Jobs that use only what 0.1.0 knew, and one per field added since.
 PLAIN = """
