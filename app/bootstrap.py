@@ -32,14 +32,14 @@ from engine.adapters.local.staged_sends import StagingParts
 from engine.adapters.local.tuning import LocalTuning
 from engine.clock import SystemClock
 from engine.delivery import Staging
-from engine.holds import AttemptHolds
+from engine.holds import AttemptCanceller, AttemptHolds
 from engine.interruptions import Interruptions
 from engine.logs import log_event
 from engine.metrics import Metrics
 from engine.ports import Clock, JobStore, SecretReader, Target
 from engine.service import Engine, build_engine
 from engine.staging_ports import JobsReader
-from engine.targets import GoogleAccess, build_targets, staging_targets
+from engine.targets import GoogleAccess, attempt_connections, build_targets, staging_targets
 from web.app import create_app, gatekeepers_from_settings
 
 if TYPE_CHECKING:  # the cloud libraries load only on the cloud backend
@@ -183,7 +183,8 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     registry = ProcessRegistry(store, this_process(), clock, settings.heartbeat.timeout, role.value)
     tuning = LocalTuning()  # the embedded path's knobs (engine/adapters/local/tuning.py)
     engine = _engine(replace(settings, tuning=local_tuning(settings.tuning, tuning)), store, targets, clock, metrics,
-                     SqliteAttemptHolds(store, registry, tuning), staging_targets(targets), jobs=store)
+                     SqliteAttemptHolds(store, registry, tuning), staging_targets(targets), jobs=store,
+                     canceller=attempt_connections(targets))
     liveness = Liveness(registry, engine.interruptions, settings.heartbeat.period)
     queue = SqliteTaskQueue(store)
     staging = StagingParts(clock, engine.deliveries.batch_writer, engine.changes.holds, store.records.written_text)
@@ -277,12 +278,13 @@ def _with_secret(settings: Settings, shared_secret: Callable[[Callable[[], str]]
 
 def _engine(settings: Settings, store: JobStore, targets: dict[str, Target], clock: Clock,
             metrics: Metrics | None = None, holds: AttemptHolds | None = None,
-            staging: Staging | None = None, jobs: JobsReader | None = None) -> Engine:
+            staging: Staging | None = None, jobs: JobsReader | None = None,
+            canceller: AttemptCanceller | None = None) -> Engine:
     return build_engine(
         store, targets, clock, settings.tuning, metrics=metrics,
         service_url=settings.service_url, secret=settings.task_secret.encode(), secrets=_secrets(settings),
         holds=holds, repair_workers=settings.watchdog_workers or (8 if settings.backend == "cloud" else 1),
-        task_lease=_task_lease(settings), staging=staging, jobs=jobs,
+        task_lease=_task_lease(settings), staging=staging, jobs=jobs, canceller=canceller,
     )
 
 

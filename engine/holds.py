@@ -67,3 +67,14 @@ class AttemptHolds(Protocol):
 
         :raises StoreError: storage is failing.
         """
+
+
+class AttemptCanceller(Protocol):
+    """Closes the connections of an aborted invocation's attempts that this process has
+    on the wire (engine/targets/in_flight.py). Called after the commit that aborted it;
+    only the process that sends an attempt can close it, so on the embedded backend with
+    several processes, and on Google Cloud, an attempt held elsewhere runs on until its
+    answer or its timeout (its result is refused all the same)."""
+
+    def close_attempts(self, project: str, job_id: str, invocation_id: str) -> int:
+        """Close them; return how many were closed."""

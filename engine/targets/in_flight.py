@@ -1,0 +1,75 @@
+"""The sockets of the requests this process has on the wire, by the invocation they
+belong to, so that an invocation aborted while its attempt is in flight (`overlap:
+replace`, a user's abort) has that attempt's connection closed: the target sees it drop
+instead of working on for an answer nobody will record.
+
+The blocking pool (http_pool.py) and the batch writer (http_batch.py) add a request's
+socket once its first byte is written and take it out when its answer is read or it
+failed. `close` shuts a socket down rather than closing it: its owner's thread is in a
+recv or a select on that descriptor, and a closed descriptor number may be reused under
+it; a shut-down socket wakes it with an end of file, which ends the attempt as a
+connection error (the machine then refuses its result: the invocation is no longer active).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.ports import DeliveryRequest
+
+
+@dataclass(frozen=True)
+class InvocationKey:
+    """Which invocation a request on the wire is an attempt of."""
+
+    project: str
+    job_id: str
+    invocation_id: str
+
+    @staticmethod
+    def of(request: DeliveryRequest) -> InvocationKey:
+        return InvocationKey(request.project, request.job_id, request.invocation_id)
+
+
+class InFlight:
+    """Implements engine/holds.py's `AttemptCanceller` for this process's HTTP requests."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sockets: dict[InvocationKey, set[socket.socket]] = {}
+
+    def add(self, key: InvocationKey | None, sock: socket.socket | None) -> None:
+        if key is None or sock is None:
+            return
+        with self._lock:
+            self._sockets.setdefault(key, set()).add(sock)
+
+    def remove(self, key: InvocationKey | None, sock: socket.socket | None) -> None:
+        if key is None or sock is None:
+            return
+        with self._lock:
+            held = self._sockets.get(key)
+            if held is not None:
+                held.discard(sock)
+                if not held:
+                    del self._sockets[key]
+
+    def close_attempts(self, project: str, job_id: str, invocation_id: str) -> int:
+        """Shut down the connections of the invocation's attempts on the wire here; how many."""
+        with self._lock:
+            held = self._sockets.pop(InvocationKey(project, job_id, invocation_id), set())
+        for sock in held:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # closed meanwhile: its answer came or it failed on its own
+        return len(held)
+
+    def count(self) -> int:
+        """Requests registered now (tests read it)."""
+        with self._lock:
+            return sum(len(held) for held in self._sockets.values())

@@ -1,0 +1,94 @@
+"""`overlap: replace` closes the replaced attempt's connection: through the real server on
+the embedded backend, a target that holds every request open and never answers sees the
+connection of the running attempt drop within a couple of seconds of the next occurrence
+(which replaces it), not at the attempt's 30 s timeout."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+
+from tests.e2e.support import Server, wait_until
+
+
+@dataclass
+class Held:
+    """One connection the target accepted: when its request came, and when it was dropped."""
+
+    opened: float
+    request: bytes = b""
+    arrived: float | None = None  # the request's first byte (a connection may be opened ahead)
+    dropped: float | None = None
+
+
+@dataclass
+class HoldingTarget:
+    """A raw TCP server that reads each request and answers nothing, noting when the client
+    shuts the connection (a read that returns the end of file)."""
+
+    held: list[Held] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}/hold"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            entry = Held(time.monotonic())
+            self.held.append(entry)
+            threading.Thread(target=self._hold, args=(conn, entry), daemon=True).start()
+
+    @staticmethod
+    def _hold(conn: socket.socket, entry: Held) -> None:
+        with conn:
+            while True:
+                try:
+                    chunk = conn.recv(65536)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    entry.dropped = time.monotonic()
+                    return
+                entry.arrived = entry.arrived or time.monotonic()
+                entry.request += chunk
+
+    def requests(self) -> list[Held]:
+        return [entry for entry in self.held if entry.request]
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def test_the_replaced_attempts_connection_is_closed(tmp_path):
+    target = HoldingTarget()
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "e2e.yaml").write_text(f"""
+jobs:
+  - id: held
+    schedule: every 3s
+    overlap: replace
+    retry: {{max_attempts: 1}}
+    target: {{http: {{url: "{target.url}", timeout: 30s}}}}
+""")
+    server = Server(configs, tmp_path / "sundial.db", tmp_path / "server.log").start()
+    try:
+        assert wait_until(lambda: len(target.requests()) >= 3, timeout=30)
+        first, second = target.requests()[:2]
+        # The first attempt's connection dropped when the second occurrence replaced it
+        # (3 s later), within 2 s of the second request's arrival; not at its 30 s timeout.
+        assert wait_until(lambda: first.dropped is not None, timeout=5)
+        assert first.dropped is not None and first.arrived is not None and second.arrived is not None
+        assert first.dropped - second.arrived < 2.0, (first.dropped - first.arrived, second.arrived - first.arrived)
+        replaced = [row for row in server.invocations("e2e", "held") if row["reason"] == "replaced"]
+        assert replaced and all(row["status"] == "ABORTED" for row in replaced)
+    finally:
+        server.stop()
+        target.close()
