@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Callable, Sequence, TypeVar
 
 from engine.audit import Audit, log_entry, new_entry
+from engine.cancels import cancel_task
 from engine.deferred_finish import may_defer, settle_deferred
 from engine.errors import ConflictError, NotFound
 from engine.event_rows import TransactionRows
@@ -282,10 +283,7 @@ class JobChanges:
         policy = transition.record.policy
         queue = throttle_queue(project, policy.throttle) if policy is not None else ""
         record_actions(tx, project, job_id, transition.actions, now, queue)
-        for action in transition.actions:
-            if isinstance(action, act.Deliver) and self.holds is not None:
-                self.holds.hold(tx, AttemptKey(project, job_id, action.invocation_id, action.event_index,
-                                               action.attempt))
+        self._hold_and_cancel(tx, stored, record, transition, now)
         if changed and self.defer_finishes and not (created or redefined) and record is stored.record:
             changed = not self._defers(tx, stored, event, now, transition)
         if changed:
@@ -295,6 +293,21 @@ class JobChanges:
             tx.put_job(stored)
         audited = _write_audit(tx, change, now) if changed or transition.actions else None
         return Applied(transition, stored, audited)
+
+    def _hold_and_cancel(self, tx: Transaction, job: StoredJob, before: JobRecord, transition: Transition,
+                         now: datetime) -> None:
+        """In the step's transaction: this process holds each attempt it starts, and each
+        invocation it aborts whose async target has a `cancel_url` gets its `cancel` task
+        (engine/cancels.py), so the target is told only once the abort is committed."""
+        project, job_id = job.record.project, job.record.job_id
+        for action in transition.actions:
+            if isinstance(action, act.Deliver) and self.holds is not None:
+                self.holds.hold(tx, AttemptKey(project, job_id, action.invocation_id, action.event_index,
+                                               action.attempt))
+            elif isinstance(action, act.FinishInvocation):
+                task = cancel_task(job, before, action, now)
+                if task is not None:
+                    tx.enqueue(task)
 
     def _defers(self, tx: Transaction, stored: StoredJob, event: JobEvent, now: datetime,
                 transition: Transition) -> bool:

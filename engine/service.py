@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Callable
 
+from engine.cancels import Cancels
 from engine.changes import JobChanges
 from engine.config_import import ConfigImport
 from engine.deliveries import Deliveries
@@ -97,10 +98,12 @@ def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuni
     staged = StagedChecks(jobs or OneByOne(store), changes.write, holds, sleep) if tuning.stages else None
     notifications = Notifications(changes.write, store.get_job, clock, deliveries.send_notification)
     inbox = Inbox(changes)
+    cancels = Cancels(store.get_job, changes.write, clock, deliveries.send_cancel, deliveries.service_host)
     return Engine(
         changes=changes,
         deliveries=deliveries,
-        tasks=TaskRunner(changes, deliveries, notifications.run_task, task_lease, staged, monotonic, inbox),
+        tasks=TaskRunner(changes, deliveries, notifications.run_task, task_lease, staged, monotonic, inbox,
+                         cancels.run_task),
         maintenance=Maintenance(store, changes, clock, metrics, interruptions, repair_workers),
         queries=Queries(store, clock, tuning),
         configs=ConfigImport(changes, store),

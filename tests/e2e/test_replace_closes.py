@@ -1,16 +1,18 @@
-"""`overlap: replace` closes the replaced attempt's connection: through the real server on
-the embedded backend, a target that holds every request open and never answers sees the
-connection of the running attempt drop within a couple of seconds of the next occurrence
-(which replaces it), not at the attempt's 30 s timeout."""
+"""`overlap: replace` through the real server on the embedded backend: a target that holds
+every request open and never answers sees the connection of the running attempt drop
+within a couple of seconds of the next occurrence (which replaces it), not at the
+attempt's 30 s timeout; and an async target with a `cancel_url` is told of each
+invocation replaced, once, after it is ABORTED."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
 
-from tests.e2e.support import Server, wait_until
+from tests.e2e.support import Receiver, Server, wait_until
 
 
 @dataclass
@@ -92,3 +94,35 @@ jobs:
     finally:
         server.stop()
         target.close()
+
+
+def test_an_async_target_is_told_at_its_cancel_url(tmp_path):
+    receiver = Receiver()
+    receiver.statuses["/run"] = 202  # it works on; the next occurrence replaces it
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "e2e.yaml").write_text(f"""
+jobs:
+  - id: long
+    schedule: every 2s
+    overlap: replace
+    timeout: 1h
+    target:
+      http: {{url: "{receiver.url}/run", async: true, cancel_url: "{receiver.url}/cancel", headers: {{X-Key: k1}}}}
+""")
+    server = Server(configs, tmp_path / "sundial.db", tmp_path / "server.log").start()
+    try:
+        assert wait_until(lambda: len(receiver.at_path("/cancel")) >= 2, timeout=30)
+        rows = {row["id"]: row for row in server.invocations("e2e", "long")}
+        cancels = [json.loads(arrival.body) for arrival in receiver.at_path("/cancel")]
+        told = [cancel["invocation_id"] for cancel in cancels]
+        assert len(told) == len(set(told))  # once each
+        for cancel in cancels:
+            row = rows[cancel["invocation_id"]]
+            assert (row["status"], row["reason"], cancel["reason"], cancel["job"]) == (
+                "ABORTED", "replaced", "replaced", "long")
+            assert cancel["scheduled_time"][:19] == row["scheduled_time"][:19]
+        assert all(arrival.headers.get("X-Key") == "k1" for arrival in receiver.at_path("/cancel"))
+    finally:
+        server.stop()
+        receiver.close()

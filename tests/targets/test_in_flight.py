@@ -46,15 +46,27 @@ def silent():
     server.listener.close()
 
 
-def _close_when_arrived(server: Silent, pool: ConnectionPool) -> list[int]:
-    closed: list[int] = []
+class Closer(threading.Thread):
+    """Closes the invocation's requests once the server has one; `closed`: what that returned."""
 
-    def close() -> None:
-        assert server.arrived.wait(5)
+    def __init__(self, server: Silent, pool: ConnectionPool) -> None:
+        super().__init__(daemon=True)
+        self.server, self.pool, self.closed = server, pool, []
+
+    def run(self) -> None:
+        assert self.server.arrived.wait(5)
         time.sleep(0.1)  # the request is registered once written
-        closed.append(pool.in_flight.close_attempts("p", "j", "inv-1"))
-    threading.Thread(target=close, daemon=True).start()
-    return closed
+        self.closed.append(self.pool.in_flight.close_attempts("p", "j", "inv-1"))
+
+    def result(self) -> list[int]:
+        self.join(5)
+        return self.closed
+
+
+def _close_when_arrived(server: Silent, pool: ConnectionPool) -> Closer:
+    closer = Closer(server, pool)
+    closer.start()
+    return closer
 
 
 def test_the_blocking_pools_request_is_closed(silent):
@@ -65,7 +77,7 @@ def test_the_blocking_pools_request_is_closed(silent):
     with pytest.raises((OSError, http.client.HTTPException)):
         pool.request(endpoint, "POST", {}, b"{}", 20.0, 1000, invocation=KEY)
     assert time.monotonic() - started < 3
-    assert closed == [1] and silent.dropped.wait(2) and pool.in_flight.count() == 0
+    assert closed.result() == [1] and silent.dropped.wait(2) and pool.in_flight.count() == 0
 
 
 def test_the_batch_writers_request_is_closed(silent):
@@ -82,7 +94,7 @@ def test_the_batch_writers_request_is_closed(silent):
     writer.submit([item])
     assert done.wait(5) and time.monotonic() - started < 3
     assert isinstance(outcomes[0], BaseException)
-    assert closed == [1] and silent.dropped.wait(2) and pool.in_flight.count() == 0
+    assert closed.result() == [1] and silent.dropped.wait(2) and pool.in_flight.count() == 0
     writer.shutdown(1)
 
 
