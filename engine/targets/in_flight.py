@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import socket
 import threading
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from engine.ports import DeliveryRequest
 
 
-@dataclass(frozen=True)
-class InvocationKey:
-    """Which invocation a request on the wire is an attempt of."""
+class InvocationKey(NamedTuple):
+    """Which invocation a request on the wire is an attempt of (a tuple: it is hashed
+    twice for every request sent, and a tuple's hash is the cheapest)."""
 
     project: str
     job_id: str
@@ -40,28 +39,33 @@ class InFlight:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._sockets: dict[InvocationKey, set[socket.socket]] = {}
+        # Mostly one socket an invocation (a fan-out's events may have more): lists, not sets.
+        self._sockets: dict[InvocationKey, list[socket.socket]] = {}
 
     def add(self, key: InvocationKey | None, sock: socket.socket | None) -> None:
         if key is None or sock is None:
             return
         with self._lock:
-            self._sockets.setdefault(key, set()).add(sock)
+            held = self._sockets.get(key)
+            if held is None:
+                self._sockets[key] = [sock]
+            else:
+                held.append(sock)
 
     def remove(self, key: InvocationKey | None, sock: socket.socket | None) -> None:
         if key is None or sock is None:
             return
         with self._lock:
             held = self._sockets.get(key)
-            if held is not None:
-                held.discard(sock)
+            if held is not None and sock in held:
+                held.remove(sock)
                 if not held:
                     del self._sockets[key]
 
     def close_attempts(self, project: str, job_id: str, invocation_id: str) -> int:
         """Shut down the connections of the invocation's attempts on the wire here; how many."""
         with self._lock:
-            held = self._sockets.pop(InvocationKey(project, job_id, invocation_id), set())
+            held = self._sockets.pop(InvocationKey(project, job_id, invocation_id), [])
         for sock in held:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
