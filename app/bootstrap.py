@@ -20,6 +20,7 @@ from app.loops import PeriodicLoop
 from app.processes import DispatcherProcesses
 from app.stopping import StopTimes
 from config.settings import Settings
+from engine.aborted_attempts import CHECK_PERIOD, AbortedAttempts
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
 from engine.adapters.local.early_ticks import local_tuning
 from engine.adapters.local.integrity import backup_database as backup_database  # for cli/backup.py
@@ -182,9 +183,13 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     targets = build_targets("local", settings.own_service, google_access(settings))
     registry = ProcessRegistry(store, this_process(), clock, settings.heartbeat.timeout, role.value)
     tuning = LocalTuning()  # the embedded path's knobs (engine/adapters/local/tuning.py)
+    canceller = attempt_connections(targets)
     engine = _engine(replace(settings, tuning=local_tuning(settings.tuning, tuning)), store, targets, clock, metrics,
                      SqliteAttemptHolds(store, registry, tuning), staging_targets(targets), jobs=store,
-                     canceller=attempt_connections(targets))
+                     canceller=canceller)
+    # Every process closes its requests of invocations another process aborted (--processes N).
+    aborted = [PeriodicLoop("aborted-attempts", CHECK_PERIOD, AbortedAttempts(store, canceller).check)
+               ] if canceller is not None else []
     liveness = Liveness(registry, engine.interruptions, settings.heartbeat.period)
     queue = SqliteTaskQueue(store)
     staging = StagingParts(clock, engine.deliveries.batch_writer, engine.changes.holds, store.records.written_text)
@@ -192,12 +197,13 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
                             metrics=engine.metrics, version=queue.version, share=registry.share, staging=staging,
                             tuning=tuning)
     if role is Role.DISPATCHER:
-        return Runtime(settings, engine, dispatcher, app=None, liveness=liveness)
+        return Runtime(settings, engine, dispatcher, app=None, loops=aborted, liveness=liveness)
     readiness = Readiness(health, dispatcher.seconds_since_round)
     runtime = _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending, children=extra,
                        liveness=liveness, readiness=readiness.report)
     probe = partial(write_probe, settings.db_path, health, store.write_lock)
     runtime.loops.append(PeriodicLoop("storage-probe", timedelta(seconds=PROBE_PERIOD), probe, first_in_start=True))
+    runtime.loops += aborted
     return runtime
 
 

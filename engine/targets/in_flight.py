@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ class InFlight:
         self._lock = threading.Lock()
         # Mostly one socket an invocation (a fan-out's events may have more): lists, not sets.
         self._sockets: dict[InvocationKey, list[socket.socket]] = {}
+        self._since: dict[InvocationKey, float] = {}  # monotonic: when its first socket was added
 
     def add(self, key: InvocationKey | None, sock: socket.socket | None) -> None:
         if key is None or sock is None:
@@ -49,6 +51,7 @@ class InFlight:
             held = self._sockets.get(key)
             if held is None:
                 self._sockets[key] = [sock]
+                self._since[key] = time.monotonic()
             else:
                 held.append(sock)
 
@@ -60,18 +63,27 @@ class InFlight:
             if held is not None and sock in held:
                 held.remove(sock)
                 if not held:
-                    del self._sockets[key]
+                    del self._sockets[key], self._since[key]
 
     def close_attempts(self, project: str, job_id: str, invocation_id: str) -> int:
         """Shut down the connections of the invocation's attempts on the wire here; how many."""
         with self._lock:
-            held = self._sockets.pop(InvocationKey(project, job_id, invocation_id), [])
+            key = InvocationKey(project, job_id, invocation_id)
+            held = self._sockets.pop(key, [])
+            self._since.pop(key, None)
         for sock in held:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass  # closed meanwhile: its answer came or it failed on its own
         return len(held)
+
+    def on_the_wire_since(self, before: float, most: int) -> list[tuple[str, str, str]]:
+        """Up to `most` invocations with a request on the wire here since before monotonic
+        `before`, the longest first: those another process may have aborted meanwhile."""
+        with self._lock:
+            held = sorted((since, key) for key, since in self._since.items() if since < before)
+        return [key for _, key in held[:most]]
 
     def count(self) -> int:
         """Requests registered now (tests read it)."""

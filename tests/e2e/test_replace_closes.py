@@ -126,3 +126,39 @@ jobs:
     finally:
         server.stop()
         receiver.close()
+
+
+def test_an_abort_closes_attempts_sent_by_another_process(tmp_path):
+    """`--processes 2`: the server process commits each `:abort`, and the child sends its
+    share of the jobs' occurrences; every attempt is closed within about a second, those
+    the child sends by the child's own check (engine/aborted_attempts.py)."""
+    target = HoldingTarget()
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    jobs = "".join(f"""
+  - id: j{i}
+    schedule: every 3s
+    overlap: allow
+    max_concurrent: 5
+    retry: {{max_attempts: 1}}
+    target: {{http: {{url: "{target.url}", timeout: 30s}}}}
+""" for i in range(8))
+    (configs / "e2e.yaml").write_text("jobs:" + jobs)
+    log = tmp_path / "server.log"
+    server = Server(configs, tmp_path / "sundial.db", log, env={"SUNDIAL_PROCESSES": "2"}).start()
+    try:
+        assert wait_until(lambda: "dispatcher process started" in log.read_text(), timeout=20)
+        child_up = time.monotonic()
+        # Two rounds of occurrences since the child is up: it has taken its share by then.
+        assert wait_until(lambda: len([e for e in target.requests() if e.opened > child_up]) >= 16, timeout=30)
+        time.sleep(1.5)  # every request long on the wire
+        aborted_at = time.monotonic()
+        for i in range(8):
+            assert server.call("POST", f"/api/v1/projects/e2e/jobs/j{i}:abort", {"reason": "stop"})[0] == 200
+        before = [entry for entry in target.requests() if entry.arrived is not None and entry.arrived < aborted_at]
+        assert wait_until(lambda: all(entry.dropped is not None for entry in before), timeout=10)
+        assert max(entry.dropped for entry in before) - aborted_at < 2.5
+        assert '"aborted_by": "another process"' in log.read_text()
+    finally:
+        server.stop()
+        target.close()
