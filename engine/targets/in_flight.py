@@ -31,8 +31,9 @@ class InvocationKey(NamedTuple):
     invocation_id: str
 
     @staticmethod
-    def of(request: DeliveryRequest) -> InvocationKey:
-        return InvocationKey(request.project, request.job_id, request.invocation_id)
+    def of(request: DeliveryRequest) -> InvocationKey | None:
+        """The invocation of an attempt of the job's own target (None for a hook's or a cancel's request)."""
+        return InvocationKey(request.project, request.job_id, request.invocation_id) if request.attempt_of_job else None
 
 
 class InFlight:

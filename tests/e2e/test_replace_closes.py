@@ -99,6 +99,9 @@ jobs:
 def test_an_async_target_is_told_at_its_cancel_url(tmp_path):
     receiver = Receiver()
     receiver.statuses["/run"] = 202  # it works on; the next occurrence replaces it
+    # A cancel endpoint slower than a second: the request telling it is no attempt of the
+    # aborted invocation, and must not be closed as one (engine/aborted_attempts.py).
+    receiver.delays["/cancel"] = 1.8
     configs = tmp_path / "configs"
     configs.mkdir()
     (configs / "e2e.yaml").write_text(f"""
@@ -123,6 +126,13 @@ jobs:
                 "ABORTED", "replaced", "replaced", "long")
             assert cancel["scheduled_time"][:19] == row["scheduled_time"][:19]
         assert all(arrival.headers.get("X-Key") == "k1" for arrival in receiver.at_path("/cancel"))
+        told_first = cancels[0]["invocation_id"]
+
+        def messages() -> list[str]:
+            row = server.get(f"/api/v1/projects/e2e/jobs/long/invocations/{told_first}")
+            return [entry["message"] for entry in row["log"]]
+        assert wait_until(lambda: any(m.startswith("cancel") for m in messages()), timeout=10)
+        assert "cancel sent" in messages(), messages()
     finally:
         server.stop()
         receiver.close()
