@@ -1,6 +1,7 @@
 """Telling an async target that an invocation it was working on was aborted: an `http`
 target with `async: true` and a `cancel_url` is POSTed to once when an invocation of it
-ends ABORTED (`overlap: replace`, a user's `:abort`, the job's deletion).
+ends ABORTED (`overlap: replace`, a user's `:abort`; a deletion's abort finds the job gone
+when its task runs, and is only noted on the invocation's log).
 
 The transaction that aborts the invocation enqueues one `cancel` task (`cancel_task`), so
 nothing is sent before the abort is committed and a process that dies after the commit
