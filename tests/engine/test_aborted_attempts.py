@@ -68,3 +68,23 @@ def test_a_short_request_is_not_asked_about():
     assert AbortedAttempts(store, in_flight).check() == 0 and in_flight.count() == 1
     assert aborted_attempts.LONG >= 0.5
     client.close()
+
+
+def test_more_long_requests_than_a_check_reads_are_each_asked_about_in_turn(monkeypatch):
+    monkeypatch.setattr(aborted_attempts, "MOST", 2)
+    store, _ = build_memory_backend()
+    in_flight = InFlight()
+    now = [time.monotonic()]
+    check = AbortedAttempts(store, in_flight, monotonic=lambda: now[0])
+    clients = []
+    for index in range(5):
+        client, _ended = _connected()
+        clients.append(client)
+        in_flight.add(InvocationKey("p", "j", f"inv-{index}"), client)
+    row = InvocationRow("p", "j", "inv-4", "ABORTED", datetime(2026, 1, 1, tzinfo=timezone.utc), "manual")
+    store.run_in_transaction(lambda tx: tx.put_invocation(row))  # the newest: asked about last
+    now[0] += aborted_attempts.LONG + 1
+    assert [check.check() for _ in range(3)] == [0, 0, 1]
+    assert in_flight.count() == 4
+    for client in clients:
+        client.close()
