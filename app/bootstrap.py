@@ -20,6 +20,7 @@ from app.loops import PeriodicLoop
 from app.processes import DispatcherProcesses
 from app.stopping import StopTimes
 from config.settings import Settings
+from engine.aborted_attempts import CHECK_PERIOD, AbortedAttempts
 from engine.adapters.local.dispatcher import Dispatcher, Wakeup
 from engine.adapters.local.early_ticks import local_tuning
 from engine.adapters.local.integrity import backup_database as backup_database  # for cli/backup.py
@@ -32,14 +33,14 @@ from engine.adapters.local.staged_sends import StagingParts
 from engine.adapters.local.tuning import LocalTuning
 from engine.clock import SystemClock
 from engine.delivery import Staging
-from engine.holds import AttemptHolds
+from engine.holds import AttemptCanceller, AttemptHolds
 from engine.interruptions import Interruptions
 from engine.logs import log_event
 from engine.metrics import Metrics
 from engine.ports import Clock, JobStore, SecretReader, Target
 from engine.service import Engine, build_engine
 from engine.staging_ports import JobsReader
-from engine.targets import GoogleAccess, build_targets, staging_targets
+from engine.targets import GoogleAccess, attempt_connections, build_targets, staging_targets
 from web.app import create_app, gatekeepers_from_settings
 
 if TYPE_CHECKING:  # the cloud libraries load only on the cloud backend
@@ -182,8 +183,13 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
     targets = build_targets("local", settings.own_service, google_access(settings))
     registry = ProcessRegistry(store, this_process(), clock, settings.heartbeat.timeout, role.value)
     tuning = LocalTuning()  # the embedded path's knobs (engine/adapters/local/tuning.py)
+    canceller = attempt_connections(targets)
     engine = _engine(replace(settings, tuning=local_tuning(settings.tuning, tuning)), store, targets, clock, metrics,
-                     SqliteAttemptHolds(store, registry, tuning), staging_targets(targets), jobs=store)
+                     SqliteAttemptHolds(store, registry, tuning), staging_targets(targets), jobs=store,
+                     canceller=canceller)
+    # Every process closes its requests of invocations another process aborted (--processes N).
+    aborted = [PeriodicLoop("aborted-attempts", CHECK_PERIOD, AbortedAttempts(store, canceller).check)
+               ] if canceller is not None else []
     liveness = Liveness(registry, engine.interruptions, settings.heartbeat.period)
     queue = SqliteTaskQueue(store)
     staging = StagingParts(clock, engine.deliveries.batch_writer, engine.changes.holds, store.records.written_text)
@@ -191,12 +197,13 @@ def build_local(settings: Settings, clock: Clock | None = None, role: Role = Rol
                             metrics=engine.metrics, version=queue.version, share=registry.share, staging=staging,
                             tuning=tuning)
     if role is Role.DISPATCHER:
-        return Runtime(settings, engine, dispatcher, app=None, liveness=liveness)
+        return Runtime(settings, engine, dispatcher, app=None, loops=aborted, liveness=liveness)
     readiness = Readiness(health, dispatcher.seconds_since_round)
     runtime = _runtime(settings, engine, dispatcher, loops=True, queue_depth=queue.pending, children=extra,
                        liveness=liveness, readiness=readiness.report)
     probe = partial(write_probe, settings.db_path, health, store.write_lock)
     runtime.loops.append(PeriodicLoop("storage-probe", timedelta(seconds=PROBE_PERIOD), probe, first_in_start=True))
+    runtime.loops += aborted
     return runtime
 
 
@@ -277,12 +284,13 @@ def _with_secret(settings: Settings, shared_secret: Callable[[Callable[[], str]]
 
 def _engine(settings: Settings, store: JobStore, targets: dict[str, Target], clock: Clock,
             metrics: Metrics | None = None, holds: AttemptHolds | None = None,
-            staging: Staging | None = None, jobs: JobsReader | None = None) -> Engine:
+            staging: Staging | None = None, jobs: JobsReader | None = None,
+            canceller: AttemptCanceller | None = None) -> Engine:
     return build_engine(
         store, targets, clock, settings.tuning, metrics=metrics,
         service_url=settings.service_url, secret=settings.task_secret.encode(), secrets=_secrets(settings),
         holds=holds, repair_workers=settings.watchdog_workers or (8 if settings.backend == "cloud" else 1),
-        task_lease=_task_lease(settings), staging=staging, jobs=jobs,
+        task_lease=_task_lease(settings), staging=staging, jobs=jobs, canceller=canceller,
     )
 
 

@@ -165,6 +165,9 @@ def _target_kinds() -> dict[str, Schema]:
         "async": {"type": "boolean", "default": False, "description": "A 202 answer leaves the "
                   "invocation RUNNING until the target reports completion or the job's timeout."},
         "auth": _auth(),
+        "cancel_url": _url("With async: true only: POSTed to once, with the target's headers and auth, "
+                           "when an invocation is aborted (a JSON body: invocation_id, job, "
+                           "scheduled_time, reason)."),
     }, "An HTTP request.")
     pubsub = _kind(TargetKind.PUBSUB, {
         "topic": _text("The topic, projects/P/topics/T.", pattern=_anchored(_TOPIC.pattern)),

@@ -144,7 +144,21 @@ def _http(check: Checker, path: Path, value: Any, rules: TargetRules) -> tuple[d
         "async": check.attempt(lambda: check.boolean(
             path + ("async",), _given(fields, "async", False)), False),
     }
+    _with_cancel_url(check, path, fields, spec, rules)
     return _with_auth(check, path, fields, spec, rules), timeout
+
+
+def _with_cancel_url(check: Checker, path: Path, fields: dict[str, Any], spec: dict[str, Any],
+                     rules: TargetRules) -> None:
+    """An async target's `cancel_url` (engine/cancels.py), checked as `url` is; in the
+    spec only when given, so that a release that does not know it still reads the job."""
+    if fields.get("cancel_url") is None:
+        return
+    where = path + ("cancel_url",)
+    if spec["async"] is not True:
+        check.report(where, "cancel_url is for an async target: set async: true")
+        return
+    spec["cancel_url"] = check.attempt(lambda: _url(check, where, fields["cancel_url"], rules), "")
 
 
 def _with_auth(check: Checker, path: Path, fields: dict[str, Any], spec: dict[str, Any],

@@ -14,10 +14,11 @@ from datetime import datetime
 from typing import Any, Callable, Sequence, TypeVar
 
 from engine.audit import Audit, log_entry, new_entry
+from engine.cancels import cancel_task
 from engine.deferred_finish import may_defer, settle_deferred
 from engine.errors import ConflictError, NotFound
 from engine.event_rows import TransactionRows
-from engine.holds import AttemptHolds, AttemptKey, HeldAttempt
+from engine.holds import AttemptCanceller, AttemptHolds, AttemptKey, HeldAttempt
 from engine.logs import log_event
 from engine.metrics import Metrics
 from engine.ports import AuditEntry, Clock, JobSource, JobStore, StoredJob, Transaction
@@ -85,14 +86,17 @@ Refusal = NotFound | InvalidTransition
 
 class JobChanges:
     def __init__(self, store: JobStore, clock: Clock, metrics: Metrics, tuning: Tuning = DEFAULT_TUNING,
-                 holds: AttemptHolds | None = None, defer_finishes: bool | None = None):
+                 holds: AttemptHolds | None = None, defer_finishes: bool | None = None,
+                 canceller: AttemptCanceller | None = None):
         """`holds`: where this process records the attempts it holds (None: the
-        backend's tasks hold them, as on Cloud Tasks). `defer_finishes`: whether a
+        backend's tasks hold them, as on Cloud Tasks). `canceller`: closes what this
+        process has on the wire of an invocation a commit here aborted (None: nothing
+        is closed; engine/holds.py says where that is). `defer_finishes`: whether a
         finish may be left to its invocation's row (engine/deferred_finish.py); by
         default as the store says (`defers_finishes`): it spares an entity write on
         Datastore, and on SQLite costs more than the row write it spares."""
         self.store, self.clock, self.metrics, self.tuning = store, clock, metrics, tuning
-        self.holds = holds
+        self.holds, self.canceller = holds, canceller
         self.defer_finishes = defer_finishes if defer_finishes is not None else store.defers_finishes
         # A store that never defers, and holds no finish deferred before, needs none replayed.
         self._settles = self.defer_finishes or store.holds_deferred_finishes
@@ -210,8 +214,11 @@ class JobChanges:
                            f" is no longer held by {change.releases.holder}")
 
     def _count_outcomes(self, applied: Applied) -> None:
+        """After the commit: the outcomes counted and logged, and the aborted ones' attempts closed."""
         record = applied.transition.record
         for action in applied.transition.actions:
+            if isinstance(action, act.FinishInvocation) and action.status == InvocationStatus.ABORTED:
+                self._close_attempts(record, action)
             if isinstance(action, act.RecordSkipped):
                 self.metrics.inc("sundial_skips_total", reason=action.reason)
             elif isinstance(action, act.RefuseStaleResult):
@@ -228,6 +235,16 @@ class JobChanges:
                               invocation=action.invocation_id, reason=action.reason,
                               consecutive_failures=record.consecutive_failures,
                               paused=record.paused)
+
+    def _close_attempts(self, record: JobRecord, action: act.FinishInvocation) -> None:
+        """An aborted invocation's attempt on the wire here is closed, after the abort's
+        commit: the target sees its connection drop (`overlap: replace`, a user's abort)."""
+        if self.canceller is None:
+            return
+        closed = self.canceller.close_attempts(record.project, record.job_id, action.invocation_id)
+        if closed:
+            log_event(log, "aborted attempt closed", job=f"{record.project}/{record.job_id}",
+                      invocation=action.invocation_id, reason=action.reason, connections=closed)
 
     def _apply_in(self, tx: Transaction, change: Change, definition: JobDefinition | None,
                   source: JobSource | None,
@@ -266,10 +283,7 @@ class JobChanges:
         policy = transition.record.policy
         queue = throttle_queue(project, policy.throttle) if policy is not None else ""
         record_actions(tx, project, job_id, transition.actions, now, queue)
-        for action in transition.actions:
-            if isinstance(action, act.Deliver) and self.holds is not None:
-                self.holds.hold(tx, AttemptKey(project, job_id, action.invocation_id, action.event_index,
-                                               action.attempt))
+        self._hold_and_cancel(tx, stored, record, transition, now)
         if changed and self.defer_finishes and not (created or redefined) and record is stored.record:
             changed = not self._defers(tx, stored, event, now, transition)
         if changed:
@@ -279,6 +293,21 @@ class JobChanges:
             tx.put_job(stored)
         audited = _write_audit(tx, change, now) if changed or transition.actions else None
         return Applied(transition, stored, audited)
+
+    def _hold_and_cancel(self, tx: Transaction, job: StoredJob, before: JobRecord, transition: Transition,
+                         now: datetime) -> None:
+        """In the step's transaction: this process holds each attempt it starts, and each
+        invocation it aborts whose async target has a `cancel_url` gets its `cancel` task
+        (engine/cancels.py), so the target is told only once the abort is committed."""
+        project, job_id = job.record.project, job.record.job_id
+        for action in transition.actions:
+            if isinstance(action, act.Deliver) and self.holds is not None:
+                self.holds.hold(tx, AttemptKey(project, job_id, action.invocation_id, action.event_index,
+                                               action.attempt))
+            elif isinstance(action, act.FinishInvocation):
+                task = cancel_task(job, before, action, now)
+                if task is not None:
+                    tx.enqueue(task)
 
     def _defers(self, tx: Transaction, stored: StoredJob, event: JobEvent, now: datetime,
                 transition: Transition) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from engine.changes import Change, Note
-from engine.delivery import Staged, Staging, deliver, deliver_notification, stage
+from engine.delivery import Staged, Staging, deliver, deliver_notification, send_to_target, stage
 from engine.holds import AttemptKey, HeldAttempt
 from engine.logs import log_event
 from engine.metrics import Metrics
@@ -26,6 +26,7 @@ from engine.staging_ports import BatchWriter
 from statemachine import actions as act
 from statemachine import events as ev
 from statemachine.policy import occurrence_delay
+from statemachine.template import TemplateContext
 from statemachine.vocabulary import ON_THE_CLOCK, DeliveryOutcome, TargetKind
 
 log = logging.getLogger("sundial.engine")
@@ -93,6 +94,14 @@ class Deliveries:
         it as sending). Never raises for the target's or the job's failures."""
         return deliver_notification(self.targets, job, target, summary, attempt,
                                     self.allowed_hosts(job.record.project), self.secrets, self.service_url)
+
+    def send_cancel(self, job: StoredJob, target: dict[str, Any], context: TemplateContext,
+                    body: dict[str, Any]) -> DeliveryResult:
+        """Send the request that tells an async target its invocation was aborted
+        (engine/cancels.py): `target` rendered for `context`, `body` as its JSON payload,
+        under the project's allowed_hosts. Never raises for the target's or the job's failures."""
+        return send_to_target(self.targets, target, context, self.allowed_hosts(job.record.project), self.secrets,
+                              payload=body)
 
     def allowed_hosts(self, project: str) -> tuple[str, ...]:
         """The project's `allowed_hosts`, read at most once per SETTINGS_TTL.

@@ -147,7 +147,9 @@ def send_to_target(
     completion: tuple[str, str] = ("", ""),
     payload: dict[str, Any] | None = None,
 ) -> DeliveryResult:
-    """Render `target` ({kind: spec}) for `context` and send it with the sender of its kind."""
+    """Render `target` ({kind: spec}) for `context` and send it with the sender of its kind;
+    with a `payload` (a hook's summary, a cancel's body) it is no attempt of the job's own
+    target, and an abort of its invocation leaves it on the wire."""
     try:
         rendered = render_target(target, context, secrets)
     except SecretError as error:
@@ -160,7 +162,8 @@ def send_to_target(
     sender = targets.get(kind)
     if sender is None:
         return DeliveryResult(DeliveryOutcome.FAILED, f"target {kind} is not available on this backend")
-    request = _request(context, rendered, allowed_hosts, completion, secret_backed_headers(target))
+    request = replace(_request(context, rendered, allowed_hosts, completion, secret_backed_headers(target)),
+                      attempt_of_job=payload is None)
     result = sender.deliver(request)
     # Recorded from what the sender was handed, masked and bounded before it is stored;
     # a target may echo what it got, so its answer is masked with the same credentials.

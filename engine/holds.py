@@ -67,3 +67,21 @@ class AttemptHolds(Protocol):
 
         :raises StoreError: storage is failing.
         """
+
+
+class AttemptCanceller(Protocol):
+    """Closes the connections of an aborted invocation's attempts that this process has
+    on the wire (engine/targets/in_flight.py). Only the process that sends an attempt can
+    close it: the one that committed the abort does at once (engine/changes.py), and on
+    the embedded backend each process also looks now and then whether the invocations of
+    its long requests were aborted elsewhere (engine/aborted_attempts.py). On Google
+    Cloud an attempt's request belongs to another task request, perhaps on another
+    instance: it runs on until its answer or its timeout (its result is refused all the same)."""
+
+    def close_attempts(self, project: str, job_id: str, invocation_id: str) -> int:
+        """Close them; return how many were closed."""
+
+    def on_the_wire_since(self, before: float, most: int) -> list[tuple[str, str, str]]:
+        """Up to `most` (project, job, invocation) with an attempt on the wire here since
+        before monotonic instant `before`, the longest first (engine/aborted_attempts.py
+        asks whether another process aborted them)."""

@@ -1,8 +1,6 @@
 """The shell's ports: what the engine needs from storage, queues, targets and time.
-
-Adapters implement these for one technology each (SQLite, Cloud Datastore, Cloud
-Tasks, HTTP, ...); the engine core sees only these names and engine/inbox_ports.py's.
-"""
+Adapters implement these for one technology each (SQLite, Cloud Datastore, Cloud Tasks,
+HTTP, ...); the engine core sees only these names and engine/inbox_ports.py's."""
 
 from __future__ import annotations
 
@@ -299,7 +297,8 @@ class Clock(Protocol):
 
 @dataclass(frozen=True)
 class DeliveryRequest:
-    """Everything a target needs for one attempt of one event; templates already rendered."""
+    """Everything a target needs for one attempt of one event; templates already rendered.
+    `attempt_of_job`: of the job's own target, closed if its invocation is aborted (not a hook's, nor a cancel)."""
 
     project: str
     job_id: str
@@ -313,6 +312,7 @@ class DeliveryRequest:
     completion_url: str = ""
     completion_token: str = ""
     secret_headers: frozenset[str] = frozenset()  # names of headers whose values are secrets
+    attempt_of_job: bool = True
 
 
 @dataclass(frozen=True)

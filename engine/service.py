@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Callable
 
+from engine.cancels import Cancels
 from engine.changes import JobChanges
 from engine.config_import import ConfigImport
 from engine.deliveries import Deliveries
 from engine.delivery import Staging
-from engine.holds import AttemptHolds
+from engine.holds import AttemptCanceller, AttemptHolds
 from engine.inbox import Inbox
 from engine.interruptions import Interruptions
 from engine.leases import Monotonic
@@ -66,7 +67,8 @@ class Engine:
 def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuning: Tuning = DEFAULT_TUNING, *,
                  service_url: str = "http://127.0.0.1:8080", secret: bytes = b"",
                  secrets: SecretReader | None = None, metrics: Metrics | None = None,
-                 holds: AttemptHolds | None = None, repair_workers: int = 1,
+                 holds: AttemptHolds | None = None, canceller: AttemptCanceller | None = None,
+                 repair_workers: int = 1,
                  task_lease: timedelta | None = None, defer_finishes: bool | None = None,
                  staging: Staging | None = None, jobs: JobsReader | None = None,
                  sleep: Callable[[float], None] = time.sleep, monotonic: Monotonic = time.monotonic,
@@ -77,6 +79,7 @@ def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuni
     completion tokens; `secrets` reads the values header fields name (None: no store);
     `metrics` is where the parts count (a fresh one by default); `holds` records which
     process holds each attempt in flight (None: the backend's tasks hold them);
+    `canceller` closes this process's attempts of an invocation it aborts (None: none);
     `repair_workers` is how many watchdog repairs run at once (engine/maintenance.py);
     `task_lease` how long a task handed to `TaskRunner.handle` is its handler's;
     `defer_finishes` overrides the store's choice of leaving finishes to their rows
@@ -88,17 +91,19 @@ def build_engine(store: JobStore, targets: dict[str, Target], clock: Clock, tuni
     `job_writers`: the API requests of this process that may write one job's record at once.
     """
     metrics = metrics if metrics is not None else Metrics()
-    changes = JobChanges(store, clock, metrics, tuning, holds, defer_finishes)
+    changes = JobChanges(store, clock, metrics, tuning, holds, defer_finishes, canceller)
     interruptions = Interruptions(changes, holds, metrics) if holds is not None else None
     deliveries = Deliveries(store, targets, clock, metrics, service_url=service_url, secret=secret,
                             secrets=secrets, staging=staging)
     staged = StagedChecks(jobs or OneByOne(store), changes.write, holds, sleep) if tuning.stages else None
     notifications = Notifications(changes.write, store.get_job, clock, deliveries.send_notification)
     inbox = Inbox(changes)
+    cancels = Cancels(store.get_job, changes.write, clock, deliveries.send_cancel, deliveries.service_host)
     return Engine(
         changes=changes,
         deliveries=deliveries,
-        tasks=TaskRunner(changes, deliveries, notifications.run_task, task_lease, staged, monotonic, inbox),
+        tasks=TaskRunner(changes, deliveries, notifications.run_task, task_lease, staged, monotonic, inbox,
+                         cancels.run_task),
         maintenance=Maintenance(store, changes, clock, metrics, interruptions, repair_workers),
         queries=Queries(store, clock, tuning),
         configs=ConfigImport(changes, store),

@@ -72,14 +72,16 @@ class Sent:
 class TaskRunner:
     def __init__(self, changes: JobChanges, deliveries: Deliveries, notify: Callable[[dict[str, Any]], None],
                  task_lease: timedelta | None = None, staged: StagedChecks | None = None,
-                 monotonic: Monotonic = time.monotonic, inbox: Inbox | None = None):
+                 monotonic: Monotonic = time.monotonic, inbox: Inbox | None = None,
+                 cancel: Callable[[dict[str, Any]], None] | None = None):
         """`notify` runs one on_failure notification task (engine/notify.py); `task_lease`:
         how long a task handed to `handle` is its handler's (a Cloud Tasks request's
         dispatch deadline; None: unbounded); `staged`: the checks of a staged attempt at
         its time, where the backend stages (None: it never does); `monotonic`: the clock
         leases are counted on (engine/leases.py; a test's may stall); `inbox`: where
-        other jobs' triggers go, and what folds them (by default one over `changes`)."""
-        self.changes, self.deliveries, self.notify = changes, deliveries, notify
+        other jobs' triggers go, and what folds them (by default one over `changes`);
+        `cancel` runs one task that tells an async target of an abort (engine/cancels.py)."""
+        self.changes, self.deliveries, self.notify, self.cancel = changes, deliveries, notify, cancel
         self.inbox = inbox if inbox is not None else Inbox(changes)
         self.task_lease, self.staged = task_lease, staged
         self.monotonic = monotonic
@@ -135,6 +137,10 @@ class TaskRunner:
             self._run_trigger(task)
         elif task.kind == TaskKind.INBOX:
             self.inbox.fold(task.payload["project"], task.payload["job"], due=task.eta)
+        elif task.kind == TaskKind.CANCEL and self.cancel is not None:
+            if self.sending_stopped:  # as a notification: nothing new leaves after the stop's signal
+                raise RetryTask(timedelta(0), "stopping: the next start sends this cancel")
+            self.cancel(task.payload)
         else:
             log_event(log, "unknown task kind", task=task.name, kind=task.kind)
 

@@ -121,7 +121,8 @@ _AUTH = TargetField("auth", FieldShape.AUTH, secret=True)
 
 _SPECS = (
     KindSpec(TargetKind.HTTP, (_URL, _METHOD, _HEADERS, _BODY, TargetField("timeout", FieldShape.DURATION),
-                               TargetField("async", FieldShape.BOOLEAN), _AUTH)),
+                               TargetField("async", FieldShape.BOOLEAN), _AUTH,
+                               TargetField("cancel_url", FieldShape.URL, secret=True))),
     KindSpec(TargetKind.PUBSUB, (TargetField("topic", FieldShape.TEXT, required=True),
                                  TargetField("data", FieldShape.TEMPLATE, payload=True),
                                  TargetField("attributes", FieldShape.TEMPLATE_MAP))),

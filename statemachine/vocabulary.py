@@ -91,6 +91,7 @@ class TaskKind(StrEnum):
     CHECK = "check"  # see whether every event of a fan-out has its outcome (statemachine/fanout.py)
     DEADLINE = "deadline"  # an invocation's deadline timer (statemachine/deadlines.py)
     INBOX = "inbox"  # fold a job's pending triggers into its record (engine/inbox.py)
+    CANCEL = "cancel"  # tell an async target's cancel_url its invocation was aborted (engine/cancels.py)
 
     @property
     def handler_path(self) -> str:

@@ -23,6 +23,7 @@ from engine.ports import DeliveryRequest, Target
 from engine.staging_ports import StagingTarget
 from engine.targets.google_tokens import DEFAULT_IAM_URL, DEFAULT_METADATA_HOST, TokenMinter
 from engine.targets.http import HttpTarget
+from engine.targets.in_flight import InFlight
 from engine.targets.noop import NoopTarget, UnavailableTarget
 from statemachine.safety import OwnService
 from statemachine.vocabulary import TargetKind
@@ -99,6 +100,13 @@ def staging_targets(targets: dict[str, Target]) -> dict[str, StagingTarget]:
     return {kind: target for kind, target in targets.items() if isinstance(target, HttpTarget)}
 
 
+def attempt_connections(targets: dict[str, Target]) -> InFlight | None:
+    """What closes the HTTP requests this process has on the wire for an aborted
+    invocation (engine/holds.py's `AttemptCanceller`); None without an HTTP target."""
+    http = next((target for target in targets.values() if isinstance(target, HttpTarget)), None)
+    return http.pool.in_flight if http is not None else None
+
+
 def target_kind(target: Mapping[str, object]) -> str:
     """The kind of a `{kind: {...}}` target definition ("" if it is not one)."""
     return next(iter(target)) if isinstance(target, dict) and len(target) == 1 else ""
@@ -117,6 +125,7 @@ __all__ = [
     "HttpTarget",
     "NoopTarget",
     "UnavailableTarget",
+    "attempt_connections",
     "build_targets",
     "target_for",
     "target_kind",

@@ -22,6 +22,7 @@ from engine.ports import DeliveryRequest, DeliveryResult
 from engine.targets.google_tokens import MintError, TokenMinter
 from engine.targets.http_batch import PARALLEL, BatchWriter, Outgoing
 from engine.targets.http_pool import Answer, ConnectionPool, Endpoint, PoolKey, encode_request, parse_endpoint
+from engine.targets.in_flight import InvocationKey
 from statemachine.durations import parse_duration, rfc3339_millis
 from statemachine.safety import (
     COMPLETION_TOKEN_HEADER,
@@ -199,7 +200,7 @@ class HttpTarget:
                 else:
                     answer = self._pool.request(endpoint, method, headers, payload,
                                                 max(deadline - time.monotonic(), 0.001), _READ_LIMIT,
-                                                address, owner=request.project)
+                                                address, owner=request.project, invocation=InvocationKey.of(request))
             except TimeoutError:  # before OSError, of which it is one
                 return DeliveryOutcome.FAILED, "timeout", f"no answer within {timeout:g}s"
             except (OSError, http.client.HTTPException) as error:
@@ -379,7 +380,8 @@ class StagedHttp:
     def outgoing(self, ready: Callable[[], bool], done: Callable[[Answer | BaseException | None], None]) -> Outgoing:
         """This request as the writer takes it: `ready()` is asked right before the write
         (False: not sent), `done(outcome)` gets the answer, an error, or None if not sent."""
-        return Outgoing(self.key, self.data, self.method, self.timeout, self.read_limit, ready=ready, done=done)
+        return Outgoing(self.key, self.data, self.method, self.timeout, self.read_limit, ready=ready, done=done,
+                        invocation=InvocationKey.of(self.request))
 
     def answered(self, first: Answer | BaseException, written_at: float) -> DeliveryResult | None:
         """The result of an answer (or error) that ends the request, at once, on the

@@ -43,6 +43,7 @@ from typing import Callable
 
 from engine.targets.http_framing import Complex, parse_answer
 from engine.targets.http_pool import Answer, ConnectionPool, PoolKey, _dropped, _read_answer, bounded_response
+from engine.targets.in_flight import InvocationKey
 
 PARALLEL = 64  # connections per host at once (the pool keeps as many idle)
 # How long a request whose connection is being opened counts as backlog (what the record
@@ -66,6 +67,7 @@ class Outgoing:
     done: Callable[[Answer | BaseException | None], None]  # None: not sent (ready() said no)
     deadline: float = 0.0
     buffer: bytearray = field(default_factory=bytearray)
+    invocation: InvocationKey | None = None  # whose attempt it is: an abort closes it (in_flight.py)
 
 
 @dataclass(eq=False)
@@ -257,6 +259,7 @@ class BatchWriter:
             return self._fail_unsent(conn, item, error)
         busy = _Busy(conn, item, item.data[sent:])
         self._busy[sock.fileno()] = busy
+        self.pool.in_flight.add(item.invocation, sock)
         self._selector.register(sock, selectors.EVENT_WRITE if busy.rest else selectors.EVENT_READ, busy)
 
     def _fail_unsent(self, conn: http.client.HTTPConnection, item: Outgoing, error: BaseException) -> None:
@@ -328,6 +331,7 @@ class BatchWriter:
 
     def _forget(self, fd: int, busy: _Busy) -> None:
         self._busy.pop(fd, None)
+        self.pool.in_flight.remove(busy.item.invocation, busy.conn.sock)
         try:
             self._selector.unregister(busy.conn.sock)
         except (KeyError, ValueError):

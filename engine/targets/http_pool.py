@@ -34,6 +34,7 @@ from typing import Callable
 from urllib.parse import quote, unquote, urlsplit
 
 from engine.targets.fence import check as check_fence
+from engine.targets.in_flight import InFlight, InvocationKey
 
 MAX_IDLE_PER_HOST = 64  # about the dispatcher's thread count
 MAX_HOSTS = 64  # hosts whose idle connections are kept (least recently used go)
@@ -89,6 +90,7 @@ class ConnectionPool:
         self._lock = threading.Lock()
         self._tls = ssl.create_default_context()  # verifies certificates and host names
         self.opened = 0  # connections opened so far (tests read it)
+        self.in_flight = InFlight()  # requests on the wire, by invocation, for aborts to close
 
     def close(self) -> None:
         with self._lock:
@@ -99,7 +101,7 @@ class ConnectionPool:
 
     def request(self, endpoint: Endpoint, method: str, headers: dict[str, str],
                 body: bytes | None, timeout: float, read_limit: int, address: str | None = None,
-                owner: str = "") -> Answer:
+                owner: str = "", invocation: InvocationKey | None = None) -> Answer:
         """Send one request and read at most `read_limit` bytes of the answer.
 
         With `address`, the connection goes to that IP address (the one the target
@@ -107,7 +109,8 @@ class ConnectionPool:
         answer that changes after the check (rebinding) cannot redirect the request.
         TLS still verifies the certificate against the host name. Idle connections are
         kept per `owner` (the job's project): a connection one project left in a state it
-        did not expect is never handed to another project.
+        did not expect is never handed to another project. `invocation`: the request is an
+        attempt of it, closed should it be aborted meanwhile (in_flight.py).
 
         :raises OSError: connecting, sending or reading failed (TimeoutError for a timeout).
         :raises http.client.HTTPException: the server's answer was not HTTP.
@@ -116,6 +119,7 @@ class ConnectionPool:
         key = (endpoint.scheme, endpoint.host, endpoint.port, address, owner)
         deadline = time.monotonic() + timeout
         conn, reused = self._take(key, timeout)
+        sock: socket.socket | None = None
         try:
             try:
                 _write(conn, method, endpoint.target, body, headers)
@@ -126,6 +130,7 @@ class ConnectionPool:
                 conn, reused = self._open(key, timeout), False
                 _write(conn, method, endpoint.target, body, headers)
             sock = conn.sock  # getresponse() forgets it when the server will close
+            self.in_flight.add(invocation, sock)
             # The status line and headers are read against the deadline too: a server
             # that trickles them a byte at a time cannot hold the attempt past its timeout.
             conn.response_class = partial(bounded_response, deadline=deadline)  # type: ignore[assignment]
@@ -134,6 +139,8 @@ class ConnectionPool:
         except BaseException:
             conn.close()
             raise
+        finally:
+            self.in_flight.remove(invocation, sock)
         if answer.complete and not response.will_close and conn.sock is not None:
             self._give_back(key, conn)
         else:

@@ -31,7 +31,7 @@ def test_the_stored_words_are_the_contracts():
     assert [k.value for k in TargetKind] == ["http", "pubsub", "cloud_tasks", "noop"]
     assert {k.value: k.handler_path for k in TaskKind} == {
         "tick": "tick", "start": "start-invocation", "trigger": "trigger", "notify": "notify",
-        "check": "check", "deadline": "deadline", "inbox": "inbox"}
+        "check": "check", "deadline": "deadline", "inbox": "inbox", "cancel": "cancel"}
 
 
 def test_a_member_is_its_value_in_json_and_compares_equal_to_what_storage_returns():
