@@ -16,6 +16,8 @@ import threading
 from collections import Counter
 from datetime import timedelta
 
+import pytest
+
 from engine.config_import import JobSnapshot, ProjectSnapshot
 from engine.ports import ConflictError
 from engine.service import build_engine
@@ -27,6 +29,7 @@ from tests.contract.backends import FirestoreBackend, FixedClock
 from tests.contract.samples import T0
 from tests.contract.test_engine_scenarios import Scenario
 from tests.engine.harness import START, RecordingTarget
+from tests.support.cloud_stores import FIRESTORE_IN_LONG_RUNS
 from tests.support.records import MAX_JOB_RECORD_BYTES, largest_job_record
 
 FANOUT = 50
@@ -146,6 +149,8 @@ class Backlog:
             self.measure(f"task {self.tasks} ({task.kind}), {delivered} deliveries made")
 
 
+# The Firestore emulator takes about 18 s of the suite for this one; it runs in long runs.
+@pytest.mark.parametrize("backend", ["sqlite", "memory", "datastore", FIRESTORE_IN_LONG_RUNS], indirect=True)
 def test_a_30_day_broken_chain_under_catchup_all_keeps_the_record_small(backend):
     scenario = Scenario(backend)
     schedule = "* * * * *"
