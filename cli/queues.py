@@ -87,6 +87,9 @@ def queue_settings(args: argparse.Namespace, env: Mapping[str, str] | None = Non
 
 def run_queues(args: argparse.Namespace) -> int:
     project, location, queue, emulator = queue_settings(args)
+    from app.cloud_libraries import require_cloud_libraries
+
+    require_cloud_libraries("`sundial queues`")  # a one-line error, not a traceback, without [gcp]
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exceptions
 

@@ -127,6 +127,14 @@ def test_the_cloud_backend_without_the_gcp_extra_says_what_to_install(installed,
     assert "pip install 'sundial-scheduler[gcp]'" in done.stderr, done.stderr
 
 
+def test_queues_without_the_gcp_extra_says_what_to_install(installed, tmp_path):
+    done = run(installed / "sundial", "queues", cwd=tmp_path, env={"GOOGLE_CLOUD_PROJECT": "demo"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr  # one line, no traceback
+    assert "`sundial queues` needs the Google Cloud libraries" in done.stderr, done.stderr
+    assert "pip install 'sundial-scheduler[gcp]'" in done.stderr, done.stderr
+
+
 def test_version_and_help(installed, tmp_path):
     done = run(installed / "sundial", "--version", cwd=tmp_path)
     assert (done.returncode, done.stdout) == (0, f"sundial {_version()}\n"), done.stderr
