@@ -40,8 +40,8 @@ jobs:
 """
 LIVE = """\
 jobs:
-  - id: every-20s
-    schedule: every 20s
+  - id: every-12s
+    schedule: every 12s
     target: {noop: {}}
   - id: beat
     schedule: every 1s
@@ -84,7 +84,7 @@ def test_last_run_is_never_an_occurrence_still_to_come(server, capsys):
     """Issue 37: `jobs list` printed LAST RESULT STARTING with a LAST RUN in the future: the
     occurrence committed up to 10 s ahead of its time (its request held until then)."""
     def staged():
-        job = server.get("/api/v1/projects/live/jobs/every-20s")
+        job = server.get("/api/v1/projects/live/jobs/every-12s")
         last = job.get("last_invocation") or {}
         ahead = last.get("scheduled_time") and _instant(last["scheduled_time"]) - datetime.now(timezone.utc)
         return (last.get("status") == "STARTING" and last.get("started_time") is None
@@ -94,7 +94,7 @@ def test_last_run_is_never_an_occurrence_still_to_come(server, capsys):
     status, out, _ = run(capsys, server, "jobs", "list", "live")
     now = datetime.now(timezone.utc)
     assert status == 0
-    row = table(out)["every-20s"]
+    row = table(out)["every-12s"]
     assert row[4] != "STARTING"  # LAST RESULT: the one to come has no result
     assert row[5] == "-" or _instant(row[5]) <= now, out  # LAST RUN
     assert _instant(row[3]) > now  # NEXT RUN: the one to come
@@ -260,7 +260,7 @@ def test_follow_a_project_as_json_lines_until_its_duration(server, capsys):
                          "--interval", "500ms", "--output", "json")
     assert status == 0 and 2.5 < time.monotonic() - began < 15
     rows = [json.loads(line) for line in out.splitlines()]
-    assert rows and {row["job"] for row in rows} <= {"beat", "every-20s"}
+    assert rows and {row["job"] for row in rows} <= {"beat", "every-12s"}
     assert len({(row["id"], row["status"]) for row in rows}) == len(rows)  # each change once
 
 

@@ -1,5 +1,5 @@
-"""Fault 4: SIGKILL of the real server at 15 × SUNDIAL_FAULTS_SCALE seeded random instants
-(15 in `make test`; 30, about 60 s, with the flag at 2) during a run
+"""Fault 4: SIGKILL of the real server at 10 × SUNDIAL_FAULTS_SCALE seeded random instants
+(10 in `make test`; 20, about 45 s, with the flag at 2) during a run
 of 50 jobs firing every second or two (the kill lands in tick commits, in
 deliveries, between a delivery and its result, in start tasks of fan-outs and
 retries). After each restart no occurrence has been called under two invocation
@@ -27,7 +27,7 @@ ENV = {"SUNDIAL_LATE_TOLERANCE": "1s"}
 
 def test_sigkill_at_random_instants_loses_and_doubles_nothing(tmp_path):
     rng = random.Random(SEED + 4)
-    kills = scaled(15)
+    kills = scaled(10)
     receiver = FlakyReceiver(SEED + 4)
     configs = tmp_path / "configs"
     configs.mkdir()
