@@ -35,8 +35,7 @@ class Arrival:
 
     @property
     def scheduled(self) -> float:
-        raw = self.headers["X-Sundial-Scheduled-Time"]
-        return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+        return epoch(self.headers["X-Sundial-Scheduled-Time"])
 
     @property
     def lateness(self) -> float:
@@ -237,8 +236,13 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
+def epoch(rfc3339: str) -> float:
+    """An RFC 3339 time as the API and the headers write it (`...Z`), in seconds since the epoch."""
+    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+
+
 def _instant(raw: str | None) -> float | None:
-    return None if raw is None else datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+    return None if raw is None else epoch(raw)
 
 
 def shown_staged(job: dict, t: float) -> bool:

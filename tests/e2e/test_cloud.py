@@ -7,11 +7,10 @@ Skipped, with the reason, where an emulator is not installed.
 
 import time
 from collections import defaultdict
-from datetime import datetime
 
 import pytest
 
-from tests.e2e.support import Receiver, Server, free_port, wait_until
+from tests.e2e.support import Receiver, Server, epoch, free_port, wait_until
 from tests.support.cloud_stores import ON_BOTH_IN_LONG_RUNS
 from tests.support.emulators import cloud_server_env
 
@@ -24,10 +23,6 @@ jobs:
     target: {{http: {{url: {url}/two}}}}
 """
 RUN_SECONDS = 14
-
-
-def _epoch(rfc3339: str) -> float:
-    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
 
 
 @pytest.fixture
@@ -89,7 +84,7 @@ def test_the_chain_runs_on_datastore_and_cloud_tasks(cloud):
     time.sleep(RUN_SECONDS)
     _check_exactly_once(server, receiver, running)
     statuses = {row["status"] for row in server.invocations("cloud", "every-two")
-                if _epoch(row["scheduled_time"]) >= running + 1}
+                if epoch(row["scheduled_time"]) >= running + 1}
     assert statuses <= {"SUCCEEDED", "RUNNING", "STARTING"}
 
 

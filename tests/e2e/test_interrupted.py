@@ -17,10 +17,9 @@ import sqlite3
 import time
 from collections import Counter, defaultdict
 from contextlib import closing
-from datetime import datetime
 from pathlib import Path
 
-from tests.e2e.support import Receiver, Server, settle, wait_until
+from tests.e2e.support import Receiver, Server, epoch, settle, wait_until
 
 TOLERANCE = 0.5  # SUNDIAL_LATE_TOLERANCE: the newest due fire time is on time within it
 ENV = {"SUNDIAL_LATE_TOLERANCE": "500ms"}
@@ -43,9 +42,6 @@ def _config(url: str) -> str:
     )
     return "jobs:\n" + entries
 
-
-def _ts(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def _restart_at(kill_at: float, startup: float) -> float:
@@ -110,7 +106,7 @@ def _settled_at_start(server: Server, in_flight: dict[str, str]) -> list[str]:
 
 
 def _fired_normally(server: Server, job: str, kill_at: float) -> bool:
-    return any(row["trigger"] == "schedule" and row["status"] == "SUCCEEDED" and _ts(row["scheduled_time"]) > kill_at
+    return any(row["trigger"] == "schedule" and row["status"] == "SUCCEEDED" and epoch(row["scheduled_time"]) > kill_at
                for row in server.invocations("e2e", job))
 
 
@@ -121,7 +117,7 @@ def _check_job(server: Server, receiver: Receiver, job: str, interrupted: str, k
     calls = receiver.at_path(f"/{job}")
     problems = _no_duplicates(job, rows, calls)
     problems += _the_interrupted_one(job, rows, calls, interrupted)
-    after = [row for row in rows if _ts(row["scheduled_time"]) > kill_at]
+    after = [row for row in rows if epoch(row["scheduled_time"]) > kill_at]
     if not after:
         return problems + [f"{job}: nothing recorded after the kill"]
     # The restart's first tick handles the whole downtime in one transaction.
@@ -180,7 +176,7 @@ def _the_interrupted_one(job: str, rows: list[dict], calls, invocation: str) -> 
 def _the_newest(job: str, row: dict, catchup: str) -> list[str]:
     """The newest fire time the restart's first tick found due: on time if it was
     handled within TOLERANCE, else late and up to the catch-up policy."""
-    late = _ts(row["created_time"]) - _ts(row["scheduled_time"]) > TOLERANCE
+    late = epoch(row["created_time"]) - epoch(row["scheduled_time"]) > TOLERANCE
     print(f"{job}: the newest due fire time at the restart was {'late' if late else 'on time'}: "
           f"{row['status']}/{row['reason']} ({row['trigger']})")
     outcome = (row["status"], row["reason"], row["trigger"])
