@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.support import free_port
-from tests.support.package_envs import ROOT, clean_copy, new_venv, run, site_packages
+from tests.support.package_envs import PROJECT_FILE, ROOT, clean_copy, new_venv, run, site_packages
 
 GENERIC = ("app", "cli", "config", "engine", "web")
 OTHER = """\
@@ -34,13 +34,6 @@ name = "acme-tools"
 version = "1.0"
 [tool.setuptools]
 packages = [{names}]
-"""
-CONFIG = """\
-jobs:
-  - id: nightly
-    schedule: "0 3 * * *"
-    target:
-      http: {url: "http://127.0.0.1:9/never"}
 """
 # Each of acme's packages answers with its own name: proof that it is acme's that was imported.
 ACME_WORKS = "; ".join(f"import {name}; assert {name}.ACME == {name!r}" for name in GENERIC)
@@ -83,7 +76,7 @@ def _install_other(place: dict[str, Path]) -> None:
 
 
 def _sundial_works(bin_dir: Path, cwd: Path) -> None:
-    (cwd / "ops.yaml").write_text(CONFIG)
+    (cwd / "ops.yaml").write_text(PROJECT_FILE)
     done = run(bin_dir / "sundial", "validate", "ops.yaml", cwd=cwd)
     assert (done.returncode, done.stderr) == (0, "validate: 1 file valid\n"), done.stdout + done.stderr
     done = run(bin_dir / "python", "-m", "sundial_scheduler", "--version", cwd=cwd)
@@ -118,7 +111,7 @@ def test_the_wsgi_entry_serves_beside_the_other(place, tmp_path):
         _install_sundial_pinned(place)
     _install_other(place)
     (tmp_path / "configs").mkdir()
-    (tmp_path / "configs" / "ops.yaml").write_text(CONFIG)
+    (tmp_path / "configs" / "ops.yaml").write_text(PROJECT_FILE)
     port, log = free_port(), tmp_path / "gunicorn.log"
     env = {"SUNDIAL_DB": str(tmp_path / "state" / "sundial.db"), "SUNDIAL_CONFIG_DIR": str(tmp_path / "configs")}
     command = [bin_dir / "python", "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "sundial_scheduler.wsgi:app"]

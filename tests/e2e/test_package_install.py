@@ -26,15 +26,17 @@ from zipfile import ZipFile
 import pytest
 
 from tests.e2e.support import free_port
-from tests.support.package_envs import ROOT, build_wheel, clean_copy, core_libraries, new_venv, run, site_packages
+from tests.support.package_envs import (
+    PROJECT_FILE,
+    ROOT,
+    build_wheel,
+    clean_copy,
+    core_libraries,
+    new_venv,
+    run,
+    site_packages,
+)
 
-CONFIG = """\
-jobs:
-  - id: nightly
-    schedule: "0 3 * * *"
-    target:
-      http: {url: "http://127.0.0.1:9/never"}
-"""
 FULL = os.environ.get("SUNDIAL_PACKAGE_FULL") == "1"
 GOOGLE = ("google", "google.auth", "google.cloud.ndb", "grpc")
 
@@ -105,7 +107,7 @@ def test_no_google_library_is_there(installed, tmp_path):
 
 
 def test_validate(installed, tmp_path):
-    (tmp_path / "ops.yaml").write_text(CONFIG)
+    (tmp_path / "ops.yaml").write_text(PROJECT_FILE)
     done = run(installed / "sundial", "validate", "ops.yaml", cwd=tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "validate: 1 file valid\n")
 
@@ -173,7 +175,7 @@ def _wait_for_health(server: subprocess.Popen, url: str, log: Path) -> None:
 def test_serve(installed, tmp_path):
     configs = tmp_path / "configs"
     configs.mkdir()
-    (configs / "ops.yaml").write_text(CONFIG)
+    (configs / "ops.yaml").write_text(PROJECT_FILE)
     url, log = f"http://127.0.0.1:{free_port()}", tmp_path / "serve.log"
     # With a dispatcher child: it starts in the package's directory and must find the code there.
     command = [installed / "sundial", "serve", "--port", url.rsplit(":", 1)[1], "--processes", "2",

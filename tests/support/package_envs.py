@@ -29,6 +29,15 @@ SHARED_SITE = Path(sysconfig.get_paths()["purelib"])
 # What a venv needs beside the package's dependencies to run `python -m pip`.
 TOOLS = ("pip",)
 
+# A project file the installed command validates and serves (its one job never comes due).
+PROJECT_FILE = """\
+jobs:
+  - id: nightly
+    schedule: "0 3 * * *"
+    target:
+      http: {url: "http://127.0.0.1:9/never"}
+"""
+
 
 def run(*command: str | Path, cwd: Path, timeout: float = 120,
         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
