@@ -266,21 +266,14 @@ def redeliver_inline(record: JobRecord, nonce: str, now: datetime, tuning: Tunin
     enqueued for the lease's end; after it, it is sent again under the same invocation
     id if it is still in flight then (invocations.on_starting)."""
     actions: list[act.Action] = []
-    if not record.active:
-        return record, actions
-    lease = record.live_policy.attempt_timeout + tuning.start_grace
     for entry in record.active:
         # Only the attempt that tick delivered: attempt 1, still in flight (a later
         # attempt of the invocation is none of that tick's run).
         if entry.started_by != nonce or entry.attempts != (1,) or entry.started_mask != 1 or entry.done_mask:
             continue
-        begun = entry.started_at
-        if begun is not None and begun > now:  # staged, its time not come: as if never begun
-            record, started = inv.on_interrupted(record, ev.AttemptInterrupted(entry.invocation_id, 0, 1), now, tuning)
-        elif begun is not None and now < begun + lease:
-            started = [act.EnqueueAttempt(entry.invocation_id, 0, 1, begun + lease)]
-        else:
-            redelivery = ev.InvocationStarting(entry.invocation_id, 0, entry.attempts[0], redelivered=True)
-            record, started = inv.on_starting(record, redelivery, now, tuning)
+        # As a redelivered start task of it: staged and not let out, back to its start
+        # task; within its lease, a start at the lease's end; after it, sent again.
+        redelivery = ev.InvocationStarting(entry.invocation_id, 0, entry.attempts[0], redelivered=True)
+        record, started = inv.on_starting(record, redelivery, now, tuning)
         actions += started
     return record, actions
